@@ -301,4 +301,3 @@ func waitReady(p *Process, probe func() error) error {
 	}
 	return fmt.Errorf("%s not ready after 20s: %v\n%s", p.name, err, p.Tail(30))
 }
-
