@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"regexp"
+	"strconv"
+)
+
+// ErrInvalidLayout is returned by NewLayout for a bad namespace or count.
+var ErrInvalidLayout = errors.New("shard: invalid layout")
+
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// Layout names every Redis key of a deployment. It is a value type; the
+// zero Layout is invalid, build one with NewLayout.
+type Layout struct {
+	ns     string
+	shards int
+}
+
+// NewLayout returns the layout for namespace ns with n shards.
+func NewLayout(ns string, n int) (Layout, error) {
+	if !namespaceRE.MatchString(ns) {
+		return Layout{}, fmt.Errorf("%w: namespace %q must match %s", ErrInvalidLayout, ns, namespaceRE)
+	}
+	if n < 1 || n > MaxShards {
+		return Layout{}, fmt.Errorf("%w: shard count %d not in 1..%d", ErrInvalidLayout, n, MaxShards)
+	}
+	return Layout{ns: ns, shards: n}, nil
+}
+
+// MaxShards is the largest supported shard count.
+const MaxShards = 4096
+
+// Namespace returns the namespace every key starts with.
+func (l Layout) Namespace() string { return l.ns }
+
+// Shards returns the shard count N.
+func (l Layout) Shards() int { return l.shards }
+
+// ShardOf returns the shard of a task id: crc32 (IEEE) of the id's bytes
+// modulo N. Producers in other languages compute the same (for example
+// Python's zlib.crc32).
+func (l Layout) ShardOf(id string) int {
+	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.shards))
+}
+
+// Tag returns the hash tag of shard s, braces included: "{ns:s}".
+func (l Layout) Tag(s int) string { return "{" + l.ns + ":" + strconv.Itoa(s) + "}" }
+
+// Delayed is the sorted set of scheduled task ids, scored by due time in
+// unix milliseconds.
+func (l Layout) Delayed(s int) string { return l.Tag(s) + ":delayed" }
+
+// Tasks is the hash of task id to encoded task.
+func (l Layout) Tasks(s int) string { return l.Tag(s) + ":tasks" }
+
+// ReadyPrefix is the prefix of the shard's ready lists; the queue name
+// follows it.
+func (l Layout) ReadyPrefix(s int) string { return l.Tag(s) + ":ready:" }
+
+// Ready is the list of due task ids of one queue.
+func (l Layout) Ready(s int, queue string) string { return l.ReadyPrefix(s) + queue }
+
+// Inflight is the sorted set of leased task ids, scored by lease deadline.
+func (l Layout) Inflight(s int) string { return l.Tag(s) + ":inflight" }
+
+// Dead is the dead-letter sorted set, scored by the time a task was buried.
+func (l Layout) Dead(s int) string { return l.Tag(s) + ":dead" }
+
+// DeadInfo is the hash of task id to a JSON record of why it was buried.
+func (l Layout) DeadInfo(s int) string { return l.Tag(s) + ":dead:info" }
+
+// Epoch holds the fencing epoch of the shard's current owner.
+func (l Layout) Epoch(s int) string { return l.Tag(s) + ":epoch" }
+
+// Queues is the hash of registered queue name to its enqueue policy.
+func (l Layout) Queues(s int) string { return l.Tag(s) + ":queues" }
+
+// Stats is the hash of the shard's counters (stale_epoch, ...).
+func (l Layout) Stats(s int) string { return l.Tag(s) + ":stats" }
+
+// WakeChannel is the shard pub/sub channel on which enqueues that create
+// a new earliest task publish its due time.
+func (l Layout) WakeChannel(s int) string { return l.Tag(s) + ":wake" }

@@ -1,0 +1,43 @@
+-- cancel.lua: delete a task that has not started running.
+--
+-- KEYS[1] delayed    ZSET  task id -> due ms
+-- KEYS[2] tasks      HASH  task id -> encoded task
+-- KEYS[3] inflight   ZSET  task id -> lease deadline ms
+-- KEYS[4] dead       ZSET  task id -> time buried
+-- KEYS[5] dead info  HASH  task id -> JSON
+-- ARGV[1] task id
+-- ARGV[2] ready-list key prefix of this shard
+--
+-- Returns {code, state}:
+--   { 1, state}  cancelled; state is what it was: scheduled, ready or dead
+--   { 0, ""}     no such task
+--   {-1, "active"} the task is running under a lease; not cancelled
+local id = ARGV[1]
+local blob = redis.call("HGET", KEYS[2], id)
+if not blob then
+  -- A member without data (written by hand) is removed as well.
+  if redis.call("ZREM", KEYS[1], id) == 1 then return {1, "scheduled"} end
+  if redis.call("ZREM", KEYS[4], id) == 1 then
+    redis.call("HDEL", KEYS[5], id)
+    return {1, "dead"}
+  end
+  return {0, ""}
+end
+if redis.call("ZSCORE", KEYS[3], id) then
+  return {-1, "active"}
+end
+
+local state = "ready"
+if redis.call("ZREM", KEYS[1], id) == 1 then
+  state = "scheduled"
+elseif redis.call("ZREM", KEYS[4], id) == 1 then
+  redis.call("HDEL", KEYS[5], id)
+  state = "dead"
+else
+  local task = decode(blob)
+  if task then
+    redis.call("LREM", ARGV[2] .. task.queue, 0, id)
+  end
+end
+redis.call("HDEL", KEYS[2], id)
+return {1, state}

@@ -1,0 +1,88 @@
+-- enqueue.lua: store one task in a shard and schedule it.
+--
+-- This script is the enqueue protocol: a producer in any language can call
+-- it with EVAL/EVALSHA (or `redis-cli --eval`). It needs nothing else.
+--
+-- KEYS[1] delayed  ZSET  task id -> due time (unix ms)
+-- KEYS[2] tasks    HASH  task id -> encoded task (see docs/protocol.md)
+-- KEYS[3] queues   HASH  queue name -> "max_retries|timeout_ms|max_payload"
+-- ARGV[1] task id (1..256 bytes, no "|")
+-- ARGV[2] due time: absolute unix ms ("1795338744244"), or a delay in ms
+--         relative to Redis server time ("+30000")
+-- ARGV[3] queue name (must be registered in KEYS[3])
+-- ARGV[4] max retries, "" for the queue's default
+-- ARGV[5] timeout in ms, "" for the queue's default
+-- ARGV[6] payload (opaque bytes)
+-- ARGV[7] wake channel of this shard; when the task becomes the shard's
+--         earliest, its due time is published there with SPUBLISH
+--
+-- Returns {code, due_ms, detail}:
+--   { 1, due, ""}            enqueued
+--   { 0, due or -1, state}   duplicate: the id is live; nothing changed
+--   {-1, 0, queue}           unknown queue
+--   {-2, 0, max_payload}     payload larger than the queue allows
+--   {-3, 0, message}         invalid argument
+local id, due_arg, queue = ARGV[1], ARGV[2], ARGV[3]
+
+if id == "" or #id > 256 or string.find(id, "|", 1, true) then
+  return {-3, 0, "invalid task id"}
+end
+
+local policy = redis.call("HGET", KEYS[3], queue)
+if not policy then
+  return {-1, 0, queue}
+end
+local def_retries, def_timeout, max_payload =
+  string.match(policy, "^(%d+)|(%d+)|(%d+)$")
+if not max_payload then
+  return {-3, 0, "corrupt queue policy for " .. queue}
+end
+
+local payload = ARGV[6]
+if #payload > tonumber(max_payload) then
+  return {-2, 0, max_payload}
+end
+
+local retries = ARGV[4]
+if retries == "" then retries = def_retries end
+if not string.match(retries, "^%d+$") then
+  return {-3, 0, "invalid max retries"}
+end
+local timeout = ARGV[5]
+if timeout == "" then timeout = def_timeout end
+if not string.match(timeout, "^%d+$") or tonumber(timeout) < 1 then
+  return {-3, 0, "invalid timeout"}
+end
+
+if redis.call("HEXISTS", KEYS[2], id) == 1 then
+  local score = redis.call("ZSCORE", KEYS[1], id)
+  local state = "ready"
+  if score then state = "scheduled" end
+  return {0, tonumber(score or "-1"), state}
+end
+
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due
+if string.sub(due_arg, 1, 1) == "+" then
+  local delay = string.match(due_arg, "^%+(%d+)$")
+  if not delay then return {-3, 0, "invalid delay"} end
+  due = now + tonumber(delay)
+else
+  if not string.match(due_arg, "^%d+$") then return {-3, 0, "invalid due time"} end
+  due = tonumber(due_arg)
+end
+local due_s = string.format("%d", due)
+
+local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+local wake = (head[2] == nil) or (due < tonumber(head[2]))
+
+-- Encoded task, version 1:
+-- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
+redis.call("HSET", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
+  timeout .. "|" .. due_s .. "|" .. string.format("%d", now) .. "|" .. payload)
+redis.call("ZADD", KEYS[1], due_s, id)
+if wake then
+  redis.call("SPUBLISH", ARGV[7], due_s)
+end
+return {1, due, ""}

@@ -1,0 +1,23 @@
+-- lookup.lua: report one task's state, read-only.
+--
+-- KEYS[1] delayed    ZSET  task id -> due ms
+-- KEYS[2] tasks      HASH  task id -> encoded task
+-- KEYS[3] inflight   ZSET  task id -> lease deadline ms
+-- KEYS[4] dead       ZSET  task id -> time buried
+-- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
+-- ARGV[1] task id
+--
+-- Returns {state, encoded task or "", score or "", dead info or ""}:
+--   state is "scheduled" (score = due), "ready", "active" (score = lease
+--   deadline), "dead" (score = time buried) or "" when unknown.
+local id = ARGV[1]
+local blob = redis.call("HGET", KEYS[2], id) or ""
+local info = redis.call("HGET", KEYS[5], id) or ""
+local s = redis.call("ZSCORE", KEYS[3], id)
+if s then return {"active", blob, s, info} end
+s = redis.call("ZSCORE", KEYS[4], id)
+if s then return {"dead", blob, s, info} end
+s = redis.call("ZSCORE", KEYS[1], id)
+if s then return {"scheduled", blob, s, info} end
+if blob ~= "" then return {"ready", blob, "", info} end
+return {"", "", "", ""}

@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func mustRead(name string) string {
+	b, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err) // embedded at build time; cannot fail at run time
+	}
+	return string(b)
+}
+
+// script is one embedded Lua script. Scripts other than enqueue.lua get
+// lib.lua's helpers prepended.
+type script struct {
+	name string
+	*redis.Script
+}
+
+func newScript(name string, withLib bool) script {
+	src := mustRead(name)
+	if withLib {
+		src = mustRead("lib.lua") + "\n" + src
+	}
+	return script{name: name, Script: redis.NewScript(src)}
+}
+
+var (
+	enqueueScript = newScript("enqueue.lua", false)
+	moveScript    = newScript("move.lua", true)
+	cancelScript  = newScript("cancel.lua", true)
+	lookupScript  = newScript("lookup.lua", true)
+)
+
+// EnqueueScriptSource returns enqueue.lua as embedded: the script that
+// producers in other languages load.
+func EnqueueScriptSource() string { return mustRead("enqueue.lua") }
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// runPipelined runs one script call per element of calls in one pipeline
+// round trip with EVALSHA, loading the script and retrying once if the
+// server did not have it cached. Each returned command carries its own
+// result or error; the error return is for a failed script load only.
+func (sc script) runPipelined(ctx context.Context, rdb redis.Cmdable, calls []scriptCall) ([]*redis.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(calls))
+		for i, c := range calls {
+			cmds[i] = sc.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
+		if attempt > 0 || !anyNoScript(cmds) {
+			return cmds, nil
+		}
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			return nil, fmt.Errorf("shard: load %s: %w", sc.name, err)
+		}
+	}
+}
+
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+func anyNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if isNoScript(c.Err()) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,350 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// newTestStore starts a Redis and returns a store with 4 shards and the
+// queues "default" (max payload 1 KiB) and "mail" registered.
+func newTestStore(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	l, err := NewLayout("hgtest", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	err = s.RegisterQueues(context.Background(), map[string]QueuePolicy{
+		"default": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
+		"mail":    {MaxRetries: 7, Timeout: 5 * time.Second, MaxPayload: 1024},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb
+}
+
+func TestEnqueueOutcomes(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	now := time.Now()
+
+	ok := s.Enqueue(ctx, EnqueueArgs{ID: "a", Queue: "default", Payload: []byte("x"), Delay: time.Minute, MaxRetries: -1})
+	if ok.Err != nil {
+		t.Fatalf("enqueue: %v", ok.Err)
+	}
+	if d := ok.Due.Sub(now); d < 50*time.Second || d > 70*time.Second {
+		t.Fatalf("due %v is not about a minute after %v", ok.Due, now)
+	}
+
+	cases := []struct {
+		name string
+		args EnqueueArgs
+		want error
+	}{
+		{"duplicate", EnqueueArgs{ID: "a", Queue: "default", MaxRetries: -1}, ErrDuplicate},
+		{"unknown queue", EnqueueArgs{ID: "b", Queue: "nope", MaxRetries: -1}, ErrUnknownQueue},
+		{"payload too large", EnqueueArgs{ID: "c", Queue: "default", Payload: make([]byte, 1025), MaxRetries: -1}, ErrPayloadTooLarge},
+		{"id with separator", EnqueueArgs{ID: "d|e", Queue: "default", MaxRetries: -1}, ErrInvalidArgument},
+		{"empty id", EnqueueArgs{ID: "", Queue: "default", MaxRetries: -1}, ErrInvalidArgument},
+		{"id too long", EnqueueArgs{ID: strings.Repeat("x", MaxIDLen+1), Queue: "default", MaxRetries: -1}, ErrInvalidArgument},
+		{"payload at limit", EnqueueArgs{ID: "f", Queue: "default", Payload: make([]byte, 1024), MaxRetries: -1}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := s.Enqueue(ctx, c.args)
+			if c.want == nil && res.Err != nil || c.want != nil && !errors.Is(res.Err, c.want) {
+				t.Fatalf("got %v, want %v", res.Err, c.want)
+			}
+		})
+	}
+
+	// The duplicate did not overwrite the original.
+	info, err := s.Lookup(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(info.Task.Payload) != "x" || info.State != "scheduled" || info.Task.MaxRetries != 3 {
+		t.Fatalf("original task changed: %+v", info)
+	}
+}
+
+func TestEnqueueDefaultsAndOverrides(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	res := s.Enqueue(ctx, EnqueueArgs{ID: "m1", Queue: "mail", Due: due, MaxRetries: 0, Timeout: 1500 * time.Millisecond, Payload: []byte("p|q")})
+	if res.Err != nil || !res.Due.Equal(due) {
+		t.Fatalf("enqueue: %+v", res)
+	}
+	info, err := s.Lookup(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Task{ID: "m1", Queue: "mail", MaxRetries: 0, Timeout: 1500 * time.Millisecond, Due: due, Payload: []byte("p|q")}
+	got := info.Task
+	if got.Queue != want.Queue || got.MaxRetries != 0 || got.Timeout != want.Timeout || !got.Due.Equal(due) || string(got.Payload) != "p|q" || !info.At.Equal(due) {
+		t.Fatalf("lookup = %+v, want %+v", info, want)
+	}
+	res = s.Enqueue(ctx, EnqueueArgs{ID: "m2", Queue: "mail", MaxRetries: -1})
+	info, _ = s.Lookup(ctx, "m2")
+	if res.Err != nil || info.Task.MaxRetries != 7 || info.Task.Timeout != 5*time.Second {
+		t.Fatalf("queue defaults not applied: %+v %v", info.Task, res.Err)
+	}
+}
+
+func TestEnqueueBatch(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var as []EnqueueArgs
+	for i := 0; i < 1000; i++ {
+		as = append(as, EnqueueArgs{ID: fmt.Sprintf("t%d", i), Queue: "default", Delay: time.Hour, MaxRetries: -1})
+	}
+	as = append(as, EnqueueArgs{ID: "t0", Queue: "default", MaxRetries: -1}, EnqueueArgs{ID: "z", Queue: "bad", MaxRetries: -1})
+	// The script is not cached yet: the batch must load it and succeed.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res := s.EnqueueBatch(ctx, as)
+	for i := 0; i < 1000; i++ {
+		if res[i].Err != nil {
+			t.Fatalf("item %d: %v", i, res[i].Err)
+		}
+	}
+	if !errors.Is(res[1000].Err, ErrDuplicate) || !errors.Is(res[1001].Err, ErrUnknownQueue) {
+		t.Fatalf("tail results: %v / %v", res[1000].Err, res[1001].Err)
+	}
+	var total int64
+	for sh := 0; sh < 4; sh++ {
+		n, _ := rdb.ZCard(ctx, s.Layout().Delayed(sh)).Result()
+		if n == 0 {
+			t.Fatalf("shard %d got no task: ids are not spread", sh)
+		}
+		total += n
+	}
+	if total != 1000 {
+		t.Fatalf("stored %d tasks, want 1000", total)
+	}
+}
+
+func TestWakeOnlyOnNewHead(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	// Find three ids in shard 0.
+	var ids []string
+	for i := 0; len(ids) < 3; i++ {
+		if id := fmt.Sprintf("w%d", i); l.ShardOf(id) == 0 {
+			ids = append(ids, id)
+		}
+	}
+	sub := rdb.SSubscribe(ctx, l.WakeChannel(0))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(time.Hour).UnixMilli()
+	enq := func(id string, due int64) {
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: time.UnixMilli(due), MaxRetries: -1}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	enq(ids[0], base)      // first task: new head
+	enq(ids[1], base+1000) // later: no wake
+	enq(ids[2], base-1000) // earlier: new head
+	var got []string
+	for len(got) < 2 {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Payload)
+	}
+	want := []string{fmt.Sprint(base), fmt.Sprint(base - 1000)}
+	if got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("wake messages %v, want %v", got, want)
+	}
+	// No third message: publish a marker and check it is the next one.
+	rdb.SPublish(ctx, l.WakeChannel(0), "marker")
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
+		t.Fatalf("unexpected extra wake: %v %v", m, err)
+	}
+}
+
+func TestMoveFencedBoundedAndBuries(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	const sh = 1
+	var due []string
+	for i := 0; len(due) < 10; i++ {
+		id := fmt.Sprintf("m%d", i)
+		if l.ShardOf(id) != sh {
+			continue
+		}
+		q := "default"
+		if len(due)%2 == 1 {
+			q = "mail"
+		}
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: q, Due: time.Now().Add(-time.Second), MaxRetries: -1}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		due = append(due, id)
+	}
+	future := time.Now().Add(time.Hour).UnixMilli()
+	var later string
+	for i := 0; ; i++ {
+		if later = fmt.Sprintf("later%d", i); l.ShardOf(later) == sh {
+			break
+		}
+	}
+	s.Enqueue(ctx, EnqueueArgs{ID: later, Queue: "default", Due: time.UnixMilli(future), MaxRetries: -1})
+	// Garbage written by hand: a member without data and one with bad data.
+	rdb.ZAdd(ctx, l.Delayed(sh), redis.Z{Score: 1, Member: "garbage-no-data"})
+	rdb.ZAdd(ctx, l.Delayed(sh), redis.Z{Score: 2, Member: "garbage-bad-data"})
+	rdb.HSet(ctx, l.Tasks(sh), "garbage-bad-data", "not a task")
+
+	res, err := s.Move(ctx, sh, 5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved+res.Buried != 4 || res.Buried != 2 {
+		t.Fatalf("first batch: %+v, want 4 examined with 2 buried", res)
+	}
+	for _, late := range res.Late {
+		if late < 1000 {
+			t.Fatalf("lateness %d ms, want >= 1000", late)
+		}
+	}
+	// Older epoch: rejected and counted; nothing moves.
+	if _, err := s.Move(ctx, sh, 4, 100); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("stale move: %v", err)
+	}
+	if n, _ := s.StaleEpochRejections(ctx, sh); n != 1 {
+		t.Fatalf("stale rejections = %d, want 1", n)
+	}
+	res, err = s.Move(ctx, sh, 6, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved != 8 || res.NextDue != future {
+		t.Fatalf("second batch: %+v, want 8 moved and next due %d", res, future)
+	}
+	if e, _ := s.StoredEpoch(ctx, sh); e != 6 {
+		t.Fatalf("stored epoch %d, want 6", e)
+	}
+	ready := append(rdb.LRange(ctx, l.Ready(sh, "default"), 0, -1).Val(), rdb.LRange(ctx, l.Ready(sh, "mail"), 0, -1).Val()...)
+	if len(ready) != 10 {
+		t.Fatalf("ready lists hold %d ids, want 10: %v", len(ready), ready)
+	}
+	// Hand-written members need not hash to the shard they were put in,
+	// so read the shard's dead-letter set directly.
+	for id, reason := range map[string]string{"garbage-no-data": "no task data", "garbage-bad-data": "undecodable task data"} {
+		if _, err := rdb.ZScore(ctx, l.Dead(sh), id).Result(); err != nil {
+			t.Fatalf("%s not in the dead-letter set: %v", id, err)
+		}
+		if info := rdb.HGet(ctx, l.DeadInfo(sh), id).Val(); !strings.Contains(info, reason) {
+			t.Fatalf("%s: dead info %q lacks reason %q", id, info, reason)
+		}
+	}
+	res, _ = s.Move(ctx, sh, 6, 100)
+	if res.Moved != 0 || res.Buried != 0 {
+		t.Fatalf("third batch moved again: %+v", res)
+	}
+}
+
+func TestCancelAndLookupStates(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	s.Enqueue(ctx, EnqueueArgs{ID: "sched", Queue: "default", Delay: time.Hour, MaxRetries: -1})
+	s.Enqueue(ctx, EnqueueArgs{ID: "ready", Queue: "mail", MaxRetries: -1})
+	s.Enqueue(ctx, EnqueueArgs{ID: "active", Queue: "default", Delay: time.Hour, MaxRetries: -1})
+	sh := l.ShardOf("ready")
+	testenv.WaitFor(t, 5*time.Second, "ready task moved", func() (bool, string) {
+		r, err := s.Move(ctx, sh, 1, 10)
+		return err == nil && r.Moved == 1, fmt.Sprintf("%+v %v", r, err)
+	})
+	// Simulate a lease (workers arrive in a later issue).
+	ash := l.ShardOf("active")
+	rdb.ZRem(ctx, l.Delayed(ash), "active")
+	rdb.ZAdd(ctx, l.Inflight(ash), redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "active"})
+
+	for id, want := range map[string]string{"sched": "scheduled", "ready": "ready", "active": "active"} {
+		info, err := s.Lookup(ctx, id)
+		if err != nil || info.State != want {
+			t.Fatalf("lookup %s: %+v %v, want %s", id, info, err, want)
+		}
+	}
+	if _, err := s.Lookup(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup unknown: %v", err)
+	}
+	if st, err := s.Cancel(ctx, "sched"); err != nil || st != "scheduled" {
+		t.Fatalf("cancel scheduled: %s %v", st, err)
+	}
+	if st, err := s.Cancel(ctx, "ready"); err != nil || st != "ready" {
+		t.Fatalf("cancel ready: %s %v", st, err)
+	}
+	if n := rdb.LLen(ctx, l.Ready(sh, "mail")).Val(); n != 0 {
+		t.Fatalf("cancelled id still in ready list (%d)", n)
+	}
+	if _, err := s.Cancel(ctx, "active"); !errors.Is(err, ErrActive) {
+		t.Fatalf("cancel active: %v", err)
+	}
+	if _, err := s.Cancel(ctx, "sched"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cancel twice: %v", err)
+	}
+	// A cancelled id is free again.
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: "sched", Queue: "default", MaxRetries: -1}); r.Err != nil {
+		t.Fatalf("re-enqueue after cancel: %v", r.Err)
+	}
+}
+
+func TestCodec(t *testing.T) {
+	in := Task{ID: "x", Queue: "q", Attempts: 2, MaxRetries: 5, Timeout: time.Second, Due: time.UnixMilli(1700000000123), Enqueued: time.UnixMilli(1700000000000), Payload: []byte("a|b\x00c")}
+	out, err := Decode("x", Encode(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Queue != in.Queue || out.Attempts != 2 || out.MaxRetries != 5 || out.Timeout != time.Second ||
+		!out.Due.Equal(in.Due) || !out.Enqueued.Equal(in.Enqueued) || string(out.Payload) != string(in.Payload) {
+		t.Fatalf("round trip: %+v", out)
+	}
+	for _, bad := range []string{"", "garbage", "2|q|0|0|0|0|0|p", "1||0|0|0|0|0|p", "1|q|x|0|0|0|0|p", "1|q|0|0|0|0|p", "1|q|-1|0|0|0|0|p"} {
+		if _, err := Decode("x", []byte(bad)); !errors.Is(err, ErrUndecodable) {
+			t.Errorf("Decode(%q) = %v, want ErrUndecodable", bad, err)
+		}
+	}
+}
+
+func TestLayout(t *testing.T) {
+	for _, c := range []struct {
+		ns string
+		n  int
+	}{{"", 1}, {"a b", 1}, {"ok", 0}, {"ok", MaxShards + 1}} {
+		if _, err := NewLayout(c.ns, c.n); !errors.Is(err, ErrInvalidLayout) {
+			t.Errorf("NewLayout(%q, %d) = %v", c.ns, c.n, err)
+		}
+	}
+	l, _ := NewLayout("hg", 16)
+	// Every key of a shard carries the same hash tag.
+	for _, k := range []string{l.Delayed(3), l.Tasks(3), l.Ready(3, "q"), l.Inflight(3), l.Dead(3), l.DeadInfo(3), l.Epoch(3), l.Queues(3), l.Stats(3), l.WakeChannel(3)} {
+		if !strings.HasPrefix(k, "{hg:3}:") {
+			t.Errorf("key %q lacks the shard's hash tag", k)
+		}
+	}
+	// Known value, shared with producers in other languages (zlib.crc32).
+	if got := l.ShardOf("order-42"); got != 14 {
+		t.Errorf("ShardOf(order-42) = %d", got)
+	}
+}

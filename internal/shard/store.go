@@ -1,0 +1,266 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store runs Hourglass's scripts against one Redis deployment.
+// It is safe for concurrent use.
+type Store struct {
+	rdb redis.UniversalClient
+	l   Layout
+}
+
+// NewStore returns a Store for layout l on rdb.
+func NewStore(rdb redis.UniversalClient, l Layout) *Store { return &Store{rdb: rdb, l: l} }
+
+// Layout returns the store's key layout.
+func (s *Store) Layout() Layout { return s.l }
+
+// Redis returns the underlying client.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// QueuePolicy is what the enqueue script needs to know about a queue.
+type QueuePolicy struct {
+	MaxRetries int
+	Timeout    time.Duration
+	MaxPayload int64
+}
+
+func (p QueuePolicy) encode() string {
+	return fmt.Sprintf("%d|%d|%d", p.MaxRetries, p.Timeout.Milliseconds(), p.MaxPayload)
+}
+
+// RegisterQueues records the queues and their policies in every shard,
+// so that enqueues to them are accepted. Queues already registered and
+// absent from policies are left alone: tasks may still reference them.
+func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePolicy) error {
+	pipe := s.rdb.Pipeline()
+	for sh := 0; sh < s.l.shards; sh++ {
+		vals := make([]any, 0, 2*len(policies))
+		for q, p := range policies {
+			if !ValidQueue(q) {
+				return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, q)
+			}
+			vals = append(vals, q, p.encode())
+		}
+		pipe.HSet(ctx, s.l.Queues(sh), vals...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: register queues: %w", err)
+	}
+	return nil
+}
+
+// EnqueueArgs are the arguments of one enqueue. Exactly one of Due and
+// Delay decides the due time: a non-zero Due is absolute, otherwise the
+// task is due Delay after Redis server time.
+type EnqueueArgs struct {
+	ID         string
+	Queue      string
+	Payload    []byte
+	Due        time.Time
+	Delay      time.Duration
+	MaxRetries int           // < 0: the queue's default
+	Timeout    time.Duration // 0: the queue's default
+}
+
+// EnqueueResult is the outcome of one enqueue.
+type EnqueueResult struct {
+	// Due is the task's due time; for a duplicate, the due time of the
+	// live task if it is still scheduled, else zero.
+	Due time.Time
+	// State is the live task's state when Err is ErrDuplicate.
+	State string
+	// Err is nil, or wraps ErrDuplicate, ErrUnknownQueue,
+	// ErrPayloadTooLarge, ErrInvalidArgument or a Redis error.
+	Err error
+}
+
+func (s *Store) enqueueCall(a EnqueueArgs) scriptCall {
+	sh := s.l.ShardOf(a.ID)
+	due := "+" + strconv.FormatInt(a.Delay.Milliseconds(), 10)
+	if !a.Due.IsZero() {
+		due = strconv.FormatInt(a.Due.UnixMilli(), 10)
+	}
+	retries, timeout := "", ""
+	if a.MaxRetries >= 0 {
+		retries = strconv.Itoa(a.MaxRetries)
+	}
+	if a.Timeout > 0 {
+		timeout = strconv.FormatInt(a.Timeout.Milliseconds(), 10)
+	}
+	return scriptCall{
+		keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh)},
+		args: []any{a.ID, due, a.Queue, retries, timeout, a.Payload, s.l.WakeChannel(sh)},
+	}
+}
+
+// Enqueue stores one task in its shard.
+func (s *Store) Enqueue(ctx context.Context, a EnqueueArgs) EnqueueResult {
+	return s.EnqueueBatch(ctx, []EnqueueArgs{a})[0]
+}
+
+// EnqueueBatch stores many tasks in one pipelined round trip. Each
+// result reports its own outcome.
+func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueResult {
+	out := make([]EnqueueResult, len(as))
+	calls := make([]scriptCall, len(as))
+	for i, a := range as {
+		calls[i] = s.enqueueCall(a)
+	}
+	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
+	for i := range as {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = parseEnqueue(as[i], cmds[i])
+	}
+	return out
+}
+
+func parseEnqueue(a EnqueueArgs, cmd *redis.Cmd) EnqueueResult {
+	v, err := cmd.Slice()
+	if err != nil {
+		return EnqueueResult{Err: fmt.Errorf("shard: enqueue %q: %w", a.ID, err)}
+	}
+	if len(v) != 3 {
+		return EnqueueResult{Err: fmt.Errorf("shard: enqueue %q: unexpected reply %v", a.ID, v)}
+	}
+	code, _ := v[0].(int64)
+	due, _ := v[1].(int64)
+	detail, _ := v[2].(string)
+	switch code {
+	case 1:
+		return EnqueueResult{Due: time.UnixMilli(due)}
+	case 0:
+		r := EnqueueResult{State: detail, Err: fmt.Errorf("%w: %q is %s", ErrDuplicate, a.ID, detail)}
+		if due >= 0 {
+			r.Due = time.UnixMilli(due)
+		}
+		return r
+	case -1:
+		return EnqueueResult{Err: fmt.Errorf("%w: %q (register it in the scheduler's queues config)", ErrUnknownQueue, detail)}
+	case -2:
+		return EnqueueResult{Err: fmt.Errorf("%w: %d bytes, queue %q allows %s", ErrPayloadTooLarge, len(a.Payload), a.Queue, detail)}
+	default:
+		return EnqueueResult{Err: fmt.Errorf("%w: %s", ErrInvalidArgument, detail)}
+	}
+}
+
+// Cancel deletes a task that is not running and returns the state it was
+// in. It returns ErrNotFound or ErrActive.
+func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
+	sh := s.l.ShardOf(id)
+	v, err := cancelScript.Run(ctx, s.rdb,
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
+		id, s.l.ReadyPrefix(sh)).Slice()
+	if err != nil {
+		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
+	}
+	code, _ := v[0].(int64)
+	state, _ := v[1].(string)
+	switch code {
+	case 1:
+		return state, nil
+	case 0:
+		return "", fmt.Errorf("%w: %q", ErrNotFound, id)
+	default:
+		return state, fmt.Errorf("%w: %q", ErrActive, id)
+	}
+}
+
+// Info is a task's state as seen by Lookup.
+type Info struct {
+	State string // scheduled, ready, active or dead
+	Task  Task   // zero fields except ID when the data is missing
+	// At is the due time (scheduled), lease deadline (active) or burial
+	// time (dead).
+	At time.Time
+	// DeadInfo is the JSON burial record of a dead task.
+	DeadInfo string
+	// DecodeErr is set when the stored data is not decodable.
+	DecodeErr error
+}
+
+// Lookup returns a task's state. It returns ErrNotFound for unknown ids.
+func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
+	sh := s.l.ShardOf(id)
+	v, err := lookupScript.Run(ctx, s.rdb,
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
+		id).StringSlice()
+	if err != nil {
+		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
+	}
+	if len(v) != 4 || v[0] == "" {
+		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	info := Info{State: v[0], DeadInfo: v[3], Task: Task{ID: id}}
+	if v[1] != "" {
+		info.Task, info.DecodeErr = Decode(id, []byte(v[1]))
+		if info.DecodeErr != nil {
+			info.Task = Task{ID: id}
+		}
+	} else {
+		info.DecodeErr = fmt.Errorf("%w: %q: no task data", ErrUndecodable, id)
+	}
+	if v[2] != "" {
+		if ms, err := strconv.ParseFloat(v[2], 64); err == nil {
+			info.At = time.UnixMilli(int64(ms))
+		}
+	}
+	return info, nil
+}
+
+// MoveResult is the outcome of one mover call.
+type MoveResult struct {
+	Moved   int     // tasks pushed to ready lists
+	Buried  int     // undecodable or data-less members sent to the DLQ
+	NextDue int64   // due ms of the earliest remaining task, -1 if none
+	Now     int64   // Redis server time of the call, unix ms
+	Late    []int64 // now - due of every moved task, ms
+}
+
+// Move moves at most limit due tasks of shard sh into their ready lists,
+// fenced by epoch. It returns an error wrapping ErrStaleEpoch when a newer
+// owner has run a fenced script on the shard.
+func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
+	v, err := moveScript.Run(ctx, s.rdb,
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh)},
+		epoch, limit, s.l.ReadyPrefix(sh)).Int64Slice()
+	if err != nil {
+		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
+	}
+	if len(v) >= 2 && v[0] == -1 {
+		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
+	}
+	if len(v) < 5 {
+		return MoveResult{}, fmt.Errorf("shard: move shard %d: unexpected reply %v", sh, v)
+	}
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3], Buried: int(v[4]), Late: v[5:]}, nil
+}
+
+// StaleEpochRejections returns how many fenced calls shard sh rejected.
+func (s *Store) StaleEpochRejections(ctx context.Context, sh int) (int64, error) {
+	n, err := s.rdb.HGet(ctx, s.l.Stats(sh), "stale_epoch").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// StoredEpoch returns the fencing epoch recorded in shard sh (0 if none).
+func (s *Store) StoredEpoch(ctx context.Context, sh int) (int64, error) {
+	n, err := s.rdb.Get(ctx, s.l.Epoch(sh)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
