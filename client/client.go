@@ -1,0 +1,283 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Errors returned by the client. They are shared with the Redis-level
+// protocol, so a duplicate reported by the script is the same value.
+var (
+	ErrDuplicate       = shard.ErrDuplicate
+	ErrUnknownQueue    = shard.ErrUnknownQueue
+	ErrPayloadTooLarge = shard.ErrPayloadTooLarge
+	ErrInvalidArgument = shard.ErrInvalidArgument
+	ErrNotFound        = shard.ErrNotFound
+	ErrActive          = shard.ErrActive
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultNamespace  = "hourglass"
+	DefaultShards     = 16
+	DefaultMaxPayload = 1 << 20
+	// MaxRetriesLimit is the largest per-task retry count accepted.
+	MaxRetriesLimit = 1000
+)
+
+// Config configures a Client. Namespace and Shards must equal the
+// schedulers' values, or tasks land in shards nobody scans.
+type Config struct {
+	// Namespace prefixes every key; default "hourglass".
+	Namespace string
+	// Shards is the shard count N; default 16.
+	Shards int
+	// MaxPayload is the largest payload this client sends, in bytes;
+	// default 1 MiB. The queue's limit registered by the schedulers is
+	// enforced in Redis as well.
+	MaxPayload int64
+}
+
+// Client enqueues, cancels and looks up tasks. It is safe for concurrent
+// use and does not own the Redis client it was given.
+type Client struct {
+	store      *shard.Store
+	maxPayload int64
+}
+
+// New returns a Client on rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("client: %w: nil redis client", ErrInvalidArgument)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.MaxPayload < 0 {
+		return nil, fmt.Errorf("client: %w: negative MaxPayload", ErrInvalidArgument)
+	}
+	l, err := shard.NewLayout(cfg.Namespace, cfg.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w: %w", ErrInvalidArgument, err)
+	}
+	return &Client{store: shard.NewStore(rdb, l), maxPayload: cfg.MaxPayload}, nil
+}
+
+// Task describes one task to enqueue.
+type Task struct {
+	// ID identifies the task; it must be 1..256 bytes without "|". Empty
+	// means a random 16-character id. While a task with the same ID is
+	// live (scheduled, ready, running or dead-lettered) a second enqueue
+	// does nothing and reports ErrDuplicate.
+	ID string
+	// Queue names the queue; it must be registered by the schedulers.
+	Queue string
+	// Payload is handed to the handler unchanged.
+	Payload []byte
+	// At is the absolute due time (millisecond precision). When zero,
+	// the task is due Delay after Redis's current time.
+	At time.Time
+	// Delay is used when At is zero; 0 means due now.
+	Delay time.Duration
+	// MaxRetries overrides the queue's retry limit when non-nil; see
+	// Retries.
+	MaxRetries *int
+	// Timeout overrides the queue's handler timeout when non-zero; it is
+	// also the delivery's lease. Millisecond precision.
+	Timeout time.Duration
+}
+
+// Retries returns a pointer to n, for Task.MaxRetries.
+func Retries(n int) *int { return &n }
+
+// Result is the outcome of enqueueing one task.
+type Result struct {
+	// ID is the task's id (generated when the Task had none).
+	ID string
+	// Due is when the task is due. For a duplicate it is the live task's
+	// due time if it is still scheduled, else zero.
+	Due time.Time
+	// Err is nil or the reason this task was not enqueued.
+	Err error
+}
+
+// Enqueue schedules one task. On ErrDuplicate the returned Result
+// describes the live task, which is left unchanged.
+func (c *Client) Enqueue(ctx context.Context, t Task) (Result, error) {
+	rs, _ := c.EnqueueBatch(ctx, []Task{t})
+	return rs[0], rs[0].Err
+}
+
+// BatchError reports how many tasks of a batch failed; each Result
+// carries its own error.
+type BatchError struct {
+	Failed, Total int
+	// First is the first failure, for a quick look.
+	First error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("client: %d of %d tasks not enqueued; first: %v", e.Failed, e.Total, e.First)
+}
+
+// Unwrap returns the first failure so errors.Is works on a batch of one.
+func (e *BatchError) Unwrap() error { return e.First }
+
+// EnqueueBatch schedules tasks in one pipelined round trip. Results are
+// in the order of tasks. The error is nil when every task was enqueued,
+// otherwise a *BatchError; invalid tasks are rejected without being
+// sent while the valid ones still go.
+func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
+	out := make([]Result, len(tasks))
+	args := make([]shard.EnqueueArgs, 0, len(tasks))
+	idx := make([]int, 0, len(tasks))
+	for i, t := range tasks {
+		a, err := c.toArgs(t)
+		out[i].ID = a.ID
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		args = append(args, a)
+		idx = append(idx, i)
+	}
+	if len(args) > 0 {
+		for j, r := range c.store.EnqueueBatch(ctx, args) {
+			out[idx[j]].Due, out[idx[j]].Err = r.Due, r.Err
+		}
+	}
+	var be *BatchError
+	for _, r := range out {
+		if r.Err != nil {
+			if be == nil {
+				be = &BatchError{Total: len(tasks), First: r.Err}
+			}
+			be.Failed++
+		}
+	}
+	if be != nil {
+		return out, be
+	}
+	return out, nil
+}
+
+func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
+	a := shard.EnqueueArgs{ID: t.ID, Queue: t.Queue, Payload: t.Payload, Due: t.At, Delay: t.Delay, MaxRetries: -1, Timeout: t.Timeout}
+	if a.ID == "" {
+		a.ID = newID()
+	}
+	switch {
+	case !shard.ValidID(a.ID):
+		return a, fmt.Errorf("client: %w: task id %q must be 1..%d bytes without '|'", ErrInvalidArgument, truncate(a.ID), shard.MaxIDLen)
+	case !shard.ValidQueue(t.Queue):
+		return a, fmt.Errorf("client: %w: queue name %q must match [A-Za-z0-9_.:-]{1,128}", ErrInvalidArgument, truncate(t.Queue))
+	case int64(len(t.Payload)) > c.maxPayload:
+		return a, fmt.Errorf("client: %w: %d bytes > %d", ErrPayloadTooLarge, len(t.Payload), c.maxPayload)
+	case t.Delay < 0:
+		return a, fmt.Errorf("client: %w: negative delay %s", ErrInvalidArgument, t.Delay)
+	case !t.At.IsZero() && t.At.UnixMilli() <= 0:
+		return a, fmt.Errorf("client: %w: due time %s before 1970", ErrInvalidArgument, t.At)
+	case t.Timeout < 0 || (t.Timeout > 0 && t.Timeout < time.Millisecond):
+		return a, fmt.Errorf("client: %w: timeout %s must be 0 (queue default) or at least 1ms", ErrInvalidArgument, t.Timeout)
+	}
+	if t.MaxRetries != nil {
+		if *t.MaxRetries < 0 || *t.MaxRetries > MaxRetriesLimit {
+			return a, fmt.Errorf("client: %w: max retries %d not in 0..%d", ErrInvalidArgument, *t.MaxRetries, MaxRetriesLimit)
+		}
+		a.MaxRetries = *t.MaxRetries
+	}
+	return a, nil
+}
+
+// Cancel deletes a task that has not started running: scheduled, ready or
+// dead-lettered. It returns ErrNotFound for an unknown id and ErrActive
+// for a task whose handler is running.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	if !shard.ValidID(id) {
+		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+	}
+	_, err := c.store.Cancel(ctx, id)
+	return err
+}
+
+// State is where a task is in its life.
+type State string
+
+// Task states reported by Lookup.
+const (
+	StateScheduled State = "scheduled" // waiting for its due time
+	StateReady     State = "ready"     // due, waiting for a worker
+	StateActive    State = "active"    // running under a lease
+	StateDead      State = "dead"      // in the dead-letter queue
+)
+
+// Info is a task as Lookup sees it.
+type Info struct {
+	ID         string
+	State      State
+	Queue      string
+	Payload    []byte
+	Attempts   int
+	MaxRetries int
+	Timeout    time.Duration
+	// Due is the time the task is (or was last) due.
+	Due time.Time
+	// Enqueued is when the task was stored.
+	Enqueued time.Time
+	// LeaseUntil is the lease deadline of an active task.
+	LeaseUntil time.Time
+	// DeadReason is the JSON burial record of a dead task.
+	DeadReason string
+	// Corrupt is set when the stored data could not be decoded.
+	Corrupt error
+}
+
+// Lookup returns a task's current state, or ErrNotFound. Tasks that
+// finished are deleted and are not found.
+func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
+	if !shard.ValidID(id) {
+		return Info{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+	}
+	in, err := c.store.Lookup(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	info := Info{
+		ID: id, State: State(in.State), Queue: in.Task.Queue, Payload: in.Task.Payload,
+		Attempts: in.Task.Attempts, MaxRetries: in.Task.MaxRetries, Timeout: in.Task.Timeout,
+		Due: in.Task.Due, Enqueued: in.Task.Enqueued, DeadReason: in.DeadInfo, Corrupt: in.DecodeErr,
+	}
+	if info.State == StateActive {
+		info.LeaseUntil = in.At
+	}
+	return info, nil
+}
+
+func newID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(errors.New("client: crypto/rand failed: " + err.Error())) // never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

@@ -1,0 +1,153 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func newClient(t *testing.T, maxPayload int64) *client.Client {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	l, _ := shard.NewLayout("hourglass", 16)
+	err := shard.NewStore(rdb, l).RegisterQueues(context.Background(), map[string]shard.QueuePolicy{
+		"emails": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rdb, client.Config{MaxPayload: maxPayload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEnqueueLookupCancel(t *testing.T) {
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	at := time.Now().Add(10 * time.Minute).Truncate(time.Millisecond)
+	res, err := c.Enqueue(ctx, client.Task{ID: "order-42", Queue: "emails", Payload: []byte(`{"order":42}`), At: at, MaxRetries: client.Retries(0), Timeout: 2 * time.Second})
+	if err != nil || res.ID != "order-42" || !res.Due.Equal(at) {
+		t.Fatalf("enqueue: %+v %v", res, err)
+	}
+	again, err := c.Enqueue(ctx, client.Task{ID: "order-42", Queue: "emails", Payload: []byte("other")})
+	if !errors.Is(err, client.ErrDuplicate) || !again.Due.Equal(at) {
+		t.Fatalf("duplicate: %+v %v", again, err)
+	}
+	info, err := c.Lookup(ctx, "order-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != client.StateScheduled || string(info.Payload) != `{"order":42}` || info.MaxRetries != 0 || info.Timeout != 2*time.Second || !info.Due.Equal(at) || info.Queue != "emails" {
+		t.Fatalf("lookup: %+v", info)
+	}
+	if err := c.Cancel(ctx, "order-42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lookup(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("lookup after cancel: %v", err)
+	}
+	if err := c.Cancel(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("second cancel: %v", err)
+	}
+}
+
+func TestGeneratedIDAndDelay(t *testing.T) {
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	before := time.Now()
+	res, err := c.Enqueue(ctx, client.Task{Queue: "emails", Delay: 30 * time.Second})
+	if err != nil || len(res.ID) != 16 {
+		t.Fatalf("enqueue: %+v %v", res, err)
+	}
+	if d := res.Due.Sub(before); d < 29*time.Second || d > 31*time.Second {
+		t.Fatalf("due %s after start, want about 30s", d)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	c := newClient(t, 100)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	cases := []struct {
+		name string
+		task client.Task
+		want error
+	}{
+		{"no queue", client.Task{}, client.ErrInvalidArgument},
+		{"bad queue name", client.Task{Queue: "a b"}, client.ErrInvalidArgument},
+		{"unknown queue", client.Task{Queue: "nope"}, client.ErrUnknownQueue},
+		{"id with bar", client.Task{ID: "a|b", Queue: "emails"}, client.ErrInvalidArgument},
+		{"id too long", client.Task{ID: strings.Repeat("x", 257), Queue: "emails"}, client.ErrInvalidArgument},
+		{"payload over client limit", client.Task{Queue: "emails", Payload: make([]byte, 101)}, client.ErrPayloadTooLarge},
+		{"negative delay", client.Task{Queue: "emails", Delay: -time.Second}, client.ErrInvalidArgument},
+		{"time before 1970", client.Task{Queue: "emails", At: time.Unix(-5, 0)}, client.ErrInvalidArgument},
+		{"negative retries", client.Task{Queue: "emails", MaxRetries: client.Retries(-1)}, client.ErrInvalidArgument},
+		{"too many retries", client.Task{Queue: "emails", MaxRetries: client.Retries(1001)}, client.ErrInvalidArgument},
+		{"sub-ms timeout", client.Task{Queue: "emails", Timeout: time.Microsecond}, client.ErrInvalidArgument},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Enqueue(ctx, tc.task)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if err := c.Cancel(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("cancel empty id: %v", err)
+	}
+	if _, err := client.New(nil, client.Config{}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("nil redis: %v", err)
+	}
+}
+
+func TestServerEnforcesQueuePayloadLimit(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	l, _ := shard.NewLayout("hourglass", 16)
+	if err := shard.NewStore(rdb, l).RegisterQueues(context.Background(), map[string]shard.QueuePolicy{"small": {MaxPayload: 10, Timeout: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client.New(rdb, client.Config{})
+	_, err := c.Enqueue(testenv.Ctx(t, 10*time.Second), client.Task{Queue: "small", Payload: make([]byte, 11)})
+	if !errors.Is(err, client.ErrPayloadTooLarge) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestEnqueueBatchMixed(t *testing.T) {
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var tasks []client.Task
+	for i := 0; i < 500; i++ {
+		tasks = append(tasks, client.Task{ID: fmt.Sprintf("b-%d", i), Queue: "emails", Delay: time.Hour})
+	}
+	tasks = append(tasks, client.Task{ID: "b-1", Queue: "emails"}, client.Task{Queue: "bad name"})
+	res, err := c.EnqueueBatch(ctx, tasks)
+	var be *client.BatchError
+	if !errors.As(err, &be) || be.Failed != 2 || be.Total != 502 {
+		t.Fatalf("batch error: %v", err)
+	}
+	for i := 0; i < 500; i++ {
+		if res[i].Err != nil || res[i].Due.IsZero() {
+			t.Fatalf("item %d: %+v", i, res[i])
+		}
+	}
+	if !errors.Is(res[500].Err, client.ErrDuplicate) || !errors.Is(res[501].Err, client.ErrInvalidArgument) {
+		t.Fatalf("failures: %v / %v", res[500].Err, res[501].Err)
+	}
+	for _, id := range []string{"b-0", "b-499"} {
+		if info, err := c.Lookup(ctx, id); err != nil || info.State != client.StateScheduled {
+			t.Fatalf("lookup %s: %+v %v", id, info, err)
+		}
+	}
+}

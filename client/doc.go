@@ -1,0 +1,15 @@
+// Package client is Hourglass's producer API: enqueue tasks to run later,
+// in batches or one by one, cancel them and look up their state.
+//
+// A Client needs only a go-redis client and the deployment's namespace
+// and shard count, which must match the schedulers' configuration. Each
+// enqueue is one round trip (one Lua script call, see docs/protocol.md);
+// EnqueueBatch sends any number of tasks in one pipelined round trip.
+//
+// Due times are computed by Redis's clock, not the producer's, when a
+// Delay is given; At is an absolute time with millisecond precision.
+//
+// Errors are sentinel values to test with errors.Is: ErrDuplicate,
+// ErrUnknownQueue, ErrPayloadTooLarge, ErrInvalidArgument, ErrNotFound,
+// ErrActive.
+package client
