@@ -1,0 +1,10 @@
+// Package scan runs the mover of each shard a scheduler owns: it calls
+// the fenced, LIMIT-bounded move script, repeats while batches come back
+// full, then sleeps until the shard's next due time, a wake-up published
+// by an enqueue that created a new earliest task, or a long safety
+// re-check, whichever comes first. An idle shard costs Redis one script
+// call per safety interval.
+//
+// Waker multiplexes the wake-up channels of every owned shard over one
+// sharded pub/sub connection.
+package scan

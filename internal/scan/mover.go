@@ -1,0 +1,155 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// ErrInvalidConfig wraps every Config validation failure.
+var ErrInvalidConfig = errors.New("scan: invalid config")
+
+// Defaults for Config's zero fields.
+const (
+	DefaultLimit         = 512
+	DefaultSafetyRecheck = 30 * time.Second
+)
+
+// Config configures a Mover. Zero fields take the defaults above.
+type Config struct {
+	// Limit is the most tasks one script call moves.
+	Limit int
+	// SafetyRecheck bounds every sleep: the mover runs at least this
+	// often even if no wake-up arrives (a lost pub/sub message, a task
+	// written by hand without a wake-up).
+	SafetyRecheck time.Duration
+	// Logger receives the mover's logs; default: discard.
+	Logger hclog.Logger
+	// Metrics records the mover's figures; nil records nothing.
+	Metrics *Metrics
+}
+
+func (c *Config) fill() {
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+	}
+	if c.SafetyRecheck == 0 {
+		c.SafetyRecheck = DefaultSafetyRecheck
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// Validate reports a configuration the mover cannot run with.
+func (c Config) Validate() error {
+	if c.Limit < 1 {
+		return fmt.Errorf("%w: limit %d < 1", ErrInvalidConfig, c.Limit)
+	}
+	if c.SafetyRecheck < time.Millisecond {
+		return fmt.Errorf("%w: safety recheck %s < 1ms", ErrInvalidConfig, c.SafetyRecheck)
+	}
+	return nil
+}
+
+// Mover moves due tasks of owned shards. One Mover serves every shard of
+// a scheduler; Run is called once per owned shard.
+type Mover struct {
+	store *shard.Store
+	cfg   Config
+	log   hclog.Logger
+}
+
+// NewMover returns a Mover on store.
+func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
+	cfg.fill()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan")}, nil
+}
+
+// Run moves shard sh's due tasks with fencing epoch until ctx ends (it
+// then returns nil) or the shard is fenced by a newer owner (it returns
+// an error wrapping shard.ErrStaleEpoch). wake delivers producers'
+// wake-ups; it may be nil. Redis errors are logged and retried with
+// backoff; they never end Run.
+func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct{}) error {
+	log := m.log.With("shard", sh, "epoch", epoch)
+	met := m.cfg.Metrics
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for {
+		start := time.Now()
+		res, err := m.store.Move(ctx, sh, epoch, m.cfg.Limit)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, shard.ErrStaleEpoch) {
+			if met != nil {
+				met.stale.WithLabelValues(label(sh)).Inc()
+			}
+			log.Warn("shard fenced by a newer owner; stopping", "error", err)
+			return err
+		}
+		var wait time.Duration
+		if err != nil {
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+			wait = backoff
+			if met != nil {
+				met.scanErrors.WithLabelValues(label(sh)).Inc()
+			}
+			log.Warn("mover call failed; retrying", "error", err, "retry_in", wait)
+		} else {
+			backoff = 0
+			m.observe(sh, time.Since(start), res)
+			if res.Buried > 0 {
+				log.Warn("buried undecodable delayed members", "count", res.Buried)
+			}
+			if res.Moved+res.Buried >= m.cfg.Limit {
+				continue // a full batch: more may be due now
+			}
+			wait = m.cfg.SafetyRecheck
+			if res.NextDue >= 0 {
+				wait = min(wait, time.Duration(res.NextDue-res.Now)*time.Millisecond)
+			}
+			if wait <= 0 {
+				continue
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-wake:
+			// Since Go 1.23 a stopped timer never delivers a stale value,
+			// so no drain is needed before the next Reset.
+			timer.Stop()
+		}
+	}
+}
+
+func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {
+	met := m.cfg.Metrics
+	if met == nil {
+		return
+	}
+	met.duration.Observe(d.Seconds())
+	met.batch.Observe(float64(res.Moved))
+	if res.Moved > 0 {
+		met.moved.WithLabelValues(label(sh)).Add(float64(res.Moved))
+	}
+	if res.Buried > 0 {
+		met.buried.WithLabelValues(label(sh)).Add(float64(res.Buried))
+	}
+	for _, l := range res.Late {
+		met.lateness.Observe(float64(l) / 1000)
+	}
+}
