@@ -1,0 +1,54 @@
+// Package config loads and validates the configuration shared by the
+// Hourglass binaries (cmd/scheduler, cmd/worker).
+//
+// # Sources and precedence
+//
+// [Load] builds a [Config] from four layers, each overriding the one
+// before it:
+//
+//  1. built-in defaults ([Default]);
+//  2. a YAML file named by -config (optional);
+//  3. environment variables starting with HOURGLASS_;
+//  4. -set key=value flags, applied in the order given.
+//
+// Every layer is checked on its own: a key that does not exist or a value
+// of the wrong type is reported with its full dotted key and the source it
+// came from. The merged result is then checked by [Config.Validate].
+//
+// # Keys
+//
+// Keys are dotted paths of the snake_case names in the YAML file, for
+// example redis.addr, scheduler.lease_ttl or queues.emails.timeout.
+// Durations are strings with a unit ("5s", "250ms"). A list (such as
+// etcd.endpoints) can be given from the environment or -set as one
+// comma-separated string.
+//
+// # Environment
+//
+// A variable HOURGLASS_<KEY> sets <key>, where a double underscore
+// separates levels and the name is lower-cased:
+//
+//	HOURGLASS_REDIS__ADDR=10.0.0.5:6379        redis.addr
+//	HOURGLASS_SCHEDULER__LEASE_TTL=10s         scheduler.lease_ttl
+//	HOURGLASS_ETCD__ENDPOINTS=http://a:2379,http://b:2379
+//	HOURGLASS_QUEUES__EMAILS__MAX_RETRIES=5    queues.emails.max_retries
+//
+// Every HOURGLASS_ variable must name a known key. Queue names set through
+// the environment are lower-case and cannot contain '.', ':' or '-'; use
+// the file or -set for such names.
+//
+// # Flags
+//
+//	-config path        YAML file to load
+//	-set key=value      set one key; repeatable
+//
+// With -set, a queue name may contain dots: in queues.<name>.<field> the
+// first and the last segment are fixed, so -set queues.mail.high.timeout=5s
+// sets the timeout of queue "mail.high".
+//
+// # Queues
+//
+// When no layer mentions queues, the configuration has a single queue
+// named "default". Otherwise the queues are exactly those named in any
+// layer, each starting from [DefaultQueue] before its settings are applied.
+package config

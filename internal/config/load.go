@@ -1,0 +1,432 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix starts every environment variable that Load reads.
+const EnvPrefix = "HOURGLASS_"
+
+// Load builds the configuration from the built-in defaults, the YAML file
+// named by -config, the HOURGLASS_ variables in env and the -set flags in
+// args, in that order of precedence, and validates the result.
+//
+// args are the command-line arguments without the program name
+// (os.Args[1:]); env is a list of KEY=VALUE strings (os.Environ()). Load
+// reads no other environment. With -h or -help it returns an error
+// matching flag.ErrHelp; [Usage] describes the flags.
+//
+// Errors about keys and values wrap [ErrInvalid] and name the full dotted
+// key; several are joined with errors.Join.
+func Load(args []string, env []string) (*Config, error) {
+	fs := flag.NewFlagSet("hourglass", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", "", "YAML configuration file")
+	var sets setFlag
+	fs.Var(&sets, "set", "set one key, as key=value; repeatable")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+
+	var layers []*layer
+	if *path != "" {
+		l, err := fileLayer(*path)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, l)
+	}
+	l, err := envLayer(env)
+	if err != nil {
+		return nil, err
+	}
+	layers = append(layers, l)
+	if l, err = setLayer(sets); err != nil {
+		return nil, err
+	}
+	layers = append(layers, l)
+
+	cfg := defaultsWithoutQueues()
+	var errs []error
+	for _, l := range layers {
+		errs = append(errs, l.apply(&cfg)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]QueueConfig{"default": DefaultQueue()}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Usage returns the help text for the flags and environment that Load
+// reads, for a binary to print when Load returns flag.ErrHelp.
+func Usage() string {
+	return `Flags:
+  -config path     YAML configuration file (see configs/scheduler.example.yaml)
+  -set key=value   set one configuration key, e.g. -set scheduler.scan_limit=1000;
+                   repeatable, later flags win
+  -h               show this help
+
+Environment:
+  HOURGLASS_<KEY>  sets <key>: "__" separates levels and the name is lower-cased,
+                   e.g. HOURGLASS_REDIS__ADDR=10.0.0.5:6379 sets redis.addr
+
+Precedence, lowest first: built-in defaults, -config file, environment, -set.
+`
+}
+
+// setFlag collects repeated -set key=value flags.
+type setFlag []string
+
+func (s *setFlag) String() string { return strings.Join(*s, " ") }
+
+func (s *setFlag) Set(v string) error {
+	key, _, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(key) == "" {
+		return errors.New("want key=value")
+	}
+	if _, err := splitKey(strings.TrimSpace(key)); err != nil {
+		return err
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+// splitKey splits a dotted key into its path. In queues.<name>.<field>
+// the name may itself contain dots.
+func splitKey(key string) ([]string, error) {
+	parts := strings.Split(key, ".")
+	if parts[0] == "queues" && len(parts) > 3 {
+		parts = []string{parts[0], strings.Join(parts[1:len(parts)-1], "."), parts[len(parts)-1]}
+	}
+	if slices.Contains(parts, "") {
+		return nil, fmt.Errorf("key %q has an empty segment", key)
+	}
+	return parts, nil
+}
+
+// layer is one source of configuration: a nested map of raw values and
+// the names that errors use to point back at the source.
+type layer struct {
+	data   map[string]any
+	source string            // e.g. "file x.yaml"
+	origin map[string]string // dotted key -> more precise source
+}
+
+func (l *layer) where(key string) string {
+	if o, ok := l.origin[key]; ok {
+		return o
+	}
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		if o, ok := l.origin[key[:i]]; ok {
+			return o
+		}
+	}
+	return l.source
+}
+
+func (l *layer) fieldError(key, msg string) error {
+	return &FieldError{Key: key, Msg: msg + " (" + l.where(key) + ")"}
+}
+
+func fileLayer(path string) (*layer, error) {
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config: file %s: %w", path, err)
+	}
+	return &layer{data: k.Raw(), source: "file " + path}, nil
+}
+
+func envLayer(environ []string) (*layer, error) {
+	l := &layer{source: "environment", origin: map[string]string{}}
+	k := koanf.New(".")
+	err := k.Load(env.Provider(".", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			key := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__", ".")
+			if key == "" {
+				return "", nil
+			}
+			l.origin[key] = "environment variable " + name
+			return key, value
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("config: environment: %w", err)
+	}
+	l.data = k.Raw()
+	return l, nil
+}
+
+func setLayer(sets []string) (*layer, error) {
+	l := &layer{source: "-set", origin: map[string]string{}}
+	data := map[string]any{}
+	for _, s := range sets {
+		key, value, _ := strings.Cut(s, "=")
+		key = strings.TrimSpace(key)
+		path, err := splitKey(key) // checked by setFlag.Set already
+		if err != nil {
+			return nil, fmt.Errorf("config: -set %q: %w", s, err)
+		}
+		m := data
+		for _, p := range path[:len(path)-1] {
+			sub, ok := m[p].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[p] = sub
+			}
+			m = sub
+		}
+		m[path[len(path)-1]] = value
+		l.origin[strings.Join(path, ".")] = "-set " + key
+	}
+	// confmap with no delimiter keeps queue names with dots intact.
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(data, ""), nil); err != nil {
+		return nil, fmt.Errorf("config: -set: %w", err)
+	}
+	l.data = k.Raw()
+	return l, nil
+}
+
+// apply checks the layer's keys and decodes its values onto cfg. Queues
+// named for the first time start from DefaultQueue.
+func (l *layer) apply(cfg *Config) []error {
+	var unknown []string
+	unknownKeys(l.data, reflect.TypeFor[Config](), "", &unknown)
+	slices.Sort(unknown)
+	var errs []error
+	for _, k := range unknown {
+		errs = append(errs, l.fieldError(k, "unknown key"))
+	}
+	// With unknown keys reported above, mapstructure's own check would
+	// only repeat them without their full names.
+	strict := len(unknown) == 0
+
+	rest := maps.Clone(l.data)
+	delete(rest, "queues")
+	errs = append(errs, l.decode("", rest, cfg, strict)...)
+
+	raw, ok := l.data["queues"]
+	if !ok {
+		return errs
+	}
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]QueueConfig{}
+	}
+	if raw == nil {
+		return errs
+	}
+	queues, ok := raw.(map[string]any)
+	if !ok {
+		return append(errs, l.fieldError("queues", "expected a mapping of queue names to settings, got "+describe(raw)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(queues)) {
+		q, ok := cfg.Queues[name]
+		if !ok {
+			q = DefaultQueue()
+		}
+		qerrs := l.decode("queues."+name, queues[name], &q, strict)
+		errs = append(errs, qerrs...)
+		if len(qerrs) == 0 {
+			cfg.Queues[name] = q
+		}
+	}
+	return errs
+}
+
+// decode decodes data onto out, leaving fields that data does not
+// mention as they are, and turns mapstructure's errors into FieldErrors.
+func (l *layer) decode(root string, data any, out any, errorUnused bool) []error {
+	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		DecodeHook:  decodeHook,
+		ErrorUnused: errorUnused,
+		TagName:     "koanf",
+		RootName:    root,
+		Result:      out,
+	})
+	if err != nil {
+		return []error{fmt.Errorf("config: %w", err)}
+	}
+	var errs []error
+	l.collect(d.Decode(data), &errs)
+	// mapstructure walks maps in random order; report in key order.
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+func (l *layer) collect(err error, out *[]error) {
+	if err == nil {
+		return
+	}
+	if de, ok := err.(*mapstructure.DecodeError); ok {
+		*out = append(*out, l.fieldError(de.Name(), de.Unwrap().Error()))
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			l.collect(e, out)
+		}
+		return
+	}
+	if u := errors.Unwrap(err); u != nil {
+		l.collect(u, out)
+		return
+	}
+	*out = append(*out, fmt.Errorf("config: %s: %w", l.source, err))
+}
+
+// unknownKeys appends to out the dotted names of the keys in data that
+// have no field in the struct type t.
+func unknownKeys(data map[string]any, t reflect.Type, prefix string, out *[]string) {
+	for k, v := range data {
+		key := prefix + k
+		f, ok := fieldByTag(t, k)
+		if !ok {
+			*out = append(*out, key)
+			continue
+		}
+		sub, ok := v.(map[string]any)
+		if !ok {
+			continue // a wrong type is reported by decode
+		}
+		switch ft := f.Type; {
+		case ft.Kind() == reflect.Struct:
+			unknownKeys(sub, ft, key+".", out)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			for name, ev := range sub {
+				if em, ok := ev.(map[string]any); ok {
+					unknownKeys(em, ft.Elem(), key+"."+name+".", out)
+				}
+			}
+		}
+	}
+}
+
+func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Tag.Get("koanf") == tag {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// decodeHook converts the raw values of YAML, environment and flags to
+// the field types strictly: strings are parsed, but a bool never becomes
+// a number, a number never becomes a string or a duration, and so on.
+func decodeHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	if data == nil {
+		return nil, nil
+	}
+	switch {
+	case to == durationType:
+		switch v := data.(type) {
+		case time.Duration:
+			return v, nil
+		case string:
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf(`invalid duration %q: want a number with a unit, such as "5s" or "250ms"`, v)
+			}
+			return d, nil
+		}
+		return nil, fmt.Errorf(`expected a duration with a unit, such as "5s" or "250ms", got %s`, describe(data))
+	case to.Kind() == reflect.Int || to.Kind() == reflect.Int64:
+		switch v := data.(type) {
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			return v, nil
+		case float64:
+			if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+				return int64(v), nil
+			}
+		case string:
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n, nil
+			}
+		}
+		return nil, fmt.Errorf("expected an integer, got %s", describe(data))
+	case to.Kind() == reflect.Bool:
+		switch v := data.(type) {
+		case bool:
+			return v, nil
+		case string:
+			if b, err := strconv.ParseBool(strings.TrimSpace(v)); err == nil {
+				return b, nil
+			}
+		}
+		return nil, fmt.Errorf("expected true or false, got %s", describe(data))
+	case to.Kind() == reflect.String:
+		if s, ok := data.(string); ok {
+			return s, nil
+		}
+		return nil, fmt.Errorf("expected a string, got %s; quote it in YAML", describe(data))
+	case to.Kind() == reflect.Slice:
+		switch v := data.(type) {
+		case []any:
+			return v, nil
+		case string:
+			return splitList(v), nil
+		}
+		return nil, fmt.Errorf("expected a list or a comma-separated string, got %s", describe(data))
+	case to.Kind() == reflect.Struct || to.Kind() == reflect.Map:
+		if _, ok := data.(map[string]any); ok {
+			return data, nil
+		}
+		return nil, fmt.Errorf("expected a mapping of keys to values, got %s", describe(data))
+	}
+	return data, nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []any {
+	out := []any{}
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return strconv.Quote(v)
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprintf("%v (%T)", v, v)
+}
