@@ -1,0 +1,25 @@
+# Hourglass developer entry points. `make help` lists them.
+GO       ?= go
+DURATION ?= 30s
+
+.PHONY: help test vet build demo deps clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+deps: ## install redis-server and etcd from Debian's packages when missing
+	@./scripts/install-deps.sh
+
+test: ## gofmt check, go vet, and every test with the race detector (needs redis-server, etcd)
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+build: ## build bin/scheduler, bin/worker and bin/hourglass-demo
+	$(GO) build -o bin/ ./cmd/...
+
+demo: deps ## run a local Hourglass (real Redis + etcd, two schedulers) for DURATION
+	$(GO) run ./cmd/hourglass-demo -duration $(DURATION)
+
+clean: ## remove built binaries
+	rm -rf bin/

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what Hourglass's tests and demo need and a fresh machine may
+# lack: redis-server, etcd, and gcc/make (the race detector needs cgo).
+# Uses Debian's packages; run as root (or with sudo available).
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v make >/dev/null || need+=(make)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "installing: ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian's packages start system-wide services where an init system runs;
+# Hourglass's tests and demo start their own on free ports instead.
+for svc in redis-server etcd; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+    $SUDO systemctl stop "$svc" || true
+  fi
+done
