@@ -1,0 +1,552 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// restartDelay is how long a shard whose RunFunc returned on its own is
+// left alone before this replica campaigns for it again, so that a RunFunc
+// that fails at once does not spin acquire/release in a tight loop.
+const restartDelay = time.Second
+
+// maxStaleLeases bounds the list of old leases whose revoke is retried.
+const maxStaleLeases = 8
+
+// RunFunc does a shard's work. It is called in its own goroutine when this
+// replica wins shard `shard` with fencing epoch `epoch`; ctx is cancelled
+// when ownership ends for any reason (rebalance, lease validity lost,
+// shutdown). The manager waits for RunFunc to return before it gives the
+// shard up in etcd, so RunFunc must return promptly once ctx is done;
+// after validity loss it has the self-fencing margin to do so before
+// another replica can own the shard. If RunFunc returns on its own (e.g.
+// it saw a stale-epoch rejection), the manager releases the shard and may
+// campaign again later.
+type RunFunc func(ctx context.Context, shard int, epoch int64)
+
+// shardRun is one running RunFunc.
+type shardRun struct {
+	shard  int
+	epoch  int64
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when RunFunc has returned
+}
+
+func (r *shardRun) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Manager owns this replica's share of the shards. See the package
+// documentation for the protocol.
+type Manager struct {
+	cli *clientv3.Client
+	cfg Config
+	run RunFunc
+	log hclog.Logger
+	met *metrics
+
+	started atomic.Bool
+	kick    chan struct{}  // capacity 1: a RunFunc returned
+	wg      sync.WaitGroup // RunFunc goroutines
+
+	// mu guards the fields below. They are written only by Run's
+	// goroutine, which therefore reads them without the lock.
+	mu         sync.Mutex
+	runs       map[int]*shardRun
+	members    []string
+	sess       *session
+	registered bool // member key known to be in etcd for sess
+
+	// Owned by Run's goroutine.
+	view     *view
+	cooldown map[int]time.Time  // shard -> earliest time to campaign again
+	stale    []clientv3.LeaseID // old leases whose revoke is not confirmed
+}
+
+// New returns a Manager for cfg, with defaults filled in. It registers
+// the metrics on cfg.Registerer when that is set.
+func New(cli *clientv3.Client, cfg Config, run RunFunc) (*Manager, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil etcd client", ErrInvalidConfig)
+	}
+	if run == nil {
+		return nil, fmt.Errorf("%w: nil RunFunc", ErrInvalidConfig)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		cli:      cli,
+		cfg:      cfg,
+		run:      run,
+		log:      cfg.Logger.Named("election").With("replica", cfg.ReplicaID),
+		met:      met,
+		kick:     make(chan struct{}, 1),
+		runs:     map[int]*shardRun{},
+		cooldown: map[int]time.Time{},
+	}, nil
+}
+
+// Owned returns a snapshot of the shards whose RunFunc is running with a
+// live ctx, mapped to their epochs. Shards being stopped are not included.
+func (m *Manager) Owned() map[int]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int]int64, len(m.runs))
+	for shard, r := range m.runs {
+		if r.ctx.Err() == nil && !r.finished() {
+			out[shard] = r.epoch
+		}
+	}
+	return out
+}
+
+// Ready reports whether the replica holds a lease that is valid by the
+// self-fencing clock and its member key is registered.
+func (m *Manager) Ready() bool {
+	m.mu.Lock()
+	s, registered := m.sess, m.registered
+	m.mu.Unlock()
+	return s != nil && registered && s.valid()
+}
+
+// Members returns the replica IDs last seen in etcd, sorted.
+func (m *Manager) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.members)
+}
+
+// Run takes part in shard ownership until ctx is cancelled. It returns
+// nil once shutdown is complete, or ErrAlreadyRunning if called twice.
+//
+// Shutdown order: cancel every RunFunc ctx, wait for every RunFunc to
+// return, revoke the lease (which deletes the member key and all shard
+// keys at once, so other replicas can take the shards immediately), stop
+// and wait for the session's goroutines, return.
+func (m *Manager) Run(ctx context.Context) error {
+	if !m.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer m.wg.Wait()
+	bo := newBackoff(time.Second)
+	for ctx.Err() == nil {
+		s, err := m.startSession(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("cannot start session, retrying", "error", err)
+				bo.wait(ctx)
+			}
+			continue
+		}
+		bo.reset()
+		m.serve(ctx, s)
+	}
+	m.log.Info("stopped")
+	return nil
+}
+
+// startSession grants a lease, registers the member key on it and starts
+// the session's keep-alive, watchdog and watcher.
+func (m *Manager) startSession(ctx context.Context) (*session, error) {
+	op := m.cfg.opTimeout()
+	sent := time.Now() // before sending: the server's expiry is later than sent+TTL
+	gctx, cancel := context.WithTimeout(ctx, op)
+	g, err := m.cli.Grant(gctx, m.cfg.leaseSeconds())
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("election: grant lease: %w", err)
+	}
+	ttl := min(m.cfg.TTL, time.Duration(g.TTL)*time.Second)
+	s := newSession(ctx, g.ID, sent, ttl, m.cfg.margin())
+
+	pctx, cancel := context.WithTimeout(ctx, op)
+	_, err = m.cli.Put(pctx, MemberKey(m.cfg.Prefix, m.cfg.ReplicaID), m.cfg.ReplicaID, clientv3.WithLease(g.ID))
+	cancel()
+	if err == nil && !s.valid() {
+		err = errValidityLost
+	}
+	if err != nil {
+		s.end(nil)
+		m.revokeOrRemember(g.ID)
+		return nil, fmt.Errorf("election: register member: %w", err)
+	}
+
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); m.keepAlive(s, ttl) }()
+	go func() { defer s.wg.Done(); m.watchdog(s) }()
+	go func() { defer s.wg.Done(); m.watch(s.ctx, s.updates) }()
+
+	m.revokeStale()
+	m.mu.Lock()
+	m.sess, m.registered = s, true
+	m.mu.Unlock()
+	m.log.Info("session started", "lease", int64(g.ID))
+	return s, nil
+}
+
+// serve is the reconcile loop of one session. It alone changes the
+// ownership state; watch updates, returned RunFuncs and timers reach it
+// through channels. It returns after the session has been torn down.
+func (m *Manager) serve(ctx context.Context, s *session) {
+	m.view = newView(m.cfg.Prefix)
+	tick := time.NewTicker(m.cfg.TTL) // safety net
+	defer tick.Stop()
+	cool := time.NewTimer(time.Hour)
+	cool.Stop()
+	defer cool.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			m.teardown(ctx, s)
+			return
+		case u := <-s.updates:
+			m.view.apply(u)
+			members := m.view.sortedMembers()
+			m.log.Debug("view updated", "rev", m.view.rev, "reset", u.reset, "events", len(u.events), "members", strings.Join(members, ","))
+			m.mu.Lock()
+			m.members = members
+			m.mu.Unlock()
+		case <-m.kick:
+		case <-tick.C:
+		case <-cool.C:
+		}
+		m.reconcile(s)
+		m.armCooldown(cool)
+	}
+}
+
+// reconcile moves this replica towards its quota.
+func (m *Manager) reconcile(s *session) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	m.reapReturned(s)
+	if !m.view.synced {
+		return
+	}
+	m.dropLost(s)
+	members := m.view.sortedMembers()
+	me := slices.Index(members, m.cfg.ReplicaID)
+	if me < 0 {
+		// Our member key vanished while the lease is valid (deleted by
+		// hand, or a late write on an old lease replaced it). Put it back
+		// rather than read quota 0 and release everything.
+		m.register(s)
+		return
+	}
+	q := quota(m.cfg.Shards, len(members), me)
+	if extra := len(m.runs) - q; extra > 0 {
+		m.releaseExtras(s, extra)
+	}
+	m.deleteOrphans(s)
+	if len(m.runs) < q && m.Ready() {
+		m.acquire(s, q, len(members), me)
+	}
+}
+
+// reapReturned releases shards whose RunFunc returned on its own.
+func (m *Manager) reapReturned(s *session) {
+	for _, shard := range slices.Sorted(maps.Keys(m.runs)) {
+		r := m.runs[shard]
+		if !r.finished() || r.ctx.Err() != nil {
+			continue
+		}
+		m.log.Info("shard work returned, releasing", "shard", shard, "epoch", r.epoch)
+		m.removeRun(r, changeReleased)
+		m.deleteKey(s, shard, r.epoch)
+		m.cooldown[shard] = time.Now().Add(restartDelay)
+	}
+}
+
+// dropLost stops shard work whose key etcd no longer holds for us.
+// Only keys the view has caught up with (view.rev >= epoch) are judged.
+func (m *Manager) dropLost(s *session) {
+	for _, shard := range slices.Sorted(maps.Keys(m.runs)) {
+		r := m.runs[shard]
+		if m.view.rev < r.epoch {
+			continue
+		}
+		o, ok := m.view.owners[shard]
+		if ok && o.replica == m.cfg.ReplicaID && o.lease == s.lease && o.createRev == r.epoch {
+			continue
+		}
+		m.log.Warn("shard key no longer ours, stopping", "shard", shard, "epoch", r.epoch)
+		r.cancel()
+		m.wait(r)
+		m.removeRun(r, changeLost)
+	}
+}
+
+// releaseExtras gives up the n highest-numbered shards: cancel, wait for
+// every RunFunc, then delete each key.
+func (m *Manager) releaseExtras(s *session, n int) {
+	shards := slices.Sorted(maps.Keys(m.runs))
+	victims := shards[len(shards)-n:]
+	for _, shard := range victims {
+		m.runs[shard].cancel()
+	}
+	for _, shard := range victims {
+		r := m.runs[shard]
+		m.wait(r)
+		m.removeRun(r, changeReleased)
+		m.deleteKey(s, shard, r.epoch)
+		m.log.Info("released shard for balance", "shard", shard, "epoch", r.epoch)
+	}
+}
+
+// deleteOrphans deletes shard keys on our current lease that no RunFunc
+// runs for: left by an acquire whose answer timed out or a delete that
+// failed. Keys on our older leases are not ours and are left to expire.
+func (m *Manager) deleteOrphans(s *session) {
+	for shard, o := range m.view.owners {
+		if o.replica == m.cfg.ReplicaID && o.lease == s.lease && m.runs[shard] == nil {
+			m.deleteKey(s, shard, o.createRev)
+		}
+	}
+}
+
+// acquire tries free shards, preferred ones first, until the quota is
+// met. Each try is one non-blocking txn; a shard someone else holds is
+// simply skipped, and the next watch event brings the next chance.
+func (m *Manager) acquire(s *session, q, r, me int) {
+	now := time.Now()
+	free := func(shard int) bool {
+		_, running := m.runs[shard]
+		_, owned := m.view.owners[shard]
+		return !running && !owned && !now.Before(m.cooldown[shard])
+	}
+	for _, shard := range candidates(m.cfg.Shards, r, me, free) {
+		if len(m.runs) >= q || !s.valid() {
+			return
+		}
+		epoch, ok, err := m.tryAcquire(s, shard)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				m.log.Warn("acquire failed", "shard", shard, "error", err)
+			}
+			return
+		}
+		if !ok {
+			continue // taken meanwhile; the watch will show by whom
+		}
+		m.view.owners[shard] = owner{replica: m.cfg.ReplicaID, lease: s.lease, createRev: epoch}
+		if !s.valid() {
+			// The etcd trap "a campaign that returns after the session
+			// died": the key is on a lease we no longer trust, so no work
+			// starts. Teardown revokes the lease and the key with it.
+			if errors.Is(context.Cause(s.ctx), context.Canceled) {
+				m.log.Debug("acquired while shutting down, not starting", "shard", shard, "epoch", epoch)
+			} else {
+				m.log.Warn("acquired after lease validity ended, not starting", "shard", shard, "epoch", epoch)
+			}
+			return
+		}
+		m.start(s, shard, epoch)
+	}
+}
+
+// tryAcquire creates the shard key on our lease if it does not exist. The
+// epoch is the txn's revision, which is the key's CreateRevision.
+func (m *Manager) tryAcquire(s *session, shard int) (epoch int64, ok bool, err error) {
+	key := ShardKey(m.cfg.Prefix, shard)
+	ctx, cancel := context.WithTimeout(s.ctx, m.cfg.opTimeout())
+	defer cancel()
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, m.cfg.ReplicaID, clientv3.WithLease(s.lease))).
+		Commit()
+	if err != nil {
+		return 0, false, fmt.Errorf("election: acquire shard %d: %w", shard, err)
+	}
+	return resp.Header.Revision, resp.Succeeded, nil
+}
+
+// deleteKey deletes a shard key only if it is still ours: our value, our
+// current lease and the epoch we held.
+func (m *Manager) deleteKey(s *session, shard int, epoch int64) {
+	key := ShardKey(m.cfg.Prefix, shard)
+	ctx, cancel := context.WithTimeout(s.ctx, m.cfg.opTimeout())
+	defer cancel()
+	_, err := m.cli.Txn(ctx).
+		If(
+			clientv3.Compare(clientv3.Value(key), "=", m.cfg.ReplicaID),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", epoch),
+		).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		// The key stays on our lease; deleteOrphans retries, and the
+		// lease's end removes it in any case.
+		m.log.Warn("release failed", "shard", shard, "epoch", epoch, "error", err)
+		return
+	}
+	// Deleted, or it was not ours anyway: either way it is no longer
+	// ours. If someone else holds it the watch will say so.
+	if o, ok := m.view.owners[shard]; ok && o.createRev == epoch {
+		delete(m.view.owners, shard)
+	}
+}
+
+// register puts the member key back on the session's lease.
+func (m *Manager) register(s *session) {
+	m.mu.Lock()
+	m.registered = false
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, m.cfg.opTimeout())
+	defer cancel()
+	if _, err := m.cli.Put(ctx, MemberKey(m.cfg.Prefix, m.cfg.ReplicaID), m.cfg.ReplicaID, clientv3.WithLease(s.lease)); err != nil {
+		m.log.Warn("member key missing, re-register failed", "lease", int64(s.lease), "error", err)
+		return
+	}
+	m.log.Warn("member key was missing, registered again", "lease", int64(s.lease))
+	m.mu.Lock()
+	m.registered = true
+	m.mu.Unlock()
+}
+
+// start runs RunFunc for a shard just won.
+func (m *Manager) start(s *session, shard int, epoch int64) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	r := &shardRun{shard: shard, epoch: epoch, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.runs[shard] = r
+	m.met.owned.Set(float64(len(m.runs)))
+	m.mu.Unlock()
+	m.met.changes.WithLabelValues(changeAcquired).Inc()
+	m.log.Info("acquired shard", "shard", shard, "epoch", epoch)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.run(ctx, shard, epoch)
+		close(r.done)
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// removeRun forgets a RunFunc that has returned.
+func (m *Manager) removeRun(r *shardRun, change string) {
+	r.cancel()
+	m.mu.Lock()
+	delete(m.runs, r.shard)
+	m.met.owned.Set(float64(len(m.runs)))
+	m.mu.Unlock()
+	m.met.changes.WithLabelValues(change).Inc()
+}
+
+// wait waits for a cancelled RunFunc to return, with a warning if it
+// takes longer than the self-fencing margin.
+func (m *Manager) wait(r *shardRun) {
+	select {
+	case <-r.done:
+		return
+	case <-time.After(m.cfg.margin()):
+	}
+	m.log.Warn("shard work slow to stop after cancel", "shard", r.shard, "epoch", r.epoch)
+	<-r.done
+}
+
+// teardown ends a session: every RunFunc ctx is already cancelled (they
+// derive from the session's); wait for all of them, then revoke the lease
+// and wait for the session's goroutines.
+func (m *Manager) teardown(ctx context.Context, s *session) {
+	shutdown := ctx.Err() != nil
+	m.mu.Lock()
+	m.registered = false
+	m.mu.Unlock()
+	change := changeLost
+	if shutdown {
+		change = changeReleased
+	}
+	for _, shard := range slices.Sorted(maps.Keys(m.runs)) {
+		r := m.runs[shard]
+		m.wait(r)
+		m.removeRun(r, change)
+	}
+	if shutdown {
+		m.log.Info("shutting down, revoking lease", "lease", int64(s.lease))
+	} else {
+		m.met.leaseLost.Inc()
+		m.log.Warn("lease lost, starting over", "lease", int64(s.lease), "cause", context.Cause(s.ctx))
+	}
+	m.revokeOrRemember(s.lease)
+	s.wg.Wait()
+	m.mu.Lock()
+	m.sess = nil
+	m.mu.Unlock()
+}
+
+// revokeOrRemember revokes lease; if that fails it is retried after the
+// next lease is granted (a keep-alive delivered late may have renewed
+// it, keeping our old keys, which block other replicas, alive).
+func (m *Manager) revokeOrRemember(lease clientv3.LeaseID) {
+	if err := m.revoke(lease); err != nil {
+		m.log.Debug("revoke failed, will retry", "lease", int64(lease), "error", err)
+		m.stale = append(m.stale, lease)
+		if len(m.stale) > maxStaleLeases {
+			m.stale = m.stale[len(m.stale)-maxStaleLeases:]
+		}
+	}
+}
+
+// revokeStale retries the revokes that failed before.
+func (m *Manager) revokeStale() {
+	m.stale = slices.DeleteFunc(m.stale, func(l clientv3.LeaseID) bool { return m.revoke(l) == nil })
+}
+
+// revoke revokes lease within opTimeout. A lease that is already gone
+// counts as revoked. It does not use Run's ctx, which is cancelled at
+// shutdown, exactly when the revoke matters most.
+func (m *Manager) revoke(lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout())
+	defer cancel()
+	_, err := m.cli.Revoke(ctx, lease)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("election: revoke lease %x: %w", int64(lease), err)
+	}
+	return nil
+}
+
+// armCooldown sets the timer to the earliest cooldown end, forgetting
+// cooldowns that are over.
+func (m *Manager) armCooldown(t *time.Timer) {
+	now := time.Now()
+	var next time.Time
+	for shard, until := range m.cooldown {
+		switch {
+		case !until.After(now):
+			delete(m.cooldown, shard)
+		case next.IsZero() || until.Before(next):
+			next = until
+		}
+	}
+	if !next.IsZero() {
+		t.Reset(next.Sub(now))
+	}
+}

@@ -1,0 +1,143 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// session is one lease of this replica and the goroutines that serve it:
+// keep-alive, watchdog and watcher. Its ctx is cancelled when the lease's
+// validity ends (watchdog, lease not found) or when Run's ctx ends; every
+// RunFunc ctx of the session derives from it, so cancelling it stops all
+// shard work at once.
+type session struct {
+	lease  clientv3.LeaseID
+	margin time.Duration
+
+	// base anchors validUntil on the monotonic clock: validUntil is the
+	// conservative lease expiry as an offset from base.
+	base       time.Time
+	validUntil atomic.Int64
+
+	ctx context.Context
+	end context.CancelCauseFunc
+
+	updates chan viewUpdate
+	wg      sync.WaitGroup // keep-alive, watchdog, watcher
+}
+
+func newSession(parent context.Context, lease clientv3.LeaseID, sent time.Time, ttl, margin time.Duration) *session {
+	s := &session{lease: lease, margin: margin, base: sent, updates: make(chan viewUpdate)}
+	s.validUntil.Store(int64(ttl))
+	s.ctx, s.end = context.WithCancelCause(parent)
+	return s
+}
+
+// extend records a keep-alive that was sent at sent and answered: the
+// server's new expiry is at least sent+ttl. validUntil only moves forward.
+func (s *session) extend(sent time.Time, ttl time.Duration) {
+	v := int64(sent.Sub(s.base) + ttl)
+	for {
+		cur := s.validUntil.Load()
+		if v <= cur || s.validUntil.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// deadline is when the watchdog stops shard work: the conservative
+// expiry minus the margin.
+func (s *session) deadline() time.Time {
+	return s.base.Add(time.Duration(s.validUntil.Load()) - s.margin)
+}
+
+// valid reports whether the lease is still valid by the self-fencing
+// clock.
+func (s *session) valid() bool {
+	return s.ctx.Err() == nil && time.Now().Before(s.deadline())
+}
+
+// keepAlive renews the lease every TTL/3 with KeepAliveOnce, each call
+// bounded by TTL/3, and moves validUntil to send time + TTL on success.
+// clientv3's KeepAlive stream is not used: it hides failures behind
+// retries and says nothing about how long the lease is surely valid.
+func (m *Manager) keepAlive(s *session, ttl time.Duration) {
+	interval := m.cfg.opTimeout()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(s.ctx, interval)
+		resp, err := m.cli.KeepAliveOnce(ctx, s.lease)
+		cancel()
+		switch {
+		case err == nil:
+			s.extend(sent, min(ttl, time.Duration(resp.TTL)*time.Second))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			m.log.Warn("lease not found by etcd", "lease", int64(s.lease))
+			s.end(errLeaseGone)
+			return
+		case s.ctx.Err() != nil:
+			return
+		default:
+			m.log.Debug("keep-alive failed", "lease", int64(s.lease), "error", err)
+		}
+		t.Reset(time.Until(sent.Add(interval)))
+	}
+}
+
+// watchdog ends the session when time reaches the deadline, re-reading
+// it each time it wakes since keep-alives move it forward.
+func (m *Manager) watchdog(s *session) {
+	t := time.NewTimer(time.Until(s.deadline()))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d := time.Until(s.deadline()); d > 0 {
+			t.Reset(d)
+			continue
+		}
+		m.log.Warn("lease validity lost, stopping shard work", "lease", int64(s.lease))
+		s.end(errValidityLost)
+		return
+	}
+}
+
+// backoff is an exponential delay between retries, from 50ms up to max.
+type backoff struct {
+	cur, max time.Duration
+}
+
+func newBackoff(maxDelay time.Duration) *backoff {
+	b := &backoff{max: maxDelay}
+	b.reset()
+	return b
+}
+
+func (b *backoff) reset() { b.cur = 50 * time.Millisecond }
+
+// wait sleeps for the current delay (or until ctx ends) and doubles it.
+func (b *backoff) wait(ctx context.Context) {
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	b.cur = min(2*b.cur, b.max)
+}
