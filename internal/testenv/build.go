@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -30,17 +31,48 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
+var builds struct {
+	sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
 // BuildBinary builds the main package at pkg (relative to the module
-// root, for example "./cmd/scheduler") with the race detector into a
-// temporary directory and returns the binary's path. The Go build cache
-// keeps repeated builds cheap.
+// root, for example "./cmd/scheduler") with the race detector and returns
+// the binary's path. A test binary builds each package once; Main removes
+// the binaries when the tests end.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	builds.Lock()
+	defer builds.Unlock()
+	if p, ok := builds.bins[pkg]; ok {
+		return p
+	}
+	if builds.dir == "" {
+		d, err := os.MkdirTemp("", "hourglass-testbin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds.dir, builds.bins = d, map[string]string{}
+	}
+	out := filepath.Join(builds.dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-race", "-o", out, pkg)
 	cmd.Dir = ModuleRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, b)
 	}
+	builds.bins[pkg] = out
 	return out
+}
+
+// Main runs the tests and then removes the binaries BuildBinary made.
+// Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	builds.Lock()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+	}
+	builds.Unlock()
+	os.Exit(code)
 }

@@ -1,0 +1,255 @@
+// Package scheduler assembles a scheduler replica: it joins the etcd
+// election for shards, runs a mover for every shard it owns, registers
+// the configured queues in Redis and serves /metrics, /healthz, /readyz
+// and /v1/status.
+//
+// Shutdown order (Run's ctx cancelled): the election cancels every
+// mover and waits for them, then revokes the replica's lease so other
+// replicas take the shards at once; then the waker's pub/sub connection
+// closes; then the HTTP server; Close releases the Redis and etcd
+// clients.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/connect"
+	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/scan"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Scheduler is one scheduler replica.
+type Scheduler struct {
+	cfg      *config.Config
+	log      hclog.Logger
+	rdb      *redis.Client
+	etcd     *clientv3.Client
+	store    *shard.Store
+	reg      *prometheus.Registry
+	waker    *scan.Waker
+	mover    *scan.Mover
+	election *election.Manager
+	replica  string
+	listener net.Listener
+}
+
+// New connects to Redis and etcd (lazily: nothing is sent yet) and builds
+// the replica's components. It binds the HTTP listener so an address in
+// use is reported at start.
+func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
+	l, err := shard.NewLayout(cfg.Namespace, cfg.Shards)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.replica = cfg.Scheduler.ReplicaID
+	if s.replica == "" {
+		host, _ := os.Hostname()
+		s.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if s.rdb, err = connect.Redis(cfg.Redis); err != nil {
+		return nil, err
+	}
+	if s.etcd, err = connect.Etcd(cfg.Etcd); err != nil {
+		s.rdb.Close()
+		return nil, err
+	}
+	s.store = shard.NewStore(s.rdb, l)
+	met := scan.NewMetrics(s.reg)
+	s.waker = scan.NewWaker(s.rdb, log, met)
+	s.mover, err = scan.NewMover(s.store, scan.Config{
+		Limit: cfg.Scheduler.ScanLimit, SafetyRecheck: cfg.Scheduler.SafetyRecheck, Logger: log, Metrics: met,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.election, err = election.New(s.etcd, election.Config{
+		Prefix:     "/" + cfg.Namespace + "/",
+		ReplicaID:  s.replica,
+		Shards:     cfg.Shards,
+		TTL:        cfg.Scheduler.LeaseTTL,
+		Logger:     log,
+		Registerer: s.reg,
+	}, s.runShard)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.HTTP.Addr != "" {
+		if s.listener, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("scheduler: listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+		}
+	}
+	return s, nil
+}
+
+// ReplicaID returns the replica's identity in the election.
+func (s *Scheduler) ReplicaID() string { return s.replica }
+
+// runShard is the election's RunFunc: the mover of one owned shard.
+func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
+	log := s.log.With("shard", sh, "epoch", epoch)
+	log.Info("shard acquired")
+	defer log.Info("shard released")
+	wake, unsubscribe, err := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
+	if err != nil {
+		// Without wake-ups the mover still runs on its safety re-check.
+		log.Warn("wake-up subscription failed", "error", err)
+	} else {
+		defer unsubscribe()
+	}
+	if err := s.mover.Run(ctx, sh, epoch, wake); err != nil {
+		log.Warn("mover stopped", "error", err)
+	}
+}
+
+// Run runs the replica until ctx ends, then shuts down in the order the
+// package comment gives. It returns nil after a clean shutdown.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.log.Info("starting scheduler", "replica", s.replica, "shards", s.cfg.Shards, "namespace", s.cfg.Namespace)
+	if err := s.registerQueues(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if s.listener != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http server failed", "error", err)
+			}
+		}()
+		s.log.Info("serving http", "addr", s.listener.Addr().String())
+	}
+	wakerCtx, stopWaker := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = s.waker.Run(wakerCtx)
+	}()
+
+	err := s.election.Run(ctx) // returns after movers stopped and the lease is revoked
+
+	stopWaker()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	wg.Wait()
+	s.log.Info("scheduler stopped")
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// registerQueues writes the configured queue policies to every shard,
+// retrying while Redis is unreachable.
+func (s *Scheduler) registerQueues(ctx context.Context) error {
+	policies := make(map[string]shard.QueuePolicy, len(s.cfg.Queues))
+	for name, q := range s.cfg.Queues {
+		policies[name] = shard.QueuePolicy{MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: s.cfg.MaxPayload}
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.store.RegisterQueues(ctx, policies)
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("registering queues failed; retrying", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("scheduler: register queues: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Replica string        `json:"replica"`
+	Ready   bool          `json:"ready"`
+	Members []string      `json:"members"`
+	Shards  []ShardStatus `json:"shards"`
+}
+
+// ShardStatus is one owned shard in Status.
+type ShardStatus struct {
+	Shard int   `json:"shard"`
+	Epoch int64 `json:"epoch"`
+}
+
+// Handler returns the replica's HTTP handler.
+func (s *Scheduler) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !s.election.Ready() {
+			http.Error(w, "not ready: no valid etcd lease", http.StatusServiceUnavailable)
+			return
+		}
+		if err := s.rdb.Ping(ctx).Err(); err != nil {
+			http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Status())
+	})
+	return mux
+}
+
+// Status returns the replica's current view.
+func (s *Scheduler) Status() Status {
+	st := Status{Replica: s.replica, Ready: s.election.Ready(), Members: s.election.Members(), Shards: []ShardStatus{}}
+	for sh, e := range s.election.Owned() {
+		st.Shards = append(st.Shards, ShardStatus{Shard: sh, Epoch: e})
+	}
+	sort.Slice(st.Shards, func(i, j int) bool { return st.Shards[i].Shard < st.Shards[j].Shard })
+	return st
+}
+
+// Close releases the Redis and etcd clients and the listener if Run did
+// not run.
+func (s *Scheduler) Close() error {
+	var errs []error
+	if s.listener != nil {
+		_ = s.listener.Close() // already closed by Shutdown after Run
+	}
+	if s.etcd != nil {
+		errs = append(errs, s.etcd.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
