@@ -4,12 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
-
-func goarch() string { return runtime.GOARCH }
 
 // ModuleRoot returns the directory holding go.mod, found by walking up
 // from the working directory of the test.

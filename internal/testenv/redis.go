@@ -1,14 +1,11 @@
 package testenv
 
 import (
-	"context"
-	"fmt"
-	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/localrun"
 )
 
 // Redis is a redis-server started for one test.
@@ -18,6 +15,7 @@ type Redis struct {
 	Addr string
 	// Dir is the server's data directory.
 	Dir string
+	srv *localrun.Redis
 }
 
 // RedisOption adjusts the server's configuration.
@@ -34,46 +32,16 @@ func WithRedisArgs(args ...string) RedisOption {
 // the test ends.
 func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
-	bin := LookBinary(t, "redis-server")
-	dir := t.TempDir()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port := FreePort(t)
-		args := []string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--dir", dir,
-			"--save", "",
-			"--appendonly", "no",
-			"--daemonize", "no",
-			"--protected-mode", "yes",
-			"--logfile", "",
-			"--dbfilename", "dump.rdb",
-		}
-		for _, o := range opts {
-			o(&args)
-		}
-		p := StartProcess(t, fmt.Sprintf("redis-%d", port), bin, args, nil)
-		r := &Redis{Process: p, Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir}
-		if lastErr = waitReady(p, r.ping); lastErr == nil {
-			return r
-		}
-		p.stop()
+	LookBinary(t, "redis-server")
+	var extra []string
+	for _, o := range opts {
+		o(&extra)
 	}
-	t.Fatalf("testenv: redis-server did not start: %v", lastErr)
-	return nil
-}
-
-func (r *Redis) ping() error {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	err := c.Ping(ctx).Err()
-	if err != nil && err.Error() == "NOAUTH Authentication required." {
-		return nil // up, but needs credentials
+	srv, err := localrun.StartRedis(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
-	return err
+	return &Redis{Process: watch(t, srv.Proc), Addr: srv.Addr, Dir: srv.Dir, srv: srv}
 }
 
 // Client returns a go-redis client for the server, closed at cleanup.
@@ -88,11 +56,7 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 // and waits until it answers.
 func (r *Redis) Restart() {
 	r.t.Helper()
-	r.Process.Restart()
-	if err := waitReady(r.Process, r.ping); err != nil {
-		r.t.Fatalf("testenv: redis restart: %v", err)
+	if err := r.srv.Restart(); err != nil {
+		r.t.Fatal(err)
 	}
 }
-
-// DataDir returns the directory holding RDB/AOF files.
-func (r *Redis) DataDir() string { return filepath.Clean(r.Dir) }

@@ -1,0 +1,51 @@
+package localrun
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestLookReportsHowToInstall(t *testing.T) {
+	_, err := Look("no-such-binary-hourglass")
+	if !errors.Is(err, ErrMissingBinary) || !strings.Contains(err.Error(), "apt-get install") {
+		t.Fatalf("Look = %v, want ErrMissingBinary with an install hint", err)
+	}
+}
+
+func TestProcLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start("sleeper", "/bin/sh", []string{"-c", "echo started; exec sleep 60"}, nil, filepath.Join(dir, "s.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	if err := p.WaitReady(5*time.Second, func() error {
+		if !strings.Contains(p.Tail(1), "started") {
+			return errors.New("no output yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restart(); err == nil {
+		t.Fatal("Restart of a running process succeeded")
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err == nil || p.Running() {
+		t.Fatalf("after SIGTERM: err %v running %v", err, p.Running())
+	}
+	if err := p.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	if p.Running() {
+		t.Fatal("running after Kill")
+	}
+}

@@ -1,0 +1,208 @@
+// Package localrun starts and controls local processes: redis-server,
+// etcd and Hourglass's own binaries, each on free loopback ports with its
+// data in a directory of the caller's. The test harness (internal/testenv)
+// and the local demo cluster (cmd/hourglass-demo) are both built on it.
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrMissingBinary reports a server binary that is not installed.
+var ErrMissingBinary = errors.New("localrun: binary not found in PATH; install it with: apt-get update && apt-get install -y redis-server etcd-server (or run scripts/install-deps.sh)")
+
+// Look returns the absolute path of an executable or ErrMissingBinary.
+func Look(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", ErrMissingBinary, name)
+	}
+	return p, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("localrun: find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Proc is a child process. Its combined output goes to a log file. It
+// runs in its own process group so that Ctrl-C in a terminal reaches only
+// the parent, which stops its children in order.
+type Proc struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+	log  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	exited error
+}
+
+// Start starts bin with args and env (added to this process's
+// environment), its output appended to logPath.
+func Start(name, bin string, args, env []string, logPath string) (*Proc, error) {
+	p := &Proc{name: name, bin: bin, args: args, env: env, log: logPath}
+	if err := p.start(); err != nil {
+		return nil, fmt.Errorf("localrun: start %s: %w", name, err)
+	}
+	return p, nil
+}
+
+func (p *Proc) start() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.exited = cmd, done, nil
+	p.mu.Unlock()
+	go func() { // owned by the process: ends when it exits
+		err := cmd.Wait()
+		f.Close()
+		p.mu.Lock()
+		p.exited = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Name returns the label given at start.
+func (p *Proc) Name() string { return p.name }
+
+// LogPath returns the file that receives the process's output.
+func (p *Proc) LogPath() string { return p.log }
+
+// Pid returns the current incarnation's process id.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// Done returns a channel closed when the current incarnation exits.
+func (p *Proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Running reports whether the current incarnation has not exited.
+func (p *Proc) Running() bool {
+	select {
+	case <-p.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	return cmd.Process.Signal(sig)
+}
+
+// Wait waits for the current incarnation to exit, at most until ctx ends,
+// and returns its exit error (nil for status 0).
+func (p *Proc) Wait(ctx context.Context) error {
+	select {
+	case <-p.Done():
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.exited
+	case <-ctx.Done():
+		return fmt.Errorf("localrun: %s still running: %w", p.name, ctx.Err())
+	}
+}
+
+// Restart starts a new incarnation with the same arguments (same ports,
+// same data directory). The previous one must have exited.
+func (p *Proc) Restart() error {
+	if p.Running() {
+		return fmt.Errorf("localrun: restart %s: still running", p.name)
+	}
+	return p.start()
+}
+
+// Stop ends the process: SIGCONT (in case it is paused), SIGTERM, and
+// SIGKILL if it has not exited after grace. It waits until it is gone.
+func (p *Proc) Stop(grace time.Duration) {
+	if !p.Running() {
+		return
+	}
+	_ = p.Signal(syscall.SIGCONT)
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+		return
+	case <-time.After(grace):
+	}
+	_ = p.Signal(syscall.SIGKILL)
+	<-p.Done()
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *Proc) Kill() {
+	_ = p.Signal(syscall.SIGCONT)
+	_ = p.Signal(syscall.SIGKILL)
+	<-p.Done()
+}
+
+// Tail returns the last n lines of the process's output.
+func (p *Proc) Tail(n int) string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// WaitReady polls probe until it succeeds, the process exits, or timeout
+// passes.
+func (p *Proc) WaitReady(timeout time.Duration, probe func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if !p.Running() {
+			return fmt.Errorf("localrun: %s exited during start-up:\n%s", p.name, p.Tail(30))
+		}
+		if err = probe(); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("localrun: %s not ready after %s: %v\n%s", p.name, timeout, err, p.Tail(30))
+}
