@@ -1,6 +1,6 @@
 # Hourglass developer entry points. `make help` lists them.
 GO       ?= go
-DURATION ?= 30s
+DURATION ?= 0
 
 .PHONY: help test vet build demo deps clean
 
@@ -18,7 +18,7 @@ test: ## gofmt check, go vet, and every test with the race detector (needs redis
 build: ## build bin/scheduler, bin/worker and bin/hourglass-demo
 	$(GO) build -o bin/ ./cmd/...
 
-demo: deps ## run a local Hourglass (real Redis + etcd, two schedulers) for DURATION
+demo: deps ## run a local Hourglass (real Redis + etcd, two schedulers); DURATION=20s bounds it
 	$(GO) run ./cmd/hourglass-demo -duration $(DURATION)
 
 clean: ## remove built binaries

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// processesMentioning returns the pids whose command line contains s.
+func processesMentioning(s string) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
+}
+
+// TestDemoRunsAndCleansUp runs the demo for a bounded time: tasks must
+// flow (moved to ready lists), and afterwards no process it started may
+// be left and its directory must be gone.
+func TestDemoRunsAndCleansUp(t *testing.T) {
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, options{schedulers: 2, shards: 8, rate: 100, maxDelay: time.Second}, &out)
+	}()
+	moved := regexp.MustCompile(`ready (\d+)`)
+	deadline := time.After(60 * time.Second)
+	for flowing := false; !flowing; {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended early: %v\n%s", err, out.String())
+		case <-deadline:
+			t.Fatalf("no task reached a ready list within 60s:\n%s", out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		for _, m := range moved.FindAllStringSubmatch(out.String(), -1) {
+			if n, _ := strconv.Atoi(m[1]); n > 0 {
+				flowing = true
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	dir := regexp.MustCompile(`in (/\S*hourglass-demo-\d+)`).FindStringSubmatch(text)
+	if dir == nil {
+		t.Fatalf("demo did not print its directory:\n%s", text)
+	}
+	if pids := processesMentioning(dir[1]); len(pids) > 0 {
+		t.Fatalf("processes left running after the demo: %v", pids)
+	}
+	if _, err := os.Stat(dir[1]); !os.IsNotExist(err) {
+		t.Fatalf("demo directory %s not removed: %v", dir[1], err)
+	}
+	if !strings.Contains(text, "owners demo-1:") || !strings.Contains(text, "final:") {
+		t.Fatalf("status lines incomplete:\n%s", text)
+	}
+}
