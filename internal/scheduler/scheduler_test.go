@@ -1,0 +1,105 @@
+package scheduler
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	hc := http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestReplicaEndpointsAndShutdown runs one replica in-process: it owns all
+// shards, moves a task, reports through its endpoints, turns unready when
+// Redis dies, and on shutdown frees its shards in etcd and leaks nothing.
+func TestReplicaEndpointsAndShutdown(t *testing.T) {
+	r := testenv.StartRedis(t)
+	e := testenv.StartEtcd(t)
+	cfg := config.Default()
+	cfg.Redis.Addr = r.Addr
+	cfg.Etcd.Endpoints = []string{e.Endpoint}
+	cfg.Scheduler.ReplicaID = "inproc"
+	cfg.Scheduler.LeaseTTL = 2 * time.Second
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	s, err := New(&cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + s.listener.Addr().String()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	if code, body := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d %s", code, body)
+	}
+	testenv.WaitFor(t, 15*time.Second, "ready and owning all shards", func() (bool, string) {
+		code, _ := get(t, base+"/readyz")
+		st := s.Status()
+		return code == 200 && len(st.Shards) == cfg.Shards, st.Replica
+	})
+	_, body := get(t, base+"/v1/status")
+	if !strings.Contains(body, `"replica":"inproc"`) || !strings.Contains(body, `"epoch":`) {
+		t.Fatalf("/v1/status = %s", body)
+	}
+
+	rdb := r.Client(t)
+	c, _ := client.New(rdb, client.Config{Shards: cfg.Shards})
+	if _, err := c.Enqueue(ctx, client.Task{ID: "x", Queue: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "task moved", func() (bool, string) {
+		info, err := c.Lookup(ctx, "x")
+		return err == nil && info.State == client.StateReady, string(info.State)
+	})
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{"hourglass_shards_owned 16", "hourglass_moved_total{shard=", "hourglass_move_lateness_seconds_bucket", "hourglass_scan_duration_seconds_count"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	r.Kill()
+	testenv.WaitFor(t, 5*time.Second, "unready without Redis", func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == 503 && strings.Contains(body, "redis"), body
+	})
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	done <- nil // for the deferred receive
+	resp, err := e.Client(t).Get(context.Background(), "/hourglass/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("shard keys left after shutdown: %v %v", resp.Count, err)
+	}
+}
