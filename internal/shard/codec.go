@@ -27,6 +27,10 @@ var (
 	ErrActive = errors.New("hourglass: task is running")
 	// ErrUndecodable reports stored task data that is not a valid encoding.
 	ErrUndecodable = errors.New("hourglass: undecodable task data")
+	// ErrStaleToken reports an ack, nack, extend or release whose
+	// delivery token is no longer the task's: its lease expired and the
+	// task was rescheduled or delivered again.
+	ErrStaleToken = errors.New("hourglass: stale delivery token")
 	// ErrStaleEpoch reports a fenced script called with an epoch older
 	// than the shard's current owner's.
 	ErrStaleEpoch = errors.New("shard: stale epoch")

@@ -64,6 +64,24 @@ func (l Layout) ReadyPrefix(s int) string { return l.Tag(s) + ":ready:" }
 // Ready is the list of due task ids of one queue.
 func (l Layout) Ready(s int, queue string) string { return l.ReadyPrefix(s) + queue }
 
+// PendingPrefix is the prefix of the shard's pending sets; the queue name
+// follows it.
+func (l Layout) PendingPrefix(s int) string { return l.Tag(s) + ":pending:" }
+
+// Pending is the sorted set of ids of one queue that are ready but not
+// leased, scored by their sequence number in the ready list.
+func (l Layout) Pending(s int, queue string) string { return l.PendingPrefix(s) + queue }
+
+// Seq is the shard's counter for ready-list sequence numbers and
+// delivery tokens.
+func (l Layout) Seq(s int) string { return l.Tag(s) + ":seq" }
+
+// Leases is the hash of leased task id to its delivery token.
+func (l Layout) Leases(s int) string { return l.Tag(s) + ":leases" }
+
+// Errors is the hash of task id to the last error of a failed delivery.
+func (l Layout) Errors(s int) string { return l.Tag(s) + ":errors" }
+
 // Inflight is the sorted set of leased task ids, scored by lease deadline.
 func (l Layout) Inflight(s int) string { return l.Tag(s) + ":inflight" }
 

@@ -40,6 +40,12 @@ var (
 	moveScript    = newScript("move.lua", true)
 	cancelScript  = newScript("cancel.lua", true)
 	lookupScript  = newScript("lookup.lua", true)
+	claimScript   = newScript("claim.lua", true)
+	ackScript     = newScript("ack.lua", false)
+	extendScript  = newScript("extend.lua", true)
+	nackScript    = newScript("nack.lua", true)
+	releaseScript = newScript("release.lua", true)
+	recoverScript = newScript("recover.lua", true)
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that

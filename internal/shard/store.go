@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -26,15 +27,51 @@ func (s *Store) Layout() Layout { return s.l }
 // Redis returns the underlying client.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
-// QueuePolicy is what the enqueue script needs to know about a queue.
+// QueuePolicy is what the scripts need to know about a queue: enqueue
+// defaults and limits, and the backoff of retries.
 type QueuePolicy struct {
 	MaxRetries int
 	Timeout    time.Duration
 	MaxPayload int64
+	// Backoff of retries; the zero value means DefaultBackoff.
+	Backoff Backoff
+}
+
+// Backoff is an exponential retry delay: attempt n (1-based) waits
+// min(Cap, Base*Factor^(n-1)), half of it fixed and half random ("equal
+// jitter").
+type Backoff struct {
+	Base, Cap time.Duration
+	Factor    float64
+}
+
+// DefaultBackoff is used where no backoff is configured.
+var DefaultBackoff = Backoff{Base: time.Second, Cap: time.Hour, Factor: 2}
+
+func (b Backoff) orDefault() Backoff {
+	if b == (Backoff{}) {
+		return DefaultBackoff
+	}
+	return b
+}
+
+// spec renders b as the scripts read it: "base_ms|cap_ms|factor".
+func (b Backoff) spec() string {
+	b = b.orDefault()
+	return fmt.Sprintf("%d|%d|%s", b.Base.Milliseconds(), b.Cap.Milliseconds(), strconv.FormatFloat(b.Factor, 'f', -1, 64))
+}
+
+// Delay is the delay after failed attempt n (1-based) for a jitter value
+// rnd in [0,1); it mirrors backoff_ms in lua/lib.lua.
+func (b Backoff) Delay(n int, rnd float64) time.Duration {
+	b = b.orDefault()
+	d := float64(b.Base.Milliseconds()) * math.Pow(b.Factor, float64(n-1))
+	d = math.Min(d, float64(b.Cap.Milliseconds()))
+	return time.Duration(math.Floor(d/2+rnd*d/2)) * time.Millisecond
 }
 
 func (p QueuePolicy) encode() string {
-	return fmt.Sprintf("%d|%d|%d", p.MaxRetries, p.Timeout.Milliseconds(), p.MaxPayload)
+	return fmt.Sprintf("%d|%d|%d|%s", p.MaxRetries, p.Timeout.Milliseconds(), p.MaxPayload, p.Backoff.spec())
 }
 
 // RegisterQueues records the queues and their policies in every shard,
@@ -160,8 +197,8 @@ func parseEnqueue(a EnqueueArgs, cmd *redis.Cmd) EnqueueResult {
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	sh := s.l.ShardOf(id)
 	v, err := cancelScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
-		id, s.l.ReadyPrefix(sh)).Slice()
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
+		id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
 	if err != nil {
 		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
 	}
@@ -233,8 +270,8 @@ type MoveResult struct {
 // owner has run a fenced script on the shard.
 func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh)},
-		epoch, limit, s.l.ReadyPrefix(sh)).Int64Slice()
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh)},
+		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
 	}

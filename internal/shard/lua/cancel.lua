@@ -5,8 +5,10 @@
 -- KEYS[3] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[4] dead       ZSET  task id -> time buried
 -- KEYS[5] dead info  HASH  task id -> JSON
+-- KEYS[6] errors     HASH  task id -> last error
 -- ARGV[1] task id
 -- ARGV[2] ready-list key prefix of this shard
+-- ARGV[3] pending key prefix of this shard
 --
 -- Returns {code, state}:
 --   { 1, state}  cancelled; state is what it was: scheduled, ready or dead
@@ -37,7 +39,9 @@ else
   local task = decode(blob)
   if task then
     redis.call("LREM", ARGV[2] .. task.queue, 0, id)
+    redis.call("ZREM", ARGV[3] .. task.queue, id)
   end
 end
 redis.call("HDEL", KEYS[2], id)
+redis.call("HDEL", KEYS[6], id)
 return {1, state}

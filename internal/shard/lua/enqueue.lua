@@ -5,7 +5,8 @@
 --
 -- KEYS[1] delayed  ZSET  task id -> due time (unix ms)
 -- KEYS[2] tasks    HASH  task id -> encoded task (see docs/protocol.md)
--- KEYS[3] queues   HASH  queue name -> "max_retries|timeout_ms|max_payload"
+-- KEYS[3] queues   HASH  queue name -> policy, "max_retries|timeout_ms|max_payload|..."
+--                        (further fields are for retries; see docs/protocol.md)
 -- ARGV[1] task id (1..256 bytes, no "|")
 -- ARGV[2] due time: absolute unix ms ("1795338744244"), or a delay in ms
 --         relative to Redis server time ("+30000")
@@ -33,7 +34,7 @@ if not policy then
   return {-1, 0, queue}
 end
 local def_retries, def_timeout, max_payload =
-  string.match(policy, "^(%d+)|(%d+)|(%d+)$")
+  string.match(policy, "^(%d+)|(%d+)|(%d+)")
 if not max_payload then
   return {-3, 0, "corrupt queue policy for " .. queue}
 end

@@ -44,3 +44,54 @@ local function bury(dead_key, info_key, id, now, reason, last_error)
   redis.call("HSET", info_key, id,
     cjson.encode({reason = reason, error = last_error or "", at = now}))
 end
+
+-- encode renders task fields with the payload of the original blob.
+local function encode(t, blob)
+  return "1|" .. t.queue .. "|" .. string.format("%d", t.attempts) .. "|" ..
+    string.format("%d", t.max_retries) .. "|" .. string.format("%d", t.timeout) ..
+    "|" .. string.format("%d", t.due) .. "|" .. string.format("%d", t.enqueued) ..
+    "|" .. string.sub(blob, t.pos)
+end
+
+-- backoff_ms is the retry delay after the given failed attempt (1-based):
+-- min(cap, base * factor^(attempt-1)), with "equal jitter": half of it
+-- fixed, half scaled by rnd in [0,1). spec is "base_ms|cap_ms|factor";
+-- missing or malformed specs use 1000|3600000|2.
+local function backoff_ms(spec, attempt, rnd)
+  local base, cap, factor = 1000, 3600000, 2
+  if spec then
+    local b, c, f = string.match(spec, "^(%d+)|(%d+)|([%d%.]+)$")
+    if b then base, cap, factor = tonumber(b), tonumber(c), tonumber(f) end
+  end
+  local d = base * (factor ^ (attempt - 1))
+  if d > cap then d = cap end
+  return math.floor(d / 2 + rnd * d / 2)
+end
+
+-- policy_backoff extracts "base|cap|factor" from a queue policy
+-- "max_retries|timeout_ms|max_payload|base|cap|factor".
+local function policy_backoff(policy)
+  if not policy then return nil end
+  return string.match(policy, "^%d+|%d+|%d+|(%d+|%d+|[%d%.]+)$")
+end
+
+-- schedule puts a task back in the delayed set at due, publishing the due
+-- time on wake_channel when it becomes the earliest task.
+local function schedule(delayed_key, wake_channel, id, due)
+  local head = redis.call("ZRANGE", delayed_key, 0, 0, "WITHSCORES")
+  local due_s = string.format("%d", due)
+  redis.call("ZADD", delayed_key, due_s, id)
+  if head[2] == nil or due < tonumber(head[2]) then
+    redis.call("SPUBLISH", wake_channel, due_s)
+  end
+end
+
+-- make_ready appends id to a ready list and records it as pending (moved,
+-- not yet leased) under a new sequence number. Sequence numbers grow along
+-- the list, so pending ids with a number below the list head's were popped
+-- by a worker that has not leased them (yet, or ever: a crash).
+local function make_ready(seq_key, pending_key, ready_key, id)
+  local seq = redis.call("INCR", seq_key)
+  redis.call("ZADD", pending_key, seq, id)
+  redis.call("RPUSH", ready_key, id)
+end

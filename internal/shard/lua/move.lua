@@ -7,9 +7,11 @@
 -- KEYS[4] dead       ZSET  task id -> time buried (ms)
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[6] stats      HASH  counters (stale_epoch)
+-- KEYS[7] seq        STRING sequence counter of the shard
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
 -- ARGV[2] LIMIT: most tasks to move in this call
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
+-- ARGV[4] pending key prefix of this shard; the queue name is appended
 --
 -- Returns {1, moved, next_due, now, buried, lateness_1, ..., lateness_n}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
@@ -34,7 +36,7 @@ for i = 1, #due, 2 do
   redis.call("ZREM", KEYS[1], id)
   local task, why = decode(redis.call("HGET", KEYS[2], id))
   if task then
-    redis.call("RPUSH", ARGV[3] .. task.queue, id)
+    make_ready(KEYS[7], ARGV[4] .. task.queue, ARGV[3] .. task.queue, id)
     moved = moved + 1
     out[#out + 1] = now - score
   else

@@ -1,0 +1,211 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ReadyKeys returns the ready lists of the given queues in every shard,
+// in shard order; workers block on them with Pop.
+func (l Layout) ReadyKeys(queues []string) []string {
+	keys := make([]string, 0, l.shards*len(queues))
+	for sh := 0; sh < l.shards; sh++ {
+		for _, q := range queues {
+			keys = append(keys, l.Ready(sh, q))
+		}
+	}
+	return keys
+}
+
+// ParseReady returns the shard and queue of a ready-list key.
+func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "{"+l.ns+":")
+	if !ok {
+		return 0, "", false
+	}
+	num, q, ok := strings.Cut(rest, "}:ready:")
+	if !ok {
+		return 0, "", false
+	}
+	sh, err := strconv.Atoi(num)
+	if err != nil || sh < 0 || sh >= l.shards {
+		return 0, "", false
+	}
+	return sh, q, true
+}
+
+// Pop blocks up to timeout for ids in any of keys (BLMPOP, from the first
+// non-empty key in the order given) and pops at most count of them from
+// one list. It returns the list's key and the ids; none on timeout. The
+// ids must then be leased with Claim; an id popped and never claimed (the
+// worker crashed) is found and made ready again by Recover.
+func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
+	key, ids, err := s.rdb.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("shard: pop: %w", err)
+	}
+	return key, ids, nil
+}
+
+// Delivery is a task leased to a worker.
+type Delivery struct {
+	Task  Task
+	Shard int
+	// Token identifies this delivery; ack, nack, extend and release must
+	// present it.
+	Token string
+	// Leased is Redis time at the claim; Deadline is when the lease ends
+	// unless extended (Redis time).
+	Leased, Deadline time.Time
+}
+
+// Claim leases ids popped from shard sh's ready list of queue. lease
+// overrides each task's own timeout when positive. Ids that are no
+// longer pending (cancelled, or a duplicate entry) are skipped; ids whose
+// data cannot be decoded are buried. The deliveries are in pop order.
+func (s *Store) Claim(ctx context.Context, sh int, queue string, ids []string, lease time.Duration) ([]Delivery, error) {
+	args := make([]any, 0, len(ids)+1)
+	if lease > 0 {
+		args = append(args, lease.Milliseconds())
+	} else {
+		args = append(args, "")
+	}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := claimScript.Run(ctx, s.rdb, []string{
+		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh),
+		s.l.Pending(sh, queue), s.l.Dead(sh), s.l.DeadInfo(sh),
+	}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("shard: claim on shard %d: %w", sh, err)
+	}
+	if len(v) < 1 || (len(v)-1)%4 != 0 {
+		return nil, fmt.Errorf("shard: claim on shard %d: unexpected reply of %d elements", sh, len(v))
+	}
+	now, _ := v[0].(int64)
+	out := make([]Delivery, 0, (len(v)-1)/4)
+	for i := 1; i < len(v); i += 4 {
+		id, _ := v[i].(string)
+		token, _ := v[i+1].(string)
+		deadline, _ := v[i+2].(int64)
+		blob, _ := v[i+3].(string)
+		t, err := Decode(id, []byte(blob))
+		if err != nil { // the script decoded it; cannot happen unless versions differ
+			return out, err
+		}
+		out = append(out, Delivery{Task: t, Shard: sh, Token: token, Leased: time.UnixMilli(now), Deadline: time.UnixMilli(deadline)})
+	}
+	return out, nil
+}
+
+// Ack completes a delivery: the task is deleted. It returns an error
+// wrapping ErrStaleToken when the delivery is no longer current.
+func (s *Store) Ack(ctx context.Context, id, token string) error {
+	sh := s.l.ShardOf(id)
+	n, err := ackScript.Run(ctx, s.rdb, []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, id, token).Int64()
+	if err != nil {
+		return fmt.Errorf("shard: ack %q: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: ack %q", ErrStaleToken, id)
+	}
+	return nil
+}
+
+// Extend moves a delivery's lease deadline to lease after Redis's now.
+func (s *Store) Extend(ctx context.Context, id, token string, lease time.Duration) (time.Time, error) {
+	sh := s.l.ShardOf(id)
+	ms, err := extendScript.Run(ctx, s.rdb, []string{s.l.Inflight(sh), s.l.Leases(sh)}, id, token, lease.Milliseconds()).Int64()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("shard: extend %q: %w", id, err)
+	}
+	if ms == 0 {
+		return time.Time{}, fmt.Errorf("%w: extend %q", ErrStaleToken, id)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// NackArgs describe a failed delivery.
+type NackArgs struct {
+	// Err is kept as the task's last error.
+	Err string
+	// Dead sends the task to the dead-letter set without retrying.
+	Dead bool
+	// RetryAfter, when positive, replaces the backoff delay.
+	RetryAfter time.Duration
+	// Backoff overrides the queue's registered backoff when non-zero.
+	Backoff Backoff
+	// Rand in [0,1) is the backoff's jitter.
+	Rand float64
+}
+
+// NackResult is what became of a failed delivery.
+type NackResult struct {
+	// Dead reports that the task went to the dead-letter set.
+	Dead bool
+	// Due is the retry's due time when not Dead.
+	Due time.Time
+	// Attempts counts the failed deliveries, this one included.
+	Attempts int
+}
+
+// Nack fails a delivery: the task is rescheduled with backoff (or after
+// RetryAfter), or buried when it asked not to retry or has no retries
+// left.
+func (s *Store) Nack(ctx context.Context, id, token string, a NackArgs) (NackResult, error) {
+	sh := s.l.ShardOf(id)
+	mode := "retry"
+	if a.Dead {
+		mode = "dead"
+	}
+	retryAfter, backoff := "", ""
+	if a.RetryAfter > 0 {
+		retryAfter = strconv.FormatInt(a.RetryAfter.Milliseconds(), 10)
+	}
+	if a.Backoff != (Backoff{}) {
+		backoff = a.Backoff.spec()
+	}
+	v, err := nackScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh),
+	}, id, token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.l.WakeChannel(sh)).Int64Slice()
+	if err != nil {
+		return NackResult{}, fmt.Errorf("shard: nack %q: %w", id, err)
+	}
+	switch v[0] {
+	case 0:
+		return NackResult{}, fmt.Errorf("%w: nack %q", ErrStaleToken, id)
+	case 1:
+		return NackResult{Due: time.UnixMilli(v[1]), Attempts: int(v[2])}, nil
+	case 2:
+		return NackResult{Dead: true, Attempts: int(v[2])}, nil
+	default:
+		return NackResult{Dead: true}, fmt.Errorf("%w: nack %q: buried", ErrUndecodable, id)
+	}
+}
+
+// Release gives a delivery back without counting an attempt; the task is
+// ready again at once (at the end of its ready list).
+func (s *Store) Release(ctx context.Context, id, queue, token string) error {
+	sh := s.l.ShardOf(id)
+	n, err := releaseScript.Run(ctx, s.rdb, []string{
+		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue),
+	}, id, token).Int64()
+	if err != nil {
+		return fmt.Errorf("shard: release %q: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: release %q", ErrStaleToken, id)
+	}
+	return nil
+}

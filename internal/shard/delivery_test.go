@@ -1,0 +1,308 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// readyTask enqueues a task due now in shard sh and moves it, returning
+// its id.
+func readyTask(t *testing.T, s *Store, sh int, prefix, queue string, retries int) string {
+	t.Helper()
+	ctx := context.Background()
+	var id string
+	for i := 0; ; i++ {
+		if id = fmt.Sprintf("%s%d", prefix, i); s.Layout().ShardOf(id) == sh {
+			break
+		}
+	}
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: queue, MaxRetries: retries, Payload: []byte("p-" + id)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := s.Move(ctx, sh, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func popClaim(t *testing.T, s *Store, queues []string, lease time.Duration) Delivery {
+	t.Helper()
+	ctx := context.Background()
+	key, ids, err := s.Pop(ctx, s.Layout().ReadyKeys(queues), 1, time.Second)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("pop: %v %v", ids, err)
+	}
+	sh, q, ok := s.Layout().ParseReady(key)
+	if !ok {
+		t.Fatalf("ParseReady(%q) failed", key)
+	}
+	ds, err := s.Claim(ctx, sh, q, ids, lease)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim: %v %v", ds, err)
+	}
+	return ds[0]
+}
+
+func TestPopClaimAck(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 2, "a", "mail", -1)
+	d := popClaim(t, s, []string{"default", "mail"}, 0)
+	if d.Task.ID != id || d.Task.Queue != "mail" || string(d.Task.Payload) != "p-"+id || d.Shard != 2 {
+		t.Fatalf("delivery %+v", d)
+	}
+	if lease := d.Deadline.Sub(d.Leased); lease != 5*time.Second {
+		t.Fatalf("lease %s, want the task's timeout 5s", lease)
+	}
+	if info, _ := s.Lookup(ctx, id); info.State != "active" {
+		t.Fatalf("state %q, want active", info.State)
+	}
+	if err := s.Ack(ctx, id, d.Token+"x"); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("ack with wrong token: %v", err)
+	}
+	if err := s.Ack(ctx, id, d.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, id, d.Token); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("second ack: %v", err)
+	}
+	if _, err := s.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("acked task still there: %v", err)
+	}
+	for _, k := range []string{s.l.Inflight(2), s.l.Leases(2), s.l.Pending(2, "mail"), s.l.Ready(2, "mail")} {
+		if n, _ := rdb.Exists(ctx, k).Result(); n != 0 {
+			t.Errorf("%s left behind", k)
+		}
+	}
+	// Idle pop times out empty.
+	if key, ids, err := s.Pop(ctx, s.Layout().ReadyKeys([]string{"mail"}), 5, time.Second); err != nil || key != "" || ids != nil {
+		t.Fatalf("empty pop: %q %v %v", key, ids, err)
+	}
+}
+
+func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 0, "c", "default", -1)
+	ds, err := s.Claim(ctx, 0, "default", []string{id, id, "never-ready"}, time.Second)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim of a duplicate id leased %d deliveries: %v", len(ds), err)
+	}
+	// A hand-written ready entry whose data is garbage is buried at claim.
+	rdb.ZAdd(ctx, s.l.Pending(0, "default"), redis.Z{Score: 1, Member: "junk"})
+	rdb.HSet(ctx, s.l.Tasks(0), "junk", "zzz")
+	if ds, err := s.Claim(ctx, 0, "default", []string{"junk"}, 0); err != nil || len(ds) != 0 {
+		t.Fatalf("garbage claimed: %v %v", ds, err)
+	}
+	if info := rdb.HGet(ctx, s.l.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
+		t.Fatalf("dead info %q", info)
+	}
+}
+
+func TestExtend(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	readyTask(t, s, 1, "e", "default", -1)
+	d := popClaim(t, s, []string{"default"}, time.Second)
+	dl, err := s.Extend(ctx, d.Task.ID, d.Token, time.Minute)
+	if err != nil || dl.Sub(d.Leased) < 59*time.Second {
+		t.Fatalf("extend: %v %v", dl, err)
+	}
+	if _, err := s.Extend(ctx, d.Task.ID, "bogus", time.Minute); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("extend with stale token: %v", err)
+	}
+}
+
+func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 3, "n", "default", 2)
+	b := Backoff{Base: 10 * time.Second, Cap: time.Minute, Factor: 3}
+	for attempt := 1; attempt <= 2; attempt++ {
+		d := popClaim(t, s, []string{"default"}, 0)
+		res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: fmt.Sprintf("boom %d", attempt), Backoff: b, Rand: 0.5})
+		if err != nil || res.Dead || res.Attempts != attempt {
+			t.Fatalf("nack %d: %+v %v", attempt, res, err)
+		}
+		want := b.Delay(attempt, 0.5)
+		if got := res.Due.Sub(d.Leased); got < want || got > want+time.Second {
+			t.Fatalf("attempt %d: retry after %s, want %s (Go and Lua backoff must agree)", attempt, got, want)
+		}
+		if _, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "again"}); !errors.Is(err, ErrStaleToken) {
+			t.Fatalf("second nack: %v", err)
+		}
+		// Make it due again by hand and move it.
+		rdb.ZAdd(ctx, s.l.Delayed(3), redis.Z{Score: 1, Member: id})
+		if _, err := s.Move(ctx, 3, 1, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := popClaim(t, s, []string{"default"}, 0)
+	res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "boom 3"})
+	if err != nil || !res.Dead || res.Attempts != 3 {
+		t.Fatalf("final nack: %+v %v", res, err)
+	}
+	info, _ := s.Lookup(ctx, id)
+	if info.State != "dead" || info.Task.Attempts != 3 || !strings.Contains(info.DeadInfo, "max retries exhausted") || !strings.Contains(info.DeadInfo, "boom 3") {
+		t.Fatalf("dead task: %+v", info)
+	}
+	if string(info.Task.Payload) != "p-"+id {
+		t.Fatalf("payload not kept intact: %q", info.Task.Payload)
+	}
+}
+
+func TestNackDeadAndRetryAfter(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 0, "d", "default", 5)
+	d := popClaim(t, s, []string{"default"}, 0)
+	res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "later", RetryAfter: 42 * time.Second})
+	if err != nil || res.Dead {
+		t.Fatal(res, err)
+	}
+	if got := res.Due.Sub(d.Leased); got < 42*time.Second || got > 43*time.Second {
+		t.Fatalf("retry after %s, want 42s", got)
+	}
+	id2 := readyTask(t, s, 1, "x", "default", 5)
+	d2 := popClaim(t, s, []string{"default"}, 0)
+	res, err = s.Nack(ctx, id2, d2.Token, NackArgs{Err: "bad input", Dead: true})
+	if err != nil || !res.Dead || res.Attempts != 1 {
+		t.Fatal(res, err)
+	}
+	info, _ := s.Lookup(ctx, id2)
+	if !strings.Contains(info.DeadInfo, "not retryable") || !strings.Contains(info.DeadInfo, "bad input") {
+		t.Fatalf("dead info %q", info.DeadInfo)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 2, "r", "default", -1)
+	d := popClaim(t, s, []string{"default"}, 0)
+	if err := s.Release(ctx, id, "default", d.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(ctx, id, d.Token); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("ack after release: %v", err)
+	}
+	d2 := popClaim(t, s, []string{"default"}, 0)
+	if d2.Task.ID != id || d2.Task.Attempts != 0 {
+		t.Fatalf("released task redelivered as %+v", d2)
+	}
+}
+
+func TestRecoverExpiredLeases(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	retry := readyTask(t, s, 0, "x", "default", 3)
+	bury := readyTask(t, s, 0, "y", "default", 0)
+	var tokens = map[string]string{}
+	for i := 0; i < 2; i++ {
+		d := popClaim(t, s, []string{"default"}, time.Millisecond)
+		tokens[d.Task.ID] = d.Token
+	}
+	var retried, buried int
+	testenv.WaitFor(t, 5*time.Second, "leases expired and recovered", func() (bool, string) {
+		r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10})
+		retried, buried = retried+r.Retried, buried+r.Buried
+		return err == nil && retried == 1 && buried == 1, fmt.Sprintf("%+v %v", r, err)
+	})
+	info, _ := s.Lookup(ctx, retry)
+	if info.State != "scheduled" || info.Task.Attempts != 1 {
+		t.Fatalf("expired lease not rescheduled: %+v", info)
+	}
+	if d := info.At.Sub(time.Now()); d < 0 || d > 2*time.Second {
+		t.Fatalf("retry due in %s, want the default backoff of 0.5-1s", d)
+	}
+	info, _ = s.Lookup(ctx, bury)
+	if info.State != "dead" || !strings.Contains(info.DeadInfo, "lease expired") {
+		t.Fatalf("expired lease with no retries left: %+v", info)
+	}
+	if err := s.Ack(ctx, retry, tokens[retry]); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("late ack after expiry: %v", err)
+	}
+	if _, err := s.Recover(ctx, 0, 0, RecoverArgs{Limit: 10}); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("stale recover: %v", err)
+	}
+}
+
+func TestRecoverStrandedPops(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	lost := readyTask(t, s, 1, "lost", "mail", -1)
+	kept := readyTask(t, s, 1, "kept", "mail", -1)
+	keys := s.Layout().ReadyKeys([]string{"mail"})
+	// A worker pops both and dies before leasing the first; the second is
+	// popped by a worker that leases it between two recovery passes.
+	_, ids, err := s.Pop(ctx, keys, 2, time.Second)
+	if err != nil || len(ids) != 2 || ids[0] != lost {
+		t.Fatalf("pop: %v %v", ids, err)
+	}
+	r1, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10})
+	if err != nil || len(r1.Candidates) != 2 || r1.Redelivered != 0 || r1.Pending != 2 {
+		t.Fatalf("first pass: %+v %v", r1, err)
+	}
+	if ds, err := s.Claim(ctx, 1, "mail", []string{kept}, 0); err != nil || len(ds) != 1 {
+		t.Fatalf("late claim: %v %v", ds, err)
+	}
+	r2, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10, Candidates: r1.Candidates})
+	if err != nil || r2.Redelivered != 1 {
+		t.Fatalf("second pass: %+v %v", r2, err)
+	}
+	d := popClaim(t, s, []string{"mail"}, 0)
+	if d.Task.ID != lost {
+		t.Fatalf("redelivered %q, want %q", d.Task.ID, lost)
+	}
+	// Nothing ready or pending is left, so nothing is a candidate.
+	r3, _ := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10, Candidates: r2.Candidates})
+	if r3.Redelivered != 0 || len(r3.Candidates) != 0 || r3.Pending != 0 {
+		t.Fatalf("third pass: %+v", r3)
+	}
+}
+
+func TestRecoverTrimsDeadLetters(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	for i := 0; i < 5; i++ {
+		id := readyTask(t, s, 0, fmt.Sprintf("dl%d-", i), "default", 0)
+		d := popClaim(t, s, []string{"default"}, 0)
+		if _, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "x", Dead: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100, DeadMaxSize: 3})
+	if err != nil || r.Trimmed != 2 || rdb.ZCard(ctx, s.l.Dead(0)).Val() != 3 {
+		t.Fatalf("size bound: %+v %v", r, err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "age bound trims the rest", func() (bool, string) {
+		r, err = s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100, DeadMaxAge: time.Millisecond})
+		return err == nil && rdb.ZCard(ctx, s.l.Dead(0)).Val() == 0, fmt.Sprintf("%+v %v", r, err)
+	})
+	if rdb.HLen(ctx, s.l.Tasks(0)).Val() != 0 || rdb.HLen(ctx, s.l.DeadInfo(0)).Val() != 0 {
+		t.Fatal("trimmed dead letters left data behind")
+	}
+}
+
+func TestParseReady(t *testing.T) {
+	l, _ := NewLayout("hg", 4)
+	for _, k := range l.ReadyKeys([]string{"a", "b.c:d"}) {
+		sh, q, ok := l.ParseReady(k)
+		if !ok || l.Ready(sh, q) != k {
+			t.Errorf("ParseReady(%q) = %d %q %v", k, sh, q, ok)
+		}
+	}
+	for _, bad := range []string{"", "{hg:9}:ready:a", "{other:1}:ready:a", "{hg:1}:delayed"} {
+		if _, _, ok := l.ParseReady(bad); ok {
+			t.Errorf("ParseReady(%q) accepted", bad)
+		}
+	}
+}

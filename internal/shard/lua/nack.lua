@@ -1,0 +1,58 @@
+-- nack.lua: a delivery failed; retry it later or bury it.
+--
+-- KEYS[1] delayed    ZSET  task id -> due ms
+-- KEYS[2] tasks      HASH  task id -> encoded task
+-- KEYS[3] inflight   ZSET  task id -> lease deadline ms
+-- KEYS[4] leases     HASH  task id -> delivery token
+-- KEYS[5] errors     HASH  task id -> last error
+-- KEYS[6] dead       ZSET  task id -> time buried
+-- KEYS[7] dead info  HASH  task id -> JSON {reason, error, at}
+-- KEYS[8] queues     HASH  queue -> policy (for the default backoff)
+-- ARGV[1] task id
+-- ARGV[2] delivery token
+-- ARGV[3] error text (kept as the task's last error)
+-- ARGV[4] "retry" or "dead" (the handler asked not to retry)
+-- ARGV[5] retry delay in ms, or "" for exponential backoff
+-- ARGV[6] backoff "base_ms|cap_ms|factor", or "" for the queue's policy
+-- ARGV[7] random number in [0,1) for the backoff's jitter
+-- ARGV[8] wake channel of the shard
+--
+-- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
+-- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
+local id, err = ARGV[1], ARGV[3]
+if redis.call("HGET", KEYS[4], id) ~= ARGV[2] then
+  return {0, 0, 0}
+end
+redis.call("ZREM", KEYS[3], id)
+redis.call("HDEL", KEYS[4], id)
+local now = now_ms()
+local blob = redis.call("HGET", KEYS[2], id)
+local task, why = decode(blob)
+if not task then
+  bury(KEYS[6], KEYS[7], id, now, why, err)
+  return {-1, 0, 0}
+end
+task.attempts = task.attempts + 1
+if ARGV[4] == "dead" then
+  redis.call("HSET", KEYS[2], id, encode(task, blob))
+  bury(KEYS[6], KEYS[7], id, now, "not retryable", err)
+  redis.call("HDEL", KEYS[5], id)
+  return {2, 0, task.attempts}
+end
+if task.attempts > task.max_retries then
+  redis.call("HSET", KEYS[2], id, encode(task, blob))
+  bury(KEYS[6], KEYS[7], id, now, "max retries exhausted", err)
+  redis.call("HDEL", KEYS[5], id)
+  return {2, 0, task.attempts}
+end
+local delay = tonumber(ARGV[5])
+if not delay then
+  local spec = ARGV[6]
+  if spec == "" then spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue)) end
+  delay = backoff_ms(spec, task.attempts, tonumber(ARGV[7]) or 0)
+end
+task.due = now + delay
+redis.call("HSET", KEYS[2], id, encode(task, blob))
+redis.call("HSET", KEYS[5], id, err)
+schedule(KEYS[1], ARGV[8], id, task.due)
+return {1, task.due, task.attempts}

@@ -1,0 +1,149 @@
+-- recover.lua: the shard owner's recovery pass. Fenced by epoch; each
+-- part is bounded by LIMIT.
+--   1. Leases that expired (a worker died or was cut off): the task goes
+--      back to the delayed set with attempts+1 and backoff, or to the
+--      dead-letter set with reason "lease expired" once retries are spent.
+--      Its token is dropped, so the old worker's late ack is rejected.
+--   2. Stranded ids: popped from a ready list by a worker that never leased
+--      them (it crashed in between). ARGV[9..] are the candidates the
+--      previous pass returned; those still popped-and-unleased now are made
+--      ready again. The pass returns the next candidates.
+--   3. Dead-letter retention: entries older than the age bound or beyond
+--      the size bound are deleted with their data.
+--
+-- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
+-- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
+-- KEYS[9] epoch    KEYS[10] stats KEYS[11] seq
+-- ARGV[1] caller's epoch
+-- ARGV[2] LIMIT per part
+-- ARGV[3] random seed (integer 1..2147483646) for backoff jitter
+-- ARGV[4] wake channel of the shard
+-- ARGV[5] ready-list key prefix; ARGV[6] pending key prefix (queue appended)
+-- ARGV[7] dead-letter size bound, 0 = none
+-- ARGV[8] dead-letter age bound in ms, 0 = none
+-- ARGV[9..] stranded candidates from the previous pass, "queue|seq|id"
+--
+-- Returns {1, now, retried, buried, redelivered, trimmed, next_deadline,
+-- pending, candidate_1, ...}: next_deadline is the earliest lease deadline
+-- (-1 if none), pending the number of ready-but-unleased ids; or
+-- {-1, stored_epoch} when the epoch is stale.
+local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
+if not ok then
+  return {-1, stored}
+end
+local limit = tonumber(ARGV[2])
+local seed = tonumber(ARGV[3])
+local function rnd()
+  seed = (seed * 48271) % 2147483647
+  return seed / 2147483647
+end
+local now = now_ms()
+local retried, buried, redelivered, trimmed = 0, 0, 0, 0
+
+-- 1. expired leases
+local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+for _, id in ipairs(expired) do
+  redis.call("ZREM", KEYS[3], id)
+  redis.call("HDEL", KEYS[4], id)
+  local blob = redis.call("HGET", KEYS[2], id)
+  local task, why = decode(blob)
+  if not task then
+    bury(KEYS[6], KEYS[7], id, now, why, "")
+    buried = buried + 1
+  else
+    task.attempts = task.attempts + 1
+    if task.attempts > task.max_retries then
+      local last = redis.call("HGET", KEYS[5], id) or ""
+      redis.call("HSET", KEYS[2], id, encode(task, blob))
+      bury(KEYS[6], KEYS[7], id, now, "lease expired", last)
+      redis.call("HDEL", KEYS[5], id)
+      buried = buried + 1
+    else
+      local spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue))
+      task.due = now + backoff_ms(spec, task.attempts, rnd())
+      redis.call("HSET", KEYS[2], id, encode(task, blob))
+      redis.call("HSET", KEYS[5], id, "lease expired")
+      schedule(KEYS[1], ARGV[4], id, task.due)
+      retried = retried + 1
+    end
+  end
+end
+
+-- head_seq returns the sequence number of a ready list's first id, or
+-- nil, true when the list is empty, or nil, false when unknown (the head is
+-- a leftover duplicate that is no longer pending).
+local function head_seq(ready_key, pending_key)
+  local head = redis.call("LINDEX", ready_key, 0)
+  if not head then return nil, true end
+  local s = redis.call("ZSCORE", pending_key, head)
+  if not s then return nil, false end
+  return tonumber(s), false
+end
+
+-- 2a. candidates of the previous pass still popped and unleased
+for i = 9, #ARGV do
+  local q, seq_s, id = string.match(ARGV[i], "^([^|]+)|(%d+)|(.+)$")
+  if q then
+    local pk, rk = ARGV[6] .. q, ARGV[5] .. q
+    local s = redis.call("ZSCORE", pk, id)
+    if s and tonumber(s) == tonumber(seq_s) then
+      local hs, empty = head_seq(rk, pk)
+      if empty or (hs and hs > tonumber(seq_s)) then
+        redis.call("ZREM", pk, id)
+        make_ready(KEYS[11], pk, rk, id)
+        redelivered = redelivered + 1
+      end
+    end
+  end
+end
+
+-- 2b. new candidates: pending ids numbered below their list's head
+local out = {1, now, 0, 0, 0, 0, -1, 0}
+local pending = 0
+for _, q in ipairs(redis.call("HKEYS", KEYS[8])) do
+  local pk, rk = ARGV[6] .. q, ARGV[5] .. q
+  local n = redis.call("ZCARD", pk)
+  if n > 0 then
+    pending = pending + n
+    local hs, empty = head_seq(rk, pk)
+    local bound = nil
+    if empty then bound = "+inf" elseif hs then bound = "(" .. string.format("%d", hs) end
+    if bound then
+      local c = redis.call("ZRANGE", pk, "-inf", bound, "BYSCORE", "LIMIT", 0, limit, "WITHSCORES")
+      for j = 1, #c, 2 do
+        out[#out + 1] = q .. "|" .. c[j + 1] .. "|" .. c[j]
+      end
+    end
+  end
+end
+
+-- 3. dead-letter retention
+local function drop(id)
+  redis.call("ZREM", KEYS[6], id)
+  redis.call("HDEL", KEYS[7], id)
+  redis.call("HDEL", KEYS[2], id)
+  redis.call("HDEL", KEYS[5], id)
+  trimmed = trimmed + 1
+end
+local max_age = tonumber(ARGV[8])
+if max_age > 0 then
+  for _, id in ipairs(redis.call("ZRANGE", KEYS[6], "-inf", now - max_age, "BYSCORE", "LIMIT", 0, limit)) do
+    drop(id)
+  end
+end
+local max_size = tonumber(ARGV[7])
+if max_size > 0 then
+  local excess = redis.call("ZCARD", KEYS[6]) - max_size
+  if excess > 0 then
+    if excess > limit then excess = limit end
+    for _, id in ipairs(redis.call("ZRANGE", KEYS[6], 0, excess - 1)) do
+      drop(id)
+    end
+  end
+end
+
+local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
+if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
+out[8] = pending
+return out

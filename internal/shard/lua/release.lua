@@ -1,0 +1,19 @@
+-- release.lua: give a delivery back without counting an attempt (the
+-- worker is shutting down); the task is ready again at once.
+--
+-- KEYS[1] inflight   ZSET  task id -> lease deadline ms
+-- KEYS[2] leases     HASH  task id -> delivery token
+-- KEYS[3] seq        STRING sequence counter
+-- KEYS[4] pending    ZSET  pending ids of the task's queue
+-- KEYS[5] ready      LIST  ready list of the task's queue
+-- ARGV[1] task id
+-- ARGV[2] delivery token
+--
+-- Returns 1 when released, 0 when the token is stale.
+if redis.call("HGET", KEYS[2], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call("ZREM", KEYS[1], ARGV[1])
+redis.call("HDEL", KEYS[2], ARGV[1])
+make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1])
+return 1

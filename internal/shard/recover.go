@@ -1,0 +1,72 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RecoverArgs configure one recovery pass.
+type RecoverArgs struct {
+	// Limit bounds each part of the pass (expired leases, stranded
+	// candidates, dead-letter trimming).
+	Limit int
+	// Candidates are the stranded candidates the previous pass returned.
+	Candidates []string
+	// DeadMaxSize and DeadMaxAge bound the dead-letter set; 0 means none.
+	DeadMaxSize int
+	DeadMaxAge  time.Duration
+}
+
+// RecoverResult is the outcome of one recovery pass.
+type RecoverResult struct {
+	Retried     int // expired leases rescheduled
+	Buried      int // expired leases dead-lettered
+	Redelivered int // stranded ids made ready again
+	Trimmed     int // dead-letter entries deleted by retention
+	// NextDeadline is the earliest lease deadline (unix ms), -1 if none.
+	NextDeadline int64
+	// Pending counts ready ids not yet leased.
+	Pending int
+	// Now is Redis time of the pass (unix ms).
+	Now int64
+	// Candidates are ids that looked popped and unleased; pass them to
+	// the next pass.
+	Candidates []string
+}
+
+// Recover runs one fenced recovery pass on shard sh; see lua/recover.lua.
+// It returns an error wrapping ErrStaleEpoch when a newer owner fenced
+// the shard.
+func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs) (RecoverResult, error) {
+	args := []any{epoch, a.Limit, rand.Int64N(2147483645) + 1, s.l.WakeChannel(sh),
+		s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), a.DeadMaxSize, a.DeadMaxAge.Milliseconds()}
+	for _, c := range a.Candidates {
+		args = append(args, c)
+	}
+	v, err := recoverScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Seq(sh),
+	}, args...).Slice()
+	if err != nil {
+		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: %w", sh, err)
+	}
+	if len(v) == 2 && v[0] == int64(-1) {
+		return RecoverResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %v", ErrStaleEpoch, sh, epoch, v[1])
+	}
+	if len(v) < 8 {
+		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: unexpected reply %v", sh, v)
+	}
+	n := func(i int) int64 { x, _ := v[i].(int64); return x }
+	r := RecoverResult{
+		Now: n(1), Retried: int(n(2)), Buried: int(n(3)), Redelivered: int(n(4)),
+		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)),
+	}
+	for _, c := range v[8:] {
+		if s, ok := c.(string); ok {
+			r.Candidates = append(r.Candidates, s)
+		}
+	}
+	return r, nil
+}
