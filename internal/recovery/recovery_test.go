@@ -1,0 +1,166 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	store *shard.Store
+	met   *Metrics
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	l, _ := shard.NewLayout("rectest", 1)
+	st := shard.NewStore(r.Client(t), l)
+	err := st.RegisterQueues(context.Background(), map[string]shard.QueuePolicy{
+		"q": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024, Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, Factor: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{store: st, met: NewMetrics(prometheus.NewRegistry())}
+}
+
+// run starts a recovery loop on shard 0 and returns its poke channel.
+func (f *fixture) run(t *testing.T, cfg Config) chan struct{} {
+	t.Helper()
+	cfg.Metrics = f.met
+	r, err := New(f.store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	poke := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(ctx, 0, 1, poke) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return poke
+}
+
+// ready enqueues a task due now and moves it.
+func (f *fixture) ready(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := f.store.Move(ctx, 0, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) state(id string) (shard.Info, string) {
+	info, err := f.store.Lookup(context.Background(), id)
+	return info, fmt.Sprintf("%s attempts=%d %v", info.State, info.Task.Attempts, err)
+}
+
+// TestExpiredLeasesRetryThenBury: a lease that lapses sends the task back
+// with attempts+1, then to the dead-letter set once retries are spent,
+// with reason "lease expired" and the last error kept.
+func TestExpiredLeasesRetryThenBury(t *testing.T) {
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	// The loop learns a new lease's deadline on its next check of an
+	// active shard; the poke ends the idle sleep.
+	poke := f.run(t, Config{SafetyRecheck: time.Hour, StrandCheck: 200 * time.Millisecond})
+	f.ready(t, "t1")
+	poke <- struct{}{}
+	keys := f.store.Layout().ReadyKeys([]string{"q"})
+	claim := func() shard.Delivery {
+		_, ids, err := f.store.Pop(ctx, keys, 1, time.Second)
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("pop: %v %v", ids, err)
+		}
+		ds, err := f.store.Claim(ctx, 0, "q", ids, 100*time.Millisecond)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %v %v", ds, err)
+		}
+		return ds[0]
+	}
+	d := claim()
+	testenv.WaitFor(t, 10*time.Second, "expired lease rescheduled", func() (bool, string) {
+		info, s := f.state("t1")
+		return info.State == "scheduled" && info.Task.Attempts == 1, s
+	})
+	if err := f.store.Ack(ctx, "t1", d.Token); !errors.Is(err, shard.ErrStaleToken) {
+		t.Fatalf("late ack: %v", err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "retry moved", func() (bool, string) {
+		_, err := f.store.Move(ctx, 0, 1, 100)
+		info, s := f.state("t1")
+		return err == nil && info.State == "ready", s
+	})
+	poke <- struct{}{}
+	claim()
+	testenv.WaitFor(t, 10*time.Second, "second expiry buries", func() (bool, string) {
+		info, s := f.state("t1")
+		return info.State == "dead" && strings.Contains(info.DeadInfo, "lease expired"), s + " " + info.DeadInfo
+	})
+	testenv.WaitFor(t, 5*time.Second, "expiry metrics", func() (bool, string) {
+		r, b := testutil.ToFloat64(f.met.expired.WithLabelValues("retried")), testutil.ToFloat64(f.met.expired.WithLabelValues("buried"))
+		return r == 1 && b == 1, fmt.Sprintf("retried %v buried %v", r, b)
+	})
+}
+
+// TestStrandedPopIsRedelivered: an id popped and never leased is ready
+// again after one or two stranded-id checks.
+func TestStrandedPopIsRedelivered(t *testing.T) {
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	f.ready(t, "s1")
+	_, ids, err := f.store.Pop(ctx, f.store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
+	if err != nil || len(ids) != 1 {
+		t.Fatal(ids, err)
+	}
+	// The popping worker "crashed": nobody claims s1.
+	f.run(t, Config{StrandCheck: 50 * time.Millisecond, SafetyRecheck: time.Hour})
+	testenv.WaitFor(t, 10*time.Second, "stranded id back in its ready list", func() (bool, string) {
+		_, ids, err := f.store.Pop(ctx, f.store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
+		return err == nil && len(ids) == 1 && ids[0] == "s1", fmt.Sprint(ids, err)
+	})
+	testenv.WaitFor(t, 5*time.Second, "stranded metric", func() (bool, string) {
+		n := testutil.ToFloat64(f.met.redelivered)
+		return n >= 1, fmt.Sprint(n)
+	})
+}
+
+func TestStaleEpochStops(t *testing.T) {
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
+	if _, err := f.store.Move(ctx, 0, 5, 1); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New(f.store, Config{Metrics: f.met})
+	if err := r.Run(ctx, 0, 4, nil); !errors.Is(err, shard.ErrStaleEpoch) {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := testutil.ToFloat64(f.met.stale); n != 1 {
+		t.Fatalf("stale metric %v", n)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{Limit: -1}, {StrandCheck: -1}, {DeadMaxSize: -1}, {DeadMaxAge: -time.Second}} {
+		if _, err := New(nil, c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v", c, err)
+		}
+	}
+}
