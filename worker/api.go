@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Errors reported by the worker.
+var (
+	// ErrLeaseLost is the cause of a handler ctx's cancellation when the
+	// delivery's lease could not be kept.
+	ErrLeaseLost = errors.New("worker: lease lost")
+	// ErrStaleToken is returned by a manual Ack or Nack whose delivery is
+	// no longer current.
+	ErrStaleToken = shard.ErrStaleToken
+	// ErrInvalidConfig wraps configuration errors.
+	ErrInvalidConfig = errors.New("worker: invalid config")
+	// ErrShuttingDown is the cause of a handler ctx's cancellation when
+	// the shutdown grace period ran out; the task is released.
+	ErrShuttingDown = errors.New("worker: shutting down")
+)
+
+// Defaults for zero Config and QueueOptions fields.
+const (
+	DefaultNamespace     = "hourglass"
+	DefaultShards        = 16
+	DefaultShutdownGrace = 30 * time.Second
+	DefaultFetchTimeout  = 2 * time.Second
+	DefaultConcurrency   = 10
+)
+
+// Config configures a Worker. Namespace and Shards must equal the
+// schedulers'.
+type Config struct {
+	Namespace string
+	Shards    int
+	// ShutdownGrace is how long running handlers may finish after Run's
+	// ctx ends.
+	ShutdownGrace time.Duration
+	// FetchTimeout bounds one blocking fetch (whole seconds; Redis's
+	// BLMPOP). An idle worker sends one command per FetchTimeout.
+	FetchTimeout time.Duration
+	// Logger receives the worker's logs; default: discard.
+	Logger hclog.Logger
+	// Registerer receives the worker's metrics; nil: not registered.
+	Registerer prometheus.Registerer
+}
+
+// Backoff is an exponential retry delay: failed attempt n waits
+// min(Cap, Base*Factor^(n-1)), half fixed and half random.
+type Backoff struct {
+	Base, Cap time.Duration
+	Factor    float64
+}
+
+// QueueOptions tune how one queue is consumed.
+type QueueOptions struct {
+	// Concurrency is the most handlers of this queue running at once in
+	// this process; default 10.
+	Concurrency int
+	// Lease overrides the visibility timeout; 0 uses each task's timeout
+	// (set at enqueue, default: the queue's).
+	Lease time.Duration
+	// HandlerTimeout bounds one handler run (its ctx deadline); 0: none.
+	// A timed-out handler's error is a retryable failure.
+	HandlerTimeout time.Duration
+	// Backoff overrides the queue's registered backoff for this worker's
+	// retries; zero uses the registered one.
+	Backoff Backoff
+	// ManualAck: a nil return leaves the delivery open until Task.Ack or
+	// Task.Nack.
+	ManualAck bool
+}
+
+// Handler runs one task. See the package documentation for how its
+// result is used.
+type Handler func(ctx context.Context, t *Task) error
+
+// Task is one delivery of a task to a handler.
+type Task struct {
+	ID    string
+	Queue string
+	// Payload is the task's payload, unchanged.
+	Payload []byte
+	// Attempt is 1 for the first delivery, 2 for the first retry, ...
+	Attempt    int
+	MaxRetries int
+	// Due is when the task was due (Redis time); Enqueued when stored.
+	Due, Enqueued time.Time
+
+	d *delivery // the worker's side of the delivery
+}
+
+// Ack completes a manual-ack delivery. It returns ErrStaleToken if the
+// lease was lost meanwhile.
+func (t *Task) Ack(ctx context.Context) error { return t.d.finish(ctx, nil) }
+
+// Nack fails a manual-ack delivery with err (NoRetry and RetryAfter
+// apply).
+func (t *Task) Nack(ctx context.Context, err error) error {
+	if err == nil {
+		err = errors.New("nack without error")
+	}
+	return t.d.finish(ctx, err)
+}
+
+// noRetryError marks an error that must not be retried.
+type noRetryError struct{ err error }
+
+func (e noRetryError) Error() string { return "not retryable: " + e.err.Error() }
+func (e noRetryError) Unwrap() error { return e.err }
+
+// NoRetry wraps err so that the task goes to the dead-letter queue
+// without further attempts.
+func NoRetry(err error) error {
+	if err == nil {
+		err = errors.New("no retry requested")
+	}
+	return noRetryError{err}
+}
+
+// retryAfterError asks for a retry after a given delay.
+type retryAfterError struct {
+	d   time.Duration
+	err error
+}
+
+func (e retryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.d, e.err)
+}
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter wraps err so that the task is retried after d instead of the
+// backoff delay (still counting an attempt against its max retries).
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return retryAfterError{d: d, err: err}
+}

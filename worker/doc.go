@@ -1,0 +1,36 @@
+// Package worker consumes Hourglass tasks: register a Handler per queue,
+// then Run. A Worker takes due tasks from every shard's ready lists of its
+// queues with blocking pops, leases each one (the visibility timeout),
+// extends the lease while the handler runs, and acknowledges on success.
+//
+// Outcome of a handler:
+//   - nil: the task is acknowledged and deleted (auto-ack).
+//   - an error: the delivery is nacked; the task is retried after the
+//     queue's exponential backoff with jitter, or dead-lettered once its
+//     retries are spent, with the error kept as its last error.
+//   - NoRetry(err): dead-lettered at once.
+//   - RetryAfter(d, err): retried after d instead of the backoff.
+//
+// With QueueOptions.ManualAck the handler's nil return means "not done
+// yet": the lease keeps being extended until Task.Ack or Task.Nack is
+// called (from any goroutine).
+//
+// If the lease is lost (the worker was cut off from Redis for longer than
+// the lease and recovery re-scheduled the task), the handler's ctx is
+// cancelled with cause ErrLeaseLost and its late ack is rejected as
+// stale (counted in hourglass_worker_stale_tokens_total).
+//
+// # Redis connections
+//
+// A Worker uses one connection for its blocking fetch (BLMPOP over every
+// ready list it consumes) plus the go-redis pool for leases, acks and
+// extensions, whose size is the client's PoolSize: the bound does not
+// depend on shards, queues or concurrency.
+//
+// # Shutdown
+//
+// When Run's ctx ends the worker stops fetching, lets running handlers
+// finish for Config.ShutdownGrace, then cancels the rest and releases
+// their tasks back to their ready lists at once (no attempt counted, no
+// wait for a lease to expire).
+package worker

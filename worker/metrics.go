@@ -1,0 +1,55 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hourglass-sched/hourglass/internal/scan"
+)
+
+// metrics are the worker's Prometheus collectors, labelled by queue.
+type metrics struct {
+	deliveries *prometheus.CounterVec
+	acks       *prometheus.CounterVec
+	nacks      *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	dead       *prometheus.CounterVec
+	released   *prometheus.CounterVec
+	leaseLost  *prometheus.CounterVec
+	stale      *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	lateness   *prometheus.HistogramVec
+	running    *prometheus.GaugeVec
+	fetchErrs  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	q := []string{"queue"}
+	m := &metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_deliveries_total", Help: "Tasks leased to this worker."}, q),
+		acks:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_acks_total", Help: "Deliveries acknowledged (task done)."}, q),
+		nacks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_nacks_total", Help: "Deliveries that failed (retried or dead-lettered)."}, q),
+		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_retries_total", Help: "Failed deliveries rescheduled with backoff."}, q),
+		dead:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_dead_total", Help: "Failed deliveries sent to the dead-letter queue."}, q),
+		released:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_released_total", Help: "Deliveries given back unfinished at shutdown."}, q),
+		leaseLost:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_leases_lost_total", Help: "Deliveries whose lease could not be kept; the handler ctx was cancelled."}, q),
+		stale:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_stale_tokens_total", Help: "Acks, nacks or extensions rejected because the delivery was no longer current."}, q),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hourglass_worker_handler_duration_seconds", Help: "Handler run time.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
+		}, q),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hourglass_worker_lateness_seconds", Help: "Handler start minus due time (Redis clock).",
+			Buckets: scan.LatenessBuckets,
+		}, q),
+		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
+		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.deliveries, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,527 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// opTimeout bounds each Redis call made on a delivery's behalf (claim,
+// ack, nack, extend, release).
+const opTimeout = 5 * time.Second
+
+// Worker consumes the queues registered with Handle. Build it with New.
+type Worker struct {
+	store *shard.Store
+	cfg   Config
+	log   hclog.Logger
+	met   *metrics
+
+	mu      sync.Mutex
+	queues  map[string]*queue
+	started bool
+
+	freed chan struct{} // a handler slot was freed (capacity 1)
+
+	// hooks for tests in this package.
+	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
+}
+
+// queue is one consumed queue.
+type queue struct {
+	name    string
+	h       Handler
+	opts    QueueOptions
+	running atomic.Int64
+}
+
+func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
+
+// New returns a Worker on rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.FetchTimeout == 0 {
+		cfg.FetchTimeout = DefaultFetchTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	switch {
+	case cfg.ShutdownGrace < 0:
+		return nil, fmt.Errorf("%w: negative ShutdownGrace", ErrInvalidConfig)
+	case cfg.FetchTimeout < time.Second:
+		return nil, fmt.Errorf("%w: FetchTimeout %s below Redis's 1s granularity", ErrInvalidConfig, cfg.FetchTimeout)
+	}
+	l, err := shard.NewLayout(cfg.Namespace, cfg.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("worker: register metrics: %w", err)
+	}
+	return &Worker{
+		store:  shard.NewStore(rdb, l),
+		cfg:    cfg,
+		log:    cfg.Logger.Named("worker"),
+		met:    met,
+		queues: map[string]*queue{},
+		freed:  make(chan struct{}, 1),
+	}, nil
+}
+
+// Handle registers h for queue. It must be called before Run.
+func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
+	if !shard.ValidQueue(name) {
+		return fmt.Errorf("%w: queue name %q", ErrInvalidConfig, name)
+	}
+	if h == nil {
+		return fmt.Errorf("%w: nil handler for queue %q", ErrInvalidConfig, name)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Concurrency < 0 || opts.Lease < 0 || opts.HandlerTimeout < 0 {
+		return fmt.Errorf("%w: queue %q: negative option", ErrInvalidConfig, name)
+	}
+	if opts.Lease > 0 && opts.Lease < 10*time.Millisecond {
+		return fmt.Errorf("%w: queue %q: lease %s below 10ms", ErrInvalidConfig, name, opts.Lease)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return fmt.Errorf("%w: Handle after Run", ErrInvalidConfig)
+	}
+	if _, dup := w.queues[name]; dup {
+		return fmt.Errorf("%w: queue %q registered twice", ErrInvalidConfig, name)
+	}
+	w.queues[name] = &queue{name: name, h: h, opts: opts}
+	return nil
+}
+
+// Run consumes tasks until ctx ends, then shuts down gracefully (see the
+// package documentation) and returns nil. It returns an error only for a
+// worker that cannot start.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: Run called twice", ErrInvalidConfig)
+	}
+	w.started = true
+	queues := make([]*queue, 0, len(w.queues))
+	for _, q := range w.queues {
+		queues = append(queues, q)
+	}
+	w.mu.Unlock()
+	if len(queues) == 0 {
+		return fmt.Errorf("%w: no queue registered", ErrInvalidConfig)
+	}
+	sort.Slice(queues, func(i, j int) bool { return queues[i].name < queues[j].name })
+
+	// Handlers run under hctx, which outlives ctx by the shutdown grace.
+	hctx, stopHandlers := context.WithCancelCause(context.Background())
+	defer stopHandlers(nil)
+	var handlers sync.WaitGroup
+	run := &runState{w: w, hctx: hctx, wg: &handlers, active: map[*delivery]struct{}{}}
+
+	w.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
+	w.fetchLoop(ctx, queues, run)
+
+	// Shutdown: no more fetching. Give running handlers the grace period.
+	w.log.Info("shutting down; waiting for running handlers", "grace", w.cfg.ShutdownGrace, "running", run.count())
+	done := make(chan struct{})
+	go func() { handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn("shutdown grace over; releasing unfinished tasks", "running", run.count())
+		stopHandlers(ErrShuttingDown)
+		// Handlers see their ctx cancelled; each finishes by releasing
+		// its task. Manual-ack deliveries still open are released here.
+		run.releaseOpen()
+		select {
+		case <-done:
+		case <-time.After(opTimeout):
+			w.log.Error("handlers ignore their ctx; returning without them", "running", run.count())
+		}
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// runState tracks one Run's deliveries.
+type runState struct {
+	w    *Worker
+	hctx context.Context
+	wg   *sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[*delivery]struct{}
+}
+
+func (r *runState) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.active)
+}
+
+// releaseOpen releases manual-ack deliveries whose handler has returned
+// but which were never acked or nacked.
+func (r *runState) releaseOpen() {
+	r.mu.Lock()
+	open := make([]*delivery, 0, len(r.active))
+	for d := range r.active {
+		open = append(open, d)
+	}
+	r.mu.Unlock()
+	for _, d := range open {
+		if d.handlerDone.Load() {
+			_ = d.finish(context.Background(), ErrShuttingDown)
+		}
+	}
+}
+
+// fetchLoop pops and claims tasks for queues with free handler slots
+// until ctx ends.
+func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) {
+	var rotate int
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		var avail []string
+		count := 0
+		for _, q := range queues {
+			if f := q.free(); f > 0 {
+				avail = append(avail, q.name)
+				if count == 0 || f < count {
+					count = f
+				}
+			}
+		}
+		if len(avail) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.freed:
+			}
+			continue
+		}
+		keys := w.store.Layout().ReadyKeys(avail)
+		// Rotate the key order so no shard's list always comes first.
+		rotate = (rotate + 1) % len(keys)
+		keys = append(keys[rotate:], keys[:rotate]...)
+
+		sent := time.Now()
+		key, ids, err := w.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.met.fetchErrs.Inc()
+			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
+			w.log.Warn("fetch failed; retrying", "error", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		if len(ids) == 0 {
+			continue
+		}
+		if w.afterPop != nil && !w.afterPop(ids) {
+			continue // test hook: the worker "crashed" between pop and lease
+		}
+		w.claim(ctx, key, ids, sent, run)
+	}
+}
+
+// claim leases popped ids and starts their handlers; if the worker is
+// shutting down it gives them straight back.
+func (w *Worker) claim(ctx context.Context, key string, ids []string, sent time.Time, run *runState) {
+	sh, qname, ok := w.store.Layout().ParseReady(key)
+	w.mu.Lock()
+	q := w.queues[qname]
+	w.mu.Unlock()
+	if !ok || q == nil {
+		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(ids))
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ds, err := w.store.Claim(cctx, sh, qname, ids, q.opts.Lease)
+	cancel()
+	if err != nil {
+		w.met.fetchErrs.Inc()
+		w.log.Warn("claim failed; recovery will make the ids ready again", "error", err, "shard", sh, "queue", qname, "ids", len(ids))
+		return
+	}
+	for _, sd := range ds {
+		d := newDelivery(w, q, sd, sent)
+		if ctx.Err() != nil {
+			// Popped while shutting down: give it back at once.
+			d.release()
+			continue
+		}
+		q.running.Add(1)
+		run.mu.Lock()
+		run.active[d] = struct{}{}
+		run.mu.Unlock()
+		run.wg.Add(1)
+		go func() {
+			defer run.wg.Done()
+			d.run(run.hctx)
+			run.mu.Lock()
+			delete(run.active, d)
+			run.mu.Unlock()
+		}()
+	}
+}
+
+// slotFreed wakes the fetch loop when it waits for a free slot.
+func (w *Worker) slotFreed() {
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+// delivery is one leased task in this worker.
+type delivery struct {
+	w     *Worker
+	q     *queue
+	sd    shard.Delivery
+	task  *Task
+	lease time.Duration
+
+	validUntil  atomic.Int64 // local unix nanos until which the lease surely holds
+	handlerDone atomic.Bool
+
+	cancel   context.CancelCauseFunc
+	stopWD   chan struct{}
+	once     sync.Once
+	finished chan struct{} // closed when acked, nacked or released
+	result   error
+}
+
+func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delivery {
+	d := &delivery{
+		w: w, q: q, sd: sd,
+		lease:    sd.Deadline.Sub(sd.Leased),
+		stopWD:   make(chan struct{}),
+		finished: make(chan struct{}),
+	}
+	// The claim was sent at `sent`; Redis set the deadline to its time of
+	// the claim plus the lease, which is no earlier than sent + lease.
+	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	t := sd.Task
+	d.task = &Task{
+		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
+		MaxRetries: t.MaxRetries, Due: t.Due, Enqueued: t.Enqueued, d: d,
+	}
+	w.met.deliveries.WithLabelValues(q.name).Inc()
+	return d
+}
+
+// run executes the handler under the watchdog and settles the delivery.
+func (d *delivery) run(parent context.Context) {
+	m, qn := d.w.met, d.q.name
+	ctx, cancel := context.WithCancelCause(parent)
+	d.cancel = cancel
+	defer cancel(nil)
+	if d.q.opts.HandlerTimeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, d.q.opts.HandlerTimeout, fmt.Errorf("handler timeout %s", d.q.opts.HandlerTimeout))
+		defer stop()
+	}
+	go d.watchdog()
+
+	// Lateness on Redis's clock: claim time - due, plus the local time
+	// spent since the claim returned (negligible, but counted).
+	late := d.sd.Leased.Sub(d.sd.Task.Due)
+	m.lateness.WithLabelValues(qn).Observe(max(late, 0).Seconds())
+	m.running.WithLabelValues(qn).Inc()
+	start := time.Now()
+	err := d.call(ctx)
+	m.duration.WithLabelValues(qn).Observe(time.Since(start).Seconds())
+	m.running.WithLabelValues(qn).Dec()
+	d.handlerDone.Store(true)
+
+	if cause := context.Cause(ctx); errors.Is(cause, ErrShuttingDown) {
+		err = ErrShuttingDown
+	} else if err == nil && d.q.opts.ManualAck {
+		// Open until the handler's side calls Ack or Nack. A lost lease, a
+		// handler timeout or the end of the shutdown grace settles it here.
+		select {
+		case <-d.finished:
+			return
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+	} else if err != nil && ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
+		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+	}
+	_ = d.finish(context.Background(), err)
+}
+
+// call runs the handler, turning a panic into an error.
+func (d *delivery) call(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	return d.q.h(ctx, d.task)
+}
+
+// watchdog extends the lease every third of it while the delivery is
+// open. When the lease can no longer be vouched for (extensions fail until
+// the conservative expiry, or Redis says the token is stale), it cancels
+// the handler with ErrLeaseLost.
+func (d *delivery) watchdog() {
+	every := max(d.lease/3, 5*time.Millisecond)
+	margin := min(d.lease/10, 500*time.Millisecond)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stopWD:
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), max(every, 50*time.Millisecond))
+		_, err := d.w.store.Extend(ctx, d.sd.Task.ID, d.sd.Token, d.lease)
+		cancel()
+		switch {
+		case err == nil:
+			d.validUntil.Store(sent.Add(d.lease).UnixNano())
+		case errors.Is(err, shard.ErrStaleToken):
+			d.w.met.stale.WithLabelValues(d.q.name).Inc()
+			d.lost("lease taken back by recovery")
+			return
+		default:
+			if time.Now().Add(margin).UnixNano() >= d.validUntil.Load() {
+				d.lost("lease expired while Redis was unreachable: " + err.Error())
+				return
+			}
+		}
+		next := every
+		if left := time.Until(time.Unix(0, d.validUntil.Load())) - margin; left < next {
+			next = max(left, time.Millisecond)
+		}
+		t.Reset(next)
+	}
+}
+
+func (d *delivery) lost(why string) {
+	d.w.met.leaseLost.WithLabelValues(d.q.name).Inc()
+	d.w.log.Warn("lease lost; cancelling handler", "task", d.sd.Task.ID, "queue", d.q.name, "reason", why)
+	if d.cancel != nil {
+		d.cancel(ErrLeaseLost)
+	}
+}
+
+// finish settles the delivery once: ack (err nil), release (shutdown),
+// or nack. Later calls return the first result.
+func (d *delivery) finish(_ context.Context, err error) error {
+	d.once.Do(func() {
+		close(d.stopWD)
+		d.result = d.settle(err)
+		close(d.finished)
+		d.q.running.Add(-1)
+		d.w.slotFreed()
+	})
+	return d.result
+}
+
+// settle records the outcome in Redis, retrying transient errors for up
+// to opTimeout so a short network cut does not cost a lease expiry.
+func (d *delivery) settle(herr error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := d.settleOnce(ctx, herr)
+		if err == nil || errors.Is(err, ErrStaleToken) || ctx.Err() != nil {
+			if err != nil && !errors.Is(err, ErrStaleToken) {
+				// The lease will expire and recovery will redeliver the task.
+				d.w.log.Error("could not record delivery outcome; the task will be redelivered after its lease",
+					"task", d.sd.Task.ID, "queue", d.q.name, "error", err)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (d *delivery) settleOnce(ctx context.Context, herr error) error {
+	m, qn, id := d.w.met, d.q.name, d.sd.Task.ID
+	var err error
+	switch {
+	case herr == nil:
+		if err = d.w.store.Ack(ctx, id, d.sd.Token); err == nil {
+			m.acks.WithLabelValues(qn).Inc()
+		}
+	case errors.Is(herr, ErrShuttingDown):
+		if err = d.w.store.Release(ctx, id, qn, d.sd.Token); err == nil {
+			m.released.WithLabelValues(qn).Inc()
+		}
+	default:
+		a := shard.NackArgs{Err: herr.Error(), Rand: rand.Float64(), Backoff: shard.Backoff(d.q.opts.Backoff)}
+		var nr noRetryError
+		var ra retryAfterError
+		switch {
+		case errors.As(herr, &nr):
+			a.Dead = true
+		case errors.As(herr, &ra):
+			a.RetryAfter = max(ra.d, time.Millisecond)
+		}
+		var res shard.NackResult
+		if res, err = d.w.store.Nack(ctx, id, d.sd.Token, a); err == nil {
+			m.nacks.WithLabelValues(qn).Inc()
+			if res.Dead {
+				m.dead.WithLabelValues(qn).Inc()
+				d.w.log.Warn("task dead-lettered", "task", id, "queue", qn, "attempts", res.Attempts, "error", herr)
+			} else {
+				m.retries.WithLabelValues(qn).Inc()
+				d.w.log.Debug("task will be retried", "task", id, "queue", qn, "attempts", res.Attempts, "due", res.Due, "error", herr)
+			}
+		}
+	}
+	if errors.Is(err, shard.ErrStaleToken) {
+		m.stale.WithLabelValues(qn).Inc()
+		d.w.log.Warn("delivery no longer current; its outcome was not recorded", "task", id, "queue", qn)
+		return ErrStaleToken
+	}
+	return err
+}
+
+// release gives an unstarted delivery back.
+func (d *delivery) release() {
+	d.q.running.Add(1) // finish decrements
+	_ = d.finish(context.Background(), ErrShuttingDown)
+}

@@ -1,0 +1,431 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/internal/recovery"
+	"github.com/hourglass-sched/hourglass/internal/scan"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	ns     = "wtest"
+	shards = 2
+)
+
+// env is a Redis with an in-process owner (mover + recovery) on every
+// shard, as a scheduler would run them.
+type env struct {
+	t     *testing.T
+	redis *testenv.Redis
+	rdb   *redis.Client
+	store *shard.Store
+}
+
+func newEnv(t *testing.T, policy shard.QueuePolicy) *env {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	e := &env{t: t, redis: r, rdb: r.Client(t)}
+	l, _ := shard.NewLayout(ns, shards)
+	e.store = shard.NewStore(e.rdb, l)
+	if policy.MaxPayload == 0 {
+		policy.MaxPayload = 1024
+	}
+	if err := e.store.RegisterQueues(context.Background(), map[string]shard.QueuePolicy{"q": policy}); err != nil {
+		t.Fatal(err)
+	}
+	mover, _ := scan.NewMover(e.store, scan.Config{SafetyRecheck: 50 * time.Millisecond})
+	rec, _ := recovery.New(e.store, recovery.Config{StrandCheck: 50 * time.Millisecond, SafetyRecheck: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for sh := 0; sh < shards; sh++ {
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = mover.Run(ctx, sh, 1, nil, nil) }()
+		go func() { defer wg.Done(); _ = rec.Run(ctx, sh, 1, nil) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return e
+}
+
+func (e *env) enqueue(id string, delay time.Duration) {
+	e.t.Helper()
+	if r := e.store.Enqueue(context.Background(), shard.EnqueueArgs{ID: id, Queue: "q", Delay: delay, MaxRetries: -1, Payload: []byte("p-" + id)}); r.Err != nil {
+		e.t.Fatal(r.Err)
+	}
+}
+
+func (e *env) lookup(id string) (shard.Info, error) {
+	return e.store.Lookup(context.Background(), id)
+}
+
+// start runs a worker with h on queue q until the test ends (or stop).
+// mod may adjust the Config (a func(*Config)) or the Worker before Run
+// (a func(*Worker)).
+func (e *env) start(rdb redis.UniversalClient, opts QueueOptions, h Handler, mod ...any) (*Worker, *prometheus.Registry, func()) {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := Config{Namespace: ns, Shards: shards, FetchTimeout: time.Second, ShutdownGrace: time.Second, Registerer: reg}
+	for _, m := range mod {
+		if f, ok := m.(func(*Config)); ok {
+			f(&cfg)
+		}
+	}
+	w, err := New(rdb, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range mod {
+		if f, ok := m.(func(*Worker)); ok {
+			f(w)
+		}
+	}
+	if err := w.Handle("q", h, opts); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	e.t.Cleanup(stop)
+	return w, reg, stop
+}
+
+// counter sums a counter family of reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func TestEveryTaskOnceAndAcked(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	_, reg, _ := e.start(e.rdb, QueueOptions{Concurrency: 8}, func(ctx context.Context, task *Task) error {
+		if string(task.Payload) != "p-"+task.ID || task.Attempt != 1 || task.Queue != "q" {
+			return NoRetry(fmt.Errorf("bad task %+v", task))
+		}
+		mu.Lock()
+		seen[task.ID]++
+		mu.Unlock()
+		return nil
+	})
+	for i := 0; i < 300; i++ {
+		e.enqueue(fmt.Sprintf("t%d", i), time.Duration(i%50)*time.Millisecond)
+	}
+	testenv.WaitFor(t, 30*time.Second, "300 tasks acked", func() (bool, string) {
+		n := counter(t, reg, "hourglass_worker_acks_total")
+		return n == 300, fmt.Sprint(n)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i < 300; i++ {
+		id := fmt.Sprintf("t%d", i)
+		if seen[id] != 1 {
+			t.Errorf("%s handled %d times", id, seen[id])
+		}
+		if _, err := e.lookup(id); !errors.Is(err, shard.ErrNotFound) {
+			t.Errorf("%s still stored after ack: %v", id, err)
+		}
+	}
+}
+
+func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second,
+		Backoff: shard.Backoff{Base: 200 * time.Millisecond, Cap: time.Minute, Factor: 2}})
+	var mu sync.Mutex
+	var starts []time.Time
+	e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		if task.ID == "poison" {
+			return NoRetry(errors.New("malformed order"))
+		}
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return fmt.Errorf("downstream said no (attempt %d)", task.Attempt)
+	})
+	e.enqueue("flaky", 0)
+	e.enqueue("poison", 0)
+	testenv.WaitFor(t, 30*time.Second, "flaky task dead-lettered", func() (bool, string) {
+		info, err := e.lookup("flaky")
+		return err == nil && info.State == "dead", fmt.Sprintf("%s %v", info.State, err)
+	})
+	info, _ := e.lookup("flaky")
+	if info.Task.Attempts != 4 || !strings.Contains(info.DeadInfo, "max retries exhausted") || !strings.Contains(info.DeadInfo, "attempt 4") {
+		t.Fatalf("dead task: attempts %d, info %s", info.Task.Attempts, info.DeadInfo)
+	}
+	mu.Lock()
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	mu.Unlock()
+	t.Logf("retry intervals: %v", gaps)
+	// Equal jitter: retry n waits between half and all of 200ms*2^(n-1).
+	for i, g := range gaps {
+		lo := 100 * time.Millisecond << i
+		if g < lo {
+			t.Errorf("retry %d after %s, want at least %s", i+1, g, lo)
+		}
+	}
+	if len(gaps) != 3 || gaps[2] <= gaps[0] {
+		t.Errorf("intervals do not grow: %v", gaps)
+	}
+	info, _ = e.lookup("poison")
+	if info.State != "dead" || info.Task.Attempts != 1 || !strings.Contains(info.DeadInfo, "not retryable") || !strings.Contains(info.DeadInfo, "malformed order") {
+		t.Fatalf("NoRetry task: %+v", info)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	var mu sync.Mutex
+	var starts []time.Time
+	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		if task.Attempt == 1 {
+			return RetryAfter(700*time.Millisecond, errors.New("rate limited"))
+		}
+		return nil
+	})
+	e.enqueue("ra", 0)
+	testenv.WaitFor(t, 10*time.Second, "acked on the second attempt", func() (bool, string) {
+		return counter(t, reg, "hourglass_worker_acks_total") == 1, ""
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if g := starts[1].Sub(starts[0]); g < 700*time.Millisecond {
+		t.Fatalf("retried after %s, want >= 700ms", g)
+	}
+}
+
+func TestWatchdogKeepsLongHandlerLease(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 300 * time.Millisecond})
+	var runs atomic.Int32
+	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		runs.Add(1)
+		select { // four leases long
+		case <-time.After(1200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	e.enqueue("long", 0)
+	testenv.WaitFor(t, 10*time.Second, "long task acked", func() (bool, string) {
+		return counter(t, reg, "hourglass_worker_acks_total") == 1, fmt.Sprint(counter(t, reg, "hourglass_worker_nacks_total"))
+	})
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if n := counter(t, reg, "hourglass_worker_leases_lost_total"); n != 0 {
+		t.Fatalf("leases lost: %v", n)
+	}
+}
+
+// TestCutOffWorkerLosesLease: a worker cut off from Redis for longer than
+// its lease has its handler cancelled with ErrLeaseLost, the task is
+// rescheduled by recovery, and the worker's late ack is rejected as stale.
+func TestCutOffWorkerLosesLease(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 500 * time.Millisecond, Backoff: shard.Backoff{Base: time.Hour, Cap: time.Hour, Factor: 1}})
+	proxy := testenv.StartProxy(t, e.redis.Addr)
+	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	defer wrdb.Close()
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	restored := make(chan struct{})
+	_, reg, _ := e.start(wrdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-restored // ignore the cancellation and ack late
+		return nil
+	})
+	e.enqueue("cut", 0)
+	<-started
+	proxy.Cut()
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, ErrLeaseLost) {
+			t.Fatalf("handler ctx cause %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler ctx not cancelled after the lease ran out")
+	}
+	testenv.WaitFor(t, 10*time.Second, "recovery rescheduled the task", func() (bool, string) {
+		info, err := e.lookup("cut")
+		return err == nil && info.State == "scheduled" && info.Task.Attempts == 1, fmt.Sprintf("%s %v", info.State, err)
+	})
+	proxy.Restore()
+	close(restored)
+	testenv.WaitFor(t, 10*time.Second, "late ack rejected as stale", func() (bool, string) {
+		n := counter(t, reg, "hourglass_worker_stale_tokens_total")
+		return n >= 1, fmt.Sprint(n)
+	})
+	if n := counter(t, reg, "hourglass_worker_acks_total"); n != 0 {
+		t.Fatalf("late ack counted as an ack")
+	}
+	if info, _ := e.lookup("cut"); info.State != "scheduled" {
+		t.Fatalf("late ack changed the task: %s", info.State)
+	}
+}
+
+// TestCrashBetweenPopAndLease: ids popped by a worker that dies before
+// leasing them are delivered again.
+func TestCrashBetweenPopAndLease(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	var dropped atomic.Int32
+	var mu sync.Mutex
+	seen := map[string]int{}
+	_, reg, _ := e.start(e.rdb, QueueOptions{Concurrency: 4}, func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		seen[task.ID]++
+		mu.Unlock()
+		return nil
+	}, func(w *Worker) {
+		w.afterPop = func(ids []string) bool {
+			if dropped.Add(1) == 1 {
+				t.Logf("dropping popped ids %v: the worker 'crashes' before leasing them", ids)
+				return false
+			}
+			return true
+		}
+	})
+	for i := 0; i < 20; i++ {
+		e.enqueue(fmt.Sprintf("c%d", i), 0)
+	}
+	testenv.WaitFor(t, 20*time.Second, "all 20 acked", func() (bool, string) {
+		n := counter(t, reg, "hourglass_worker_acks_total")
+		return n == 20, fmt.Sprint(n)
+	})
+	if dropped.Load() < 2 {
+		t.Fatal("the crash hook never ran")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i < 20; i++ {
+		if id := fmt.Sprintf("c%d", i); seen[id] != 1 {
+			t.Errorf("%s handled %d times", id, seen[id])
+		}
+	}
+}
+
+// TestShutdownReleasesAtOnce: at shutdown, tasks whose handlers do not
+// finish within the grace go back to their ready lists at once, without
+// counting an attempt and without waiting for their (long) leases.
+func TestShutdownReleasesAtOnce(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
+	var running atomic.Int32
+	causes := make(chan error, 2)
+	_, reg, stop := e.start(e.rdb, QueueOptions{Concurrency: 2}, func(ctx context.Context, task *Task) error {
+		running.Add(1)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}, func(c *Config) { c.ShutdownGrace = 100 * time.Millisecond })
+	e.enqueue("s1", 0)
+	e.enqueue("s2", 0)
+	testenv.WaitFor(t, 10*time.Second, "both handlers running", func() (bool, string) { return running.Load() == 2, "" })
+	begin := time.Now()
+	stop()
+	t.Logf("shutdown with 2 running handlers took %s", time.Since(begin))
+	for i := 0; i < 2; i++ {
+		if c := <-causes; !errors.Is(c, ErrShuttingDown) {
+			t.Fatalf("handler ctx cause %v, want ErrShuttingDown", c)
+		}
+	}
+	for _, id := range []string{"s1", "s2"} {
+		info, err := e.lookup(id)
+		if err != nil || info.State != "ready" || info.Task.Attempts != 0 {
+			t.Fatalf("%s after shutdown: %s attempts %d %v", id, info.State, info.Task.Attempts, err)
+		}
+	}
+	if n := counter(t, reg, "hourglass_worker_released_total"); n != 2 {
+		t.Fatalf("released %v, want 2", n)
+	}
+}
+
+func TestManualAck(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 200 * time.Millisecond})
+	tasks := make(chan *Task, 1)
+	_, reg, _ := e.start(e.rdb, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
+		tasks <- task
+		return nil // finished asynchronously
+	})
+	e.enqueue("m", 0)
+	task := <-tasks
+	// Hold it past its lease: the watchdog keeps it.
+	testenv.WaitFor(t, 5*time.Second, "lease extended twice", func() (bool, string) {
+		info, _ := e.lookup("m")
+		return info.State == "active" && time.Until(info.At) > 0 && time.Since(task.Due) > 600*time.Millisecond, info.State
+	})
+	if err := task.Ack(context.Background()); err != nil {
+		t.Fatalf("manual ack: %v", err)
+	}
+	if err := task.Ack(context.Background()); err != nil {
+		t.Fatalf("second ack should repeat the first result, got %v", err)
+	}
+	if n := counter(t, reg, "hourglass_worker_acks_total"); n != 1 {
+		t.Fatalf("acks %v", n)
+	}
+	if _, err := e.lookup("m"); !errors.Is(err, shard.ErrNotFound) {
+		t.Fatalf("acked task still stored: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatal(err)
+	}
+	if _, err := New(rdb, Config{FetchTimeout: 10 * time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatal(err)
+	}
+	w, err := New(rdb, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *Task) error { return nil }
+	for _, c := range []struct {
+		q    string
+		h    Handler
+		opts QueueOptions
+	}{{"bad name", h, QueueOptions{}}, {"q", nil, QueueOptions{}}, {"q", h, QueueOptions{Concurrency: -1}}, {"q", h, QueueOptions{Lease: time.Millisecond}}} {
+		if err := w.Handle(c.q, c.h, c.opts); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Handle(%q, %+v) = %v", c.q, c.opts, err)
+		}
+	}
+	if err := w.Run(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Run without queues: %v", err)
+	}
+}
+
