@@ -2,8 +2,9 @@ package config
 
 import (
 	"errors"
-	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	Etcd EtcdConfig `koanf:"etcd"`
 	// Scheduler configures the scheduler process.
 	Scheduler SchedulerConfig `koanf:"scheduler"`
+	// Worker configures the worker process.
+	Worker WorkerConfig `koanf:"worker"`
+	// DLQ bounds the dead-letter queue of every shard.
+	DLQ DLQConfig `koanf:"dlq"`
 	// Queues holds the settings of each queue by name. Names must match
 	// ^[A-Za-z0-9_.:-]{1,128}$ and at least one queue is required.
 	// Default: one queue named "default" with [DefaultQueue] settings.
@@ -132,15 +137,90 @@ type SchedulerConfig struct {
 	// SafetyRecheck is how often every owned shard is scanned even
 	// without a wake-up, at least 100ms. Default 30s.
 	SafetyRecheck time.Duration `koanf:"safety_recheck"`
+	// RecoveryLimit is the largest batch of expired leases recovered per
+	// script call, 1 to 10000. Default 512.
+	RecoveryLimit int `koanf:"recovery_limit"`
+	// StrandCheck is how often a shard's owner looks for tasks that a
+	// worker popped from a ready list but died before leasing, at least
+	// 100ms. Default 5s.
+	StrandCheck time.Duration `koanf:"strand_check"`
 }
 
-// QueueConfig configures one queue.
+// WorkerConfig configures the worker process.
+type WorkerConfig struct {
+	// ShutdownGrace is how long running handlers may finish after a
+	// shutdown signal before their tasks are released, 0 or more; 0
+	// releases them at once. Default 30s.
+	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
+	// FetchTimeout bounds one blocking fetch from the ready lists: a
+	// whole number of seconds (Redis's BLMPOP timeout as go-redis sends
+	// it) from 1s to 60s. An idle worker sends one command per
+	// FetchTimeout. Default 2s.
+	FetchTimeout time.Duration `koanf:"fetch_timeout"`
+}
+
+// DLQConfig bounds each shard's dead-letter queue. Entries beyond either
+// bound are dropped, oldest first.
+type DLQConfig struct {
+	// MaxSize is the most entries kept per shard, 0 or more; 0 means
+	// unbounded. Default 100000.
+	MaxSize int `koanf:"max_size"`
+	// MaxAge is how long an entry is kept, 0 or more; 0 means unbounded.
+	// Default 168h (7 days).
+	MaxAge time.Duration `koanf:"max_age"`
+}
+
+// QueueConfig configures one queue. MaxRetries, Timeout and Backoff are
+// registered in Redis by the schedulers; Concurrency, HandlerTimeout,
+// HTTP and Command are read by the worker binary only.
 type QueueConfig struct {
 	// MaxRetries is how often a failed task is retried, 0 to 1000.
 	// Default 25.
 	MaxRetries int `koanf:"max_retries"`
-	// Timeout bounds one processing attempt, at least 100ms. Default 30s.
+	// Timeout is the lease (visibility timeout) of one processing attempt
+	// and the default timeout of a task enqueued without one, at least
+	// 100ms. Default 30s.
 	Timeout time.Duration `koanf:"timeout"`
+	// Backoff is the delay before each retry.
+	Backoff BackoffConfig `koanf:"backoff"`
+	// Concurrency is the most tasks of this queue one worker process
+	// runs at once, 1 to 10000. Default 10.
+	Concurrency int `koanf:"concurrency"`
+	// HandlerTimeout bounds one handler run in the worker, 0 or more; 0
+	// means no bound beyond the lease. Default 60s.
+	HandlerTimeout time.Duration `koanf:"handler_timeout"`
+	// HTTP delivers the queue's tasks to an HTTP endpoint. Set HTTP.URL
+	// or Command, not both; with neither the worker binary does not
+	// consume the queue.
+	HTTP HTTPTarget `koanf:"http"`
+	// Command delivers the queue's tasks to a program: argv, run without
+	// a shell. If set, Command[0] must not be empty.
+	Command []string `koanf:"command"`
+}
+
+// BackoffConfig is an exponential retry delay: failed attempt n waits
+// about min(Cap, Base*Factor^(n-1)).
+type BackoffConfig struct {
+	// Base is the first delay, at least 1ms. Default 1s.
+	Base time.Duration `koanf:"base"`
+	// Cap is the longest delay, at least Base. Default 1h.
+	Cap time.Duration `koanf:"cap"`
+	// Factor multiplies the delay after each attempt, 1 to 100.
+	// Default 2.
+	Factor float64 `koanf:"factor"`
+}
+
+// HTTPTarget is the HTTP endpoint that a queue's tasks are delivered to
+// (see internal/executor).
+type HTTPTarget struct {
+	// URL is the http:// or https:// URL requested for each task; empty
+	// means the queue has no HTTP target. A password in it is secret.
+	URL string `koanf:"url"`
+	// Headers are added to every request. Their values are secret (they
+	// usually carry credentials). May only be set together with URL.
+	Headers map[string]string `koanf:"headers"`
+	// Method is POST or PUT. Default "POST".
+	Method string `koanf:"method"`
 }
 
 // HTTPConfig configures the binary's HTTP endpoint (metrics, health).
@@ -161,7 +241,25 @@ type LogConfig struct {
 // DefaultQueue returns the settings a queue starts from before its
 // configured values are applied.
 func DefaultQueue() QueueConfig {
-	return QueueConfig{MaxRetries: 25, Timeout: 30 * time.Second}
+	return QueueConfig{
+		MaxRetries:     25,
+		Timeout:        30 * time.Second,
+		Backoff:        BackoffConfig{Base: time.Second, Cap: time.Hour, Factor: 2},
+		Concurrency:    10,
+		HandlerTimeout: 60 * time.Second,
+		HTTP:           HTTPTarget{Method: "POST"},
+	}
+}
+
+// WorkerHTTPAddr is the worker binary's default http.addr, next to the
+// scheduler's 127.0.0.1:9464 so that both can run on one host.
+const WorkerHTTPAddr = "127.0.0.1:9465"
+
+// WorkerDefaults changes c from the scheduler's defaults to the worker
+// binary's: http.addr is [WorkerHTTPAddr]. Pass it to [Load] with
+// [WithDefaults].
+func WorkerDefaults(c *Config) {
+	c.HTTP.Addr = WorkerHTTPAddr
 }
 
 // Default returns the built-in configuration: the lowest layer of
@@ -191,20 +289,65 @@ func defaultsWithoutQueues() Config {
 			LeaseTTL:      5 * time.Second,
 			ScanLimit:     512,
 			SafetyRecheck: 30 * time.Second,
+			RecoveryLimit: 512,
+			StrandCheck:   5 * time.Second,
+		},
+		Worker: WorkerConfig{
+			ShutdownGrace: 30 * time.Second,
+			FetchTimeout:  2 * time.Second,
+		},
+		DLQ: DLQConfig{
+			MaxSize: 100000,
+			MaxAge:  168 * time.Hour,
 		},
 		HTTP: HTTPConfig{Addr: "127.0.0.1:9464"},
 		Log:  LogConfig{Level: "info", Format: "text"},
 	}
 }
 
-// Redacted returns a deep copy of c in which every non-empty password is
-// replaced by "[redacted]", for logging the effective configuration.
+// Redacted returns a deep copy of c in which every secret is replaced by
+// "[redacted]", for logging the effective configuration: every non-empty
+// password, the password in a queue's http.url and the value of every
+// queue's http.headers.
 func (c Config) Redacted() Config {
 	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
-	c.Queues = maps.Clone(c.Queues)
 	redact(&c.Redis.Password)
 	redact(&c.Etcd.Password)
+	if c.Queues != nil {
+		qs := make(map[string]QueueConfig, len(c.Queues))
+		for name, q := range c.Queues {
+			q.Command = slices.Clone(q.Command)
+			q.HTTP.URL = redactURL(q.HTTP.URL)
+			if q.HTTP.Headers != nil {
+				h := make(map[string]string, len(q.HTTP.Headers))
+				for k := range q.HTTP.Headers {
+					h[k] = redactedText
+				}
+				q.HTTP.Headers = h
+			}
+			qs[name] = q
+		}
+		c.Queues = qs
+	}
 	return c
+}
+
+// redactURL replaces the password of a URL's userinfo. A URL that does
+// not parse is redacted whole if it might hold userinfo.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return redactedText
+		}
+		return s
+	}
+	if _, ok := u.User.Password(); !ok {
+		return s
+	}
+	u.User = url.UserPassword(u.User.Username(), redactedText)
+	// String escapes the brackets; show the marker as elsewhere.
+	return strings.Replace(u.String(), url.PathEscape(redactedText), redactedText, 1)
 }
 
 func redact(s *string) {

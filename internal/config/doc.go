@@ -35,7 +35,10 @@
 //
 // Every HOURGLASS_ variable must name a known key. Queue names set through
 // the environment are lower-case and cannot contain '.', ':' or '-'; use
-// the file or -set for such names.
+// the file or -set for such names. The same holds for header names
+// (HOURGLASS_QUEUES__HOOKS__HTTP__HEADERS__AUTHORIZATION sets the
+// Authorization header), and a command given as one string is split at
+// commas.
 //
 // # Flags
 //
@@ -43,12 +46,24 @@
 //	-set key=value      set one key; repeatable
 //
 // With -set, a queue name may contain dots: in queues.<name>.<field> the
-// first and the last segment are fixed, so -set queues.mail.high.timeout=5s
-// sets the timeout of queue "mail.high".
+// name is the shortest run of segments followed by a known queue field,
+// so -set queues.mail.high.timeout=5s sets the timeout of queue
+// "mail.high" and -set queues.hooks.http.headers.X-Api-Key=k sets a
+// header of queue "hooks".
 //
 // # Queues
 //
 // When no layer mentions queues, the configuration has a single queue
 // named "default". Otherwise the queues are exactly those named in any
 // layer, each starting from [DefaultQueue] before its settings are applied.
+// Header names in queues.<name>.http.headers are stored in canonical form
+// (x-api-key becomes X-Api-Key), so a later layer overrides a header
+// however it spells the name.
+//
+// # Per-binary defaults
+//
+// Both binaries read the same keys. [WithDefaults] lets a binary change
+// the built-in defaults below every source; the worker binary uses
+// [WorkerDefaults] (http.addr 127.0.0.1:9465, next to the scheduler's
+// 9464).
 package config

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net/textproto"
 	"reflect"
 	"slices"
 	"strconv"
@@ -35,7 +36,14 @@ const EnvPrefix = "HOURGLASS_"
 //
 // Errors about keys and values wrap [ErrInvalid] and name the full dotted
 // key; several are joined with errors.Join.
-func Load(args []string, env []string) (*Config, error) {
+//
+// Options change the built-in defaults of one binary, for example
+// Load(args, env, WithDefaults(WorkerDefaults)).
+func Load(args []string, env []string, opts ...Option) (*Config, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	fs := flag.NewFlagSet("hourglass", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", "", "YAML configuration file")
@@ -67,6 +75,9 @@ func Load(args []string, env []string) (*Config, error) {
 	layers = append(layers, l)
 
 	cfg := defaultsWithoutQueues()
+	for _, fn := range o.defaults {
+		fn(&cfg)
+	}
 	var errs []error
 	for _, l := range layers {
 		errs = append(errs, l.apply(&cfg)...)
@@ -83,11 +94,29 @@ func Load(args []string, env []string) (*Config, error) {
 	return &cfg, nil
 }
 
+// Option changes how [Load] builds the configuration.
+type Option func(*options)
+
+type options struct {
+	defaults []func(*Config)
+}
+
+// WithDefaults applies fn to the built-in defaults before any source is
+// read, so that a binary can have defaults of its own (see
+// [WorkerDefaults]). Its changes are the lowest layer: the file, the
+// environment and -set still override them. The Config that fn sees has
+// a nil Queues map; if fn sets queues, they replace the implicit
+// "default" queue and the sources add to them.
+func WithDefaults(fn func(*Config)) Option {
+	return func(o *options) { o.defaults = append(o.defaults, fn) }
+}
+
 // Usage returns the help text for the flags and environment that Load
 // reads, for a binary to print when Load returns flag.ErrHelp.
 func Usage() string {
 	return `Flags:
-  -config path     YAML configuration file (see configs/scheduler.example.yaml)
+  -config path     YAML configuration file (see configs/scheduler.example.yaml
+                   and configs/worker.example.yaml)
   -set key=value   set one configuration key, e.g. -set scheduler.scan_limit=1000;
                    repeatable, later flags win
   -h               show this help
@@ -118,16 +147,51 @@ func (s *setFlag) Set(v string) error {
 }
 
 // splitKey splits a dotted key into its path. In queues.<name>.<field>
-// the name may itself contain dots.
+// the name may itself contain dots, and so may <field> (backoff.base,
+// http.url, http.headers.<header>): the name is the shortest run of
+// segments after "queues" that leaves a known queue field, so
+// queues.mail.high.timeout names queue "mail.high" and
+// queues.hooks.http.headers.X-Key names queue "hooks". Everything after
+// http.headers is one header name. Without any known field, the last
+// segment is taken as the field (and reported as unknown).
 func splitKey(key string) ([]string, error) {
 	parts := strings.Split(key, ".")
-	if parts[0] == "queues" && len(parts) > 3 {
-		parts = []string{parts[0], strings.Join(parts[1:len(parts)-1], "."), parts[len(parts)-1]}
-	}
 	if slices.Contains(parts, "") {
 		return nil, fmt.Errorf("key %q has an empty segment", key)
 	}
-	return parts, nil
+	if parts[0] != "queues" || len(parts) <= 3 {
+		return parts, nil
+	}
+	for i := 2; i < len(parts); i++ {
+		if field, ok := queueField(parts[i:]); ok {
+			return append([]string{"queues", strings.Join(parts[1:i], ".")}, field...), nil
+		}
+	}
+	return []string{parts[0], strings.Join(parts[1:len(parts)-1], "."), parts[len(parts)-1]}, nil
+}
+
+// queueField reports whether path names a field of QueueConfig and
+// returns it with a header name joined into one segment.
+func queueField(path []string) ([]string, bool) {
+	t := reflect.TypeFor[QueueConfig]()
+	for i, p := range path {
+		f, ok := fieldByTag(t, p)
+		if !ok {
+			return nil, false
+		}
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			t = f.Type
+			continue
+		case reflect.Map:
+			if i == len(path)-1 {
+				return path, true
+			}
+			return append(slices.Clone(path[:i+1]), strings.Join(path[i+1:], ".")), true
+		}
+		return path, i == len(path)-1
+	}
+	return nil, false // a struct, not a value
 }
 
 // layer is one source of configuration: a nested map of raw values and
@@ -252,13 +316,41 @@ func (l *layer) apply(cfg *Config) []error {
 		if !ok {
 			q = DefaultQueue()
 		}
-		qerrs := l.decode("queues."+name, queues[name], &q, strict)
+		qerrs := l.decode("queues."+name, canonicalHeaders(queues[name]), &q, strict)
 		errs = append(errs, qerrs...)
 		if len(qerrs) == 0 {
 			cfg.Queues[name] = q
 		}
 	}
 	return errs
+}
+
+// canonicalHeaders returns a queue's raw settings with the names in
+// http.headers in canonical form (authorization -> Authorization), so
+// that a header set in one layer is overridden, not duplicated, by the
+// same header spelled differently in a later one (the environment
+// lower-cases every name).
+func canonicalHeaders(raw any) any {
+	q, ok := raw.(map[string]any)
+	if !ok {
+		return raw
+	}
+	h, ok := q["http"].(map[string]any)
+	if !ok {
+		return raw
+	}
+	headers, ok := h["headers"].(map[string]any)
+	if !ok {
+		return raw
+	}
+	canon := make(map[string]any, len(headers))
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		canon[textproto.CanonicalMIMEHeaderKey(k)] = headers[k]
+	}
+	h, q = maps.Clone(h), maps.Clone(q)
+	h["headers"] = canon
+	q["http"] = h
+	return q
 }
 
 // decode decodes data onto out, leaving fields that data does not
@@ -374,6 +466,16 @@ func decodeHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 			}
 		}
 		return nil, fmt.Errorf("expected an integer, got %s", describe(data))
+	case to.Kind() == reflect.Float64:
+		switch v := data.(type) {
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+			return v, nil
+		case string:
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f, nil
+			}
+		}
+		return nil, fmt.Errorf("expected a number, got %s", describe(data))
 	case to.Kind() == reflect.Bool:
 		switch v := data.(type) {
 		case bool:

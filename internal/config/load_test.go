@@ -33,6 +33,14 @@ func mustLoad(t *testing.T, args, env []string) *config.Config {
 	return c
 }
 
+// queue returns the default queue settings with MaxRetries and Timeout
+// changed.
+func queue(maxRetries int, timeout time.Duration) config.QueueConfig {
+	q := config.DefaultQueue()
+	q.MaxRetries, q.Timeout = maxRetries, timeout
+	return q
+}
+
 // wantErr checks that err wraps ErrInvalid (unless notInvalid) and
 // contains every fragment.
 func wantErr(t *testing.T, err error, fragments ...string) {
@@ -67,7 +75,7 @@ func TestLoadDefaults(t *testing.T) {
 		{"scheduler.lease_ttl", c.Scheduler.LeaseTTL, 5 * time.Second},
 		{"scheduler.scan_limit", c.Scheduler.ScanLimit, 512},
 		{"scheduler.safety_recheck", c.Scheduler.SafetyRecheck, 30 * time.Second},
-		{"queues", c.Queues, map[string]config.QueueConfig{"default": {MaxRetries: 25, Timeout: 30 * time.Second}}},
+		{"queues", c.Queues, map[string]config.QueueConfig{"default": queue(25, 30*time.Second)}},
 		{"http.addr", c.HTTP.Addr, "127.0.0.1:9464"},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "text"},
@@ -103,12 +111,36 @@ scheduler:
   lease_ttl: 10s
   scan_limit: 1000
   safety_recheck: 1m
+  recovery_limit: 100
+  strand_check: 250ms
+worker:
+  shutdown_grace: 0s
+  fetch_timeout: 5s
+dlq:
+  max_size: 0
+  max_age: 24h
 queues:
   emails:
     timeout: 5s
   mail.high:
     max_retries: 3
   empty:
+  hooks:
+    backoff:
+      base: 100ms
+      cap: 10m
+      factor: 1.5
+    concurrency: 50
+    handler_timeout: 0s
+    http:
+      url: "https://hooks.example.com/run?x=1"
+      method: PUT
+      headers:
+        Authorization: "Bearer t0k3n"
+        x-tenant-id: "7"
+  jobs:
+    handler_timeout: 5m
+    command: ["/usr/local/bin/job", "--from-stdin"]
 http:
   addr: ""
 log:
@@ -131,13 +163,32 @@ log:
 		},
 		Scheduler: config.SchedulerConfig{
 			ReplicaID: "sched-1", LeaseTTL: 10 * time.Second, ScanLimit: 1000, SafetyRecheck: time.Minute,
+			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond,
 		},
+		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second},
+		DLQ:    config.DLQConfig{MaxSize: 0, MaxAge: 24 * time.Hour},
 		// A queues section replaces the implicit "default" queue, and
 		// every queue gets the defaults for the fields it leaves out.
 		Queues: map[string]config.QueueConfig{
-			"emails":    {MaxRetries: 25, Timeout: 5 * time.Second},
-			"mail.high": {MaxRetries: 3, Timeout: 30 * time.Second},
+			"emails":    queue(25, 5*time.Second),
+			"mail.high": queue(3, 30*time.Second),
 			"empty":     config.DefaultQueue(),
+			"hooks": {
+				MaxRetries: 25, Timeout: 30 * time.Second,
+				Backoff:     config.BackoffConfig{Base: 100 * time.Millisecond, Cap: 10 * time.Minute, Factor: 1.5},
+				Concurrency: 50, HandlerTimeout: 0,
+				HTTP: config.HTTPTarget{
+					URL:     "https://hooks.example.com/run?x=1",
+					Method:  "PUT",
+					Headers: map[string]string{"Authorization": "Bearer t0k3n", "X-Tenant-Id": "7"},
+				},
+			},
+			"jobs": func() config.QueueConfig {
+				q := config.DefaultQueue()
+				q.HandlerTimeout = 5 * time.Minute
+				q.Command = []string{"/usr/local/bin/job", "--from-stdin"}
+				return q
+			}(),
 		},
 		HTTP: config.HTTPConfig{Addr: ""},
 		Log:  config.LogConfig{Level: "debug", Format: "json"},
@@ -209,14 +260,14 @@ func TestLoadEnvAndFlagForms(t *testing.T) {
 			"queue from env gets defaults and replaces the default queue",
 			nil, []string{"HOURGLASS_QUEUES__EMAILS__MAX_RETRIES=5"},
 			func(c *config.Config) bool {
-				return reflect.DeepEqual(c.Queues, map[string]config.QueueConfig{"emails": {MaxRetries: 5, Timeout: 30 * time.Second}})
+				return reflect.DeepEqual(c.Queues, map[string]config.QueueConfig{"emails": queue(5, 30*time.Second)})
 			},
 		},
 		{
 			"queue name with dots from -set",
 			[]string{"-set", "queues.mail.high.timeout=2s"}, nil,
 			func(c *config.Config) bool {
-				return reflect.DeepEqual(c.Queues, map[string]config.QueueConfig{"mail.high": {MaxRetries: 25, Timeout: 2 * time.Second}})
+				return reflect.DeepEqual(c.Queues, map[string]config.QueueConfig{"mail.high": queue(25, 2*time.Second)})
 			},
 		},
 		{
@@ -244,8 +295,8 @@ func TestLoadQueueMerge(t *testing.T) {
 	c := mustLoad(t, []string{"-config", path, "-set", "queues.emails.max_retries=1"},
 		[]string{"HOURGLASS_QUEUES__SMS__TIMEOUT=1s"})
 	want := map[string]config.QueueConfig{
-		"emails": {MaxRetries: 1, Timeout: 5 * time.Second},
-		"sms":    {MaxRetries: 25, Timeout: time.Second},
+		"emails": queue(1, 5*time.Second),
+		"sms":    queue(25, time.Second),
 	}
 	if !reflect.DeepEqual(c.Queues, want) {
 		t.Fatalf("queues = %v, want %v", c.Queues, want)

@@ -33,7 +33,16 @@ const (
 	maxRetriesLimit = 1000
 	minQueueTimeout = 100 * time.Millisecond
 	maxRedisDB      = 15
+	maxRecoveryLim  = 10000
+	minStrandCheck  = 100 * time.Millisecond
+	minFetchTimeout = time.Second
+	maxFetchTimeout = 60 * time.Second
+	minBackoffBase  = time.Millisecond
+	maxBackoffMult  = 100
+	maxConcurrency  = 10000
 )
+
+var httpMethods = []string{"POST", "PUT"}
 
 // Validate checks every field and returns all problems joined, each a
 // *[FieldError] naming its dotted key and wrapping [ErrInvalid]. It
@@ -77,6 +86,23 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("scheduler.scan_limit", int64(c.Scheduler.ScanLimit), 1, maxScanLimit)
 	v.durationRange("scheduler.safety_recheck", c.Scheduler.SafetyRecheck, minRecheck, 0)
+	v.intRange("scheduler.recovery_limit", int64(c.Scheduler.RecoveryLimit), 1, maxRecoveryLim)
+	v.durationRange("scheduler.strand_check", c.Scheduler.StrandCheck, minStrandCheck, 0)
+
+	v.durationRange("worker.shutdown_grace", c.Worker.ShutdownGrace, 0, 0)
+	v.durationRange("worker.fetch_timeout", c.Worker.FetchTimeout, minFetchTimeout, maxFetchTimeout)
+	if ft := c.Worker.FetchTimeout; ft%time.Second != 0 {
+		// go-redis sends BLMPOP's timeout in whole seconds; refuse rather
+		// than truncate.
+		v.add("worker.fetch_timeout", "must be a whole number of seconds (got %s)", ft)
+	}
+
+	if c.DLQ.MaxSize < 0 {
+		v.add("dlq.max_size", "must be 0 (unbounded) or more (got %d)", c.DLQ.MaxSize)
+	}
+	if c.DLQ.MaxAge < 0 {
+		v.add("dlq.max_age", "must be 0 (unbounded) or more (got %s)", c.DLQ.MaxAge)
+	}
 
 	if len(c.Queues) == 0 {
 		v.add("queues", "at least one queue is required")
@@ -89,6 +115,10 @@ func (c *Config) Validate() error {
 		}
 		v.intRange(key+".max_retries", int64(q.MaxRetries), 0, maxRetriesLimit)
 		v.durationRange(key+".timeout", q.Timeout, minQueueTimeout, 0)
+		v.backoff(key+".backoff", q.Backoff)
+		v.intRange(key+".concurrency", int64(q.Concurrency), 1, maxConcurrency)
+		v.durationRange(key+".handler_timeout", q.HandlerTimeout, 0, 0)
+		v.target(key, q)
 	}
 
 	if c.HTTP.Addr != "" {
@@ -150,6 +180,66 @@ func (v *validator) hostPort(key, addr string, needHost bool) {
 	if p, err := strconv.Atoi(port); err != nil || p < lo || p > 65535 {
 		v.add(key, "must have a port number from %d to 65535 (got %q)", lo, addr)
 	}
+}
+
+func (v *validator) backoff(prefix string, b BackoffConfig) {
+	v.durationRange(prefix+".base", b.Base, minBackoffBase, 0)
+	if b.Cap < b.Base {
+		v.add(prefix+".cap", "must be at least %s.base (%s) (got %s)", prefix, b.Base, b.Cap)
+	}
+	// The negated test also catches NaN.
+	if !(b.Factor >= 1 && b.Factor <= maxBackoffMult) {
+		v.add(prefix+".factor", "must be between 1 and %d (got %g)", maxBackoffMult, b.Factor)
+	}
+}
+
+// target checks a queue's delivery target: http or command, not both.
+func (v *validator) target(key string, q QueueConfig) {
+	h := q.HTTP
+	if h.URL != "" && len(q.Command) > 0 {
+		v.add(key, "set either http.url or command, not both")
+	}
+	if h.URL != "" {
+		u, err := url.Parse(h.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// The URL is not quoted: it may hold a password.
+			v.add(key+".http.url", "must be an http:// or https:// URL with a host")
+		}
+	}
+	if len(h.Headers) > 0 && h.URL == "" {
+		v.add(key+".http.headers", "must only be set together with %s.http.url", key)
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.Headers)) {
+		if !validHeaderName(name) {
+			v.add(key+".http.headers", "%q is not a valid header name", name)
+		} else if strings.ContainsAny(h.Headers[name], "\r\n\x00") {
+			// The value is not shown: it is a secret.
+			v.add(key+".http.headers", "the value of %q contains a line break or NUL", name)
+		}
+	}
+	if !slices.Contains(httpMethods, h.Method) {
+		v.add(key+".http.method", "must be one of %s (got %q)", strings.Join(httpMethods, ", "), h.Method)
+	}
+	if len(q.Command) > 0 && q.Command[0] == "" {
+		v.add(key+".command", "the program (the first element) must not be empty")
+	}
+}
+
+// validHeaderName reports whether s is an HTTP field name: a non-empty
+// token (RFC 9110, section 5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (v *validator) tls(prefix string, t TLSConfig) {

@@ -82,13 +82,13 @@ func TestValidate(t *testing.T) {
 			"config: queues." + strings.Repeat("q", 129) + ": queue name must match"},
 		{"queue name odd but valid", func(c *config.Config) { c.Queues["mail.high:v2-x_y"] = config.DefaultQueue() }, ""},
 		{"queue max_retries negative", func(c *config.Config) {
-			c.Queues["default"] = config.QueueConfig{MaxRetries: -1, Timeout: time.Second}
+			c.Queues["default"] = queue(-1, time.Second)
 		}, "config: queues.default.max_retries:"},
 		{"queue max_retries big", func(c *config.Config) {
-			c.Queues["default"] = config.QueueConfig{MaxRetries: 1001, Timeout: time.Second}
+			c.Queues["default"] = queue(1001, time.Second)
 		}, "config: queues.default.max_retries:"},
 		{"queue timeout short", func(c *config.Config) {
-			c.Queues["default"] = config.QueueConfig{MaxRetries: 1, Timeout: time.Millisecond}
+			c.Queues["default"] = queue(1, time.Millisecond)
 		}, "config: queues.default.timeout: must be at least 100ms"},
 
 		{"http.addr empty disables", func(c *config.Config) { c.HTTP.Addr = "" }, ""},

@@ -77,9 +77,10 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 // Run moves shard sh's due tasks with fencing epoch until ctx ends (it
 // then returns nil) or the shard is fenced by a newer owner (it returns
 // an error wrapping shard.ErrStaleEpoch). wake delivers producers'
-// wake-ups; it may be nil. Redis errors are logged and retried with
-// backoff; they never end Run.
-func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct{}) error {
+// wake-ups; it may be nil. After a call that made tasks ready, Run sends
+// on poke without blocking (nil: none); the shard's recovery loop listens.
+// Redis errors are logged and retried with backoff; they never end Run.
+func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct{}, poke chan<- struct{}) error {
 	log := m.log.With("shard", sh, "epoch", epoch)
 	met := m.cfg.Metrics
 	timer := time.NewTimer(time.Hour)
@@ -111,6 +112,12 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 			m.observe(sh, time.Since(start), res)
 			if res.Buried > 0 {
 				log.Warn("buried undecodable delayed members", "count", res.Buried)
+			}
+			if res.Moved > 0 && poke != nil {
+				select {
+				case poke <- struct{}{}:
+				default:
+				}
 			}
 			if res.Moved+res.Buried >= m.cfg.Limit {
 				continue // a full batch: more may be due now

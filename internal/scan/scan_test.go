@@ -72,7 +72,7 @@ func (f *fixture) runMover(t *testing.T, sh int, epoch int64, cfg Config) func()
 	var runErr error
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = w.Run(ctx) }()
-	go func() { defer wg.Done(); runErr = m.Run(ctx, sh, epoch, wake) }()
+	go func() { defer wg.Done(); runErr = m.Run(ctx, sh, epoch, wake, nil) }()
 	stop := func() error {
 		cancel()
 		unsub()
@@ -149,7 +149,7 @@ func TestStaleEpochStopsMover(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := NewMover(f.store, Config{Metrics: f.met})
-	err := m.Run(ctx, 0, 9, nil)
+	err := m.Run(ctx, 0, 9, nil, nil)
 	if !errors.Is(err, shard.ErrStaleEpoch) {
 		t.Fatalf("Run = %v, want ErrStaleEpoch", err)
 	}

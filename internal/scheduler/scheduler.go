@@ -1,10 +1,11 @@
 // Package scheduler assembles a scheduler replica: it joins the etcd
-// election for shards, runs a mover for every shard it owns, registers
+// election for shards, runs a mover and a recovery loop for every shard
+// it owns, registers
 // the configured queues in Redis and serves /metrics, /healthz, /readyz
 // and /v1/status.
 //
 // Shutdown order (Run's ctx cancelled): the election cancels every
-// mover and waits for them, then revokes the replica's lease so other
+// shard's mover and recovery loop and waits for them, then revokes the replica's lease so other
 // replicas take the shards at once; then the waker's pub/sub connection
 // closes; then the HTTP server; Close releases the Redis and etcd
 // clients.
@@ -32,6 +33,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -46,6 +48,7 @@ type Scheduler struct {
 	reg      *prometheus.Registry
 	waker    *scan.Waker
 	mover    *scan.Mover
+	recovery *recovery.Recoverer
 	election *election.Manager
 	replica  string
 	listener net.Listener
@@ -83,6 +86,15 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
+	s.recovery, err = recovery.New(s.store, recovery.Config{
+		Limit: cfg.Scheduler.RecoveryLimit, StrandCheck: cfg.Scheduler.StrandCheck,
+		SafetyRecheck: cfg.Scheduler.SafetyRecheck, DeadMaxSize: cfg.DLQ.MaxSize, DeadMaxAge: cfg.DLQ.MaxAge,
+		Logger: log, Metrics: recovery.NewMetrics(s.reg),
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.election, err = election.New(s.etcd, election.Config{
 		Prefix:     "/" + cfg.Namespace + "/",
 		ReplicaID:  s.replica,
@@ -107,7 +119,9 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 // ReplicaID returns the replica's identity in the election.
 func (s *Scheduler) ReplicaID() string { return s.replica }
 
-// runShard is the election's RunFunc: the mover of one owned shard.
+// runShard is the election's RunFunc: the mover and the recovery loop of
+// one owned shard. If either is fenced off by a newer owner, both stop
+// and the election gives the shard up.
 func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 	log := s.log.With("shard", sh, "epoch", epoch)
 	log.Info("shard acquired")
@@ -119,9 +133,26 @@ func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 	} else {
 		defer unsubscribe()
 	}
-	if err := s.mover.Run(ctx, sh, epoch, wake); err != nil {
-		log.Warn("mover stopped", "error", err)
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	poke := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		if err := s.mover.Run(ctx, sh, epoch, wake, poke); err != nil {
+			log.Warn("mover stopped", "error", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		if err := s.recovery.Run(ctx, sh, epoch, poke); err != nil {
+			log.Warn("recovery stopped", "error", err)
+		}
+	}()
+	wg.Wait()
 }
 
 // Run runs the replica until ctx ends, then shuts down in the order the
@@ -169,7 +200,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func (s *Scheduler) registerQueues(ctx context.Context) error {
 	policies := make(map[string]shard.QueuePolicy, len(s.cfg.Queues))
 	for name, q := range s.cfg.Queues {
-		policies[name] = shard.QueuePolicy{MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: s.cfg.MaxPayload}
+		policies[name] = shard.QueuePolicy{
+			MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: s.cfg.MaxPayload,
+			Backoff: shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
+		}
 	}
 	backoff := 100 * time.Millisecond
 	for {

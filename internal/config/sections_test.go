@@ -1,0 +1,404 @@
+package config_test
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/config"
+)
+
+// Tests of the worker, dlq and recovery keys and of the queues' backoff,
+// concurrency, handler_timeout, http and command settings.
+
+func TestNewKeyDefaults(t *testing.T) {
+	c := mustLoad(t, nil, nil)
+	q := c.Queues["default"]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"scheduler.recovery_limit", c.Scheduler.RecoveryLimit, 512},
+		{"scheduler.strand_check", c.Scheduler.StrandCheck, 5 * time.Second},
+		{"worker.shutdown_grace", c.Worker.ShutdownGrace, 30 * time.Second},
+		{"worker.fetch_timeout", c.Worker.FetchTimeout, 2 * time.Second},
+		{"dlq.max_size", c.DLQ.MaxSize, 100000},
+		{"dlq.max_age", c.DLQ.MaxAge, 168 * time.Hour},
+		{"queues.default.backoff.base", q.Backoff.Base, time.Second},
+		{"queues.default.backoff.cap", q.Backoff.Cap, time.Hour},
+		{"queues.default.backoff.factor", q.Backoff.Factor, 2.0},
+		{"queues.default.concurrency", q.Concurrency, 10},
+		{"queues.default.handler_timeout", q.HandlerTimeout, 60 * time.Second},
+		{"queues.default.http.url", q.HTTP.URL, ""},
+		{"queues.default.http.headers", len(q.HTTP.Headers), 0},
+		{"queues.default.http.method", q.HTTP.Method, "POST"},
+		{"queues.default.command", len(q.Command), 0},
+	}
+	for _, ch := range checks {
+		if !reflect.DeepEqual(ch.got, ch.want) {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	// A queue named only for one setting still gets every other default.
+	c = mustLoad(t, []string{"-set", "queues.q.max_retries=1"}, nil)
+	if got, want := c.Queues["q"], queue(1, 30*time.Second); !reflect.DeepEqual(got, want) {
+		t.Errorf("queue q = %+v, want %+v", got, want)
+	}
+}
+
+// The file forms are covered by TestLoadFile; these are the environment
+// and -set forms, including keys nested below a queue.
+func TestNewKeyOverrides(t *testing.T) {
+	tests := []struct {
+		name      string
+		args, env []string
+		check     func(*config.Config) bool
+	}{
+		{"scheduler keys from env", nil,
+			[]string{"HOURGLASS_SCHEDULER__RECOVERY_LIMIT=10000", "HOURGLASS_SCHEDULER__STRAND_CHECK=100ms"},
+			func(c *config.Config) bool {
+				return c.Scheduler.RecoveryLimit == 10000 && c.Scheduler.StrandCheck == 100*time.Millisecond
+			}},
+		{"worker keys from -set", []string{"-set", "worker.shutdown_grace=0s", "-set", "worker.fetch_timeout=60s"}, nil,
+			func(c *config.Config) bool {
+				return c.Worker.ShutdownGrace == 0 && c.Worker.FetchTimeout == time.Minute
+			}},
+		{"dlq unbounded from env", nil, []string{"HOURGLASS_DLQ__MAX_SIZE=0", "HOURGLASS_DLQ__MAX_AGE=0s"},
+			func(c *config.Config) bool { return c.DLQ.MaxSize == 0 && c.DLQ.MaxAge == 0 }},
+		{"backoff from env", nil,
+			[]string{"HOURGLASS_QUEUES__Q__BACKOFF__BASE=1ms", "HOURGLASS_QUEUES__Q__BACKOFF__FACTOR=1.25"},
+			func(c *config.Config) bool {
+				b := c.Queues["q"].Backoff
+				return b == config.BackoffConfig{Base: time.Millisecond, Cap: time.Hour, Factor: 1.25}
+			}},
+		{"backoff of a dotted queue from -set", []string{"-set", "queues.mail.high.backoff.cap=5m", "-set", "queues.mail.high.backoff.factor=1"}, nil,
+			func(c *config.Config) bool {
+				b := c.Queues["mail.high"].Backoff
+				return len(c.Queues) == 1 && b == config.BackoffConfig{Base: time.Second, Cap: 5 * time.Minute, Factor: 1}
+			}},
+		{"worker-side queue keys from -set", []string{"-set", "queues.q.concurrency=10000", "-set", "queues.q.handler_timeout=0s"}, nil,
+			func(c *config.Config) bool {
+				return c.Queues["q"].Concurrency == 10000 && c.Queues["q"].HandlerTimeout == 0
+			}},
+		{"http target from -set", []string{
+			"-set", "queues.hooks.http.url=http://127.0.0.1:8080/hook",
+			"-set", "queues.hooks.http.method=PUT",
+			"-set", "queues.hooks.http.headers.X-Api-Key=k=v",
+		}, nil,
+			func(c *config.Config) bool {
+				h := c.Queues["hooks"].HTTP
+				return len(c.Queues) == 1 && h.URL == "http://127.0.0.1:8080/hook" && h.Method == "PUT" &&
+					reflect.DeepEqual(h.Headers, map[string]string{"X-Api-Key": "k=v"})
+			}},
+		{"dotted queue and header names from -set", []string{
+			"-set", "queues.a.http.url=https://h/",
+			"-set", "queues.a.http.headers.x.y=1",
+			"-set", "queues.a.b.http.url=https://h2/",
+		}, nil,
+			func(c *config.Config) bool {
+				return c.Queues["a"].HTTP.Headers["X.y"] == "1" && c.Queues["a.b"].HTTP.URL == "https://h2/"
+			}},
+		{"header from env, name canonicalized", nil, []string{
+			"HOURGLASS_QUEUES__HOOKS__HTTP__URL=https://h/",
+			"HOURGLASS_QUEUES__HOOKS__HTTP__HEADERS__AUTHORIZATION=Bearer abc",
+		},
+			func(c *config.Config) bool {
+				return reflect.DeepEqual(c.Queues["hooks"].HTTP.Headers, map[string]string{"Authorization": "Bearer abc"})
+			}},
+		{"command from env, comma-separated", nil, []string{"HOURGLASS_QUEUES__JOBS__COMMAND=/bin/job,--verbose"},
+			func(c *config.Config) bool {
+				return reflect.DeepEqual(c.Queues["jobs"].Command, []string{"/bin/job", "--verbose"})
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c := mustLoad(t, tt.args, tt.env); !tt.check(c) {
+				t.Errorf("unexpected config %+v", c)
+			}
+		})
+	}
+}
+
+// Headers merge over the layers; a later layer overrides a header however
+// it spells the name.
+func TestLoadHeadersMerge(t *testing.T) {
+	path := writeYAML(t, `
+queues:
+  hooks:
+    http:
+      url: https://h/
+      headers:
+        Authorization: from-file
+        X-Keep: kept
+`)
+	c := mustLoad(t, []string{"-config", path, "-set", "queues.hooks.http.headers.x-added=added"},
+		[]string{"HOURGLASS_QUEUES__HOOKS__HTTP__HEADERS__AUTHORIZATION=from-env"})
+	want := map[string]string{"Authorization": "from-env", "X-Keep": "kept", "X-Added": "added"}
+	if got := c.Queues["hooks"].HTTP.Headers; !reflect.DeepEqual(got, want) {
+		t.Errorf("headers = %v, want %v", got, want)
+	}
+}
+
+func TestValidateNewKeys(t *testing.T) {
+	withQueue := func(f func(q *config.QueueConfig)) func(*config.Config) {
+		return func(c *config.Config) {
+			q := c.Queues["default"]
+			f(&q)
+			c.Queues["default"] = q
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(*config.Config)
+		want   string // "" means valid; otherwise a fragment of the error
+	}{
+		{"scheduler.recovery_limit min", func(c *config.Config) { c.Scheduler.RecoveryLimit = 1 }, ""},
+		{"scheduler.recovery_limit zero", func(c *config.Config) { c.Scheduler.RecoveryLimit = 0 },
+			"config: scheduler.recovery_limit: must be between 1 and 10000 (got 0)"},
+		{"scheduler.recovery_limit big", func(c *config.Config) { c.Scheduler.RecoveryLimit = 10001 }, "config: scheduler.recovery_limit:"},
+		{"scheduler.strand_check min", func(c *config.Config) { c.Scheduler.StrandCheck = 100 * time.Millisecond }, ""},
+		{"scheduler.strand_check short", func(c *config.Config) { c.Scheduler.StrandCheck = 99 * time.Millisecond },
+			"config: scheduler.strand_check: must be at least 100ms"},
+
+		{"worker.shutdown_grace zero", func(c *config.Config) { c.Worker.ShutdownGrace = 0 }, ""},
+		{"worker.shutdown_grace negative", func(c *config.Config) { c.Worker.ShutdownGrace = -time.Second },
+			"config: worker.shutdown_grace: must be at least 0s"},
+		{"worker.fetch_timeout bounds", func(c *config.Config) { c.Worker.FetchTimeout = time.Second }, ""},
+		{"worker.fetch_timeout zero", func(c *config.Config) { c.Worker.FetchTimeout = 0 }, "config: worker.fetch_timeout: must be at least 1s"},
+		{"worker.fetch_timeout long", func(c *config.Config) { c.Worker.FetchTimeout = 61 * time.Second },
+			"config: worker.fetch_timeout: must be at most 1m0s"},
+		{"worker.fetch_timeout fraction", func(c *config.Config) { c.Worker.FetchTimeout = 1500 * time.Millisecond },
+			"config: worker.fetch_timeout: must be a whole number of seconds"},
+
+		{"dlq unbounded", func(c *config.Config) { c.DLQ = config.DLQConfig{} }, ""},
+		{"dlq.max_size negative", func(c *config.Config) { c.DLQ.MaxSize = -1 }, "config: dlq.max_size: must be 0 (unbounded) or more"},
+		{"dlq.max_age negative", func(c *config.Config) { c.DLQ.MaxAge = -time.Hour }, "config: dlq.max_age: must be 0 (unbounded) or more"},
+
+		{"backoff flat", withQueue(func(q *config.QueueConfig) {
+			q.Backoff = config.BackoffConfig{Base: time.Millisecond, Cap: time.Millisecond, Factor: 1}
+		}), ""},
+		{"backoff.base short", withQueue(func(q *config.QueueConfig) { q.Backoff.Base = time.Microsecond }),
+			"config: queues.default.backoff.base: must be at least 1ms"},
+		{"backoff.cap below base", withQueue(func(q *config.QueueConfig) { q.Backoff.Cap = 500 * time.Millisecond }),
+			"config: queues.default.backoff.cap: must be at least queues.default.backoff.base (1s)"},
+		{"backoff.factor below 1", withQueue(func(q *config.QueueConfig) { q.Backoff.Factor = 0.5 }),
+			"config: queues.default.backoff.factor: must be between 1 and 100 (got 0.5)"},
+		{"backoff.factor above 100", withQueue(func(q *config.QueueConfig) { q.Backoff.Factor = 100.5 }),
+			"config: queues.default.backoff.factor:"},
+		{"backoff.factor NaN", withQueue(func(q *config.QueueConfig) { q.Backoff.Factor = math.NaN() }),
+			"config: queues.default.backoff.factor:"},
+
+		{"concurrency max", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10000 }), ""},
+		{"concurrency zero", withQueue(func(q *config.QueueConfig) { q.Concurrency = 0 }),
+			"config: queues.default.concurrency: must be between 1 and 10000 (got 0)"},
+		{"concurrency big", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10001 }), "config: queues.default.concurrency:"},
+		{"handler_timeout none", withQueue(func(q *config.QueueConfig) { q.HandlerTimeout = 0 }), ""},
+		{"handler_timeout negative", withQueue(func(q *config.QueueConfig) { q.HandlerTimeout = -time.Second }),
+			"config: queues.default.handler_timeout: must be at least 0s"},
+
+		{"http target", withQueue(func(q *config.QueueConfig) {
+			q.HTTP = config.HTTPTarget{URL: "https://u:p@h:8443/p?q=1", Method: "PUT", Headers: map[string]string{"Authorization": "Bearer x"}}
+		}), ""},
+		{"http.url no scheme", withQueue(func(q *config.QueueConfig) { q.HTTP.URL = "h:80/x" }),
+			"config: queues.default.http.url: must be an http:// or https:// URL"},
+		{"http.url other scheme", withQueue(func(q *config.QueueConfig) { q.HTTP.URL = "ftp://h/x" }), "config: queues.default.http.url:"},
+		{"http.url no host", withQueue(func(q *config.QueueConfig) { q.HTTP.URL = "http:///x" }), "config: queues.default.http.url:"},
+		{"http.url unparsable", withQueue(func(q *config.QueueConfig) { q.HTTP.URL = "http://a b:%zz" }), "config: queues.default.http.url:"},
+		{"http.headers without url", withQueue(func(q *config.QueueConfig) { q.HTTP.Headers = map[string]string{"A": "b"} }),
+			"config: queues.default.http.headers: must only be set together with queues.default.http.url"},
+		{"http.headers bad name", withQueue(func(q *config.QueueConfig) {
+			q.HTTP = config.HTTPTarget{URL: "http://h/", Method: "POST", Headers: map[string]string{"Bad Name": "x"}}
+		}), `config: queues.default.http.headers: "Bad Name" is not a valid header name`},
+		{"http.headers bad value", withQueue(func(q *config.QueueConfig) {
+			q.HTTP = config.HTTPTarget{URL: "http://h/", Method: "POST", Headers: map[string]string{"X-A": "a\r\nX-Evil: 1"}}
+		}), `config: queues.default.http.headers: the value of "X-A" contains a line break`},
+		{"http.method GET", withQueue(func(q *config.QueueConfig) { q.HTTP.Method = "GET" }),
+			`config: queues.default.http.method: must be one of POST, PUT (got "GET")`},
+		{"http.method lower case", withQueue(func(q *config.QueueConfig) { q.HTTP.Method = "post" }), "config: queues.default.http.method:"},
+
+		{"command", withQueue(func(q *config.QueueConfig) { q.Command = []string{"/bin/true"} }), ""},
+		{"command empty program", withQueue(func(q *config.QueueConfig) { q.Command = []string{"", "x"} }),
+			"config: queues.default.command: the program (the first element) must not be empty"},
+		{"http and command", withQueue(func(q *config.QueueConfig) {
+			q.HTTP.URL = "http://h/"
+			q.Command = []string{"/bin/true"}
+		}), "config: queues.default: set either http.url or command, not both"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			tt.change(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tt.want)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if n := strings.Count(err.Error(), "config: "); n != 1 {
+				t.Errorf("want exactly one error, got %d: %v", n, err)
+			}
+		})
+	}
+}
+
+func TestValidateKeepsURLSecret(t *testing.T) {
+	c := config.Default()
+	q := c.Queues["default"]
+	q.HTTP.URL = "ftp://user:hunter2@h/"
+	q.HTTP.Headers = map[string]string{"Bad Name": "Bearer sekrit", "X-A": "sekrit2\n"}
+	c.Queues["default"] = q
+	err := c.Validate()
+	wantErr(t, err, "config: queues.default.http.url:", "config: queues.default.http.headers:")
+	for _, s := range []string{"hunter2", "sekrit"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("error shows the secret %q: %v", s, err)
+		}
+	}
+}
+
+// Type errors, unknown keys and validation errors from Load name the key
+// the way the user wrote it.
+func TestLoadNewKeyErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		file      string
+		args, env []string
+		want      string
+	}{
+		{"factor from text", "", []string{"-set", "queues.q.backoff.factor=fast"}, nil, "config: queues.q.backoff.factor: expected a number"},
+		{"factor from bool", "queues:\n  q:\n    backoff:\n      factor: true\n", nil, nil, "config: queues.q.backoff.factor: expected a number"},
+		{"backoff from scalar", "queues:\n  q:\n    backoff: 5s\n", nil, nil, "config: queues.q.backoff: expected a mapping"},
+		{"headers from scalar", "queues:\n  q:\n    http:\n      headers: x\n", nil, nil, "config: queues.q.http.headers: expected a mapping"},
+		{"header value from number", "queues:\n  q:\n    http:\n      url: http://h/\n      headers:\n        X-N: 5\n", nil, nil,
+			"config: queues.q.http.headers[X-N]: expected a string"},
+		{"command from number", "queues:\n  q:\n    command: 5\n", nil, nil, "config: queues.q.command: expected a list"},
+		{"concurrency from text", "", nil, []string{"HOURGLASS_QUEUES__Q__CONCURRENCY=lots"}, "config: queues.q.concurrency: expected an integer"},
+		{"fetch_timeout without unit", "worker:\n  fetch_timeout: 2\n", nil, nil, "config: worker.fetch_timeout: expected a duration"},
+		{"unknown http key", "queues:\n  q:\n    http:\n      uri: http://h/\n", nil, nil, "config: queues.q.http.uri: unknown key"},
+		{"unknown backoff key via -set", "", []string{"-set", "queues.q.backoff.max=1s"}, nil, "config: queues.q.backoff.max: unknown key"},
+		{"unknown worker key", "", nil, []string{"HOURGLASS_WORKER__THREADS=4"}, "config: worker.threads: unknown key"},
+		{"unknown dlq key", "dlq:\n  size: 5\n", nil, nil, "config: dlq.size: unknown key"},
+		{"validation of a dotted queue", "", []string{"-set", "queues.mail.high.backoff.factor=0.5"}, nil,
+			"config: queues.mail.high.backoff.factor: must be between 1 and 100"},
+		{"both targets", "queues:\n  q:\n    http:\n      url: http://h/\n    command: [/bin/true]\n", nil, nil,
+			"config: queues.q: set either http.url or command, not both"},
+		{"fetch_timeout fraction", "", []string{"-set", "worker.fetch_timeout=2500ms"}, nil, "config: worker.fetch_timeout: must be a whole number"},
+		{"recovery_limit", "", nil, []string{"HOURGLASS_SCHEDULER__RECOVERY_LIMIT=0"}, "config: scheduler.recovery_limit:"},
+		{"dlq.max_size", "", []string{"-set", "dlq.max_size=-5"}, nil, "config: dlq.max_size:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"-config", writeYAML(t, tt.file)}, args...)
+			}
+			_, err := config.Load(args, tt.env)
+			wantErr(t, err, tt.want)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	c := mustLoad(t, nil, nil)
+	if c.HTTP.Addr != "127.0.0.1:9464" {
+		t.Errorf("scheduler http.addr = %q", c.HTTP.Addr)
+	}
+	w, err := config.Load(nil, nil, config.WithDefaults(config.WorkerDefaults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.HTTP.Addr != "127.0.0.1:9465" {
+		t.Errorf("worker http.addr = %q, want 127.0.0.1:9465", w.HTTP.Addr)
+	}
+	// The sources still override binary defaults, and options apply in
+	// order.
+	w, err = config.Load(nil, []string{"HOURGLASS_HTTP__ADDR=:1"}, config.WithDefaults(config.WorkerDefaults))
+	if err != nil || w.HTTP.Addr != ":1" {
+		t.Errorf("env over WithDefaults: %v, %+v", err, w)
+	}
+	w, err = config.Load(nil, nil, config.WithDefaults(config.WorkerDefaults),
+		config.WithDefaults(func(c *config.Config) { c.Shards = 8 }))
+	if err != nil || w.HTTP.Addr != "127.0.0.1:9465" || w.Shards != 8 {
+		t.Errorf("two options: %v, %+v", err, w)
+	}
+	// An invalid default is reported like any other value.
+	_, err = config.Load(nil, nil, config.WithDefaults(func(c *config.Config) { c.Worker.FetchTimeout = 0 }))
+	wantErr(t, err, "config: worker.fetch_timeout:")
+	// Queues given as defaults replace the implicit "default" queue.
+	w, err = config.Load([]string{"-set", "queues.b.max_retries=1"}, nil, config.WithDefaults(func(c *config.Config) {
+		c.Queues = map[string]config.QueueConfig{"a": config.DefaultQueue()}
+	}))
+	if err != nil || len(w.Queues) != 2 || w.Queues["b"].MaxRetries != 1 {
+		t.Errorf("queues from defaults: %v, %+v", err, w)
+	}
+}
+
+func TestRedactedQueues(t *testing.T) {
+	c := mustLoad(t, []string{
+		"-set", "queues.hooks.http.url=https://user:pa55@hooks.example.com/x?a=1",
+		"-set", "queues.hooks.http.headers.Authorization=Bearer t0k3n",
+		"-set", "queues.plain.http.url=https://hooks.example.com/y",
+		"-set", "queues.jobs.command=/bin/job",
+	}, nil)
+	r := c.Redacted()
+	if got, want := r.Queues["hooks"].HTTP.URL, "https://user:[redacted]@hooks.example.com/x?a=1"; got != want {
+		t.Errorf("url = %q, want %q", got, want)
+	}
+	if got := r.Queues["hooks"].HTTP.Headers["Authorization"]; got != "[redacted]" {
+		t.Errorf("header = %q, want [redacted]", got)
+	}
+	if got := r.Queues["plain"].HTTP.URL; got != "https://hooks.example.com/y" {
+		t.Errorf("url without password changed to %q", got)
+	}
+	if s := strings.Join([]string{r.Queues["hooks"].HTTP.URL, r.Queues["hooks"].HTTP.Headers["Authorization"]}, " "); strings.Contains(s, "pa55") || strings.Contains(s, "t0k3n") {
+		t.Errorf("secret left in %q", s)
+	}
+	// The original is untouched and shares nothing with the copy.
+	if c.Queues["hooks"].HTTP.Headers["Authorization"] != "Bearer t0k3n" || !strings.Contains(c.Queues["hooks"].HTTP.URL, "pa55") {
+		t.Errorf("Redacted changed the original: %+v", c.Queues["hooks"])
+	}
+	r.Queues["jobs"].Command[0] = "changed"
+	if c.Queues["jobs"].Command[0] != "/bin/job" {
+		t.Errorf("Redacted shares a command slice with the original")
+	}
+}
+
+func TestWorkerExampleFile(t *testing.T) {
+	const path = "../../configs/worker.example.yaml"
+	c, err := config.Load([]string{"-config", path}, nil, config.WithDefaults(config.WorkerDefaults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.Addr != "127.0.0.1:9465" {
+		t.Errorf("http.addr = %q", c.HTTP.Addr)
+	}
+	var nHTTP, nCommand int
+	for name, q := range c.Queues {
+		switch {
+		case q.HTTP.URL != "":
+			nHTTP++
+			if q.HTTP.Headers["Authorization"] == "" {
+				t.Errorf("queue %s: the HTTP example should show an Authorization header", name)
+			}
+		case len(q.Command) > 0:
+			nCommand++
+		}
+	}
+	if nHTTP != 1 || nCommand != 1 {
+		t.Errorf("want one HTTP and one command queue, got %d and %d", nHTTP, nCommand)
+	}
+}
