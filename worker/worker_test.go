@@ -428,4 +428,3 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("Run without queues: %v", err)
 	}
 }
-
