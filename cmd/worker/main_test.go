@@ -1,0 +1,157 @@
+package main_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// cleanEnv is the test's environment without HOURGLASS_ variables, so
+// that only the test's settings reach the binary.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOURGLASS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// runWorker runs the binary to its end and returns its exit status and
+// output.
+func runWorker(t *testing.T, args, env []string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(testenv.BuildBinary(t, "./cmd/worker"), args...)
+	cmd.Env = cleanEnv(env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String()
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("worker %q did not exit; output:\n%s", args, out.String())
+		return 0, ""
+	}
+}
+
+func TestConfigErrorsExit2(t *testing.T) {
+	yaml := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(yaml, []byte("queues:\n  q:\n    http:\n      url: http://h/\n    command: [/bin/true]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		args, env []string
+		want      string
+	}{
+		{"http and command", []string{"-config", yaml}, nil,
+			"config: queues.q: set either http.url or command, not both"},
+		{"http and command from flags", []string{"-set", "queues.q.http.url=http://h/", "-set", "queues.q.command=/bin/true"}, nil,
+			"config: queues.q: set either http.url or command, not both"},
+		{"no target", nil, nil,
+			"config: queues: no queue has an http.url or command; nothing to consume"},
+		{"no target among named queues", []string{"-set", "queues.a.concurrency=3"}, nil,
+			"config: queues: no queue has an http.url or command; nothing to consume"},
+		{"bad url", []string{"-set", "queues.hooks.http.url=ftp://h/x"}, nil,
+			"config: queues.hooks.http.url: must be an http:// or https:// URL"},
+		{"bad url from env", nil, []string{"HOURGLASS_QUEUES__HOOKS__HTTP__URL=not a url"},
+			"config: queues.hooks.http.url:"},
+		{"unknown key", []string{"-set", "queues.q.command=/bin/true", "-set", "worker.threads=2"}, nil,
+			"config: worker.threads: unknown key"},
+		{"fetch_timeout", []string{"-set", "queues.q.command=/bin/true", "-set", "worker.fetch_timeout=500ms"}, nil,
+			"config: worker.fetch_timeout:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := runWorker(t, tt.args, tt.env)
+			if code != 2 || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d, output:\n%s\nwant exit 2 and %q", code, out, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out := runWorker(t, []string{"-h"}, nil)
+	if code != 0 || !strings.Contains(out, "-set key=value") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// The worker starts against a real Redis, serves its endpoints and exits
+// 0 on SIGTERM. (Delivering tasks is tested end to end elsewhere.)
+func TestServesEndpointsAndStops(t *testing.T) {
+	r := testenv.StartRedis(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	p := testenv.StartProcess(t, "worker", testenv.BuildBinary(t, "./cmd/worker"), []string{
+		"-set", "redis.addr=" + r.Addr,
+		"-set", "http.addr=" + addr,
+		"-set", "worker.fetch_timeout=1s",
+		"-set", "queues.jobs.command=/bin/true",
+		"-set", "queues.idle.concurrency=1", // no target: not consumed
+	}, cleanEnv())
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	testenv.WaitFor(t, 20*time.Second, "/healthz", func() (bool, string) {
+		code, body := get("/healthz")
+		return code == 200 && body == "ok\n", fmt.Sprint(code, body)
+	})
+	if code, body := get("/readyz"); code != 200 {
+		t.Errorf("/readyz = %d %q, want 200", code, body)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
+		t.Errorf("/metrics = %d, missing Go or process metrics:\n%.500s", code, body)
+	}
+
+	r.Kill()
+	testenv.WaitFor(t, 10*time.Second, "/readyz to fail without Redis", func() (bool, string) {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable, fmt.Sprint(code, body)
+	})
+
+	r.Restart()
+	testenv.WaitFor(t, 10*time.Second, "/readyz after Redis is back", func() (bool, string) {
+		code, body := get("/readyz")
+		return code == 200, fmt.Sprint(code, body)
+	})
+
+	if err := p.Terminate(15 * time.Second); err != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0", err)
+	}
+}

@@ -1,0 +1,187 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/worker"
+)
+
+// Environment variables that describe the task to a command.
+const (
+	EnvTaskID     = "HOURGLASS_TASK_ID"
+	EnvQueue      = "HOURGLASS_QUEUE"
+	EnvAttempt    = "HOURGLASS_ATTEMPT"
+	EnvDueMs      = "HOURGLASS_DUE_MS"
+	EnvEnqueuedMs = "HOURGLASS_ENQUEUED_MS"
+)
+
+const (
+	// ExitNoRetry is the exit status (EX_DATAERR) with which a command
+	// refuses retries: the task is dead-lettered at once.
+	ExitNoRetry = 65
+	// stderrTail is how much of the end of stderr goes into the error.
+	stderrTail = 512
+	// pipeGrace bounds the wait for stderr's end once the command's
+	// process group is gone; only a process that left the group can
+	// still hold the pipe.
+	pipeGrace = time.Second
+)
+
+// Command returns a handler that runs argv for each task, as described in
+// the package documentation. Command copies argv.
+func Command(argv []string) worker.Handler {
+	argv = slices.Clone(argv)
+	return func(ctx context.Context, t *worker.Task) error {
+		if len(argv) == 0 || argv[0] == "" {
+			return errors.New("command: no program configured")
+		}
+		return runCommand(ctx, argv, t)
+	}
+}
+
+// runCommand runs one task. The pipes are made here rather than by
+// os/exec so that Wait returns when the program exits, not when the last
+// process holding its stderr does: the group is killed first, then the
+// pipes are drained.
+func runCommand(ctx context.Context, argv []string, t *worker.Task) error {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("command: %w", err)
+	}
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return fmt.Errorf("command: %w", err)
+	}
+	defer stderrR.Close()
+
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = taskEnv(os.Environ(), t)
+	cmd.Stdin = stdinR
+	cmd.Stderr = stderrW // stdout stays nil: /dev/null
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	err = cmd.Start()
+	// The child has its own copies of these ends.
+	stdinR.Close()
+	stderrW.Close()
+	if err != nil {
+		stdinW.Close()
+		return fmt.Errorf("command: start %s: %w", argv[0], err)
+	}
+
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		// A program that exits without reading its input makes this
+		// fail with EPIPE; that is its business.
+		_, _ = stdinW.Write(t.Payload)
+		stdinW.Close()
+	}()
+	var tail tailWriter
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(&tail, stderrR)
+	}()
+
+	waitErr := cmd.Wait()
+	// Whatever the program left running in its group dies with it. The
+	// group id is the reaped leader's pid, which Linux does not hand out
+	// again while a member of its group still lives.
+	_ = killGroup(cmd.Process.Pid)
+	stdinW.Close() // unblocks a write to a process that left the group
+	<-stdinDone
+	select {
+	case <-stderrDone:
+	case <-time.After(pipeGrace):
+		stderrR.Close()
+		<-stderrDone
+	}
+	return commandResult(ctx, waitErr, printable(tail.b))
+}
+
+// commandResult maps the end of a command to the handler's result.
+func commandResult(ctx context.Context, waitErr error, stderr string) error {
+	if waitErr == nil {
+		return nil
+	}
+	suffix := ""
+	if stderr != "" {
+		suffix = ": " + stderr
+	}
+	if err := ctx.Err(); err != nil {
+		if cause := context.Cause(ctx); cause != nil && cause != err {
+			return fmt.Errorf("command killed: %w: %w%s", err, cause, suffix)
+		}
+		return fmt.Errorf("command killed: %w%s", err, suffix)
+	}
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) {
+		return fmt.Errorf("command: %w", waitErr)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Errorf("command killed by signal %s%s", ws.Signal(), suffix)
+	}
+	err := fmt.Errorf("command exited with status %d%s", ee.ExitCode(), suffix)
+	if ee.ExitCode() == ExitNoRetry {
+		return worker.NoRetry(err)
+	}
+	return err
+}
+
+// killGroup sends SIGKILL to the process group pgid. It returns
+// os.ErrProcessDone if the group has no process left.
+func killGroup(pgid int) error {
+	err := syscall.Kill(-pgid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// taskEnv returns environ without the worker's own HOURGLASS_ variables
+// (its configuration, possibly with secrets) plus the task's variables.
+func taskEnv(environ []string, t *worker.Task) []string {
+	env := make([]string, 0, len(environ)+5)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, config.EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		EnvTaskID+"="+t.ID,
+		EnvQueue+"="+t.Queue,
+		EnvAttempt+"="+strconv.Itoa(t.Attempt),
+		EnvDueMs+"="+strconv.FormatInt(t.Due.UnixMilli(), 10),
+		EnvEnqueuedMs+"="+strconv.FormatInt(t.Enqueued.UnixMilli(), 10),
+	)
+}
+
+// tailWriter keeps the last stderrTail bytes written to it.
+type tailWriter struct{ b []byte }
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if n >= stderrTail {
+		w.b = append(w.b[:0], p[n-stderrTail:]...)
+		return n, nil
+	}
+	w.b = append(w.b, p...)
+	if over := len(w.b) - stderrTail; over > 0 {
+		w.b = append(w.b[:0], w.b[over:]...)
+	}
+	return n, nil
+}
