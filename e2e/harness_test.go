@@ -1,4 +1,4 @@
-package main_test
+package e2e_test
 
 import (
 	"context"
@@ -26,10 +26,12 @@ const (
 	prefix  = "/hourglass/"
 )
 
-// cluster is a real Redis and etcd plus the scheduler binary.
+// cluster is a real Redis and etcd plus the scheduler and worker
+// binaries.
 type cluster struct {
 	t     *testing.T
 	bin   string
+	wbin  string
 	redis *testenv.Redis
 	etcd  *testenv.Etcd
 	rdb   *redis.Client
@@ -40,7 +42,7 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler")}
+	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler"), wbin: testenv.BuildBinary(t, "./cmd/worker")}
 	c.redis = testenv.StartRedis(t)
 	c.etcd = testenv.StartEtcd(t)
 	c.rdb = c.redis.Client(t)
@@ -63,17 +65,30 @@ type sched struct {
 
 func (c *cluster) start(id string, extra ...string) *sched {
 	c.t.Helper()
+	args := []string{
+		"-set", "scheduler.replica_id=" + id,
+		"-set", fmt.Sprintf("scheduler.lease_ttl=%s", ttl),
+	}
+	return c.spawn(id, c.bin, append(args, extra...))
+}
+
+// startWorker starts the worker binary; extra carries its queue settings.
+func (c *cluster) startWorker(id string, extra ...string) *sched {
+	c.t.Helper()
+	return c.spawn(id, c.wbin, extra)
+}
+
+func (c *cluster) spawn(id, bin string, extra []string) *sched {
+	c.t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(c.t))
 	args := []string{
 		"-set", "redis.addr=" + c.redis.Addr,
 		"-set", "etcd.endpoints=" + c.etcd.Endpoint,
-		"-set", "scheduler.replica_id=" + id,
-		"-set", fmt.Sprintf("scheduler.lease_ttl=%s", ttl),
 		"-set", fmt.Sprintf("shards=%d", nShards),
 		"-set", "http.addr=" + addr,
 		"-set", "log.level=debug",
 	}
-	p := testenv.StartProcess(c.t, id, c.bin, append(args, extra...), nil)
+	p := testenv.StartProcess(c.t, id, bin, append(args, extra...), nil)
 	return &sched{Process: p, id: id, http: addr}
 }
 

@@ -35,8 +35,8 @@ var builds struct {
 }
 
 // BuildBinary builds the main package at pkg (relative to the module
-// root, for example "./cmd/scheduler") with the race detector and returns
-// the binary's path. A test binary builds each package once; Main removes
+// root, for example "./cmd/scheduler") with the race detector (unless
+// HGTEST_RACE=0, for measuring) and returns the binary's path. A test binary builds each package once; Main removes
 // the binaries when the tests end.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
@@ -53,7 +53,11 @@ func BuildBinary(t testing.TB, pkg string) string {
 		builds.dir, builds.bins = d, map[string]string{}
 	}
 	out := filepath.Join(builds.dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-race", "-o", out, pkg)
+	args := []string{"build", "-race", "-o", out, pkg}
+	if os.Getenv("HGTEST_RACE") == "0" {
+		args = []string{"build", "-o", out, pkg}
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = ModuleRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, b)
