@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
@@ -45,30 +48,30 @@ func processesMentioning(s string) []string {
 }
 
 // TestDemoRunsAndCleansUp runs the demo for a bounded time: tasks must
-// flow (moved to ready lists), and afterwards no process it started may
-// be left and its directory must be gone.
+// flow (delivered to the workers, some retried), and afterwards no process
+// it started may be left and its directory must be gone.
 func TestDemoRunsAndCleansUp(t *testing.T) {
 	var out syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, options{schedulers: 2, shards: 8, rate: 100, maxDelay: time.Second}, &out)
+		done <- run(ctx, options{schedulers: 2, workers: 2, shards: 8, rate: 100, maxDelay: time.Second}, &out)
 	}()
-	moved := regexp.MustCompile(`ready (\d+)`)
+	flow := regexp.MustCompile(`delivered (\d+) .* retried (\d+)`)
 	deadline := time.After(60 * time.Second)
 	for flowing := false; !flowing; {
 		select {
 		case err := <-done:
 			t.Fatalf("demo ended early: %v\n%s", err, out.String())
 		case <-deadline:
-			t.Fatalf("no task reached a ready list within 60s:\n%s", out.String())
+			t.Fatalf("no task delivered and retried within 60s:\n%s", out.String())
 		case <-time.After(100 * time.Millisecond):
 		}
-		for _, m := range moved.FindAllStringSubmatch(out.String(), -1) {
-			if n, _ := strconv.Atoi(m[1]); n > 0 {
-				flowing = true
-			}
+		for _, m := range flow.FindAllStringSubmatch(out.String(), -1) {
+			delivered, _ := strconv.Atoi(m[1])
+			retried, _ := strconv.Atoi(m[2])
+			flowing = delivered > 0 && retried > 0
 		}
 	}
 	cancel()
@@ -86,7 +89,30 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 	if _, err := os.Stat(dir[1]); !os.IsNotExist(err) {
 		t.Fatalf("demo directory %s not removed: %v", dir[1], err)
 	}
-	if !strings.Contains(text, "owners demo-1:") || !strings.Contains(text, "final:") {
+	if !strings.Contains(text, "owners scheduler-1:") || !strings.Contains(text, "final:") {
 		t.Fatalf("status lines incomplete:\n%s", text)
+	}
+}
+
+// TestMakeDemo runs README's first command as a newcomer would, bounded
+// by DURATION: it must exit 0 and leave no process behind.
+func TestMakeDemo(t *testing.T) {
+	testenv.LookBinary(t, "make")
+	cmd := exec.Command("make", "demo", "DURATION=12s")
+	cmd.Dir = testenv.ModuleRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make demo failed: %v\n%s", err, out)
+	}
+	text := string(out)
+	if !strings.Contains(text, "final:") || !strings.Contains(text, "delivered") {
+		t.Fatalf("make demo printed no status:\n%s", text)
+	}
+	dir := regexp.MustCompile(`in (/\S*hourglass-demo-\d+)`).FindStringSubmatch(text)
+	if dir == nil {
+		t.Fatalf("demo did not print its directory:\n%s", text)
+	}
+	if pids := processesMentioning(dir[1]); len(pids) > 0 {
+		t.Fatalf("processes left running after make demo: %v", pids)
 	}
 }

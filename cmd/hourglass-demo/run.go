@@ -29,16 +29,19 @@ const queue = "default"
 
 // demo holds what run started; stop tears it down in reverse order.
 type demo struct {
-	out    io.Writer
-	dir    string
-	redis  *localrun.Redis
-	etcd   *localrun.Etcd
-	scheds []*scheduler
-	rdb    *redis.Client
-	layout shard.Layout
+	out     io.Writer
+	dir     string
+	redis   *localrun.Redis
+	etcd    *localrun.Etcd
+	scheds  []*process
+	workers []*process
+	rdb     *redis.Client
+	layout  shard.Layout
+	target  *target
 }
 
-type scheduler struct {
+// process is a scheduler or worker with its HTTP (metrics) address.
+type process struct {
 	*localrun.Proc
 	id   string
 	http string
@@ -61,7 +64,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	fmt.Fprintf(out, "hourglass-demo: starting Redis, etcd and %d schedulers in %s\n", o.schedulers, dir)
+	fmt.Fprintf(out, "hourglass-demo: starting Redis, etcd, %d schedulers and %d workers in %s\n", o.schedulers, o.workers, dir)
 	if err := d.start(ctx, o); err != nil {
 		return err
 	}
@@ -110,32 +113,44 @@ func (d *demo) start(ctx context.Context, o options) error {
 	if d.layout, err = shard.NewLayout("hourglass", o.shards); err != nil {
 		return err
 	}
-	bin := filepath.Join(d.dir, "scheduler")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/scheduler")
-	build.Dir, err = moduleRoot()
+	if d.target, err = startTarget(); err != nil {
+		return err
+	}
+	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker")
+	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build scheduler: %w\n%s", err, b)
+		return fmt.Errorf("build binaries: %w\n%s", err, b)
+	}
+	// One configuration for every process: the queue's retry policy is
+	// registered by the schedulers; the HTTP target is the workers'.
+	common := []string{
+		"-set", "redis.addr=" + d.redis.Addr,
+		"-set", "etcd.endpoints=" + d.etcd.Endpoint,
+		"-set", fmt.Sprintf("shards=%d", o.shards),
+		"-set", "queues." + queue + ".max_retries=3",
+		"-set", "queues." + queue + ".timeout=10s",
+		"-set", "queues." + queue + ".backoff.base=250ms",
+		"-set", "queues." + queue + ".backoff.cap=2s",
+		"-set", "queues." + queue + ".concurrency=50",
+		"-set", "queues." + queue + ".http.url=" + d.target.url,
 	}
 	for i := 1; i <= o.schedulers; i++ {
-		port, err := localrun.FreePort()
+		p, err := d.spawn(fmt.Sprintf("scheduler-%d", i), "scheduler", append([]string{"-set", fmt.Sprintf("scheduler.replica_id=scheduler-%d", i)}, common...))
 		if err != nil {
 			return err
 		}
-		s := &scheduler{id: fmt.Sprintf("demo-%d", i), http: fmt.Sprintf("127.0.0.1:%d", port)}
-		s.Proc, err = localrun.Start(s.id, bin, []string{
-			"-set", "redis.addr=" + d.redis.Addr,
-			"-set", "etcd.endpoints=" + d.etcd.Endpoint,
-			"-set", "scheduler.replica_id=" + s.id,
-			"-set", fmt.Sprintf("shards=%d", o.shards),
-			"-set", "http.addr=" + s.http,
-		}, nil, filepath.Join(d.dir, s.id+".log"))
+		d.scheds = append(d.scheds, p)
+	}
+	for i := 1; i <= o.workers; i++ {
+		p, err := d.spawn(fmt.Sprintf("worker-%d", i), "worker", common)
 		if err != nil {
 			return err
 		}
-		d.scheds = append(d.scheds, s)
+		d.workers = append(d.workers, p)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -145,7 +160,8 @@ func (d *demo) start(ctx context.Context, o options) error {
 			n += c
 		}
 		if n == o.shards {
-			fmt.Fprintf(d.out, "hourglass-demo: all %d shards owned: %s; enqueueing %d tasks/s with delays 0-%s\n", o.shards, formatOwners(owners), o.rate, o.maxDelay)
+			fmt.Fprintf(d.out, "hourglass-demo: all %d shards owned: %s; %d workers; enqueueing %d tasks/s with delays 0-%s (about 15%% fail once or twice, 2%% always fail)\n",
+				o.shards, formatOwners(owners), o.workers, o.rate, o.maxDelay)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -159,11 +175,29 @@ func (d *demo) start(ctx context.Context, o options) error {
 	}
 }
 
-// stop ends the schedulers (SIGTERM: they resign their shards), then etcd
+// spawn starts one of the built binaries with its own metrics address.
+func (d *demo) spawn(id, bin string, args []string) (*process, error) {
+	port, err := localrun.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &process{id: id, http: fmt.Sprintf("127.0.0.1:%d", port)}
+	p.Proc, err = localrun.Start(id, filepath.Join(d.dir, bin), append(args, "-set", "http.addr="+p.http), nil, filepath.Join(d.dir, id+".log"))
+	return p, err
+}
+
+// stop ends the workers (SIGTERM: they finish or release what they run),
+// then the schedulers (they resign their shards), the HTTP target, etcd
 // and Redis, and waits for each.
 func (d *demo) stop() {
+	for _, w := range d.workers {
+		w.Stop(15 * time.Second)
+	}
 	for _, s := range d.scheds {
 		s.Stop(10 * time.Second)
+	}
+	if d.target != nil {
+		d.target.close()
 	}
 	if d.rdb != nil {
 		d.rdb.Close()
@@ -193,7 +227,7 @@ func produce(ctx context.Context, cli *client.Client, o options, n *atomic.Int64
 		for ; owed >= 1; owed-- {
 			batch = append(batch, client.Task{
 				Queue:   queue,
-				Payload: []byte(`{"demo":true}`),
+				Payload: demoPayload(),
 				Delay:   time.Duration(rand.Int64N(int64(o.maxDelay) + 1)),
 			})
 		}
@@ -210,16 +244,16 @@ func produce(ctx context.Context, cli *client.Client, o options, n *atomic.Int64
 }
 
 type statusLine struct {
-	enqueued, scheduled, ready int64
-	moved                      float64
-	movedPerSec                float64
-	p50, p99                   float64
-	owners                     map[string]int
+	enqueued, scheduled, ready      int64
+	delivered, retried, dead, acked float64
+	deliveredPerSec                 float64
+	p50, p99                        float64
+	owners                          map[string]int
 }
 
 func (s statusLine) String() string {
-	return fmt.Sprintf("enqueued %d | scheduled %d | ready %d | moved/s %.0f | move lateness p50 %.1fms p99 %.1fms | owners %s",
-		s.enqueued, s.scheduled, s.ready, s.movedPerSec, 1000*s.p50, 1000*s.p99, formatOwners(s.owners))
+	return fmt.Sprintf("enqueued %d | due later %d | ready %d | delivered %.0f (%.0f/s) | acked %.0f | retried %.0f | dead %.0f | lateness p50 %.1fms p99 %.1fms | owners %s",
+		s.enqueued, s.scheduled, s.ready, s.delivered, s.deliveredPerSec, s.acked, s.retried, s.dead, 1000*s.p50, 1000*s.p99, formatOwners(s.owners))
 }
 
 func (d *demo) status(enqueued int64, prev statusLine) statusLine {
@@ -238,14 +272,17 @@ func (d *demo) status(enqueued int64, prev statusLine) statusLine {
 		st.ready += ll[i].Val()
 	}
 	var h promread.Histogram
-	for _, s := range d.scheds {
-		if fams, err := promread.Families(ctx, "http://"+s.http+"/metrics"); err == nil {
-			h.Add(fams, "hourglass_move_lateness_seconds")
-			st.moved += promread.Counter(fams, "hourglass_moved_total")
+	for _, w := range d.workers {
+		if fams, err := promread.Families(ctx, "http://"+w.http+"/metrics"); err == nil {
+			h.Add(fams, "hourglass_worker_lateness_seconds")
+			st.delivered += promread.Counter(fams, "hourglass_worker_deliveries_total")
+			st.acked += promread.Counter(fams, "hourglass_worker_acks_total")
+			st.retried += promread.Counter(fams, "hourglass_worker_retries_total")
+			st.dead += promread.Counter(fams, "hourglass_worker_dead_total")
 		}
 	}
 	st.p50, st.p99 = h.Quantile(0.5), h.Quantile(0.99)
-	st.movedPerSec = st.moved - prev.moved
+	st.deliveredPerSec = st.delivered - prev.delivered
 	return st
 }
 
