@@ -34,6 +34,9 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultFetchTimeout  = 2 * time.Second
 	DefaultConcurrency   = 10
+	// NoGrace as Config.ShutdownGrace releases running tasks at shutdown
+	// without waiting for their handlers.
+	NoGrace time.Duration = -1
 )
 
 // Config configures a Worker. Namespace and Shards must equal the
@@ -42,7 +45,8 @@ type Config struct {
 	Namespace string
 	Shards    int
 	// ShutdownGrace is how long running handlers may finish after Run's
-	// ctx ends.
+	// ctx ends; 0 means DefaultShutdownGrace, NoGrace (any negative value)
+	// releases running tasks at once.
 	ShutdownGrace time.Duration
 	// FetchTimeout bounds one blocking fetch (whole seconds; Redis's
 	// BLMPOP). An idle worker sends one command per FetchTimeout.

@@ -67,9 +67,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.ShutdownGrace < 0 {
+		cfg.ShutdownGrace = 0 // NoGrace: release at once
+	}
 	switch {
-	case cfg.ShutdownGrace < 0:
-		return nil, fmt.Errorf("%w: negative ShutdownGrace", ErrInvalidConfig)
 	case cfg.FetchTimeout < time.Second:
 		return nil, fmt.Errorf("%w: FetchTimeout %s below Redis's 1s granularity", ErrInvalidConfig, cfg.FetchTimeout)
 	}
@@ -155,7 +156,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { handlers.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(w.cfg.ShutdownGrace):
+	case <-time.After(w.cfg.ShutdownGrace): // fires at once for NoGrace
 		w.log.Warn("shutdown grace over; releasing unfinished tasks", "running", run.count())
 		stopHandlers(ErrShuttingDown)
 		// Handlers see their ctx cancelled; each finishes by releasing

@@ -96,7 +96,7 @@ func run(args []string) int {
 	if grace == 0 {
 		// The worker library reads 0 as "use the default"; the
 		// configuration's 0 means "release at once".
-		grace = time.Nanosecond
+		grace = worker.NoGrace
 	}
 	w, err := worker.New(rdb, worker.Config{
 		Namespace:     cfg.Namespace,
