@@ -83,7 +83,10 @@ func (c *cluster) readyIDs(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, k := range keys {
-			out = append(out, c.rdb.LRange(ctx, k, 0, -1).Val()...)
+			for _, e := range c.rdb.LRange(ctx, k, 0, -1).Val() {
+				_, id, _ := strings.Cut(e, "|") // entries are "seq|id"
+				out = append(out, id)
+			}
 		}
 	}
 	return out

@@ -34,6 +34,12 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultFetchTimeout  = 2 * time.Second
 	DefaultConcurrency   = 10
+	// DefaultHandlerTimeout bounds a handler run when QueueOptions sets
+	// none, so that a hung handler cannot hold its task forever.
+	DefaultHandlerTimeout = 30 * time.Minute
+	// NoTimeout as QueueOptions.HandlerTimeout lets handlers run (and
+	// hold their leases) without a bound.
+	NoTimeout time.Duration = -1
 	// NoGrace as Config.ShutdownGrace releases running tasks at shutdown
 	// without waiting for their handlers.
 	NoGrace time.Duration = -1
@@ -72,8 +78,11 @@ type QueueOptions struct {
 	// Lease overrides the visibility timeout; 0 uses each task's timeout
 	// (set at enqueue, default: the queue's).
 	Lease time.Duration
-	// HandlerTimeout bounds one handler run (its ctx deadline); 0: none.
-	// A timed-out handler's error is a retryable failure.
+	// HandlerTimeout bounds one handler run (its ctx deadline); 0 means
+	// DefaultHandlerTimeout, NoTimeout (negative) means none. A timed-out
+	// handler's error is a retryable failure; a handler that ignores its
+	// ctx keeps its lease for one more lease period, then recovery
+	// delivers the task again. With ManualAck it bounds the time to Ack.
 	HandlerTimeout time.Duration
 	// Backoff overrides the queue's registered backoff for this worker's
 	// retries; zero uses the registered one.

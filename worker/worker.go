@@ -103,7 +103,13 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 	if opts.Concurrency == 0 {
 		opts.Concurrency = DefaultConcurrency
 	}
-	if opts.Concurrency < 0 || opts.Lease < 0 || opts.HandlerTimeout < 0 {
+	switch {
+	case opts.HandlerTimeout == 0:
+		opts.HandlerTimeout = DefaultHandlerTimeout
+	case opts.HandlerTimeout < 0:
+		opts.HandlerTimeout = 0 // NoTimeout
+	}
+	if opts.Concurrency < 0 || opts.Lease < 0 {
 		return fmt.Errorf("%w: queue %q: negative option", ErrInvalidConfig, name)
 	}
 	if opts.Lease > 0 && opts.Lease < 10*time.Millisecond {
@@ -165,7 +171,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-time.After(opTimeout):
-			w.log.Error("handlers ignore their ctx; returning without them", "running", run.count())
+			// Stop extending their leases: recovery will deliver their
+			// tasks again once the leases lapse.
+			n := run.abandon()
+			w.log.Error("handlers ignore their ctx; returning without them; their tasks return after their leases", "running", n)
 		}
 	}
 	w.log.Info("worker stopped")
@@ -185,6 +194,17 @@ type runState struct {
 func (r *runState) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return len(r.active)
+}
+
+// abandon stops the lease watchdog of every delivery still open and
+// returns how many there were.
+func (r *runState) abandon() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range r.active {
+		d.stopWatchdog()
+	}
 	return len(r.active)
 }
 
@@ -233,7 +253,6 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		rotate = (rotate + 1) % len(keys)
 		keys = append(keys[rotate:], keys[:rotate]...)
 
-		sent := time.Now()
 		key, ids, err := w.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -255,13 +274,13 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if w.afterPop != nil && !w.afterPop(ids) {
 			continue // test hook: the worker "crashed" between pop and lease
 		}
-		w.claim(ctx, key, ids, sent, run)
+		w.claim(ctx, key, ids, run)
 	}
 }
 
 // claim leases popped ids and starts their handlers; if the worker is
 // shutting down it gives them straight back.
-func (w *Worker) claim(ctx context.Context, key string, ids []string, sent time.Time, run *runState) {
+func (w *Worker) claim(ctx context.Context, key string, ids []string, run *runState) {
 	sh, qname, ok := w.store.Layout().ParseReady(key)
 	w.mu.Lock()
 	q := w.queues[qname]
@@ -271,6 +290,7 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, sent time.
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	sent := time.Now() // Redis starts each lease no earlier than this
 	ds, err := w.store.Claim(cctx, sh, qname, ids, q.opts.Lease)
 	cancel()
 	if err != nil {
@@ -280,6 +300,12 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, sent time.
 	}
 	for _, sd := range ds {
 		d := newDelivery(w, q, sd, sent)
+		if sd.DecodeErr != nil {
+			// Data this binary cannot read: never run it, dead-letter it.
+			q.running.Add(1) // finish decrements
+			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
+			continue
+		}
 		if ctx.Err() != nil {
 			// Popped while shutting down: give it back at once.
 			d.release()
@@ -317,14 +343,46 @@ type delivery struct {
 	lease time.Duration
 
 	validUntil  atomic.Int64 // local unix nanos until which the lease surely holds
+	extendUntil atomic.Int64 // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 
 	cancel   context.CancelCauseFunc
-	stopWD   chan struct{}
+	stopWD   chan struct{} // closed to stop the watchdog
+	stopOnce sync.Once
 	once     sync.Once
 	finished chan struct{} // closed when acked, nacked or released
+	outcome  outcome       // what was recorded (valid once finished is closed)
 	result   error
 }
+
+// outcome is how a delivery was settled.
+type outcome int
+
+const (
+	outcomeAck outcome = iota + 1
+	outcomeNack
+	outcomeRelease
+)
+
+func (o outcome) String() string {
+	return [...]string{"", "acked", "nacked", "released"}[o]
+}
+
+func outcomeOf(err error) outcome {
+	switch {
+	case err == nil:
+		return outcomeAck
+	case errors.Is(err, ErrShuttingDown):
+		return outcomeRelease
+	default:
+		return outcomeNack
+	}
+}
+
+// ErrAlreadySettled is returned by Task.Ack or Task.Nack when the delivery
+// was settled otherwise before (released at shutdown, or failed after a
+// lost lease or a handler timeout).
+var ErrAlreadySettled = errors.New("worker: delivery already settled")
 
 func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delivery {
 	d := &delivery{
@@ -351,15 +409,17 @@ func (d *delivery) run(parent context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
 	d.cancel = cancel
 	defer cancel(nil)
-	if d.q.opts.HandlerTimeout > 0 {
+	if t := d.q.opts.HandlerTimeout; t > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, d.q.opts.HandlerTimeout, fmt.Errorf("handler timeout %s", d.q.opts.HandlerTimeout))
+		ctx, stop = context.WithTimeoutCause(ctx, t, fmt.Errorf("handler timeout %s", t))
 		defer stop()
+		// A handler that ignores its ctx keeps the lease only one more
+		// lease period: then the lease lapses and recovery takes over.
+		d.extendUntil.Store(time.Now().Add(t + d.lease).UnixNano())
 	}
 	go d.watchdog()
 
-	// Lateness on Redis's clock: claim time - due, plus the local time
-	// spent since the claim returned (negligible, but counted).
+	// Lateness on Redis's clock: claim time - due.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
 	m.lateness.WithLabelValues(qn).Observe(max(late, 0).Seconds())
 	m.running.WithLabelValues(qn).Inc()
@@ -369,9 +429,8 @@ func (d *delivery) run(parent context.Context) {
 	m.running.WithLabelValues(qn).Dec()
 	d.handlerDone.Store(true)
 
-	if cause := context.Cause(ctx); errors.Is(cause, ErrShuttingDown) {
-		err = ErrShuttingDown
-	} else if err == nil && d.q.opts.ManualAck {
+	switch {
+	case err == nil && d.q.opts.ManualAck:
 		// Open until the handler's side calls Ack or Nack. A lost lease, a
 		// handler timeout or the end of the shutdown grace settles it here.
 		select {
@@ -380,7 +439,12 @@ func (d *delivery) run(parent context.Context) {
 		case <-ctx.Done():
 			err = context.Cause(ctx)
 		}
-	} else if err != nil && ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
+	case err == nil:
+		// Done, even if shutdown cancelled the ctx meanwhile: ack it.
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		// Interrupted by the end of the shutdown grace: not a failure.
+		err = ErrShuttingDown
+	case ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)):
 		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
 	_ = d.finish(context.Background(), err)
@@ -403,7 +467,10 @@ func (d *delivery) call(ctx context.Context) (err error) {
 func (d *delivery) watchdog() {
 	every := max(d.lease/3, 5*time.Millisecond)
 	margin := min(d.lease/10, 500*time.Millisecond)
-	t := time.NewTimer(every)
+	untilDue := func() time.Duration { // time left before the local guarantee needs renewing
+		return time.Until(time.Unix(0, d.validUntil.Load())) - margin
+	}
+	t := time.NewTimer(max(min(every, untilDue()), time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -411,9 +478,13 @@ func (d *delivery) watchdog() {
 			return
 		case <-t.C:
 		}
+		if lim := d.extendUntil.Load(); lim != 0 && time.Now().UnixNano() > lim {
+			d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
+			return
+		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), max(every, 50*time.Millisecond))
-		_, err := d.w.store.Extend(ctx, d.sd.Task.ID, d.sd.Token, d.lease)
+		_, err := d.w.store.Extend(ctx, d.sd.Shard, d.sd.Task.ID, d.sd.Token, d.lease)
 		cancel()
 		switch {
 		case err == nil:
@@ -428,11 +499,7 @@ func (d *delivery) watchdog() {
 				return
 			}
 		}
-		next := every
-		if left := time.Until(time.Unix(0, d.validUntil.Load())) - margin; left < next {
-			next = max(left, time.Millisecond)
-		}
-		t.Reset(next)
+		t.Reset(max(min(every, untilDue()), time.Millisecond))
 	}
 }
 
@@ -445,17 +512,27 @@ func (d *delivery) lost(why string) {
 }
 
 // finish settles the delivery once: ack (err nil), release (shutdown),
-// or nack. Later calls return the first result.
+// or nack. A later call asking for the same outcome gets the first
+// result; one asking for another gets ErrAlreadySettled.
 func (d *delivery) finish(_ context.Context, err error) error {
+	first := false
 	d.once.Do(func() {
-		close(d.stopWD)
+		first = true
+		d.stopWatchdog()
+		d.outcome = outcomeOf(err)
 		d.result = d.settle(err)
 		close(d.finished)
 		d.q.running.Add(-1)
 		d.w.slotFreed()
 	})
+	if !first && d.outcome != outcomeOf(err) {
+		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)
+	}
 	return d.result
 }
+
+// stopWatchdog stops extending the lease (idempotent).
+func (d *delivery) stopWatchdog() { d.stopOnce.Do(func() { close(d.stopWD) }) }
 
 // settle records the outcome in Redis, retrying transient errors for up
 // to opTimeout so a short network cut does not cost a lease expiry.
@@ -484,11 +561,11 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 	var err error
 	switch {
 	case herr == nil:
-		if err = d.w.store.Ack(ctx, id, d.sd.Token); err == nil {
+		if err = d.w.store.Ack(ctx, d.sd.Shard, id, d.sd.Token); err == nil {
 			m.acks.WithLabelValues(qn).Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):
-		if err = d.w.store.Release(ctx, id, qn, d.sd.Token); err == nil {
+		if err = d.w.store.Release(ctx, d.sd.Shard, id, qn, d.sd.Token); err == nil {
 			m.released.WithLabelValues(qn).Inc()
 		}
 	default:
@@ -502,7 +579,7 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 			a.RetryAfter = max(ra.d, time.Millisecond)
 		}
 		var res shard.NackResult
-		if res, err = d.w.store.Nack(ctx, id, d.sd.Token, a); err == nil {
+		if res, err = d.w.store.Nack(ctx, d.sd.Shard, id, d.sd.Token, a); err == nil {
 			m.nacks.WithLabelValues(qn).Inc()
 			if res.Dead {
 				m.dead.WithLabelValues(qn).Inc()

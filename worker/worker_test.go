@@ -428,3 +428,65 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("Run without queues: %v", err)
 	}
 }
+
+// TestShutdownAcksHandlerThatFinished: a handler that completes its work
+// after the shutdown grace cancelled its ctx is acknowledged, not
+// released to run again.
+func TestShutdownAcksHandlerThatFinished(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
+	started := make(chan struct{})
+	_, reg, stop := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		close(started)
+		<-ctx.Done()
+		return nil // the work was done anyway
+	}, func(c *Config) { c.ShutdownGrace = NoGrace })
+	e.enqueue("done", 0)
+	<-started
+	stop()
+	if _, err := e.lookup("done"); !errors.Is(err, shard.ErrNotFound) {
+		t.Fatalf("finished task not acked at shutdown: %v", err)
+	}
+	if n := counter(t, reg, "hourglass_worker_released_total"); n != 0 {
+		t.Fatalf("released %v", n)
+	}
+}
+
+// TestManualAckAfterReleaseIsRefused: a manual ack that comes after the
+// delivery was released at shutdown reports ErrAlreadySettled.
+func TestManualAckAfterReleaseIsRefused(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
+	tasks := make(chan *Task, 1)
+	_, _, stop := e.start(e.rdb, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
+		tasks <- task
+		return nil
+	}, func(c *Config) { c.ShutdownGrace = NoGrace })
+	e.enqueue("late", 0)
+	task := <-tasks
+	stop()
+	if err := task.Ack(context.Background()); !errors.Is(err, ErrAlreadySettled) {
+		t.Fatalf("ack after release = %v, want ErrAlreadySettled", err)
+	}
+	if info, err := e.lookup("late"); err != nil || info.State != "ready" {
+		t.Fatalf("released task: %s %v", info.State, err)
+	}
+}
+
+// TestHungHandlerLosesLeaseAfterTimeout: a handler that ignores its ctx
+// past its timeout stops having its lease extended, so the task is
+// delivered again instead of being held forever.
+func TestHungHandlerLosesLeaseAfterTimeout(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 300 * time.Millisecond, Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, Factor: 1}})
+	var runs atomic.Int32
+	release := make(chan struct{})
+	defer close(release)
+	e.start(e.rdb, QueueOptions{HandlerTimeout: 200 * time.Millisecond, Concurrency: 2}, func(ctx context.Context, task *Task) error {
+		if runs.Add(1) == 1 {
+			<-release // hung: ignores ctx
+		}
+		return nil
+	}, func(c *Config) { c.ShutdownGrace = NoGrace })
+	e.enqueue("hung", 0)
+	testenv.WaitFor(t, 10*time.Second, "hung task delivered again", func() (bool, string) {
+		return runs.Load() >= 2, fmt.Sprint(runs.Load())
+	})
+}

@@ -170,7 +170,7 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 		}
 		err := w.Handle(name, h, worker.QueueOptions{
 			Concurrency:    q.Concurrency,
-			HandlerTimeout: q.HandlerTimeout,
+			HandlerTimeout: handlerTimeout(q.HandlerTimeout),
 			Backoff:        worker.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
 		})
 		if err != nil {
@@ -211,4 +211,13 @@ func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
+}
+
+// handlerTimeout maps the configuration's 0 ("no bound") to the worker
+// library's NoTimeout (its 0 means a default bound).
+func handlerTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return worker.NoTimeout
+	}
+	return d
 }

@@ -135,11 +135,20 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 	met := r.cfg.Metrics
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// Stranded candidates are confirmed by a later pass; it must come at
+	// least minAge after the pass that found them, so that a worker that
+	// popped ids a moment ago has had time to lease them.
+	minAge := min(r.cfg.StrandCheck, time.Second)
 	var candidates []string
+	var candAt time.Time
 	backoff := time.Duration(0)
 	for {
+		pass := candidates
+		if time.Since(candAt) < minAge {
+			pass = nil
+		}
 		res, err := r.store.Recover(ctx, sh, epoch, shard.RecoverArgs{
-			Limit: r.cfg.Limit, Candidates: candidates,
+			Limit: r.cfg.Limit, Candidates: pass,
 			DeadMaxSize: r.cfg.DeadMaxSize, DeadMaxAge: r.cfg.DeadMaxAge,
 		})
 		if ctx.Err() != nil {
@@ -163,7 +172,9 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 			log.Warn("recovery pass failed; retrying", "error", err, "retry_in", wait)
 		default:
 			backoff = 0
-			candidates = res.Candidates
+			if pass != nil || candidates == nil {
+				candidates, candAt = res.Candidates, time.Now()
+			}
 			r.observe(log, res)
 			if res.Retried+res.Buried >= r.cfg.Limit || res.Trimmed >= r.cfg.Limit {
 				continue // more to do now

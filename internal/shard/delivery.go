@@ -40,11 +40,12 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 	return sh, q, true
 }
 
-// Pop blocks up to timeout for ids in any of keys (BLMPOP, from the first
-// non-empty key in the order given) and pops at most count of them from
-// one list. It returns the list's key and the ids; none on timeout. The
-// ids must then be leased with Claim; an id popped and never claimed (the
-// worker crashed) is found and made ready again by Recover.
+// Pop blocks up to timeout for entries in any of keys (BLMPOP, from the
+// first non-empty key in the order given) and pops at most count of them
+// from one list. It returns the list's key and the entries ("seq|id");
+// none on timeout. The entries must then be leased with Claim; an entry
+// popped and never claimed (the worker crashed) is found and made ready
+// again by Recover.
 func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
 	key, ids, err := s.rdb.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
 	if errors.Is(err, redis.Nil) {
@@ -60,6 +61,10 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 type Delivery struct {
 	Task  Task
 	Shard int
+	// DecodeErr is set when the leased data cannot be decoded here (a
+	// newer encoding than this binary knows); Task then holds only ID and
+	// Queue. The delivery should be failed without retry.
+	DecodeErr error
 	// Token identifies this delivery; ack, nack, extend and release must
 	// present it.
 	Token string
@@ -68,19 +73,20 @@ type Delivery struct {
 	Leased, Deadline time.Time
 }
 
-// Claim leases ids popped from shard sh's ready list of queue. lease
-// overrides each task's own timeout when positive. Ids that are no
-// longer pending (cancelled, or a duplicate entry) are skipped; ids whose
-// data cannot be decoded are buried. The deliveries are in pop order.
-func (s *Store) Claim(ctx context.Context, sh int, queue string, ids []string, lease time.Duration) ([]Delivery, error) {
-	args := make([]any, 0, len(ids)+1)
+// Claim leases entries popped from shard sh's ready list of queue. lease
+// overrides each task's own timeout when positive. Entries whose id is no
+// longer pending under that entry (cancelled, or a leftover duplicate) are
+// skipped; ids whose data cannot be decoded are buried. The deliveries are
+// in pop order.
+func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []string, lease time.Duration) ([]Delivery, error) {
+	args := make([]any, 0, len(entries)+1)
 	if lease > 0 {
 		args = append(args, lease.Milliseconds())
 	} else {
 		args = append(args, "")
 	}
-	for _, id := range ids {
-		args = append(args, id)
+	for _, e := range entries {
+		args = append(args, e)
 	}
 	v, err := claimScript.Run(ctx, s.rdb, []string{
 		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh),
@@ -99,19 +105,21 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, ids []string, l
 		token, _ := v[i+1].(string)
 		deadline, _ := v[i+2].(int64)
 		blob, _ := v[i+3].(string)
-		t, err := Decode(id, []byte(blob))
-		if err != nil { // the script decoded it; cannot happen unless versions differ
-			return out, err
+		d := Delivery{Shard: sh, Token: token, Leased: time.UnixMilli(now), Deadline: time.UnixMilli(deadline)}
+		// The script decoded it; Go's stricter decoder may still refuse
+		// (a newer encoding, a number out of range): report, don't drop.
+		if d.Task, d.DecodeErr = Decode(id, []byte(blob)); d.DecodeErr != nil {
+			d.Task = Task{ID: id, Queue: queue}
 		}
-		out = append(out, Delivery{Task: t, Shard: sh, Token: token, Leased: time.UnixMilli(now), Deadline: time.UnixMilli(deadline)})
+		out = append(out, d)
 	}
 	return out, nil
 }
 
-// Ack completes a delivery: the task is deleted. It returns an error
-// wrapping ErrStaleToken when the delivery is no longer current.
-func (s *Store) Ack(ctx context.Context, id, token string) error {
-	sh := s.l.ShardOf(id)
+// Ack completes a delivery on shard sh (Delivery.Shard): the task is
+// deleted. It returns an error wrapping ErrStaleToken when the delivery is
+// no longer current.
+func (s *Store) Ack(ctx context.Context, sh int, id, token string) error {
 	n, err := ackScript.Run(ctx, s.rdb, []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, id, token).Int64()
 	if err != nil {
 		return fmt.Errorf("shard: ack %q: %w", id, err)
@@ -122,9 +130,9 @@ func (s *Store) Ack(ctx context.Context, id, token string) error {
 	return nil
 }
 
-// Extend moves a delivery's lease deadline to lease after Redis's now.
-func (s *Store) Extend(ctx context.Context, id, token string, lease time.Duration) (time.Time, error) {
-	sh := s.l.ShardOf(id)
+// Extend moves a delivery's lease deadline (shard sh) to lease after
+// Redis's now.
+func (s *Store) Extend(ctx context.Context, sh int, id, token string, lease time.Duration) (time.Time, error) {
 	ms, err := extendScript.Run(ctx, s.rdb, []string{s.l.Inflight(sh), s.l.Leases(sh)}, id, token, lease.Milliseconds()).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("shard: extend %q: %w", id, err)
@@ -159,11 +167,10 @@ type NackResult struct {
 	Attempts int
 }
 
-// Nack fails a delivery: the task is rescheduled with backoff (or after
-// RetryAfter), or buried when it asked not to retry or has no retries
-// left.
-func (s *Store) Nack(ctx context.Context, id, token string, a NackArgs) (NackResult, error) {
-	sh := s.l.ShardOf(id)
+// Nack fails a delivery on shard sh: the task is rescheduled with backoff
+// (or after RetryAfter), or buried when it asked not to retry or has no
+// retries left.
+func (s *Store) Nack(ctx context.Context, sh int, id, token string, a NackArgs) (NackResult, error) {
 	mode := "retry"
 	if a.Dead {
 		mode = "dead"
@@ -194,10 +201,9 @@ func (s *Store) Nack(ctx context.Context, id, token string, a NackArgs) (NackRes
 	}
 }
 
-// Release gives a delivery back without counting an attempt; the task is
-// ready again at once (at the end of its ready list).
-func (s *Store) Release(ctx context.Context, id, queue, token string) error {
-	sh := s.l.ShardOf(id)
+// Release gives a delivery on shard sh back without counting an attempt;
+// the task is ready again at once (at the end of its ready list).
+func (s *Store) Release(ctx context.Context, sh int, id, queue, token string) error {
 	n, err := releaseScript.Run(ctx, s.rdb, []string{
 		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue),
 	}, id, token).Int64()

@@ -65,13 +65,13 @@ func TestPopClaimAck(t *testing.T) {
 	if info, _ := s.Lookup(ctx, id); info.State != "active" {
 		t.Fatalf("state %q, want active", info.State)
 	}
-	if err := s.Ack(ctx, id, d.Token+"x"); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token+"x"); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("ack with wrong token: %v", err)
 	}
-	if err := s.Ack(ctx, id, d.Token); err != nil {
+	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ack(ctx, id, d.Token); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("second ack: %v", err)
 	}
 	if _, err := s.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
@@ -91,15 +91,22 @@ func TestPopClaimAck(t *testing.T) {
 func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	id := readyTask(t, s, 0, "c", "default", -1)
-	ds, err := s.Claim(ctx, 0, "default", []string{id, id, "never-ready"}, time.Second)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("claim of a duplicate id leased %d deliveries: %v", len(ds), err)
+	readyTask(t, s, 0, "c", "default", -1)
+	_, entries, err := s.Pop(ctx, s.Layout().ReadyKeys([]string{"default"}), 1, time.Second)
+	if err != nil || len(entries) != 1 {
+		t.Fatal(entries, err)
+	}
+	// The same entry twice, an id never made ready, an entry of a wrong
+	// sequence number and garbage: one lease.
+	id := entries[0][strings.Index(entries[0], "|")+1:]
+	ds, err := s.Claim(ctx, 0, "default", []string{entries[0], entries[0], "77|never-ready", "999|" + id, "garbage"}, time.Second)
+	if err != nil || len(ds) != 1 || ds[0].Task.ID != id {
+		t.Fatalf("claim leased %d deliveries: %v", len(ds), err)
 	}
 	// A hand-written ready entry whose data is garbage is buried at claim.
 	rdb.ZAdd(ctx, s.l.Pending(0, "default"), redis.Z{Score: 1, Member: "junk"})
 	rdb.HSet(ctx, s.l.Tasks(0), "junk", "zzz")
-	if ds, err := s.Claim(ctx, 0, "default", []string{"junk"}, 0); err != nil || len(ds) != 0 {
+	if ds, err := s.Claim(ctx, 0, "default", []string{"1|junk"}, 0); err != nil || len(ds) != 0 {
 		t.Fatalf("garbage claimed: %v %v", ds, err)
 	}
 	if info := rdb.HGet(ctx, s.l.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
@@ -112,11 +119,11 @@ func TestExtend(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	readyTask(t, s, 1, "e", "default", -1)
 	d := popClaim(t, s, []string{"default"}, time.Second)
-	dl, err := s.Extend(ctx, d.Task.ID, d.Token, time.Minute)
+	dl, err := s.Extend(ctx, d.Shard, d.Task.ID, d.Token, time.Minute)
 	if err != nil || dl.Sub(d.Leased) < 59*time.Second {
 		t.Fatalf("extend: %v %v", dl, err)
 	}
-	if _, err := s.Extend(ctx, d.Task.ID, "bogus", time.Minute); !errors.Is(err, ErrStaleToken) {
+	if _, err := s.Extend(ctx, d.Shard, d.Task.ID, "bogus", time.Minute); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("extend with stale token: %v", err)
 	}
 }
@@ -128,7 +135,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 	b := Backoff{Base: 10 * time.Second, Cap: time.Minute, Factor: 3}
 	for attempt := 1; attempt <= 2; attempt++ {
 		d := popClaim(t, s, []string{"default"}, 0)
-		res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: fmt.Sprintf("boom %d", attempt), Backoff: b, Rand: 0.5})
+		res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: fmt.Sprintf("boom %d", attempt), Backoff: b, Rand: 0.5})
 		if err != nil || res.Dead || res.Attempts != attempt {
 			t.Fatalf("nack %d: %+v %v", attempt, res, err)
 		}
@@ -136,7 +143,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 		if got := res.Due.Sub(d.Leased); got < want || got > want+time.Second {
 			t.Fatalf("attempt %d: retry after %s, want %s (Go and Lua backoff must agree)", attempt, got, want)
 		}
-		if _, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "again"}); !errors.Is(err, ErrStaleToken) {
+		if _, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "again"}); !errors.Is(err, ErrStaleToken) {
 			t.Fatalf("second nack: %v", err)
 		}
 		// Make it due again by hand and move it.
@@ -146,7 +153,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 		}
 	}
 	d := popClaim(t, s, []string{"default"}, 0)
-	res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "boom 3"})
+	res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "boom 3"})
 	if err != nil || !res.Dead || res.Attempts != 3 {
 		t.Fatalf("final nack: %+v %v", res, err)
 	}
@@ -164,7 +171,7 @@ func TestNackDeadAndRetryAfter(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "d", "default", 5)
 	d := popClaim(t, s, []string{"default"}, 0)
-	res, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "later", RetryAfter: 42 * time.Second})
+	res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "later", RetryAfter: 42 * time.Second})
 	if err != nil || res.Dead {
 		t.Fatal(res, err)
 	}
@@ -173,7 +180,7 @@ func TestNackDeadAndRetryAfter(t *testing.T) {
 	}
 	id2 := readyTask(t, s, 1, "x", "default", 5)
 	d2 := popClaim(t, s, []string{"default"}, 0)
-	res, err = s.Nack(ctx, id2, d2.Token, NackArgs{Err: "bad input", Dead: true})
+	res, err = s.Nack(ctx, s.Layout().ShardOf(id2), id2, d2.Token, NackArgs{Err: "bad input", Dead: true})
 	if err != nil || !res.Dead || res.Attempts != 1 {
 		t.Fatal(res, err)
 	}
@@ -188,10 +195,10 @@ func TestRelease(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 2, "r", "default", -1)
 	d := popClaim(t, s, []string{"default"}, 0)
-	if err := s.Release(ctx, id, "default", d.Token); err != nil {
+	if err := s.Release(ctx, s.Layout().ShardOf(id), id, "default", d.Token); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ack(ctx, id, d.Token); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("ack after release: %v", err)
 	}
 	d2 := popClaim(t, s, []string{"default"}, 0)
@@ -227,7 +234,7 @@ func TestRecoverExpiredLeases(t *testing.T) {
 	if info.State != "dead" || !strings.Contains(info.DeadInfo, "lease expired") {
 		t.Fatalf("expired lease with no retries left: %+v", info)
 	}
-	if err := s.Ack(ctx, retry, tokens[retry]); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, s.Layout().ShardOf(retry), retry, tokens[retry]); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("late ack after expiry: %v", err)
 	}
 	if _, err := s.Recover(ctx, 0, 0, RecoverArgs{Limit: 10}); !errors.Is(err, ErrStaleEpoch) {
@@ -244,14 +251,14 @@ func TestRecoverStrandedPops(t *testing.T) {
 	// A worker pops both and dies before leasing the first; the second is
 	// popped by a worker that leases it between two recovery passes.
 	_, ids, err := s.Pop(ctx, keys, 2, time.Second)
-	if err != nil || len(ids) != 2 || ids[0] != lost {
+	if err != nil || len(ids) != 2 || !strings.HasSuffix(ids[0], "|"+lost) {
 		t.Fatalf("pop: %v %v", ids, err)
 	}
 	r1, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10})
 	if err != nil || len(r1.Candidates) != 2 || r1.Redelivered != 0 || r1.Pending != 2 {
 		t.Fatalf("first pass: %+v %v", r1, err)
 	}
-	if ds, err := s.Claim(ctx, 1, "mail", []string{kept}, 0); err != nil || len(ds) != 1 {
+	if ds, err := s.Claim(ctx, 1, "mail", ids[1:], 0); err != nil || len(ds) != 1 || ds[0].Task.ID != kept {
 		t.Fatalf("late claim: %v %v", ds, err)
 	}
 	r2, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10, Candidates: r1.Candidates})
@@ -275,7 +282,7 @@ func TestRecoverTrimsDeadLetters(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		id := readyTask(t, s, 0, fmt.Sprintf("dl%d-", i), "default", 0)
 		d := popClaim(t, s, []string{"default"}, 0)
-		if _, err := s.Nack(ctx, id, d.Token, NackArgs{Err: "x", Dead: true}); err != nil {
+		if _, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "x", Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

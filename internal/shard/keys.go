@@ -72,6 +72,10 @@ func (l Layout) PendingPrefix(s int) string { return l.Tag(s) + ":pending:" }
 // leased, scored by their sequence number in the ready list.
 func (l Layout) Pending(s int, queue string) string { return l.PendingPrefix(s) + queue }
 
+// ReadyQueues is the set of queues that have had ready ids in the shard;
+// recovery looks for stranded ids in their pending sets.
+func (l Layout) ReadyQueues(s int) string { return l.Tag(s) + ":readyqueues" }
+
 // Seq is the shard's counter for ready-list sequence numbers and
 // delivery tokens.
 func (l Layout) Seq(s int) string { return l.Tag(s) + ":seq" }

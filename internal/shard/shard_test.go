@@ -59,6 +59,10 @@ func TestEnqueueOutcomes(t *testing.T) {
 		{"empty id", EnqueueArgs{ID: "", Queue: "default", MaxRetries: -1}, ErrInvalidArgument},
 		{"id too long", EnqueueArgs{ID: strings.Repeat("x", MaxIDLen+1), Queue: "default", MaxRetries: -1}, ErrInvalidArgument},
 		{"payload at limit", EnqueueArgs{ID: "f", Queue: "default", Payload: make([]byte, 1024), MaxRetries: -1}, nil},
+		{"retries out of range", EnqueueArgs{ID: "g", Queue: "default", MaxRetries: 1001}, ErrInvalidArgument},
+		{"due beyond 13 digits", EnqueueArgs{ID: "h", Queue: "default", Due: time.UnixMilli(1e14), MaxRetries: -1}, ErrInvalidArgument},
+		{"delay beyond 12 digits", EnqueueArgs{ID: "i", Queue: "default", Delay: time.Duration(1e12) * time.Millisecond, MaxRetries: -1}, ErrInvalidArgument},
+		{"timeout beyond 10 digits", EnqueueArgs{ID: "j", Queue: "default", Timeout: time.Duration(1e10) * time.Millisecond, MaxRetries: -1}, ErrInvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

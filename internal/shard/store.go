@@ -270,7 +270,7 @@ type MoveResult struct {
 // owner has run a fenced script on the shard.
 func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh)},
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh)},
 		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)

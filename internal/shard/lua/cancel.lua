@@ -38,8 +38,11 @@ elseif redis.call("ZREM", KEYS[4], id) == 1 then
 else
   local task = decode(blob)
   if task then
-    redis.call("LREM", ARGV[2] .. task.queue, 0, id)
-    redis.call("ZREM", ARGV[3] .. task.queue, id)
+    local seq = redis.call("ZSCORE", ARGV[3] .. task.queue, id)
+    if seq then
+      redis.call("LREM", ARGV[2] .. task.queue, 0, string.format("%d", tonumber(seq)) .. "|" .. id)
+      redis.call("ZREM", ARGV[3] .. task.queue, id)
+    end
   end
 end
 redis.call("HDEL", KEYS[2], id)

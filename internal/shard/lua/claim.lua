@@ -8,23 +8,25 @@
 -- KEYS[6] dead       ZSET  task id -> time buried
 -- KEYS[7] dead info  HASH  task id -> JSON
 -- ARGV[1] lease in ms, or "" for each task's own timeout
--- ARGV[2..n] popped task ids
+-- ARGV[2..n] popped ready-list entries, "seq|id"
 --
--- An id is leased only if it is still pending: a duplicate entry (left by
--- a re-delivery) or a cancelled task is skipped. Undecodable data is
--- buried. Returns {now, id_1, token_1, deadline_1, blob_1, id_2, ...} for
--- the leased ids only.
+-- An entry is leased only if its id is pending under the entry's sequence
+-- number: a leftover duplicate entry (a re-delivery) or a cancelled task is
+-- skipped. Undecodable data is buried. Returns {now, id_1, token_1,
+-- deadline_1, blob_1, id_2, ...} for the leased ids only.
 local now = now_ms()
 local out = {now}
 for i = 2, #ARGV do
-  local id = ARGV[i]
-  if redis.call("ZREM", KEYS[5], id) == 1 then
+  local seq, id = ready_entry(ARGV[i])
+  local cur = id and redis.call("ZSCORE", KEYS[5], id)
+  if cur and tonumber(cur) == seq then
+    redis.call("ZREM", KEYS[5], id)
     local blob = redis.call("HGET", KEYS[1], id)
     local task, why = decode(blob)
     if task then
       local lease = tonumber(ARGV[1]) or task.timeout
       local deadline = now + lease
-      local token = tostring(redis.call("INCR", KEYS[4]))
+      local token = string.format("%d", redis.call("INCR", KEYS[4]))
       redis.call("ZADD", KEYS[2], deadline, id)
       redis.call("HSET", KEYS[3], id, token)
       out[#out + 1] = id

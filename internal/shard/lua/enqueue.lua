@@ -44,15 +44,16 @@ if #payload > tonumber(max_payload) then
   return {-2, 0, max_payload}
 end
 
+-- Numbers are bounded so that they stay exact in Lua and in every reader.
 local retries = ARGV[4]
 if retries == "" then retries = def_retries end
-if not string.match(retries, "^%d+$") then
-  return {-3, 0, "invalid max retries"}
+if not string.match(retries, "^%d%d?%d?%d?$") or tonumber(retries) > 1000 then
+  return {-3, 0, "invalid max retries (0..1000)"}
 end
 local timeout = ARGV[5]
 if timeout == "" then timeout = def_timeout end
-if not string.match(timeout, "^%d+$") or tonumber(timeout) < 1 then
-  return {-3, 0, "invalid timeout"}
+if not string.match(timeout, "^%d+$") or #timeout > 10 or tonumber(timeout) < 1 then
+  return {-3, 0, "invalid timeout (1..9999999999 ms)"}
 end
 
 if redis.call("HEXISTS", KEYS[2], id) == 1 then
@@ -67,10 +68,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due
 if string.sub(due_arg, 1, 1) == "+" then
   local delay = string.match(due_arg, "^%+(%d+)$")
-  if not delay then return {-3, 0, "invalid delay"} end
+  if not delay or #delay > 12 then return {-3, 0, "invalid delay (0..999999999999 ms)"} end
   due = now + tonumber(delay)
 else
-  if not string.match(due_arg, "^%d+$") then return {-3, 0, "invalid due time"} end
+  if not string.match(due_arg, "^%d+$") or #due_arg > 13 then
+    return {-3, 0, "invalid due time (unix ms, at most 13 digits)"}
+  end
   due = tonumber(due_arg)
 end
 local due_s = string.format("%d", due)

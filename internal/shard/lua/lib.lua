@@ -86,12 +86,20 @@ local function schedule(delayed_key, wake_channel, id, due)
   end
 end
 
--- make_ready appends id to a ready list and records it as pending (moved,
--- not yet leased) under a new sequence number. Sequence numbers grow along
--- the list, so pending ids with a number below the list head's were popped
--- by a worker that has not leased them (yet, or ever: a crash).
+-- make_ready appends "seq|id" to a ready list and records id as pending
+-- (ready, not yet leased) under that new sequence number. Sequence numbers
+-- grow along the list, so a pending id whose number is below the number of
+-- the list's head has been popped by a worker that has not leased it (yet,
+-- or ever: a crash). An entry whose number is not the id's pending number
+-- is a leftover duplicate and is skipped at claim.
 local function make_ready(seq_key, pending_key, ready_key, id)
-  local seq = redis.call("INCR", seq_key)
+  local seq = string.format("%d", redis.call("INCR", seq_key))
   redis.call("ZADD", pending_key, seq, id)
-  redis.call("RPUSH", ready_key, id)
+  redis.call("RPUSH", ready_key, seq .. "|" .. id)
+end
+
+-- ready_entry splits a ready-list entry "seq|id".
+local function ready_entry(e)
+  local seq, id = string.match(e or "", "^(%d+)|(.+)$")
+  return tonumber(seq), id
 end

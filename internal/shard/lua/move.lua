@@ -8,6 +8,7 @@
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[6] stats      HASH  counters (stale_epoch)
 -- KEYS[7] seq        STRING sequence counter of the shard
+-- KEYS[8] ready queues SET  queues that have had ready ids in this shard
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
 -- ARGV[2] LIMIT: most tasks to move in this call
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
@@ -31,18 +32,24 @@ local due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE",
 
 local out = {1, 0, -1, now, 0}
 local moved, buried = 0, 0
+local queues = {}
 for i = 1, #due, 2 do
   local id, score = due[i], tonumber(due[i + 1])
   redis.call("ZREM", KEYS[1], id)
   local task, why = decode(redis.call("HGET", KEYS[2], id))
   if task then
     make_ready(KEYS[7], ARGV[4] .. task.queue, ARGV[3] .. task.queue, id)
+    queues[task.queue] = true
     moved = moved + 1
     out[#out + 1] = now - score
   else
     bury(KEYS[4], KEYS[5], id, now, why, "")
     buried = buried + 1
   end
+end
+
+for q in pairs(queues) do
+  redis.call("SADD", KEYS[8], q)
 end
 
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")

@@ -13,7 +13,8 @@
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
--- KEYS[9] epoch    KEYS[10] stats KEYS[11] seq
+-- KEYS[9] epoch    KEYS[10] stats KEYS[11] seq   KEYS[12] ready queues
+--   (SET of the queues that have had ready ids in this shard)
 -- ARGV[1] caller's epoch
 -- ARGV[2] LIMIT per part
 -- ARGV[3] random seed (integer 1..2147483646) for backoff jitter
@@ -69,15 +70,10 @@ for _, id in ipairs(expired) do
   end
 end
 
--- head_seq returns the sequence number of a ready list's first id, or
--- nil, true when the list is empty, or nil, false when unknown (the head is
--- a leftover duplicate that is no longer pending).
-local function head_seq(ready_key, pending_key)
-  local head = redis.call("LINDEX", ready_key, 0)
-  if not head then return nil, true end
-  local s = redis.call("ZSCORE", pending_key, head)
-  if not s then return nil, false end
-  return tonumber(s), false
+-- head_seq returns the sequence number of a ready list's first entry, or
+-- nil when the list is empty.
+local function head_seq(ready_key)
+  return (ready_entry(redis.call("LINDEX", ready_key, 0)))
 end
 
 -- 2a. candidates of the previous pass still popped and unleased
@@ -87,8 +83,8 @@ for i = 9, #ARGV do
     local pk, rk = ARGV[6] .. q, ARGV[5] .. q
     local s = redis.call("ZSCORE", pk, id)
     if s and tonumber(s) == tonumber(seq_s) then
-      local hs, empty = head_seq(rk, pk)
-      if empty or (hs and hs > tonumber(seq_s)) then
+      local hs = head_seq(rk)
+      if not hs or hs > tonumber(seq_s) then
         redis.call("ZREM", pk, id)
         make_ready(KEYS[11], pk, rk, id)
         redelivered = redelivered + 1
@@ -97,21 +93,24 @@ for i = 9, #ARGV do
   end
 end
 
--- 2b. new candidates: pending ids numbered below their list's head
+-- 2b. new candidates: pending ids numbered below their list's head, over
+-- every queue that ever had ready ids in this shard (KEYS[12]), at most
+-- LIMIT in all
 local out = {1, now, 0, 0, 0, 0, -1, 0}
-local pending = 0
-for _, q in ipairs(redis.call("HKEYS", KEYS[8])) do
+local pending, room = 0, limit
+for _, q in ipairs(redis.call("SMEMBERS", KEYS[12])) do
   local pk, rk = ARGV[6] .. q, ARGV[5] .. q
   local n = redis.call("ZCARD", pk)
   if n > 0 then
     pending = pending + n
-    local hs, empty = head_seq(rk, pk)
-    local bound = nil
-    if empty then bound = "+inf" elseif hs then bound = "(" .. string.format("%d", hs) end
-    if bound then
-      local c = redis.call("ZRANGE", pk, "-inf", bound, "BYSCORE", "LIMIT", 0, limit, "WITHSCORES")
+    local hs = head_seq(rk)
+    local bound = "+inf"
+    if hs then bound = "(" .. string.format("%d", hs) end
+    if room > 0 then
+      local c = redis.call("ZRANGE", pk, "-inf", bound, "BYSCORE", "LIMIT", 0, room, "WITHSCORES")
       for j = 1, #c, 2 do
-        out[#out + 1] = q .. "|" .. c[j + 1] .. "|" .. c[j]
+        out[#out + 1] = q .. "|" .. string.format("%d", tonumber(c[j + 1])) .. "|" .. c[j]
+        room = room - 1
       end
     end
   end
