@@ -55,6 +55,12 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func (tg *target) setBehave(f func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool) {
+	tg.mu.Lock()
+	tg.behave = f
+	tg.mu.Unlock()
+}
+
 func (tg *target) delivered() (distinct, total int) {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()

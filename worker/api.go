@@ -90,7 +90,21 @@ type QueueOptions struct {
 	// ManualAck: a nil return leaves the delivery open until Task.Ack or
 	// Task.Nack.
 	ManualAck bool
+	// MaxConcurrency caps the handlers of this queue running at once
+	// across every worker process (a Redis semaphore whose permits follow
+	// the deliveries' leases, so a crashed worker's permits come back when
+	// its leases would have expired); 0: no cluster-wide cap.
+	MaxConcurrency int
+	// Rate caps dispatches of this queue across every worker process to
+	// Rate per RatePeriod (default 1s), with bursts of up to Burst
+	// (default 1), on a GCRA token bucket; 0: no rate limit.
+	Rate       int
+	RatePeriod time.Duration
+	Burst      int
 }
+
+// flowControlled reports whether the queue has a cluster-wide limit.
+func (o QueueOptions) flowControlled() bool { return o.MaxConcurrency > 0 || o.Rate > 0 }
 
 // Handler runs one task. See the package documentation for how its
 // result is used.

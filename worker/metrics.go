@@ -20,6 +20,10 @@ type metrics struct {
 	lateness   *prometheus.HistogramVec
 	running    *prometheus.GaugeVec
 	fetchErrs  prometheus.Counter
+	permits    *prometheus.GaugeVec
+	flowWaits  *prometheus.CounterVec
+	flowWait   *prometheus.HistogramVec
+	throttled  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,9 +47,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, q),
 		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
 		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),
+		permits:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
+		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Times a fetch had to wait for a concurrency permit."}, q),
+		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hourglass_worker_permit_wait_seconds", Help: "Time to get a concurrency permit.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
+		}, q),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Fetches held back by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.permits, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/coord"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -43,6 +44,11 @@ type queue struct {
 	h       Handler
 	opts    QueueOptions
 	running atomic.Int64
+
+	// Cluster-wide flow control (nil when not configured).
+	sem   *coord.Semaphore
+	limit *coord.TokenBucket
+	freed chan struct{} // a slot of this queue was freed (capacity 1)
 }
 
 func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
@@ -115,6 +121,10 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 	if opts.Lease > 0 && opts.Lease < 10*time.Millisecond {
 		return fmt.Errorf("%w: queue %q: lease %s below 10ms", ErrInvalidConfig, name, opts.Lease)
 	}
+	q := &queue{name: name, h: h, opts: opts, freed: make(chan struct{}, 1)}
+	if err := w.flowControl(q); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
@@ -123,9 +133,54 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 	if _, dup := w.queues[name]; dup {
 		return fmt.Errorf("%w: queue %q registered twice", ErrInvalidConfig, name)
 	}
-	w.queues[name] = &queue{name: name, h: h, opts: opts}
+	w.queues[name] = q
 	return nil
 }
+
+// flowKey names a queue's flow-control primitives; they share one hash
+// tag per queue (one Cluster slot).
+func (w *Worker) flowKey(queue string) string { return w.cfg.Namespace + ":flow:" + queue }
+
+// flowControl builds the queue's semaphore and rate limiter.
+func (w *Worker) flowControl(q *queue) error {
+	o := q.opts
+	if o.MaxConcurrency < 0 || o.Rate < 0 || o.Burst < 0 || o.RatePeriod < 0 {
+		return fmt.Errorf("%w: queue %q: negative flow-control option", ErrInvalidConfig, q.name)
+	}
+	rdb := w.store.Redis()
+	if o.MaxConcurrency > 0 {
+		// A permit starts with the queue's lease (or a default) and is
+		// set to each delivery's own lease once claimed.
+		lease := o.Lease
+		if lease == 0 {
+			lease = defaultPermitLease
+		}
+		sem, err := coord.NewSemaphore(rdb, w.flowKey(q.name), o.MaxConcurrency, lease)
+		if err != nil {
+			return fmt.Errorf("%w: queue %q: %w", ErrInvalidConfig, q.name, err)
+		}
+		q.sem = sem
+	}
+	if o.Rate > 0 {
+		period, burst := o.RatePeriod, o.Burst
+		if period == 0 {
+			period = time.Second
+		}
+		if burst == 0 {
+			burst = 1
+		}
+		lim, err := coord.NewTokenBucket(rdb, w.flowKey(q.name), o.Rate, period, burst)
+		if err != nil {
+			return fmt.Errorf("%w: queue %q: %w", ErrInvalidConfig, q.name, err)
+		}
+		q.limit = lim
+	}
+	return nil
+}
+
+// defaultPermitLease is a permit's lease between its acquisition and the
+// claim that sets it to the delivery's lease.
+const defaultPermitLease = 30 * time.Second
 
 // Run consumes tasks until ctx ends, then shuts down gracefully (see the
 // package documentation) and returns nil. It returns an error only for a
@@ -154,7 +209,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	run := &runState{w: w, hctx: hctx, wg: &handlers, active: map[*delivery]struct{}{}}
 
 	w.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
-	w.fetchLoop(ctx, queues, run)
+	// Queues under cluster-wide flow control each get their own fetch
+	// loop (it must hold a permit and a token before popping); the others
+	// share one.
+	var plain []*queue
+	var loops sync.WaitGroup
+	for _, q := range queues {
+		if !q.opts.flowControlled() {
+			plain = append(plain, q)
+			continue
+		}
+		loops.Add(1)
+		go func() { defer loops.Done(); w.flowLoop(ctx, q, run) }()
+	}
+	if len(plain) > 0 {
+		w.fetchLoop(ctx, plain, run)
+	}
+	loops.Wait()
 
 	// Shutdown: no more fetching. Give running handlers the grace period.
 	w.log.Info("shutting down; waiting for running handlers", "grace", w.cfg.ShutdownGrace, "running", run.count())
@@ -274,13 +345,106 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if w.afterPop != nil && !w.afterPop(ids) {
 			continue // test hook: the worker "crashed" between pop and lease
 		}
-		w.claim(ctx, key, ids, run)
+		w.claim(ctx, key, ids, nil, run)
+	}
+}
+
+// flowLoop fetches one queue under cluster-wide flow control, one task at
+// a time: wait for a local slot, then a rate token (sleeping the time the
+// limiter names, never polling), then a semaphore permit (blocking until
+// one is released or expires), and only then pop and claim.
+func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
+	m := w.met
+	keys := w.store.Layout().ReadyKeys([]string{q.name})
+	rotate := 0
+	retry := func(err error, what string) {
+		m.fetchErrs.Inc()
+		w.log.Warn("flow control: "+what+" failed; retrying", "queue", q.name, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	for ctx.Err() == nil {
+		if q.free() <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.freed:
+			}
+			continue
+		}
+		if q.limit != nil {
+			res, err := q.limit.Allow(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					retry(err, "rate limiter")
+				}
+				continue
+			}
+			if !res.Allowed {
+				m.throttled.WithLabelValues(q.name).Inc()
+				select {
+				case <-ctx.Done():
+				case <-time.After(max(res.RetryAfter, time.Millisecond)):
+				}
+				continue
+			}
+		}
+		var permit *coord.Permit
+		if q.sem != nil {
+			start := time.Now()
+			p, err := q.sem.TryAcquire(ctx)
+			if errors.Is(err, coord.ErrNotAcquired) {
+				m.flowWaits.WithLabelValues(q.name).Inc()
+				p, err = q.sem.Acquire(ctx)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					retry(err, "semaphore")
+				}
+				continue
+			}
+			m.flowWait.WithLabelValues(q.name).Observe(time.Since(start).Seconds())
+			permit = &p
+			m.permits.WithLabelValues(q.name).Inc()
+		}
+		rotate = (rotate + 1) % len(keys)
+		key, ids, err := w.store.Pop(ctx, append(keys[rotate:], keys[:rotate]...), 1, w.cfg.FetchTimeout)
+		if err != nil || len(ids) == 0 {
+			w.releasePermit(q, permit)
+			if err != nil && ctx.Err() == nil {
+				retry(err, "fetch")
+			}
+			continue
+		}
+		if w.afterPop != nil && !w.afterPop(ids) {
+			w.releasePermit(q, permit)
+			continue
+		}
+		w.claim(ctx, key, ids, permit, run)
+	}
+}
+
+// releasePermit gives a semaphore permit back (nil: nothing to do).
+func (w *Worker) releasePermit(q *queue, p *coord.Permit) {
+	if p == nil {
+		return
+	}
+	w.met.permits.WithLabelValues(q.name).Dec()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := q.sem.Release(ctx, *p); err != nil && !errors.Is(err, coord.ErrNotHeld) {
+		// It expires with its lease.
+		w.log.Warn("could not release a concurrency permit; it expires with its lease", "queue", q.name, "error", err)
 	}
 }
 
 // claim leases popped ids and starts their handlers; if the worker is
-// shutting down it gives them straight back.
-func (w *Worker) claim(ctx context.Context, key string, ids []string, run *runState) {
+// shutting down it gives them straight back. permit, if not nil, is the
+// concurrency permit acquired for the (single) popped id; it follows the
+// delivery's lease and is released with it.
+func (w *Worker) claim(ctx context.Context, key string, ids []string, permit *coord.Permit, run *runState) {
 	sh, qname, ok := w.store.Layout().ParseReady(key)
 	w.mu.Lock()
 	q := w.queues[qname]
@@ -288,6 +452,9 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, run *runSt
 	if !ok || q == nil {
 		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(ids))
 		return
+	}
+	if permit != nil {
+		defer func() { w.releasePermit(q, permit) }() // unless a delivery took it
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	sent := time.Now() // Redis starts each lease no earlier than this
@@ -300,6 +467,10 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, run *runSt
 	}
 	for _, sd := range ds {
 		d := newDelivery(w, q, sd, sent)
+		if permit != nil {
+			d.permit, permit = permit, nil
+			d.refreshPermit()
+		}
 		if sd.DecodeErr != nil {
 			// Data this binary cannot read: never run it, dead-letter it.
 			q.running.Add(1) // finish decrements
@@ -326,11 +497,25 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, run *runSt
 	}
 }
 
-// slotFreed wakes the fetch loop when it waits for a free slot.
-func (w *Worker) slotFreed() {
-	select {
-	case w.freed <- struct{}{}:
-	default:
+// slotFreed wakes the fetch loops waiting for a free slot.
+func (w *Worker) slotFreed(q *queue) {
+	for _, ch := range []chan struct{}{w.freed, q.freed} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshPermit sets the delivery's permit to expire with its lease.
+func (d *delivery) refreshPermit() {
+	if d.permit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := d.q.sem.Refresh(ctx, *d.permit, d.lease); err != nil {
+		d.w.log.Warn("could not refresh a concurrency permit", "task", d.sd.Task.ID, "queue", d.q.name, "error", err)
 	}
 }
 
@@ -342,7 +527,8 @@ type delivery struct {
 	task  *Task
 	lease time.Duration
 
-	validUntil  atomic.Int64 // local unix nanos until which the lease surely holds
+	permit      *coord.Permit // cluster-wide concurrency permit, if the queue has one
+	validUntil  atomic.Int64  // local unix nanos until which the lease surely holds
 	extendUntil atomic.Int64 // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 
@@ -489,6 +675,7 @@ func (d *delivery) watchdog() {
 		switch {
 		case err == nil:
 			d.validUntil.Store(sent.Add(d.lease).UnixNano())
+			d.refreshPermit()
 		case errors.Is(err, shard.ErrStaleToken):
 			d.w.met.stale.WithLabelValues(d.q.name).Inc()
 			d.lost("lease taken back by recovery")
@@ -521,9 +708,10 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		d.stopWatchdog()
 		d.outcome = outcomeOf(err)
 		d.result = d.settle(err)
+		d.w.releasePermit(d.q, d.permit)
 		close(d.finished)
 		d.q.running.Add(-1)
-		d.w.slotFreed()
+		d.w.slotFreed(d.q)
 	})
 	if !first && d.outcome != outcomeOf(err) {
 		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)

@@ -171,6 +171,10 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 		err := w.Handle(name, h, worker.QueueOptions{
 			Concurrency:    q.Concurrency,
 			HandlerTimeout: handlerTimeout(q.HandlerTimeout),
+			MaxConcurrency: q.MaxConcurrency,
+			Rate:           q.RateLimit.Rate,
+			RatePeriod:     q.RateLimit.Period,
+			Burst:          q.RateLimit.Burst,
 			Backoff:        worker.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
 		})
 		if err != nil {

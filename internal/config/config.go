@@ -189,6 +189,12 @@ type QueueConfig struct {
 	// HandlerTimeout bounds one handler run in the worker, 0 or more; 0
 	// means no bound beyond the lease. Default 60s.
 	HandlerTimeout time.Duration `koanf:"handler_timeout"`
+	// MaxConcurrency caps the handlers of this queue running at once
+	// across every worker process, 0 to 100000; 0 means no cluster-wide
+	// cap. Default 0.
+	MaxConcurrency int `koanf:"max_concurrency"`
+	// RateLimit caps dispatches of this queue across every worker process.
+	RateLimit RateLimitConfig `koanf:"rate_limit"`
 	// HTTP delivers the queue's tasks to an HTTP endpoint. Set HTTP.URL
 	// or Command, not both; with neither the worker binary does not
 	// consume the queue.
@@ -196,6 +202,19 @@ type QueueConfig struct {
 	// Command delivers the queue's tasks to a program: argv, run without
 	// a shell. If set, Command[0] must not be empty.
 	Command []string `koanf:"command"`
+}
+
+// RateLimitConfig is a cluster-wide token bucket (GCRA): Rate dispatches
+// per Period, bursts of up to Burst.
+type RateLimitConfig struct {
+	// Rate is the number of dispatches per Period, 0 to 1000000; 0 means
+	// no rate limit. Default 0.
+	Rate int `koanf:"rate"`
+	// Period is the rate's period, at least 1ms. Default 1s.
+	Period time.Duration `koanf:"period"`
+	// Burst is the most dispatches admitted at once, 1 to 1000000.
+	// Default 1.
+	Burst int `koanf:"burst"`
 }
 
 // BackoffConfig is an exponential retry delay: failed attempt n waits
@@ -247,6 +266,7 @@ func DefaultQueue() QueueConfig {
 		Backoff:        BackoffConfig{Base: time.Second, Cap: time.Hour, Factor: 2},
 		Concurrency:    10,
 		HandlerTimeout: 60 * time.Second,
+		RateLimit:      RateLimitConfig{Period: time.Second, Burst: 1},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
 }

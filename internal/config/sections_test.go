@@ -402,3 +402,29 @@ func TestWorkerExampleFile(t *testing.T) {
 		t.Errorf("want one HTTP and one command queue, got %d and %d", nHTTP, nCommand)
 	}
 }
+
+func TestFlowControlKeys(t *testing.T) {
+	cfg, err := config.Load([]string{
+		"-set", "queues.partner.max_concurrency=5",
+		"-set", "queues.partner.rate_limit.rate=200",
+		"-set", "queues.partner.rate_limit.burst=20",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := cfg.Queues["partner"]
+	if q.MaxConcurrency != 5 || q.RateLimit.Rate != 200 || q.RateLimit.Burst != 20 || q.RateLimit.Period != time.Second {
+		t.Fatalf("partner queue: %+v", q)
+	}
+	for key, val := range map[string]string{
+		"queues.partner.max_concurrency":   "-1",
+		"queues.partner.rate_limit.rate":   "-5",
+		"queues.partner.rate_limit.burst":  "0",
+		"queues.partner.rate_limit.period": "0s",
+	} {
+		_, err := config.Load([]string{"-set", key + "=" + val}, nil)
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%s: error %v does not name the key", key, val, err)
+		}
+	}
+}

@@ -118,6 +118,10 @@ func (c *Config) Validate() error {
 		v.backoff(key+".backoff", q.Backoff)
 		v.intRange(key+".concurrency", int64(q.Concurrency), 1, maxConcurrency)
 		v.durationRange(key+".handler_timeout", q.HandlerTimeout, 0, 0)
+		v.intRange(key+".max_concurrency", int64(q.MaxConcurrency), 0, 100000)
+		v.intRange(key+".rate_limit.rate", int64(q.RateLimit.Rate), 0, 1000000)
+		v.durationRange(key+".rate_limit.period", q.RateLimit.Period, time.Millisecond, 0)
+		v.intRange(key+".rate_limit.burst", int64(q.RateLimit.Burst), 1, 1000000)
 		v.target(key, q)
 	}
 

@@ -1,0 +1,173 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// enqueueNow enqueues n tasks due now with ids prefix0..prefix(n-1).
+func (c *cluster) enqueueNow(t *testing.T, prefix string, n int) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
+	var batch []client.Task
+	for i := 0; i < n; i++ {
+		batch = append(batch, client.Task{ID: fmt.Sprintf("%s%d", prefix, i), Queue: "default"})
+		if len(batch) == 500 || i == n-1 {
+			if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// TestClusterWideConcurrencyCap: three worker processes, max_concurrency
+// 5 on the queue, 500 tasks of 50 ms: the target never sees more than 5
+// requests at once, and every task completes.
+func TestClusterWideConcurrencyCap(t *testing.T) {
+	c := newCluster(t)
+	tg := newTarget(t)
+	var running, most atomic.Int32
+	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(50 * time.Millisecond) // the handler's work
+		running.Add(-1)
+		return false
+	})
+	args := append(workerArgs(tg.URL, 30*time.Second, 10), "-set", "queues.default.max_concurrency=5")
+	c.start("fc-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("fc-s") })
+	for i := 1; i <= 3; i++ {
+		c.startWorker(fmt.Sprintf("fc-w%d", i), args...)
+	}
+	start := time.Now()
+	c.enqueueNow(t, "fc", 500)
+	testenv.WaitFor(t, 60*time.Second, "500 tasks delivered", func() (bool, string) {
+		d, total := tg.delivered()
+		return d == 500, fmt.Sprintf("%d distinct, %d total", d, total)
+	})
+	took := time.Since(start)
+	t.Logf("500 tasks of 50ms through 3 workers capped at 5: most at once %d, took %s (ideal %s)", most.Load(), took, 500*50*time.Millisecond/5)
+	if m := most.Load(); m > 5 {
+		t.Fatalf("%d requests ran at once, cap is 5", m)
+	}
+	if m := most.Load(); m < 2 {
+		t.Fatalf("at most %d at once: the cap starved the workers", m)
+	}
+}
+
+// TestKilledWorkerPermitsReturnAfterLease: permits held by a SIGKILLed
+// worker stay taken until their lease runs out, then serve another worker.
+func TestKilledWorkerPermitsReturnAfterLease(t *testing.T) {
+	c := newCluster(t)
+	tg := newTarget(t)
+	const lease = 3 * time.Second
+	hold := make(chan struct{})
+	defer close(hold)
+	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
+		if id == "held0" || id == "held1" {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			http.Error(w, "gone", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	args := append(workerArgs(tg.URL, lease, 4), "-set", "queues.default.max_concurrency=2")
+	c.start("kp-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("kp-s") })
+	a := c.startWorker("kp-a", args...)
+	c.enqueueNow(t, "held", 2)
+	testenv.WaitFor(t, 20*time.Second, "worker A holds both permits", func() (bool, string) {
+		d, _ := tg.delivered()
+		return d == 2, fmt.Sprint(d)
+	})
+	sem, err := coord.NewSemaphore(c.rdb, "hourglass:flow:default", 2, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Kill()
+	killed := time.Now()
+	if n, err := sem.InUse(context.Background()); err != nil || n != 2 {
+		t.Fatalf("permits in use right after the kill: %d %v, want 2", n, err)
+	}
+	c.startWorker("kp-b", args...)
+	c.enqueueNow(t, "probe", 1)
+	testenv.WaitFor(t, 30*time.Second, "probe delivered once permits expired", func() (bool, string) {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		return tg.count["probe0"] == 1, ""
+	})
+	tg.mu.Lock()
+	waited := tg.first["probe0"].Sub(killed)
+	tg.mu.Unlock()
+	t.Logf("probe ran %s after the holder was killed (permit lease %s, refreshed every %s)", waited, lease, lease/3)
+	// The permits were last refreshed at most lease/3 before the kill.
+	if floor := lease - lease/3 - 200*time.Millisecond; waited < floor {
+		t.Fatalf("probe ran %s after the kill: the dead worker's permits were reused before their lease (>= %s)", waited, floor)
+	}
+}
+
+// TestClusterWideRateLimit: three worker processes share rate 200/s,
+// burst 20: over 10 s the dispatches stay within the limit.
+func TestClusterWideRateLimit(t *testing.T) {
+	c := newCluster(t)
+	tg := newTarget(t)
+	var mu sync.Mutex
+	var at []time.Time
+	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return false
+	})
+	args := append(workerArgs(tg.URL, 30*time.Second, 20),
+		"-set", "queues.default.rate_limit.rate=200", "-set", "queues.default.rate_limit.burst=20")
+	c.start("rl-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("rl-s") })
+	c.enqueueNow(t, "rl", 3000) // more than 10 s of allowance
+	for i := 1; i <= 3; i++ {
+		c.startWorker(fmt.Sprintf("rl-w%d", i), args...)
+	}
+	testenv.WaitFor(t, 30*time.Second, "first dispatch", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(at) > 0, ""
+	})
+	mu.Lock()
+	first := at[0]
+	mu.Unlock()
+	window := 10 * time.Second
+	testenv.WaitFor(t, window+10*time.Second, "10 s of dispatches", func() (bool, string) {
+		return time.Since(first) > window+100*time.Millisecond, ""
+	})
+	mu.Lock()
+	n := 0
+	for _, ts := range at {
+		if ts.Sub(first) < window {
+			n++
+		}
+	}
+	mu.Unlock()
+	limit := 200*10 + 20
+	t.Logf("rate 200/s burst 20 over three workers: %d dispatches in the first %s (limit %d, %.0f/s)", n, window, limit, float64(n)/window.Seconds())
+	if n > limit {
+		t.Fatalf("%d dispatches in %s exceed rate 200/s + burst 20 = %d", n, window, limit)
+	}
+	if n < 200*10/2 {
+		t.Fatalf("only %d dispatches in %s: the limiter starves the workers", n, window)
+	}
+}
