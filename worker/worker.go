@@ -529,7 +529,7 @@ type delivery struct {
 
 	permit      *coord.Permit // cluster-wide concurrency permit, if the queue has one
 	validUntil  atomic.Int64  // local unix nanos until which the lease surely holds
-	extendUntil atomic.Int64 // local unix nanos after which the lease is not extended (0: no limit)
+	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 
 	cancel   context.CancelCauseFunc
