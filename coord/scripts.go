@@ -4,25 +4,17 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/luascript"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func mustRead(name string) string {
-	b, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err) // embedded at build time; cannot fail at run time
-	}
-	return string(b)
-}
+var scripts = luascript.New(luaFS, "lua", "lib.lua")
 
 // newScript returns an embedded script with lib.lua's helpers prepended.
-// Script.Run sends EVALSHA and falls back to EVAL when the server does not
-// have the script cached (after a restart or a failover).
-func newScript(name string) *redis.Script {
-	return redis.NewScript(mustRead("lib.lua") + "\n" + mustRead(name))
-}
+func newScript(name string) *redis.Script { return scripts.WithLib(name) }
 
 var (
 	lockAcquireScript   = newScript("lock_acquire.lua")

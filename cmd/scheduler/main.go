@@ -22,9 +22,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/scheduler"
 )
 
@@ -42,12 +41,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "scheduler: %v\n", err)
 		return 2
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "scheduler",
-		Level:      hclog.LevelFromString(cfg.Log.Level),
-		JSONFormat: cfg.Log.Format == "json",
-		Output:     os.Stderr,
-	})
+	log := connect.Logger(cfg.Log, "scheduler", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 
 	s, err := scheduler.New(cfg, log)

@@ -75,12 +75,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", errNoTarget)
 		return 2
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "worker",
-		Level:      hclog.LevelFromString(cfg.Log.Level),
-		JSONFormat: cfg.Log.Format == "json",
-		Output:     os.Stderr,
-	})
+	log := connect.Logger(cfg.Log, "worker", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 
 	rdb, err := connect.Redis(cfg.Redis)

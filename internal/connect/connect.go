@@ -13,9 +13,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -114,3 +116,14 @@ func tlsConfig(c config.TLSConfig) (*tls.Config, error) {
 }
 
 var errNoCertificates = errors.New("no PEM certificates found")
+
+// Logger returns the binary's root logger as the log section configures
+// it: level, text or JSON, on w.
+func Logger(cfg config.LogConfig, name string, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      hclog.LevelFromString(cfg.Level),
+		JSONFormat: cfg.Format == "json",
+		Output:     w,
+	})
+}

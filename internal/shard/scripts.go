@@ -7,32 +7,27 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/luascript"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-func mustRead(name string) string {
-	b, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err) // embedded at build time; cannot fail at run time
-	}
-	return string(b)
-}
+var scripts = luascript.New(luaFS, "lua", "lib.lua")
 
-// script is one embedded Lua script. Scripts other than enqueue.lua get
-// lib.lua's helpers prepended.
+// script is one embedded Lua script. Scripts other than enqueue.lua and
+// ack.lua get lib.lua's helpers prepended.
 type script struct {
 	name string
 	*redis.Script
 }
 
 func newScript(name string, withLib bool) script {
-	src := mustRead(name)
 	if withLib {
-		src = mustRead("lib.lua") + "\n" + src
+		return script{name: name, Script: scripts.WithLib(name)}
 	}
-	return script{name: name, Script: redis.NewScript(src)}
+	return script{name: name, Script: scripts.Plain(name)}
 }
 
 var (
@@ -50,7 +45,7 @@ var (
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that
 // producers in other languages load.
-func EnqueueScriptSource() string { return mustRead("enqueue.lua") }
+func EnqueueScriptSource() string { return scripts.Source("enqueue.lua") }
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply.
 func isNoScript(err error) bool {
