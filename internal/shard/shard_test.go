@@ -352,3 +352,33 @@ func TestLayout(t *testing.T) {
 		t.Errorf("ShardOf(order-42) = %d", got)
 	}
 }
+
+// TestEnqueueBatchOneShardManyCalls: a batch larger than one script call
+// of a single shard is split and every task gets its own result; the wake
+// channel hears once per call that creates a new earliest task.
+func TestEnqueueBatchOneShardManyCalls(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var as []EnqueueArgs
+	for i := 0; len(as) < 2*enqueueChunk+10; i++ {
+		if id := fmt.Sprintf("one%d", i); s.Layout().ShardOf(id) == 2 {
+			as = append(as, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1})
+		}
+	}
+	as[enqueueChunk+3].Queue = "nope" // a failure in the middle of the second call
+	res := s.EnqueueBatch(ctx, as)
+	for i, r := range res {
+		if i == enqueueChunk+3 {
+			if !errors.Is(r.Err, ErrUnknownQueue) {
+				t.Fatalf("item %d: %v, want ErrUnknownQueue", i, r.Err)
+			}
+			continue
+		}
+		if r.Err != nil || r.Due.IsZero() {
+			t.Fatalf("item %d: %+v", i, r)
+		}
+	}
+	if n := rdb.ZCard(ctx, s.Layout().Delayed(2)).Val(); n != int64(len(as)-1) {
+		t.Fatalf("stored %d, want %d", n, len(as)-1)
+	}
+}

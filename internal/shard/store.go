@@ -120,8 +120,8 @@ type EnqueueResult struct {
 	Err error
 }
 
-func (s *Store) enqueueCall(a EnqueueArgs) scriptCall {
-	sh := s.l.ShardOf(a.ID)
+// enqueueArgs renders one task as the script's six arguments.
+func enqueueArgs(a EnqueueArgs) []any {
 	due := "+" + strconv.FormatInt(a.Delay.Milliseconds(), 10)
 	if !a.Due.IsZero() {
 		due = strconv.FormatInt(a.Due.UnixMilli(), 10)
@@ -133,44 +133,67 @@ func (s *Store) enqueueCall(a EnqueueArgs) scriptCall {
 	if a.Timeout > 0 {
 		timeout = strconv.FormatInt(a.Timeout.Milliseconds(), 10)
 	}
-	return scriptCall{
-		keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh)},
-		args: []any{a.ID, due, a.Queue, retries, timeout, a.Payload, s.l.WakeChannel(sh)},
-	}
+	return []any{a.ID, due, a.Queue, retries, timeout, a.Payload}
 }
+
+// enqueueChunk bounds the tasks of one script call, so that no call keeps
+// Redis busy for long.
+const enqueueChunk = 256
 
 // Enqueue stores one task in its shard.
 func (s *Store) Enqueue(ctx context.Context, a EnqueueArgs) EnqueueResult {
 	return s.EnqueueBatch(ctx, []EnqueueArgs{a})[0]
 }
 
-// EnqueueBatch stores many tasks in one pipelined round trip. Each
-// result reports its own outcome.
+// EnqueueBatch stores many tasks in one pipelined round trip: one script
+// call per shard (per enqueueChunk tasks). Each result reports its own
+// outcome.
 func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueResult {
 	out := make([]EnqueueResult, len(as))
-	calls := make([]scriptCall, len(as))
+	byShard := make(map[int][]int)
 	for i, a := range as {
-		calls[i] = s.enqueueCall(a)
+		sh := s.l.ShardOf(a.ID)
+		byShard[sh] = append(byShard[sh], i)
+	}
+	var calls []scriptCall
+	var members [][]int // task indexes of each call
+	for sh, idx := range byShard {
+		for len(idx) > 0 {
+			n := min(len(idx), enqueueChunk)
+			args := make([]any, 1, 1+6*n)
+			args[0] = s.l.WakeChannel(sh)
+			for _, i := range idx[:n] {
+				args = append(args, enqueueArgs(as[i])...)
+			}
+			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh)}, args: args})
+			members = append(members, idx[:n])
+			idx = idx[n:]
+		}
 	}
 	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
-	for i := range as {
+	for c, idx := range members {
 		if err != nil {
-			out[i].Err = err
+			for _, i := range idx {
+				out[i].Err = err
+			}
 			continue
 		}
-		out[i] = parseEnqueue(as[i], cmds[i])
+		v, cerr := cmds[c].Slice()
+		for k, i := range idx {
+			switch {
+			case cerr != nil:
+				out[i].Err = fmt.Errorf("shard: enqueue %q: %w", as[i].ID, cerr)
+			case len(v) != 3*len(idx):
+				out[i].Err = fmt.Errorf("shard: enqueue %q: unexpected reply of %d values", as[i].ID, len(v))
+			default:
+				out[i] = parseEnqueue(as[i], v[3*k:3*k+3])
+			}
+		}
 	}
 	return out
 }
 
-func parseEnqueue(a EnqueueArgs, cmd *redis.Cmd) EnqueueResult {
-	v, err := cmd.Slice()
-	if err != nil {
-		return EnqueueResult{Err: fmt.Errorf("shard: enqueue %q: %w", a.ID, err)}
-	}
-	if len(v) != 3 {
-		return EnqueueResult{Err: fmt.Errorf("shard: enqueue %q: unexpected reply %v", a.ID, v)}
-	}
+func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 	code, _ := v[0].(int64)
 	due, _ := v[1].(int64)
 	detail, _ := v[2].(string)

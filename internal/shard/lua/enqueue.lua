@@ -1,92 +1,105 @@
--- enqueue.lua: store one task in a shard and schedule it.
+-- enqueue.lua: store tasks of one shard and schedule them.
 --
 -- This script is the enqueue protocol: a producer in any language can call
--- it with EVAL/EVALSHA (or `redis-cli --eval`). It needs nothing else.
+-- it with EVAL/EVALSHA (or `redis-cli --eval`). It needs nothing else. One
+-- call takes any number of tasks of the same shard; each gets its own
+-- result.
 --
 -- KEYS[1] delayed  ZSET  task id -> due time (unix ms)
 -- KEYS[2] tasks    HASH  task id -> encoded task (see docs/protocol.md)
 -- KEYS[3] queues   HASH  queue name -> policy, "max_retries|timeout_ms|max_payload|..."
 --                        (further fields are for retries; see docs/protocol.md)
--- ARGV[1] task id (1..256 bytes, no "|")
--- ARGV[2] due time: absolute unix ms ("1795338744244"), or a delay in ms
---         relative to Redis server time ("+30000")
--- ARGV[3] queue name (must be registered in KEYS[3])
--- ARGV[4] max retries, "" for the queue's default
--- ARGV[5] timeout in ms, "" for the queue's default
--- ARGV[6] payload (opaque bytes)
--- ARGV[7] wake channel of this shard; when the task becomes the shard's
---         earliest, its due time is published there with SPUBLISH
+-- ARGV[1] wake channel of this shard: when a call makes a task the shard's
+--         earliest, that due time is published there with SPUBLISH
+-- then six arguments per task, for task i at ARGV[2+6(i-1)] onwards:
+--   id          task id (1..256 bytes, no "|")
+--   due         absolute unix ms ("1795338744244", at most 13 digits), or a
+--               delay in ms after Redis server time ("+30000", at most 12)
+--   queue       queue name (must be registered in KEYS[3])
+--   max retries "" for the queue's default, else 0..1000
+--   timeout ms  "" for the queue's default, else 1..9999999999
+--   payload     opaque bytes
 --
--- Returns {code, due_ms, detail}:
+-- Returns, per task, three values {code, due_ms, detail}:
 --   { 1, due, ""}            enqueued
 --   { 0, due or -1, state}   duplicate: the id is live; nothing changed
 --   {-1, 0, queue}           unknown queue
 --   {-2, 0, max_payload}     payload larger than the queue allows
 --   {-3, 0, message}         invalid argument
-local id, due_arg, queue = ARGV[1], ARGV[2], ARGV[3]
-
-if id == "" or #id > 256 or string.find(id, "|", 1, true) then
-  return {-3, 0, "invalid task id"}
-end
-
-local policy = redis.call("HGET", KEYS[3], queue)
-if not policy then
-  return {-1, 0, queue}
-end
-local def_retries, def_timeout, max_payload =
-  string.match(policy, "^(%d+)|(%d+)|(%d+)")
-if not max_payload then
-  return {-3, 0, "corrupt queue policy for " .. queue}
-end
-
-local payload = ARGV[6]
-if #payload > tonumber(max_payload) then
-  return {-2, 0, max_payload}
-end
-
--- Numbers are bounded so that they stay exact in Lua and in every reader.
-local retries = ARGV[4]
-if retries == "" then retries = def_retries end
-if not string.match(retries, "^%d%d?%d?%d?$") or tonumber(retries) > 1000 then
-  return {-3, 0, "invalid max retries (0..1000)"}
-end
-local timeout = ARGV[5]
-if timeout == "" then timeout = def_timeout end
-if not string.match(timeout, "^%d+$") or #timeout > 10 or tonumber(timeout) < 1 then
-  return {-3, 0, "invalid timeout (1..9999999999 ms)"}
-end
-
-if redis.call("HEXISTS", KEYS[2], id) == 1 then
-  local score = redis.call("ZSCORE", KEYS[1], id)
-  local state = "ready"
-  if score then state = "scheduled" end
-  return {0, tonumber(score or "-1"), state}
+if (#ARGV - 1) % 6 ~= 0 or #ARGV < 7 then
+  return redis.error_reply("enqueue: want a wake channel and 6 arguments per task")
 end
 
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due
-if string.sub(due_arg, 1, 1) == "+" then
-  local delay = string.match(due_arg, "^%+(%d+)$")
-  if not delay or #delay > 12 then return {-3, 0, "invalid delay (0..999999999999 ms)"} end
-  due = now + tonumber(delay)
-else
-  if not string.match(due_arg, "^%d+$") or #due_arg > 13 then
-    return {-3, 0, "invalid due time (unix ms, at most 13 digits)"}
-  end
-  due = tonumber(due_arg)
-end
-local due_s = string.format("%d", due)
-
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-local wake = (head[2] == nil) or (due < tonumber(head[2]))
+local head_due = tonumber(head[2])
+local earliest = nil -- earliest due time this call stores
+local policies = {}
 
--- Encoded task, version 1:
--- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
-redis.call("HSET", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
-  timeout .. "|" .. due_s .. "|" .. string.format("%d", now) .. "|" .. payload)
-redis.call("ZADD", KEYS[1], due_s, id)
-if wake then
-  redis.call("SPUBLISH", ARGV[7], due_s)
+local function enqueue(id, due_arg, queue, retries, timeout, payload)
+  if id == "" or #id > 256 or string.find(id, "|", 1, true) then
+    return -3, 0, "invalid task id"
+  end
+  local policy = policies[queue]
+  if policy == nil then
+    policy = redis.call("HGET", KEYS[3], queue) or false
+    policies[queue] = policy
+  end
+  if not policy then
+    return -1, 0, queue
+  end
+  local def_retries, def_timeout, max_payload = string.match(policy, "^(%d+)|(%d+)|(%d+)")
+  if not max_payload then
+    return -3, 0, "corrupt queue policy for " .. queue
+  end
+  if #payload > tonumber(max_payload) then
+    return -2, 0, max_payload
+  end
+  -- Numbers are bounded so that they stay exact in Lua and in every reader.
+  if retries == "" then retries = def_retries end
+  if not string.match(retries, "^%d%d?%d?%d?$") or tonumber(retries) > 1000 then
+    return -3, 0, "invalid max retries (0..1000)"
+  end
+  if timeout == "" then timeout = def_timeout end
+  if not string.match(timeout, "^%d+$") or #timeout > 10 or tonumber(timeout) < 1 then
+    return -3, 0, "invalid timeout (1..9999999999 ms)"
+  end
+  if redis.call("HEXISTS", KEYS[2], id) == 1 then
+    local score = redis.call("ZSCORE", KEYS[1], id)
+    local state = "ready"
+    if score then state = "scheduled" end
+    return 0, tonumber(score or "-1"), state
+  end
+  local due
+  if string.sub(due_arg, 1, 1) == "+" then
+    local delay = string.match(due_arg, "^%+(%d+)$")
+    if not delay or #delay > 12 then return -3, 0, "invalid delay (0..999999999999 ms)" end
+    due = now + tonumber(delay)
+  else
+    if not string.match(due_arg, "^%d+$") or #due_arg > 13 then
+      return -3, 0, "invalid due time (unix ms, at most 13 digits)"
+    end
+    due = tonumber(due_arg)
+  end
+  local due_s = string.format("%d", due)
+  -- Encoded task, version 1:
+  -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
+  redis.call("HSET", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
+    timeout .. "|" .. due_s .. "|" .. string.format("%d", now) .. "|" .. payload)
+  redis.call("ZADD", KEYS[1], due_s, id)
+  if earliest == nil or due < earliest then earliest = due end
+  return 1, due, ""
 end
-return {1, due, ""}
+
+local out = {}
+for i = 2, #ARGV, 6 do
+  local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  out[#out + 1] = code
+  out[#out + 1] = due
+  out[#out + 1] = detail
+end
+if earliest ~= nil and (head_due == nil or earliest < head_due) then
+  redis.call("SPUBLISH", ARGV[1], string.format("%d", earliest))
+end
+return out
