@@ -33,6 +33,7 @@ type Worker struct {
 	started bool
 
 	freed chan struct{} // a handler slot was freed (capacity 1)
+	acks  *acker        // batches acknowledgements
 
 	// hooks for tests in this package.
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
@@ -88,8 +89,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: register metrics: %w", err)
 	}
+	store := shard.NewStore(rdb, l)
 	return &Worker{
-		store:  shard.NewStore(rdb, l),
+		store:  store,
+		acks:   newAcker(store),
 		cfg:    cfg,
 		log:    cfg.Logger.Named("worker"),
 		met:    met,
@@ -208,6 +211,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	var handlers sync.WaitGroup
 	run := &runState{w: w, hctx: hctx, wg: &handlers, active: map[*delivery]struct{}{}}
 
+	w.acks.start()
+	defer w.acks.stop() // after the handlers: their acks go out first
 	w.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
 	// Queues under cluster-wide flow control each get their own fetch
 	// loop (it must hold a permit and a token before popping); the others
@@ -749,7 +754,7 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 	var err error
 	switch {
 	case herr == nil:
-		if err = d.w.store.Ack(ctx, d.sd.Shard, id, d.sd.Token); err == nil {
+		if err = d.w.acks.ack(ctx, shard.AckArgs{Shard: d.sd.Shard, ID: id, Token: d.sd.Token}); err == nil {
 			m.acks.WithLabelValues(qn).Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):

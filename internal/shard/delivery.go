@@ -120,14 +120,51 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 // deleted. It returns an error wrapping ErrStaleToken when the delivery is
 // no longer current.
 func (s *Store) Ack(ctx context.Context, sh int, id, token string) error {
-	n, err := ackScript.Run(ctx, s.rdb, []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, id, token).Int64()
-	if err != nil {
-		return fmt.Errorf("shard: ack %q: %w", id, err)
+	return s.AckBatch(ctx, []AckArgs{{Shard: sh, ID: id, Token: token}})[0]
+}
+
+// AckArgs identify one delivery to acknowledge.
+type AckArgs struct {
+	Shard     int
+	ID, Token string
+}
+
+// AckBatch acknowledges many deliveries in one pipelined round trip, one
+// script call per shard. Each error is nil, wraps ErrStaleToken, or is the
+// Redis error of its call.
+func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
+	out := make([]error, len(acks))
+	byShard := map[int][]int{}
+	for i, a := range acks {
+		byShard[a.Shard] = append(byShard[a.Shard], i)
 	}
-	if n == 0 {
-		return fmt.Errorf("%w: ack %q", ErrStaleToken, id)
+	var calls []scriptCall
+	var members [][]int
+	for sh, idx := range byShard {
+		args := make([]any, 0, 2*len(idx))
+		for _, i := range idx {
+			args = append(args, acks[i].ID, acks[i].Token)
+		}
+		calls = append(calls, scriptCall{keys: []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, args: args})
+		members = append(members, idx)
 	}
-	return nil
+	cmds, err := ackScript.runPipelined(ctx, s.rdb, calls)
+	for c, idx := range members {
+		var v []int64
+		cerr := err
+		if cerr == nil {
+			v, cerr = cmds[c].Int64Slice()
+		}
+		for k, i := range idx {
+			switch {
+			case cerr != nil:
+				out[i] = fmt.Errorf("shard: ack %q: %w", acks[i].ID, cerr)
+			case k >= len(v) || v[k] == 0:
+				out[i] = fmt.Errorf("%w: ack %q", ErrStaleToken, acks[i].ID)
+			}
+		}
+	}
+	return out
 }
 
 // Extend moves a delivery's lease deadline (shard sh) to lease after

@@ -313,3 +313,29 @@ func TestParseReady(t *testing.T) {
 		}
 	}
 }
+
+func TestAckBatchAcrossShards(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var acks []AckArgs
+	for sh := 0; sh < 4; sh++ {
+		readyTask(t, s, sh, fmt.Sprintf("b%d-", sh), "default", -1)
+	}
+	for i := 0; i < 4; i++ {
+		d := popClaim(t, s, []string{"default"}, 0)
+		acks = append(acks, AckArgs{Shard: d.Shard, ID: d.Task.ID, Token: d.Token})
+	}
+	acks = append(acks, AckArgs{Shard: acks[0].Shard, ID: acks[0].ID, Token: "stale"})
+	errs := s.AckBatch(ctx, acks)
+	for i := 0; i < 4; i++ {
+		if errs[i] != nil {
+			t.Fatalf("ack %d: %v", i, errs[i])
+		}
+		if _, err := s.Lookup(ctx, acks[i].ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("acked task %s still stored", acks[i].ID)
+		}
+	}
+	if !errors.Is(errs[4], ErrStaleToken) {
+		t.Fatalf("stale ack in a batch: %v", errs[4])
+	}
+}
