@@ -103,3 +103,13 @@ local function ready_entry(e)
   local seq, id = string.match(e or "", "^(%d+)|(.+)$")
   return tonumber(seq), id
 end
+
+-- bulk runs cmd on key with args in chunks of at most 1000 arguments
+-- (an even number, so ZADD score/member pairs stay together), keeping
+-- within Lua's unpack limit however large the batch.
+local function bulk(cmd, key, args)
+  local n = #args
+  for i = 1, n, 1000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))
+  end
+end

@@ -32,24 +32,52 @@ local due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE",
 
 local out = {1, 0, -1, now, 0}
 local moved, buried = 0, 0
-local queues = {}
-for i = 1, #due, 2 do
-  local id, score = due[i], tonumber(due[i + 1])
-  redis.call("ZREM", KEYS[1], id)
-  local task, why = decode(redis.call("HGET", KEYS[2], id))
-  if task then
-    make_ready(KEYS[7], ARGV[4] .. task.queue, ARGV[3] .. task.queue, id)
-    queues[task.queue] = true
-    moved = moved + 1
-    out[#out + 1] = now - score
-  else
-    bury(KEYS[4], KEYS[5], id, now, why, "")
-    buried = buried + 1
+if #due > 0 then
+  -- One command per kind for the whole batch: ZREM, HMGET, INCRBY, and per
+  -- queue one RPUSH and one ZADD.
+  local ids = {}
+  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+  bulk("ZREM", KEYS[1], ids)
+  local blobs = {}
+  for i = 1, #ids, 1000 do
+    local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
+    for _, b in ipairs(part) do blobs[#blobs + 1] = b end
   end
-end
-
-for q in pairs(queues) do
-  redis.call("SADD", KEYS[8], q)
+  local tasks, ok = {}, 0
+  for i, id in ipairs(ids) do
+    local task, why = decode(blobs[i] or nil)
+    if task then
+      tasks[i] = task
+      ok = ok + 1
+    else
+      bury(KEYS[4], KEYS[5], id, now, why, "")
+      buried = buried + 1
+    end
+  end
+  if ok > 0 then
+    -- Sequence numbers base+1 .. base+ok, in due order (see make_ready).
+    local seq = redis.call("INCRBY", KEYS[7], ok) - ok
+    local entries, pending = {}, {}
+    for i, id in ipairs(ids) do
+      local task = tasks[i]
+      if task then
+        seq = seq + 1
+        local q, s = task.queue, string.format("%d", seq)
+        if not entries[q] then entries[q], pending[q] = {}, {} end
+        local e, p = entries[q], pending[q]
+        e[#e + 1] = s .. "|" .. id
+        p[#p + 1] = s
+        p[#p + 1] = id
+        moved = moved + 1
+        out[#out + 1] = now - tonumber(due[2 * i])
+      end
+    end
+    for q, e in pairs(entries) do
+      bulk("ZADD", ARGV[4] .. q, pending[q])
+      bulk("RPUSH", ARGV[3] .. q, e)
+      redis.call("SADD", KEYS[8], q)
+    end
+  end
 end
 
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
