@@ -124,7 +124,9 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 			}
 			wait = m.cfg.SafetyRecheck
 			if res.NextDue >= 0 {
-				wait = min(wait, time.Duration(res.NextDue-res.Now)*time.Millisecond)
+				// Microseconds: a sleep in whole ms of the truncated
+				// clock would wake up to 1 ms late.
+				wait = min(wait, time.Duration(res.NextDue*1000-res.NowMicros)*time.Microsecond)
 			}
 			if wait <= 0 {
 				continue

@@ -281,11 +281,13 @@ func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 
 // MoveResult is the outcome of one mover call.
 type MoveResult struct {
-	Moved   int     // tasks pushed to ready lists
-	Buried  int     // undecodable or data-less members sent to the DLQ
-	NextDue int64   // due ms of the earliest remaining task, -1 if none
-	Now     int64   // Redis server time of the call, unix ms
-	Late    []int64 // now - due of every moved task, ms
+	Moved   int   // tasks pushed to ready lists
+	Buried  int   // undecodable or data-less members sent to the DLQ
+	NextDue int64 // due ms of the earliest remaining task, -1 if none
+	Now     int64 // Redis server time of the call, unix ms
+	// NowMicros is the same time in microseconds.
+	NowMicros int64
+	Late      []int64 // now - due of every moved task, ms
 }
 
 // Move moves at most limit due tasks of shard sh into their ready lists,
@@ -304,7 +306,7 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 	if len(v) < 5 {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: unexpected reply %v", sh, v)
 	}
-	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3], Buried: int(v[4]), Late: v[5:]}, nil
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Late: v[5:]}, nil
 }
 
 // StaleEpochRejections returns how many fenced calls shard sh rejected.

@@ -14,10 +14,11 @@
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
 -- ARGV[4] pending key prefix of this shard; the queue name is appended
 --
--- Returns {1, moved, next_due, now, buried, lateness_1, ..., lateness_n}
+-- Returns {1, moved, next_due, now_us, buried, lateness_1, ..., lateness_n}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
 --   next_due  due ms of the earliest remaining task, -1 if none
---   now       Redis server time used, unix ms
+--   now       Redis server time used, unix MICROseconds (so that the owner
+--             can time its sleep to the next due millisecond exactly)
 --   buried    tasks moved to the dead-letter set (no or undecodable data)
 --   lateness_i  now - due of each moved task, ms
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch.
@@ -26,11 +27,13 @@ if not ok then
   return {-1, stored}
 end
 
-local now = now_ms()
+local t = redis.call("TIME")
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
 local due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE",
   "LIMIT", 0, tonumber(ARGV[2]), "WITHSCORES")
 
-local out = {1, 0, -1, now, 0}
+local out = {1, 0, -1, now_us, 0}
 local moved, buried = 0, 0
 if #due > 0 then
   -- One command per kind for the whole batch: ZREM, HMGET, INCRBY, and per
