@@ -38,7 +38,7 @@ func TestOwnershipFailover(t *testing.T) {
 	killed := c.shardsOf("r-a")
 	start := time.Now()
 	a.Kill()
-	testenv.WaitFor(t, 3*(ttl+time.Second), "SIGKILLed replica's shards taken over", func() (bool, string) {
+	testenv.WaitFor(t, 10*(ttl+time.Second), "SIGKILLed replica's shards taken over", func() (bool, string) {
 		return c.takenOver("r-a", killed)
 	})
 	killTakeover := time.Since(start)
@@ -58,7 +58,7 @@ func TestOwnershipFailover(t *testing.T) {
 	if err := d.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 3*(ttl+time.Second), "SIGTERMed replica's shards taken over", func() (bool, string) {
+	testenv.WaitFor(t, 10*(ttl+time.Second), "SIGTERMed replica's shards taken over", func() (bool, string) {
 		return c.takenOver("r-c", termed)
 	})
 	termTakeover := time.Since(start)

@@ -231,6 +231,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.fetchLoop(ctx, plain, run)
 	}
 	loops.Wait()
+	run.claims.Wait() // every popped id is now running, settled or left for recovery
 
 	// Shutdown: no more fetching. Give running handlers the grace period.
 	w.log.Info("shutting down; waiting for running handlers", "grace", w.cfg.ShutdownGrace, "running", run.count())
@@ -259,9 +260,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // runState tracks one Run's deliveries.
 type runState struct {
-	w    *Worker
-	hctx context.Context
-	wg   *sync.WaitGroup
+	w      *Worker
+	hctx   context.Context
+	wg     *sync.WaitGroup // handlers
+	claims sync.WaitGroup  // claims in flight
 
 	mu     sync.Mutex
 	active map[*delivery]struct{}
@@ -350,7 +352,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if w.afterPop != nil && !w.afterPop(ids) {
 			continue // test hook: the worker "crashed" between pop and lease
 		}
-		w.claim(ctx, key, ids, nil, run)
+		w.claimAsync(ctx, key, ids, nil, run)
 	}
 }
 
@@ -427,7 +429,7 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 			w.releasePermit(q, permit)
 			continue
 		}
-		w.claim(ctx, key, ids, permit, run)
+		w.claimAsync(ctx, key, ids, permit, run)
 	}
 }
 
@@ -449,45 +451,45 @@ func (w *Worker) releasePermit(q *queue, p *coord.Permit) {
 // shutting down it gives them straight back. permit, if not nil, is the
 // concurrency permit acquired for the (single) popped id; it follows the
 // delivery's lease and is released with it.
-func (w *Worker) claim(ctx context.Context, key string, ids []string, permit *coord.Permit, run *runState) {
-	sh, qname, ok := w.store.Layout().ParseReady(key)
-	w.mu.Lock()
-	q := w.queues[qname]
-	w.mu.Unlock()
-	if !ok || q == nil {
-		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(ids))
-		return
-	}
+func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, permit *coord.Permit, run *runState) {
+	// The caller reserved one slot per popped id; each id that does not
+	// become a running handler gives its slot back.
+	unreserve := len(ids)
+	defer func() {
+		if unreserve > 0 {
+			q.running.Add(int64(-unreserve))
+			w.slotFreed(q)
+		}
+	}()
 	if permit != nil {
 		defer func() { w.releasePermit(q, permit) }() // unless a delivery took it
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	sent := time.Now() // Redis starts each lease no earlier than this
-	ds, err := w.store.Claim(cctx, sh, qname, ids, q.opts.Lease)
+	ds, err := w.store.Claim(cctx, sh, q.name, ids, q.opts.Lease)
 	cancel()
 	if err != nil {
 		w.met.fetchErrs.Inc()
-		w.log.Warn("claim failed; recovery will make the ids ready again", "error", err, "shard", sh, "queue", qname, "ids", len(ids))
+		w.log.Warn("claim failed; recovery will make the ids ready again", "error", err, "shard", sh, "queue", q.name, "ids", len(ids))
 		return
 	}
 	for _, sd := range ds {
 		d := newDelivery(w, q, sd, sent)
+		unreserve-- // the delivery's finish frees this slot
 		if permit != nil {
 			d.permit, permit = permit, nil
 			d.refreshPermit()
 		}
 		if sd.DecodeErr != nil {
 			// Data this binary cannot read: never run it, dead-letter it.
-			q.running.Add(1) // finish decrements
 			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
 			continue
 		}
 		if ctx.Err() != nil {
 			// Popped while shutting down: give it back at once.
-			d.release()
+			_ = d.finish(context.Background(), ErrShuttingDown)
 			continue
 		}
-		q.running.Add(1)
 		run.mu.Lock()
 		run.active[d] = struct{}{}
 		run.mu.Unlock()
@@ -500,6 +502,29 @@ func (w *Worker) claim(ctx context.Context, key string, ids []string, permit *co
 			run.mu.Unlock()
 		}()
 	}
+}
+
+// claimAsync reserves a slot per popped id and claims them in the
+// background, so the fetch loop can pop again while the claim is in
+// flight. Run waits for run.claims before it waits for the handlers.
+func (w *Worker) claimAsync(ctx context.Context, key string, ids []string, permit *coord.Permit, run *runState) {
+	sh, qname, ok := w.store.Layout().ParseReady(key)
+	w.mu.Lock()
+	q := w.queues[qname]
+	w.mu.Unlock()
+	if !ok || q == nil {
+		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(ids))
+		if permit != nil && q != nil {
+			w.releasePermit(q, permit)
+		}
+		return
+	}
+	q.running.Add(int64(len(ids)))
+	run.claims.Add(1)
+	go func() {
+		defer run.claims.Done()
+		w.claim(ctx, q, sh, ids, permit, run)
+	}()
 }
 
 // slotFreed wakes the fetch loops waiting for a free slot.
@@ -789,10 +814,4 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 		return ErrStaleToken
 	}
 	return err
-}
-
-// release gives an unstarted delivery back.
-func (d *delivery) release() {
-	d.q.running.Add(1) // finish decrements
-	_ = d.finish(context.Background(), ErrShuttingDown)
 }
