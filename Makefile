@@ -23,3 +23,7 @@ demo: deps ## run a local Hourglass (real Redis + etcd, two schedulers); DURATIO
 
 clean: ## remove built binaries
 	rm -rf bin/
+
+.PHONY: bench
+bench: ## benchmarks vs asynq (own Redis/etcd; ~7 min); writes bench/results/latest.{json,md}; BENCH_ARGS="-quick" or "-scenarios burst,steady"
+	cd bench && $(GO) run . $(BENCH_ARGS)

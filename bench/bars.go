@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// bars states each performance bar of BRIEF §5 as met or not.
+func bars(r *report, ttl time.Duration) []bar {
+	var out []bar
+	add := func(name, target, value string, met, known bool) {
+		out = append(out, bar{Name: name, Target: target, Value: value, Met: met, Known: known})
+	}
+	if s := r.find("steady"); s != nil {
+		p50, ok1 := s.get("hourglass", "p50")
+		p99, ok2 := s.get("hourglass", "p99")
+		add("Lateness p50 at 2,000/s", "≤ 2 ms", fmt.Sprintf("%.1f ms", p50), ok1 && p50 <= 2, ok1)
+		add("Lateness p99 at 2,000/s", "≤ 10 ms", fmt.Sprintf("%.1f ms", p99), ok2 && p99 <= 10, ok2)
+	}
+	if s := r.find("burst"); s != nil {
+		v, ok := s.get("hourglass", "drain")
+		add("Burst drain", "≥ 50,000 tasks/s", fmt.Sprintf("%.0f tasks/s", v), ok && v >= 50000, ok)
+	}
+	if s := r.find("enqueue"); s != nil {
+		v, ok := s.get("hourglass", "g1")
+		v8, _ := s.get("hourglass", "g8")
+		add("Enqueue, batched, one client", "≥ 100,000 tasks/s", fmt.Sprintf("%.0f tasks/s (8 goroutines: %.0f)", v, v8), ok && v >= 100000, ok)
+	}
+	if s := r.find("idle"); s != nil {
+		v, ok := s.get("hourglass", "cps")
+		add("Idle, 16 shards, 1M future tasks", "≤ 20 Redis commands/s", fmt.Sprintf("%.1f commands/s", v), ok && v <= 20, ok)
+		m, okm := s.get("hourglass", "mem")
+		add("Memory per task beyond payload", "≤ 200 bytes", fmt.Sprintf("%.0f bytes", m), okm && m <= 200, okm)
+	}
+	if s := r.find("failover"); s != nil {
+		k, ok := s.get("hourglass SIGKILL", "takeover")
+		lim := float64((ttl + time.Second).Milliseconds())
+		add("Failover after SIGKILL", fmt.Sprintf("≤ TTL + 1 s = %.0f ms", lim), fmt.Sprintf("%.0f ms", k), ok && k <= lim, ok)
+		t, ok := s.get("hourglass SIGTERM", "takeover")
+		add("Failover after SIGTERM", "≤ 200 ms", fmt.Sprintf("%.0f ms", t), ok && t <= 200, ok)
+	}
+	// Ahead of asynq on every scenario: compare each headline figure
+	// against every asynq configuration measured.
+	type cmp struct {
+		scen, key, what string
+		higher          bool
+	}
+	var lost []string
+	checked := 0
+	for _, c := range []cmp{
+		{"burst", "drain", "burst drain/s", true},
+		{"burst", "p99", "burst lateness p99", false},
+		{"steady", "absp99", "steady |lateness| p99", false},
+		{"steady", "p50", "steady lateness p50", false},
+		{"steady", "rcpu_per_1k", "steady Redis CPU µs/task", false},
+		{"enqueue", "g1", "enqueue/s 1 goroutine", true},
+		{"enqueue", "g8", "enqueue/s 8 goroutines", true},
+		{"idle", "cps", "idle commands/s", false},
+		{"idle", "mem", "memory/task", false},
+		{"cost", "tput", "end-to-end tasks/s", true},
+		{"cost", "cmds", "Redis commands/task", false},
+		{"cost", "rcpu_per_1k", "Redis CPU µs/task end to end", false},
+	} {
+		s := r.find(c.scen)
+		if s == nil {
+			continue
+		}
+		hv, ok := s.get("hourglass", c.key)
+		if !ok {
+			continue
+		}
+		for _, a := range []string{"asynq", "asynq-tuned"} {
+			av, ok := s.get(a, c.key)
+			if !ok {
+				continue
+			}
+			checked++
+			ahead := hv > av
+			if !c.higher {
+				ahead = hv < av
+				if c.key == "p50" { // asynq may start tasks early: compare magnitudes
+					ahead = abs(hv) < abs(av)
+				}
+			}
+			if !ahead {
+				lost = append(lost, fmt.Sprintf("%s: %.1f vs %s %.1f", c.what, hv, a, av))
+			}
+		}
+	}
+	if checked > 0 {
+		v := fmt.Sprintf("ahead on %d of %d comparisons", checked-len(lost), checked)
+		if len(lost) > 0 {
+			v += "; behind on " + strings.Join(lost, "; ")
+		}
+		add("Ahead of asynq on every scenario", "every comparison", v, len(lost) == 0, true)
+	}
+	return out
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/localrun"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+const (
+	nShards   = 16
+	hgQueue   = "default"
+	namespace = "hourglass"
+)
+
+// env is everything the benchmark started: one Redis and etcd for
+// Hourglass with its scheduler processes, and a second Redis (same
+// binary, same flags) for asynq, so neither system sees the other's keys
+// or load. stop tears all of it down.
+type env struct {
+	dir    string
+	root   string // the Hourglass repository
+	hgRed  *localrun.Redis
+	aqRed  *localrun.Redis
+	etcd   *localrun.Etcd
+	scheds []*sched
+
+	hgAdmin, aqAdmin *redis.Client // measurement only; their commands are subtracted
+	hgAdminN         *cmdCounter
+	aqAdminN         *cmdCounter
+	layout           shard.Layout
+	ttl              time.Duration
+}
+
+// sched is one scheduler process and its HTTP address.
+type sched struct {
+	*localrun.Proc
+	id   string
+	http string
+}
+
+func repoRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(b))
+	if !strings.HasSuffix(mod, filepath.Join("bench", "go.mod")) {
+		return "", errors.New("run the benchmark from the bench/ directory (make bench)")
+	}
+	return filepath.Dir(filepath.Dir(mod)), nil
+}
+
+func startEnv(ctx context.Context, logf func(string, ...any)) (*env, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "hourglass-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, root: root, ttl: 5 * time.Second}
+	e.layout, _ = shard.NewLayout(namespace, nShards)
+	ok := false
+	defer func() {
+		if !ok {
+			e.stop()
+		}
+	}()
+	logf("building cmd/scheduler and cmd/worker into %s", dir)
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/scheduler", "./cmd/worker")
+	build.Dir = root
+	if b, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build binaries: %w\n%s", err, b)
+	}
+	// localrun passes --save "" --appendonly no: no persistence.
+	if e.hgRed, err = localrun.StartRedis(dir); err != nil {
+		return nil, err
+	}
+	if e.aqRed, err = localrun.StartRedis(dir); err != nil {
+		return nil, err
+	}
+	if e.etcd, err = localrun.StartEtcd(dir); err != nil {
+		return nil, err
+	}
+	e.hgAdminN, e.aqAdminN = newCmdCounter(), newCmdCounter()
+	e.hgAdmin = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
+	e.hgAdmin.AddHook(e.hgAdminN)
+	e.aqAdmin = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
+	e.aqAdmin.AddHook(e.aqAdminN)
+	for i := 1; i <= 2; i++ {
+		if _, err := e.startSched(fmt.Sprintf("scheduler-%d", i)); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.waitSettled(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+func (e *env) startSched(id string) (*sched, error) {
+	port, err := localrun.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &sched{id: id, http: fmt.Sprintf("127.0.0.1:%d", port)}
+	args := []string{
+		"-set", "redis.addr=" + e.hgRed.Addr,
+		"-set", "etcd.endpoints=" + e.etcd.Endpoint,
+		"-set", fmt.Sprintf("shards=%d", nShards),
+		"-set", "namespace=" + namespace,
+		"-set", "scheduler.replica_id=" + id,
+		"-set", "scheduler.lease_ttl=" + e.ttl.String(),
+		"-set", "http.addr=" + s.http,
+	}
+	s.Proc, err = localrun.Start(id, filepath.Join(e.dir, "scheduler"), args, nil, filepath.Join(e.dir, id+".log"))
+	if err != nil {
+		return nil, err
+	}
+	e.scheds = append(e.scheds, s)
+	return s, nil
+}
+
+// status is a scheduler's GET /v1/status.
+type status struct {
+	Replica string
+	Ready   bool
+	Shards  []struct {
+		Shard int
+		Epoch int64
+	}
+}
+
+func (s *sched) status() (status, error) {
+	var st status
+	hc := http.Client{Timeout: time.Second}
+	resp, err := hc.Get("http://" + s.http + "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// owners maps each shard to the running scheduler that owns it and the
+// epoch it reports.
+func (e *env) owners() (map[int]*sched, map[int]int64) {
+	own, ep := map[int]*sched{}, map[int]int64{}
+	for _, s := range e.scheds {
+		if !s.Running() {
+			continue
+		}
+		st, err := s.status()
+		if err != nil {
+			continue
+		}
+		for _, sh := range st.Shards {
+			own[sh.Shard], ep[sh.Shard] = s, sh.Epoch
+		}
+	}
+	return own, ep
+}
+
+// waitSettled waits until every shard is owned by a running scheduler,
+// ownership is balanced, and each owner's mover has stored its epoch in
+// Redis.
+func (e *env) waitSettled(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	running := 0
+	for _, s := range e.scheds {
+		if s.Running() {
+			running++
+		}
+	}
+	var why string
+	for time.Now().Before(deadline) {
+		own, ep := e.owners()
+		why = fmt.Sprintf("%d of %d shards owned", len(own), nShards)
+		if len(own) == nShards {
+			count := map[*sched]int{}
+			good := true
+			for sh, s := range own {
+				count[s]++
+				if got, _ := e.storedEpoch(ctx, sh); got != ep[sh] {
+					good, why = false, fmt.Sprintf("shard %d mover not run yet", sh)
+				}
+			}
+			lo, hi := nShards/running, (nShards+running-1)/running
+			for _, c := range count {
+				if c < lo || c > hi {
+					good, why = false, "unbalanced"
+				}
+			}
+			if good && len(count) == running {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("schedulers not settled after %s: %s", timeout, why)
+}
+
+func (e *env) storedEpoch(ctx context.Context, sh int) (int64, error) {
+	n, err := e.hgAdmin.Get(ctx, e.layout.Epoch(sh)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// clearHG deletes every scheduled/ready/leased task of Hourglass but keeps
+// queue registrations and epochs, so the running schedulers carry on.
+func (e *env) clearHG(ctx context.Context) error {
+	var keys []string
+	for sh := 0; sh < nShards; sh++ {
+		keys = append(keys, e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
+			e.layout.Pending(sh, hgQueue), e.layout.Inflight(sh), e.layout.Leases(sh), e.layout.Errors(sh),
+			e.layout.Dead(sh), e.layout.DeadInfo(sh))
+	}
+	return e.hgAdmin.Del(ctx, keys...).Err()
+}
+
+func (e *env) stop() {
+	for _, s := range e.scheds {
+		s.Stop(10 * time.Second)
+	}
+	if e.hgAdmin != nil {
+		e.hgAdmin.Close()
+	}
+	if e.aqAdmin != nil {
+		e.aqAdmin.Close()
+	}
+	if e.etcd != nil {
+		e.etcd.Stop(5 * time.Second)
+	}
+	if e.hgRed != nil {
+		e.hgRed.Stop(5 * time.Second)
+	}
+	if e.aqRed != nil {
+		e.aqRed.Stop(5 * time.Second)
+	}
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+}

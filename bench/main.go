@@ -1,0 +1,221 @@
+// Command bench measures Hourglass's performance bars (BRIEF §5) side by
+// side with hibiken/asynq on the same machine and Redis build. It starts
+// its own redis-server (two: one per system) and etcd on loopback in a
+// temporary directory, builds and runs the scheduler binary, and removes
+// everything when it ends. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover"}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	scen := flag.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ",")+", or all")
+	quick := flag.Bool("quick", false, "short smoke run (smaller sizes and windows)")
+	out := flag.String("out", "results", "directory for latest.json and latest.md (quick runs write quick.json/.md)")
+	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the bench process (producers, in-process workers, asynq) to this file")
+	noAsynq := flag.Bool("no-asynq", false, "skip asynq")
+	flag.Parse()
+
+	want := map[string]bool{}
+	if *scen == "all" {
+		for _, s := range allScenarios {
+			want[s] = true
+		}
+	} else {
+		for _, s := range strings.Split(*scen, ",") {
+			s = strings.TrimSpace(s)
+			ok := false
+			for _, a := range allScenarios {
+				ok = ok || a == s
+			}
+			if !ok {
+				fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (have %s)\n", s, strings.Join(allScenarios, ","))
+				return 2
+			}
+			want[s] = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	logf := func(f string, a ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(f, a...))
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+
+	e, err := startEnv(ctx, logf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer func() {
+		logf("stopping schedulers, etcd and Redis")
+		e.stop()
+	}()
+	o := sizesFor(*quick)
+	rep := &report{Meta: meta{
+		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(e.root), Go: runtime.Version(),
+		Redis: redisVersion(ctx, e.hgAdmin), Etcd: etcdVersion(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
+		Quick: *quick, Asynq: asynqVersion(),
+	}}
+	for _, s := range allScenarios {
+		if want[s] {
+			rep.Meta.Scenarios = append(rep.Meta.Scenarios, s)
+		}
+	}
+	logf("Redis %s and etcd on loopback, 2 schedulers, %d shards; scenarios %s", rep.Meta.Redis, nShards, strings.Join(rep.Meta.Scenarios, ","))
+
+	hg, err := newHG(e)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer hg.close()
+	if err := hg.warmUp(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: warm-up:", err)
+		return 1
+	}
+	systems := []system{hg}
+	var aqs []system
+	if !*noAsynq {
+		def, tuned := asynqConfigs()
+		a1, a2 := newAQ(e, "asynq", def), newAQ(e, "asynq-tuned", tuned)
+		defer a1.close()
+		defer a2.close()
+		aqs = []system{a1, a2}
+		systems = append(systems, aqs...)
+	}
+	step := func(name string, f func()) {
+		if !want[name] || ctx.Err() != nil {
+			return
+		}
+		logf("--- %s", name)
+		before, n := loadAvg(), len(rep.Scenarios)
+		f()
+		for _, s := range rep.Scenarios[n:] {
+			s.Notes = append(s.Notes, fmt.Sprintf("machine load average (1/5/15 min) before: %s, after: %s — the machine has %d CPUs; other work on it skews the figures", before, loadAvg(), runtime.NumCPU()))
+		}
+	}
+	step("burst", func() { rep.Scenarios = append(rep.Scenarios, runBurst(ctx, o, systems, logf)) })
+	step("steady", func() { rep.Scenarios = append(rep.Scenarios, runSteady(ctx, o, systems, logf)) })
+	step("enqueue", func() { rep.Scenarios = append(rep.Scenarios, runEnqueue(ctx, o, systems, logf)) })
+	step("idle", func() { rep.Scenarios = append(rep.Scenarios, runIdle(ctx, o, hg, aqs, logf)) })
+	step("cost", func() {
+		st, sat := runCost(ctx, o, hg, systems, logf)
+		rep.Scenarios = append(rep.Scenarios, st, sat)
+	})
+	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "bench: interrupted; no results written")
+		return 1
+	}
+	rep.Meta.Seconds = time.Since(start).Seconds()
+	rep.Bars = bars(rep, e.ttl)
+	rep.text(os.Stdout)
+	base := "latest"
+	if *quick {
+		base = "quick"
+	}
+	if err := rep.write(*out, base); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	abs, _ := filepath.Abs(*out)
+	logf("wrote %s/%s.json and %s.md", abs, base, base)
+	return 0
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func gitCommit(root string) string {
+	cmd := exec.Command("git", "rev-parse", "--short", "HEAD")
+	cmd.Dir = root
+	b, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(b))
+	st := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench", ":!Makefile")
+	st.Dir = root
+	if b, err := st.Output(); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		c += "+dirty"
+	}
+	return c
+}
+
+func etcdVersion() string {
+	b, err := exec.Command("etcd", "--version").Output()
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "etcd Version: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func asynqVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/hibiken/asynq" {
+				return d.Version
+			}
+		}
+	}
+	return "?"
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "model name") {
+			if _, v, ok := strings.Cut(l, ":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "?"
+}

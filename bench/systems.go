@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/worker"
+)
+
+// concurrency is the handler concurrency of every consumer: the in-process
+// Hourglass worker and the asynq server.
+const concurrency = 200
+
+// btask is one task a scenario enqueues: its index in the scenario's
+// recorder, due time and payload size.
+type btask struct {
+	idx     int
+	due     time.Time
+	payload int
+}
+
+// system is a scheduler under test: Hourglass, or asynq with a config.
+type system interface {
+	name() string
+	// setPrefix names the task ids of the next scenario.
+	setPrefix(p string)
+	// enqueue sends tasks from the calling goroutine: Hourglass in one
+	// pipelined batch, asynq one EnqueueContext call after the other. It
+	// returns how many were enqueued and the first error.
+	enqueue(ctx context.Context, ts []btask) (int, error)
+	// startConsumer runs no-op handlers that record into rec.
+	startConsumer(ctx context.Context, rec *recorder) (stop func(), err error)
+	snap(ctx context.Context) (rstats, error)
+	clear(ctx context.Context) error
+	// consumerLateness returns the consumer's own lateness metric
+	// (p50, p99 seconds) if it has one.
+	consumerLateness() (p50, p99 float64, ok bool)
+}
+
+var (
+	payloadMu    sync.Mutex
+	payloadCache = map[int][]byte{}
+)
+
+// payloadOf returns n bytes starting with head. Payloads without a head
+// are shared (read-only) so that building them costs the producers
+// nothing.
+func payloadOf(n int, head string) []byte {
+	if head == "" {
+		payloadMu.Lock()
+		defer payloadMu.Unlock()
+		if b, ok := payloadCache[n]; ok {
+			return b
+		}
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'x'
+		}
+		payloadCache[n] = b
+		return b
+	}
+	b := make([]byte, max(n, len(head)))
+	copy(b, head)
+	for i := len(head); i < len(b); i++ {
+		b[i] = 'x'
+	}
+	return b
+}
+
+// ---- Hourglass ----
+
+type hgSystem struct {
+	e        *env
+	prefix   string
+	prodRdb  *redis.Client
+	prodN    *cmdCounter
+	cli      *client.Client
+	workN    *cmdCounter
+	lastReg  *prometheus.Registry
+	lastLate promread.Histogram
+}
+
+func newHG(e *env) (*hgSystem, error) {
+	h := &hgSystem{e: e, prodN: newCmdCounter(), workN: newCmdCounter()}
+	h.prodRdb = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
+	h.prodRdb.AddHook(h.prodN)
+	var err error
+	h.cli, err = client.New(h.prodRdb, client.Config{Namespace: namespace, Shards: nShards})
+	return h, err
+}
+
+func (h *hgSystem) name() string       { return "hourglass" }
+func (h *hgSystem) setPrefix(p string) { h.prefix = p }
+func (h *hgSystem) id(i int) string    { return h.prefix + "-" + strconv.Itoa(i) }
+
+func (h *hgSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
+	batch := make([]client.Task, len(ts))
+	for i, t := range ts {
+		batch[i] = client.Task{ID: h.id(t.idx), Queue: hgQueue, Payload: payloadOf(t.payload, ""), At: t.due}
+	}
+	res, err := h.cli.EnqueueBatch(ctx, batch)
+	ok := 0
+	for _, r := range res {
+		if r.Err == nil {
+			ok++
+		}
+	}
+	return ok, err
+}
+
+// warmUp loads the enqueue script into Redis's script cache. On a cold
+// cache, concurrent pipelined batches hit NOSCRIPT and the client re-runs
+// the whole batch, so tasks that did go in are reported as duplicates.
+func (h *hgSystem) warmUp(ctx context.Context) error {
+	h.setPrefix(uniq("warmup"))
+	if _, err := h.enqueue(ctx, []btask{{idx: 0, due: time.Now().Add(time.Hour), payload: 1}}); err != nil {
+		return err
+	}
+	return h.clear(ctx)
+}
+
+func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), error) {
+	rdb := redis.NewClient(&redis.Options{Addr: h.e.hgRed.Addr})
+	rdb.AddHook(h.workN)
+	reg := prometheus.NewRegistry()
+	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: nShards, Registerer: reg, ShutdownGrace: 5 * time.Second})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	err = w.Handle(hgQueue, func(_ context.Context, t *worker.Task) error {
+		i, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
+		rec.record(i, t.Due.UnixNano())
+		return nil
+	}, worker.QueueOptions{Concurrency: concurrency})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	h.lastReg = reg
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.Run(wctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		rdb.Close()
+	}, nil
+}
+
+// acks returns the current worker's acknowledged count.
+func (h *hgSystem) acks() float64 {
+	if h.lastReg == nil {
+		return 0
+	}
+	fams, err := h.lastReg.Gather()
+	if err != nil {
+		return 0
+	}
+	return promread.Counter(famMap(fams), "hourglass_worker_acks_total")
+}
+
+func (h *hgSystem) consumerLateness() (float64, float64, bool) {
+	if h.lastReg == nil {
+		return 0, 0, false
+	}
+	fams, err := h.lastReg.Gather()
+	if err != nil {
+		return 0, 0, false
+	}
+	var hist promread.Histogram
+	hist.Add(famMap(fams), "hourglass_worker_lateness_seconds")
+	return hist.Quantile(0.5), hist.Quantile(0.99), hist.Count > 0
+}
+
+// moveLateness merges the schedulers' move-lateness histograms.
+func (h *hgSystem) moveLateness(ctx context.Context) (promread.Histogram, error) {
+	var urls []string
+	for _, s := range h.e.scheds {
+		if s.Running() {
+			urls = append(urls, "http://"+s.http+"/metrics")
+		}
+	}
+	return promread.Scrape(ctx, "hourglass_move_lateness_seconds", urls...)
+}
+
+// memBreakdown reports MEMORY USAGE of shard 0's task hash and delayed set
+// per task.
+func (h *hgSystem) memBreakdown(ctx context.Context) string {
+	l, c := h.e.layout, h.e.hgAdmin
+	n, _ := c.ZCard(ctx, l.Delayed(0)).Result()
+	if n == 0 {
+		return "shard 0 empty"
+	}
+	tm, _ := c.MemoryUsage(ctx, l.Tasks(0), 0).Result()
+	zm, _ := c.MemoryUsage(ctx, l.Delayed(0), 0).Result()
+	var blob string
+	if ids, _ := c.ZRange(ctx, l.Delayed(0), 0, 0).Result(); len(ids) > 0 {
+		blob, _ = c.HGet(ctx, l.Tasks(0), ids[0]).Result()
+		blob = fmt.Sprintf("; a task id is %d bytes, its encoded value %d bytes (%d + payload)", len(ids[0]), len(blob), len(blob)-100)
+	}
+	return fmt.Sprintf("MEMORY USAGE of shard 0 (%d tasks): tasks hash %.0f bytes/task, delayed zset %.0f bytes/task%s", n, float64(tm)/float64(n), float64(zm)/float64(n), blob)
+}
+
+func (h *hgSystem) snap(ctx context.Context) (rstats, error) {
+	var pids []int
+	for _, s := range h.e.scheds {
+		if s.Running() {
+			pids = append(pids, s.Pid())
+		}
+	}
+	return snapshot(ctx, h.e.hgAdmin, h.e.hgAdminN, counters{h.prodN, h.workN}, pids)
+}
+
+func (h *hgSystem) clear(ctx context.Context) error { return h.e.clearHG(ctx) }
+
+func (h *hgSystem) close() { h.prodRdb.Close() }
+
+// ---- asynq ----
+
+type aqSystem struct {
+	e      *env
+	label  string
+	cfg    asynq.Config
+	prefix string
+	cliRdb *redis.Client
+	cliN   *cmdCounter
+	srvN   *cmdCounter
+	cli    *asynq.Client
+}
+
+// asynqConfigs returns asynq's default configuration and the "tuned" one:
+// every poll interval its Config has turned down. Config accepts any
+// positive duration; 1 ms is the floor we use, below which the pollers
+// only burn CPU (its scheduled scores are whole seconds anyway).
+func asynqConfigs() (def, tuned asynq.Config) {
+	base := asynq.Config{
+		Concurrency: concurrency,
+		Queues:      map[string]int{"default": 1},
+		LogLevel:    asynq.ErrorLevel,
+		Logger:      quietLogger{},
+	}
+	tuned = base
+	tuned.DelayedTaskCheckInterval = time.Millisecond // default 5 s
+	tuned.TaskCheckInterval = time.Millisecond        // default 1 s: sleep when the queues are empty
+	return base, tuned
+}
+
+func newAQ(e *env, label string, cfg asynq.Config) *aqSystem {
+	a := &aqSystem{e: e, label: label, cfg: cfg, cliN: newCmdCounter(), srvN: newCmdCounter()}
+	a.cliRdb = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
+	a.cliRdb.AddHook(a.cliN)
+	a.cli = asynq.NewClientFromRedisClient(a.cliRdb)
+	return a
+}
+
+func (a *aqSystem) name() string       { return a.label }
+func (a *aqSystem) setPrefix(p string) { a.prefix = p }
+
+func (a *aqSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
+	for i, t := range ts {
+		head := strconv.Itoa(t.idx) + ":" + strconv.FormatInt(t.due.UnixNano(), 10) + ":"
+		task := asynq.NewTask("bench", payloadOf(t.payload, head))
+		if _, err := a.cli.EnqueueContext(ctx, task, asynq.ProcessAt(t.due)); err != nil {
+			return i, err
+		}
+	}
+	return len(ts), nil
+}
+
+func (a *aqSystem) startConsumer(_ context.Context, rec *recorder) (func(), error) {
+	rdb := redis.NewClient(&redis.Options{Addr: a.e.aqRed.Addr})
+	rdb.AddHook(a.srvN)
+	srv := asynq.NewServerFromRedisClient(rdb, a.cfg)
+	err := srv.Start(asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
+		p := t.Payload()
+		i1 := strings.IndexByte(string(p), ':')
+		if i1 < 0 {
+			return nil
+		}
+		i2 := strings.IndexByte(string(p[i1+1:]), ':')
+		idx, _ := strconv.Atoi(string(p[:i1]))
+		due, _ := strconv.ParseInt(string(p[i1+1:i1+1+i2]), 10, 64)
+		rec.record(idx, due)
+		return nil
+	}))
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return func() {
+		srv.Shutdown()
+		rdb.Close()
+	}, nil
+}
+
+func (a *aqSystem) consumerLateness() (float64, float64, bool) { return 0, 0, false }
+
+func (a *aqSystem) snap(ctx context.Context) (rstats, error) {
+	return snapshot(ctx, a.e.aqAdmin, a.e.aqAdminN, counters{a.cliN, a.srvN}, nil)
+}
+
+func (a *aqSystem) clear(ctx context.Context) error { return a.e.aqAdmin.FlushAll(ctx).Err() }
+
+func (a *aqSystem) close() { a.cli.Close() }
+
+// quietLogger drops asynq's logs below error.
+type quietLogger struct{}
+
+func (quietLogger) Debug(...any) {}
+func (quietLogger) Info(...any)  {}
+func (quietLogger) Warn(...any)  {}
+func (quietLogger) Error(args ...any) {
+	log.Println(append([]any{"asynq:"}, args...)...)
+}
+func (quietLogger) Fatal(args ...any) { log.Fatal(append([]any{"asynq:"}, args...)...) }
+
+// enqueueAll sends ts in chunks of chunk from g goroutines until done or
+// the deadline; it returns how many were enqueued and the first error (a
+// failed task does not stop the others).
+func enqueueAll(ctx context.Context, sys system, ts []btask, g, chunk int, deadline time.Time) (int, error) {
+	var mu sync.Mutex
+	next, sent := 0, 0
+	var firstErr error
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= len(ts) || (!deadline.IsZero() && time.Now().After(deadline)) || ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				lo, hi := next, min(next+chunk, len(ts))
+				next = hi
+				mu.Unlock()
+				ok, err := sys.enqueue(ctx, ts[lo:hi])
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				sent += ok
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return sent, firstErr
+}
+
+var errIncomplete = errors.New("incomplete")
+
+func famMap(fams []*dto.MetricFamily) map[string]*dto.MetricFamily {
+	m := make(map[string]*dto.MetricFamily, len(fams))
+	for _, f := range fams {
+		m[f.GetName()] = f
+	}
+	return m
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprint(err)
+}
