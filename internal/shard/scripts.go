@@ -53,36 +53,40 @@ func isNoScript(err error) bool {
 }
 
 // runPipelined runs one script call per element of calls in one pipeline
-// round trip with EVALSHA, loading the script and retrying once if the
-// server did not have it cached. Each returned command carries its own
-// result or error; the error return is for a failed script load only.
+// round trip with EVALSHA. Calls that Redis answered with NOSCRIPT (its
+// cache was empty: a restart, a failover, SCRIPT FLUSH) are sent again,
+// and only those: the others already ran and must not run twice. Each
+// returned command carries its own result or error; the error return is
+// for a failed script load only.
 func (sc script) runPipelined(ctx context.Context, rdb redis.Cmdable, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
 	for attempt := 0; ; attempt++ {
 		pipe := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, c := range calls {
-			cmds[i] = sc.EvalSha(ctx, pipe, c.keys, c.args...)
+		for _, i := range todo {
+			cmds[i] = sc.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
-		if attempt > 0 || !anyNoScript(cmds) {
+		var again []int
+		for _, i := range todo {
+			if isNoScript(cmds[i].Err()) {
+				again = append(again, i)
+			}
+		}
+		if attempt > 0 || len(again) == 0 {
 			return cmds, nil
 		}
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
 			return nil, fmt.Errorf("shard: load %s: %w", sc.name, err)
 		}
+		todo = again
 	}
 }
 
 type scriptCall struct {
 	keys []string
 	args []any
-}
-
-func anyNoScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if isNoScript(c.Err()) {
-			return true
-		}
-	}
-	return false
 }

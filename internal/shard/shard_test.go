@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -380,5 +381,41 @@ func TestEnqueueBatchOneShardManyCalls(t *testing.T) {
 	}
 	if n := rdb.ZCard(ctx, s.Layout().Delayed(2)).Val(); n != int64(len(as)-1) {
 		t.Fatalf("stored %d, want %d", n, len(as)-1)
+	}
+}
+
+// TestBatchOnColdScriptCacheRunsEachCallOnce: when Redis's script cache is
+// empty and another batch loads the script while this one is in flight,
+// only the calls answered NOSCRIPT are sent again; the others ran and must
+// not be reported as duplicates of themselves.
+func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, time.Minute)
+	for round := 0; round < 5; round++ {
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8*300)
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var as []EnqueueArgs
+				for i := 0; i < 300; i++ {
+					as = append(as, EnqueueArgs{ID: fmt.Sprintf("cold-%d-%d-%d", round, g, i), Queue: "default", Delay: time.Hour, MaxRetries: -1})
+				}
+				for _, r := range s.EnqueueBatch(ctx, as) {
+					if r.Err != nil {
+						errs <- r.Err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
 	}
 }
