@@ -46,6 +46,8 @@ type queue struct {
 	opts    QueueOptions
 	running atomic.Int64
 
+	timeoutErr error // cause of a handler's ctx at HandlerTimeout, built once
+
 	// Cluster-wide flow control (nil when not configured).
 	sem   *coord.Semaphore
 	limit *coord.TokenBucket
@@ -124,7 +126,8 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 	if opts.Lease > 0 && opts.Lease < 10*time.Millisecond {
 		return fmt.Errorf("%w: queue %q: lease %s below 10ms", ErrInvalidConfig, name, opts.Lease)
 	}
-	q := &queue{name: name, h: h, opts: opts, freed: make(chan struct{}, 1)}
+	q := &queue{name: name, h: h, opts: opts, freed: make(chan struct{}, 1),
+		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout)}
 	if err := w.flowControl(q); err != nil {
 		return err
 	}
@@ -627,7 +630,7 @@ func (d *delivery) run(parent context.Context) {
 	defer cancel(nil)
 	if t := d.q.opts.HandlerTimeout; t > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, t, fmt.Errorf("handler timeout %s", t))
+		ctx, stop = context.WithTimeoutCause(ctx, t, d.q.timeoutErr)
 		defer stop()
 		// A handler that ignores its ctx keeps the lease only one more
 		// lease period: then the lease lapses and recovery takes over.
