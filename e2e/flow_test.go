@@ -162,10 +162,17 @@ func TestClusterWideRateLimit(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	// The limiter admits on Redis's clock; the target sees arrivals, one
+	// request latency later. If the first arrival was slower than later
+	// ones (a cold connection), the arrival window spans a little more than
+	// 10 s of admissions: allow 100 ms of such skew (20 requests). Without
+	// the limiter three workers of concurrency 20 dispatch thousands per
+	// second.
 	limit := 200*10 + 20
+	slack := 200 / 10
 	t.Logf("rate 200/s burst 20 over three workers: %d dispatches in the first %s (limit %d, %.0f/s)", n, window, limit, float64(n)/window.Seconds())
-	if n > limit {
-		t.Fatalf("%d dispatches in %s exceed rate 200/s + burst 20 = %d", n, window, limit)
+	if n > limit+slack {
+		t.Fatalf("%d dispatches in %s exceed rate 200/s + burst 20 = %d (+%d for latency skew)", n, window, limit, slack)
 	}
 	if n < 200*10/2 {
 		t.Fatalf("only %d dispatches in %s: the limiter starves the workers", n, window)
