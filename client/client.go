@@ -130,6 +130,7 @@ type BatchError struct {
 	First error
 }
 
+// Error summarises the failures.
 func (e *BatchError) Error() string {
 	return fmt.Sprintf("client: %d of %d tasks not enqueued; first: %v", e.Failed, e.Total, e.First)
 }
