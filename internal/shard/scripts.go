@@ -16,8 +16,8 @@ var luaFS embed.FS
 
 var scripts = luascript.New(luaFS, "lua", "lib.lua")
 
-// script is one embedded Lua script. Scripts other than enqueue.lua and
-// ack.lua get lib.lua's helpers prepended.
+// script is one embedded Lua script. Scripts other than enqueue.lua (the
+// self-contained protocol script) get lib.lua's helpers prepended.
 type script struct {
 	name string
 	*redis.Script
@@ -36,7 +36,7 @@ var (
 	cancelScript  = newScript("cancel.lua", true)
 	lookupScript  = newScript("lookup.lua", true)
 	claimScript   = newScript("claim.lua", true)
-	ackScript     = newScript("ack.lua", false)
+	ackScript     = newScript("ack.lua", true)
 	extendScript  = newScript("extend.lua", true)
 	nackScript    = newScript("nack.lua", true)
 	releaseScript = newScript("release.lua", true)
