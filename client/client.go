@@ -26,8 +26,8 @@ var (
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultNamespace  = "hourglass"
-	DefaultShards     = 16
+	DefaultNamespace  = shard.DefaultNamespace
+	DefaultShards     = shard.DefaultShards
 	DefaultMaxPayload = 1 << 20
 	// MaxRetriesLimit is the largest per-task retry count accepted.
 	MaxRetriesLimit = 1000

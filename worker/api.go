@@ -29,8 +29,8 @@ var (
 
 // Defaults for zero Config and QueueOptions fields.
 const (
-	DefaultNamespace     = "hourglass"
-	DefaultShards        = 16
+	DefaultNamespace     = shard.DefaultNamespace
+	DefaultShards        = shard.DefaultShards
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultFetchTimeout  = 2 * time.Second
 	DefaultConcurrency   = 10

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -309,7 +310,7 @@ func (r *runState) releaseOpen() {
 // until ctx ends.
 func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) {
 	var rotate int
-	backoff := time.Duration(0)
+	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		var avail []string
 		count := 0
@@ -340,15 +341,11 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 				return
 			}
 			w.met.fetchErrs.Inc()
-			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
-			w.log.Warn("fetch failed; retrying", "error", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
+			w.log.Warn("fetch failed; retrying", "error", err)
+			bo.Wait(ctx)
 			continue
 		}
-		backoff = 0
+		bo.Reset()
 		if len(ids) == 0 {
 			continue
 		}

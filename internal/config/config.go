@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/shard"
+
 	"errors"
 	"net/url"
 	"slices"
@@ -294,8 +296,8 @@ func Default() Config {
 // default queue only when no layer names any queue.
 func defaultsWithoutQueues() Config {
 	return Config{
-		Namespace:  "hourglass",
-		Shards:     16,
+		Namespace:  shard.DefaultNamespace,
+		Shards:     shard.DefaultShards,
 		MaxPayload: 1 << 20,
 		Redis: RedisConfig{
 			Addr:        "127.0.0.1:6379",

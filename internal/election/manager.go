@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 )
 
 // restartDelay is how long a shard whose RunFunc returned on its own is
@@ -151,17 +153,17 @@ func (m *Manager) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer m.wg.Wait()
-	bo := newBackoff(time.Second)
+	bo := &backoff.Backoff{Max: time.Second}
 	for ctx.Err() == nil {
 		s, err := m.startSession(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("cannot start session, retrying", "error", err)
-				bo.wait(ctx)
+				bo.Wait(ctx)
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		m.serve(ctx, s)
 	}
 	m.log.Info("stopped")

@@ -117,27 +117,3 @@ func (m *Manager) watchdog(s *session) {
 		return
 	}
 }
-
-// backoff is an exponential delay between retries, from 50ms up to max.
-type backoff struct {
-	cur, max time.Duration
-}
-
-func newBackoff(maxDelay time.Duration) *backoff {
-	b := &backoff{max: maxDelay}
-	b.reset()
-	return b
-}
-
-func (b *backoff) reset() { b.cur = 50 * time.Millisecond }
-
-// wait sleeps for the current delay (or until ctx ends) and doubles it.
-func (b *backoff) wait(ctx context.Context) {
-	t := time.NewTimer(b.cur)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	b.cur = min(2*b.cur, b.max)
-}

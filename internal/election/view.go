@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 )
 
 // owner is a shard key as last seen in etcd.
@@ -100,14 +102,14 @@ func (m *Manager) watch(ctx context.Context, out chan<- viewUpdate) {
 			return false
 		}
 	}
-	bo := newBackoff(m.cfg.TTL / 4)
+	bo := &backoff.Backoff{Max: m.cfg.TTL / 4}
 	for ctx.Err() == nil {
 		gctx, cancel := context.WithTimeout(ctx, m.cfg.opTimeout())
 		resp, err := m.cli.Get(gctx, m.cfg.Prefix, clientv3.WithPrefix())
 		cancel()
 		if err != nil {
 			m.log.Debug("snapshot failed", "error", err)
-			bo.wait(ctx)
+			bo.Wait(ctx)
 			continue
 		}
 		if !send(viewUpdate{reset: true, rev: resp.Header.Revision, kvs: resp.Kvs}) {
@@ -123,7 +125,7 @@ func (m *Manager) watch(ctx context.Context, out chan<- viewUpdate) {
 			if len(wr.Events) == 0 {
 				continue
 			}
-			bo.reset()
+			bo.Reset()
 			// The view's revision is the last event's, not the header's:
 			// a catching-up watcher may get a header revision ahead of
 			// the events delivered so far.
@@ -137,7 +139,7 @@ func (m *Manager) watch(ctx context.Context, out chan<- viewUpdate) {
 			// Drain: the client closes the channel once wctx is done.
 		}
 		if ctx.Err() == nil {
-			bo.wait(ctx)
+			bo.Wait(ctx)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -141,7 +142,7 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 	minAge := min(r.cfg.StrandCheck, time.Second)
 	var candidates []string
 	var candAt time.Time
-	backoff := time.Duration(0)
+	var bo backoff.Backoff
 	for {
 		pass := candidates
 		if time.Since(candAt) < minAge {
@@ -167,11 +168,10 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 			if met != nil {
 				met.errors.Inc()
 			}
-			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
-			wait = backoff
+			wait = bo.Next()
 			log.Warn("recovery pass failed; retrying", "error", err, "retry_in", wait)
 		default:
-			backoff = 0
+			bo.Reset()
 			if pass != nil || candidates == nil {
 				candidates, candAt = res.Candidates, time.Now()
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -85,7 +86,7 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 	met := m.cfg.Metrics
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	backoff := time.Duration(0)
+	var bo backoff.Backoff
 	for {
 		start := time.Now()
 		res, err := m.store.Move(ctx, sh, epoch, m.cfg.Limit)
@@ -101,14 +102,13 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 		}
 		var wait time.Duration
 		if err != nil {
-			backoff = min(max(2*backoff, 50*time.Millisecond), 2*time.Second)
-			wait = backoff
+			wait = bo.Next()
 			if met != nil {
 				met.scanErrors.WithLabelValues(label(sh)).Inc()
 			}
 			log.Warn("mover call failed; retrying", "error", err, "retry_in", wait)
 		} else {
-			backoff = 0
+			bo.Reset()
 			m.observe(sh, time.Since(start), res)
 			if res.Buried > 0 {
 				log.Warn("buried undecodable delayed members", "count", res.Buried)

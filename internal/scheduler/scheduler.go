@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/election"
@@ -205,19 +206,16 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 			Backoff: shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
 		}
 	}
-	backoff := 100 * time.Millisecond
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := s.store.RegisterQueues(ctx, policies)
 		if err == nil {
 			return nil
 		}
-		s.log.Warn("registering queues failed; retrying", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		s.log.Warn("registering queues failed; retrying", "error", err)
+		if bo.Wait(ctx); ctx.Err() != nil {
 			return fmt.Errorf("scheduler: register queues: %w", err)
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -31,6 +31,13 @@ func NewLayout(ns string, n int) (Layout, error) {
 	return Layout{ns: ns, shards: n}, nil
 }
 
+// Deployment defaults shared by the client, the worker and the
+// configuration: every producer and consumer must agree on them.
+const (
+	DefaultNamespace = "hourglass"
+	DefaultShards    = 16
+)
+
 // MaxShards is the largest supported shard count.
 const MaxShards = 4096
 
