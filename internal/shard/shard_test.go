@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,38 +384,61 @@ func TestEnqueueBatchOneShardManyCalls(t *testing.T) {
 	}
 }
 
-// TestBatchOnColdScriptCacheRunsEachCallOnce: when Redis's script cache is
-// empty and another batch loads the script while this one is in flight,
-// only the calls answered NOSCRIPT are sent again; the others ran and must
-// not be reported as duplicates of themselves.
+// loadMidPipeline is a go-redis hook that, on the first pipeline after it
+// is armed,
+// sends its first command alone, then loads src into Redis's script
+// cache from another connection, then sends the rest: the interleaving of
+// a batch in flight while another client loads the script.
+type loadMidPipeline struct {
+	loader *redis.Client
+	src    string
+	armed  atomic.Bool
+}
+
+func (h *loadMidPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *loadMidPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *loadMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 2 || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		err := next(ctx, cmds[:1])
+		if lerr := h.loader.ScriptLoad(ctx, h.src).Err(); lerr != nil {
+			return lerr
+		}
+		return errors.Join(err, next(ctx, cmds[1:]))
+	}
+}
+
+// TestBatchOnColdScriptCacheRunsEachCallOnce: when the script cache is
+// empty and another client loads the script while a batch is in flight,
+// the first call is refused (NOSCRIPT) and the later ones run; only the
+// refused call may be sent again, or the tasks of the others are
+// reported as duplicates of themselves.
 func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
-	s, rdb := newTestStore(t)
-	ctx := testenv.Ctx(t, time.Minute)
-	for round := 0; round < 5; round++ {
-		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, 8*300)
-		for g := 0; g < 8; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var as []EnqueueArgs
-				for i := 0; i < 300; i++ {
-					as = append(as, EnqueueArgs{ID: fmt.Sprintf("cold-%d-%d-%d", round, g, i), Queue: "default", Delay: time.Hour, MaxRetries: -1})
-				}
-				for _, r := range s.EnqueueBatch(ctx, as) {
-					if r.Err != nil {
-						errs <- r.Err
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("round %d: %v", round, err)
+	r := testenv.StartRedis(t)
+	loader := r.Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+	hook := &loadMidPipeline{loader: loader, src: EnqueueScriptSource()}
+	rdb.AddHook(hook)
+	l, _ := NewLayout("hgtest", 4)
+	s := NewStore(rdb, l)
+	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := loader.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed.Store(true)
+	var as []EnqueueArgs
+	for i := 0; i < 40; i++ { // spread over the 4 shards: 4 calls
+		as = append(as, EnqueueArgs{ID: fmt.Sprintf("cold-%d", i), Queue: "default", Delay: time.Hour, MaxRetries: -1})
+	}
+	for i, res := range s.EnqueueBatch(ctx, as) {
+		if res.Err != nil {
+			t.Fatalf("task %d: %v", i, res.Err)
 		}
 	}
 }
