@@ -243,7 +243,12 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 		b, _ := sys.snap(ctx)
 		s := rec.summarize(nil)
 		putLat(r, s)
-		putCost(r, diff(a, b), s.Handled)
+		w := diff(a, b)
+		putCost(r, w, s.Handled)
+		r.note("per task: %s", w.topCmds(12, int64(max(s.Handled, 1))))
+		if isHG {
+			r.note("%s", w.usecPerTask(int64(max(s.Handled, 1)), scriptCommands(hgs.e.root)))
+		}
 		if p50, p99, ok := sys.consumerLateness(); ok {
 			r.note("worker metric (Redis clock, claim − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
 		}
