@@ -64,3 +64,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// queueMetrics are the collectors every delivery of one queue touches,
+// looked up once per queue instead of once per delivery.
+type queueMetrics struct {
+	deliveries, acks   prometheus.Counter
+	lateness, duration prometheus.Observer
+	running            prometheus.Gauge
+}
+
+func (m *metrics) forQueue(q string) queueMetrics {
+	return queueMetrics{
+		deliveries: m.deliveries.WithLabelValues(q),
+		acks:       m.acks.WithLabelValues(q),
+		lateness:   m.lateness.WithLabelValues(q),
+		duration:   m.duration.WithLabelValues(q),
+		running:    m.running.WithLabelValues(q),
+	}
+}

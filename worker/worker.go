@@ -40,14 +40,22 @@ type Worker struct {
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
 }
 
+// popBatchMax bounds the ids one fetch pops (and one claim leases): a
+// smaller batch is claimed sooner, so its handlers start while the next
+// batch is popped and claimed.
+var popBatchMax = 64
+
 // queue is one consumed queue.
 type queue struct {
 	name    string
 	h       Handler
 	opts    QueueOptions
 	running atomic.Int64
+	// settling counts acks in flight whose slot was freed early.
+	settling atomic.Int64
 
 	timeoutErr error // cause of a handler's ctx at HandlerTimeout, built once
+	met        queueMetrics
 
 	// Cluster-wide flow control (nil when not configured).
 	sem   *coord.Semaphore
@@ -128,7 +136,8 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 		return fmt.Errorf("%w: queue %q: lease %s below 10ms", ErrInvalidConfig, name, opts.Lease)
 	}
 	q := &queue{name: name, h: h, opts: opts, freed: make(chan struct{}, 1),
-		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout)}
+		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
+		met:        w.met.forQueue(name)}
 	if err := w.flowControl(q); err != nil {
 		return err
 	}
@@ -330,6 +339,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 			}
 			continue
 		}
+		count = min(count, popBatchMax)
 		keys := w.store.Layout().ReadyKeys(avail)
 		// Rotate the key order so no shard's list always comes first.
 		rotate = (rotate + 1) % len(keys)
@@ -562,13 +572,16 @@ type delivery struct {
 	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 
-	cancel   context.CancelCauseFunc
-	stopWD   chan struct{} // closed to stop the watchdog
-	stopOnce sync.Once
-	once     sync.Once
-	finished chan struct{} // closed when acked, nacked or released
-	outcome  outcome       // what was recorded (valid once finished is closed)
-	result   error
+	cancel context.CancelCauseFunc
+	// The watchdog is a timer, not a goroutine: a handler that finishes
+	// within a third of its lease costs no extension and no goroutine.
+	wdMu      sync.Mutex
+	wdTimer   *time.Timer
+	wdStopped bool
+	once      sync.Once
+	finished  chan struct{} // closed when acked, nacked or released
+	outcome   outcome       // what was recorded (valid once finished is closed)
+	result    error
 }
 
 // outcome is how a delivery was settled.
@@ -604,7 +617,6 @@ func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delive
 	d := &delivery{
 		w: w, q: q, sd: sd,
 		lease:    sd.Deadline.Sub(sd.Leased),
-		stopWD:   make(chan struct{}),
 		finished: make(chan struct{}),
 	}
 	// The claim was sent at `sent`; Redis set the deadline to its time of
@@ -615,13 +627,13 @@ func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delive
 		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
 		MaxRetries: t.MaxRetries, Due: t.Due, Enqueued: t.Enqueued, d: d,
 	}
-	w.met.deliveries.WithLabelValues(q.name).Inc()
+	q.met.deliveries.Inc()
 	return d
 }
 
 // run executes the handler under the watchdog and settles the delivery.
 func (d *delivery) run(parent context.Context) {
-	m, qn := d.w.met, d.q.name
+	m := &d.q.met
 	ctx, cancel := context.WithCancelCause(parent)
 	d.cancel = cancel
 	defer cancel(nil)
@@ -633,16 +645,16 @@ func (d *delivery) run(parent context.Context) {
 		// lease period: then the lease lapses and recovery takes over.
 		d.extendUntil.Store(time.Now().Add(t + d.lease).UnixNano())
 	}
-	go d.watchdog()
+	d.startWatchdog()
 
 	// Lateness on Redis's clock: claim time - due.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
-	m.lateness.WithLabelValues(qn).Observe(max(late, 0).Seconds())
-	m.running.WithLabelValues(qn).Inc()
+	m.lateness.Observe(max(late, 0).Seconds())
+	m.running.Inc()
 	start := time.Now()
 	err := d.call(ctx)
-	m.duration.WithLabelValues(qn).Observe(time.Since(start).Seconds())
-	m.running.WithLabelValues(qn).Dec()
+	m.duration.Observe(time.Since(start).Seconds())
+	m.running.Dec()
 	d.handlerDone.Store(true)
 
 	switch {
@@ -676,48 +688,72 @@ func (d *delivery) call(ctx context.Context) (err error) {
 	return d.q.h(ctx, d.task)
 }
 
-// watchdog extends the lease every third of it while the delivery is
+// The watchdog extends the lease every third of it while the delivery is
 // open. When the lease can no longer be vouched for (extensions fail until
 // the conservative expiry, or Redis says the token is stale), it cancels
 // the handler with ErrLeaseLost.
-func (d *delivery) watchdog() {
-	every := max(d.lease/3, 5*time.Millisecond)
+func (d *delivery) wdEvery() time.Duration { return max(d.lease/3, 5*time.Millisecond) }
+
+// wdNext is the wait before the next extension: a third of the lease, or
+// less when the local guarantee needs renewing sooner.
+func (d *delivery) wdNext() time.Duration {
 	margin := min(d.lease/10, 500*time.Millisecond)
-	untilDue := func() time.Duration { // time left before the local guarantee needs renewing
-		return time.Until(time.Unix(0, d.validUntil.Load())) - margin
+	untilDue := time.Until(time.Unix(0, d.validUntil.Load())) - margin
+	return max(min(d.wdEvery(), untilDue), time.Millisecond)
+}
+
+func (d *delivery) startWatchdog() {
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	if !d.wdStopped {
+		d.wdTimer = time.AfterFunc(d.wdNext(), d.wdTick)
 	}
-	t := time.NewTimer(max(min(every, untilDue()), time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-d.stopWD:
-			return
-		case <-t.C:
-		}
-		if lim := d.extendUntil.Load(); lim != 0 && time.Now().UnixNano() > lim {
-			d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
-			return
-		}
-		sent := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), max(every, 50*time.Millisecond))
-		_, err := d.w.store.Extend(ctx, d.sd.Shard, d.sd.Task.ID, d.sd.Token, d.lease)
-		cancel()
-		switch {
-		case err == nil:
-			d.validUntil.Store(sent.Add(d.lease).UnixNano())
-			d.refreshPermit()
-		case errors.Is(err, shard.ErrStaleToken):
-			d.w.met.stale.WithLabelValues(d.q.name).Inc()
-			d.lost("lease taken back by recovery")
-			return
-		default:
-			if time.Now().Add(margin).UnixNano() >= d.validUntil.Load() {
-				d.lost("lease expired while Redis was unreachable: " + err.Error())
-				return
-			}
-		}
-		t.Reset(max(min(every, untilDue()), time.Millisecond))
+}
+
+// wdTick runs one extension on the timer's goroutine and re-arms the
+// timer unless the delivery was settled (or abandoned) meanwhile; then the
+// extension's outcome no longer matters and is ignored.
+func (d *delivery) wdTick() {
+	if d.wdDone() {
+		return
 	}
+	if lim := d.extendUntil.Load(); lim != 0 && time.Now().UnixNano() > lim {
+		d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
+		return
+	}
+	margin := min(d.lease/10, 500*time.Millisecond)
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), max(d.wdEvery(), 50*time.Millisecond))
+	_, err := d.w.store.Extend(ctx, d.sd.Shard, d.sd.Task.ID, d.sd.Token, d.lease)
+	cancel()
+	if d.wdDone() {
+		return
+	}
+	switch {
+	case err == nil:
+		d.validUntil.Store(sent.Add(d.lease).UnixNano())
+		d.refreshPermit()
+	case errors.Is(err, shard.ErrStaleToken):
+		d.w.met.stale.WithLabelValues(d.q.name).Inc()
+		d.lost("lease taken back by recovery")
+		return
+	default:
+		if time.Now().Add(margin).UnixNano() >= d.validUntil.Load() {
+			d.lost("lease expired while Redis was unreachable: " + err.Error())
+			return
+		}
+	}
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	if !d.wdStopped {
+		d.wdTimer.Reset(d.wdNext())
+	}
+}
+
+func (d *delivery) wdDone() bool {
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	return d.wdStopped
 }
 
 func (d *delivery) lost(why string) {
@@ -737,11 +773,28 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		first = true
 		d.stopWatchdog()
 		d.outcome = outcomeOf(err)
+		// A successful handler's slot is free once it returned: the ack
+		// is bookkeeping, and it goes out in a batch whose round trip the
+		// next task need not wait for. At most Concurrency acks may be
+		// outstanding this way (a slow Redis holds slots again), and a
+		// queue under flow control keeps its slot and permit until the
+		// ack landed, so the cluster-wide bound holds.
+		early := d.outcome == outcomeAck && d.permit == nil && d.q.settling.Add(1) <= int64(d.q.opts.Concurrency)
+		if early {
+			d.q.running.Add(-1)
+			d.w.slotFreed(d.q)
+		} else if d.outcome == outcomeAck && d.permit == nil {
+			d.q.settling.Add(-1)
+		}
 		d.result = d.settle(err)
 		d.w.releasePermit(d.q, d.permit)
 		close(d.finished)
-		d.q.running.Add(-1)
-		d.w.slotFreed(d.q)
+		if early {
+			d.q.settling.Add(-1)
+		} else {
+			d.q.running.Add(-1)
+			d.w.slotFreed(d.q)
+		}
 	})
 	if !first && d.outcome != outcomeOf(err) {
 		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)
@@ -750,7 +803,14 @@ func (d *delivery) finish(_ context.Context, err error) error {
 }
 
 // stopWatchdog stops extending the lease (idempotent).
-func (d *delivery) stopWatchdog() { d.stopOnce.Do(func() { close(d.stopWD) }) }
+func (d *delivery) stopWatchdog() {
+	d.wdMu.Lock()
+	defer d.wdMu.Unlock()
+	d.wdStopped = true
+	if d.wdTimer != nil {
+		d.wdTimer.Stop()
+	}
+}
 
 // settle records the outcome in Redis, retrying transient errors for up
 // to opTimeout so a short network cut does not cost a lease expiry.
@@ -780,7 +840,7 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 	switch {
 	case herr == nil:
 		if err = d.w.acks.ack(ctx, shard.AckArgs{Shard: d.sd.Shard, ID: id, Token: d.sd.Token}); err == nil {
-			m.acks.WithLabelValues(qn).Inc()
+			d.q.met.acks.Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):
 		if err = d.w.store.Release(ctx, d.sd.Shard, id, qn, d.sd.Token); err == nil {
