@@ -89,7 +89,7 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		args = append(args, e)
 	}
 	v, err := claimScript.Run(ctx, s.rdb, []string{
-		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh),
+		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh),
 		s.l.Pending(sh, queue), s.l.Dead(sh), s.l.DeadInfo(sh),
 	}, args...).Slice()
 	if err != nil {
@@ -106,8 +106,9 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		deadline, _ := v[i+2].(int64)
 		blob, _ := v[i+3].(string)
 		d := Delivery{Shard: sh, Token: token, Leased: time.UnixMilli(now), Deadline: time.UnixMilli(deadline)}
-		// The script decoded it; Go's stricter decoder may still refuse
-		// (a newer encoding, a number out of range): report, don't drop.
+		// The script read only the lease's fields; Go's decoder may still
+		// refuse the rest (a newer encoding, a number out of range):
+		// report, don't drop.
 		if d.Task, d.DecodeErr = Decode(id, []byte(blob)); d.DecodeErr != nil {
 			d.Task = Task{ID: id, Queue: queue}
 		}

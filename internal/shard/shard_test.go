@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,5 +441,68 @@ func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
 		if res.Err != nil {
 			t.Fatalf("task %d: %v", i, res.Err)
 		}
+	}
+}
+
+// TestMoveProbe covers move.lua's head probe: a batch larger than the
+// probe falls back to the score range, a batch bounded by LIMIT reports a
+// due next task, and a call on a shard with nothing due costs a single
+// ZRANGE (the probe yields the next due time too).
+func TestMoveProbe(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	const sh = 3
+	ids := func(prefix string, n int) []string {
+		var out []string
+		for i := 0; len(out) < n; i++ {
+			if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for _, id := range ids("p", 40) {
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: time.Now().Add(-time.Second)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	future := time.Now().Add(time.Hour).UnixMilli()
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: ids("f", 1)[0], Queue: "default", Due: time.UnixMilli(future)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	zranges := func() int64 {
+		for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_zrange:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	for _, step := range []struct {
+		limit, moved int
+		nextDue      func(MoveResult) bool
+	}{
+		{5, 5, func(r MoveResult) bool { return r.NextDue <= r.Now }},    // within the probe, bounded by LIMIT
+		{30, 30, func(r MoveResult) bool { return r.NextDue <= r.Now }},  // beyond the probe, bounded by LIMIT
+		{100, 5, func(r MoveResult) bool { return r.NextDue == future }}, // the rest; the probe finds the future task
+		{100, 0, func(r MoveResult) bool { return r.NextDue == future }}, // nothing due
+		{1, 0, func(r MoveResult) bool { return r.NextDue == future }},   // nothing due, smallest LIMIT
+	} {
+		before := zranges()
+		res, err := s.Move(ctx, sh, 1, step.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Moved != step.moved || !step.nextDue(res) {
+			t.Fatalf("limit %d: %+v, want %d moved (future task due %d)", step.limit, res, step.moved, future)
+		}
+		if n := zranges() - before; step.moved == 0 && n != 1 {
+			t.Fatalf("limit %d with nothing due ran ZRANGE %d times, want 1", step.limit, n)
+		}
+	}
+	if n := rdb.LLen(ctx, l.Ready(sh, "default")).Val(); n != 40 {
+		t.Fatalf("ready list holds %d, want 40", n)
 	}
 }

@@ -30,8 +30,30 @@ end
 local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
-local due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE",
-  "LIMIT", 0, tonumber(ARGV[2]), "WITHSCORES")
+local limit = tonumber(ARGV[2])
+-- Probe the head by rank: when fewer than `probe` tasks are due (an idle
+-- or lightly loaded shard), this one read yields both the due tasks and
+-- the next due time. Only a shard with more due reads again by score.
+local probe = math.min(limit, 16) + 1
+local due = redis.call("ZRANGE", KEYS[1], 0, probe - 1, "WITHSCORES")
+local next_due = -1 -- known next due time; nil: read it after moving
+local n = #due / 2
+for i = 1, n do
+  local sc = tonumber(due[2 * i])
+  if sc > now then
+    next_due = sc
+    for j = #due, 2 * i - 1, -1 do due[j] = nil end
+    break
+  end
+end
+if #due / 2 == probe then
+  due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE", "LIMIT", 0, limit, "WITHSCORES")
+  next_due = nil
+end
+if #due / 2 > limit then
+  for j = #due, 2 * limit + 1, -1 do due[j] = nil end
+  next_due = nil
+end
 
 local out = {1, 0, -1, now_us, 0}
 local moved, buried = 0, 0
@@ -46,14 +68,17 @@ if #due > 0 then
     local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
     for _, b in ipairs(part) do blobs[#blobs + 1] = b end
   end
-  local tasks, ok = {}, 0
+  -- Only the queue is read here (the claim and the worker read the
+  -- rest); data without one is buried with the full decoder's reason.
+  local queues, ok = {}, 0
   for i, id in ipairs(ids) do
-    local task, why = decode(blobs[i] or nil)
-    if task then
-      tasks[i] = task
+    local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
+    if q then
+      queues[i] = q
       ok = ok + 1
     else
-      bury(KEYS[4], KEYS[5], id, now, why, "")
+      local _, why = decode(blobs[i] or nil)
+      bury(KEYS[4], KEYS[5], id, now, why or "undecodable task data", "")
       buried = buried + 1
     end
   end
@@ -62,10 +87,10 @@ if #due > 0 then
     local seq = redis.call("INCRBY", KEYS[7], ok) - ok
     local entries, pending = {}, {}
     for i, id in ipairs(ids) do
-      local task = tasks[i]
-      if task then
+      local q = queues[i]
+      if q then
         seq = seq + 1
-        local q, s = task.queue, string.format("%d", seq)
+        local s = string.format("%d", seq)
         if not entries[q] then entries[q], pending[q] = {}, {} end
         local e, p = entries[q], pending[q]
         e[#e + 1] = s .. "|" .. id
@@ -83,8 +108,11 @@ if #due > 0 then
   end
 end
 
-local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-if head[2] then out[3] = tonumber(head[2]) end
+if next_due == nil then
+  local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+  next_due = tonumber(head[2] or "-1")
+end
+out[3] = next_due
 out[2] = moved
 out[5] = buried
 return out
