@@ -32,6 +32,7 @@ end
 
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = string.format("%d", now)
 local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 local head_due = tonumber(head[2])
 local earliest = nil -- earliest due time this call stores
@@ -65,12 +66,6 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if not string.match(timeout, "^%d+$") or #timeout > 10 or tonumber(timeout) < 1 then
     return -3, 0, "invalid timeout (1..9999999999 ms)"
   end
-  if redis.call("HEXISTS", KEYS[2], id) == 1 then
-    local score = redis.call("ZSCORE", KEYS[1], id)
-    local state = "ready"
-    if score then state = "scheduled" end
-    return 0, tonumber(score or "-1"), state
-  end
   local due
   if string.sub(due_arg, 1, 1) == "+" then
     local delay = string.match(due_arg, "^%+(%d+)$")
@@ -85,8 +80,14 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   local due_s = string.format("%d", due)
   -- Encoded task, version 1:
   -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
-  redis.call("HSET", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
-    timeout .. "|" .. due_s .. "|" .. string.format("%d", now) .. "|" .. payload)
+  -- HSETNX is the duplicate check and the write in one command.
+  if redis.call("HSETNX", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
+      timeout .. "|" .. due_s .. "|" .. now_s .. "|" .. payload) == 0 then
+    local score = redis.call("ZSCORE", KEYS[1], id)
+    local state = "ready"
+    if score then state = "scheduled" end
+    return 0, tonumber(score or "-1"), state
+  end
   redis.call("ZADD", KEYS[1], due_s, id)
   if earliest == nil or due < earliest then earliest = due end
   return 1, due, ""
