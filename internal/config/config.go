@@ -146,6 +146,11 @@ type SchedulerConfig struct {
 	// worker popped from a ready list but died before leasing, at least
 	// 100ms. Default 5s.
 	StrandCheck time.Duration `koanf:"strand_check"`
+	// IdleRecheck is how often the recovery loop of a shard with nothing
+	// leased and nothing ready checks it anyway (the mover wakes it when
+	// tasks become ready), at least 100ms; a value below SafetyRecheck
+	// is raised to it. Default 5m.
+	IdleRecheck time.Duration `koanf:"idle_recheck"`
 }
 
 // WorkerConfig configures the worker process.
@@ -313,6 +318,7 @@ func defaultsWithoutQueues() Config {
 			SafetyRecheck: 30 * time.Second,
 			RecoveryLimit: 512,
 			StrandCheck:   5 * time.Second,
+			IdleRecheck:   5 * time.Minute,
 		},
 		Worker: WorkerConfig{
 			ShutdownGrace: 30 * time.Second,

@@ -23,6 +23,7 @@ func TestNewKeyDefaults(t *testing.T) {
 	}{
 		{"scheduler.recovery_limit", c.Scheduler.RecoveryLimit, 512},
 		{"scheduler.strand_check", c.Scheduler.StrandCheck, 5 * time.Second},
+		{"scheduler.idle_recheck", c.Scheduler.IdleRecheck, 5 * time.Minute},
 		{"worker.shutdown_grace", c.Worker.ShutdownGrace, 30 * time.Second},
 		{"worker.fetch_timeout", c.Worker.FetchTimeout, 2 * time.Second},
 		{"dlq.max_size", c.DLQ.MaxSize, 100000},
@@ -162,6 +163,8 @@ func TestValidateNewKeys(t *testing.T) {
 		{"scheduler.strand_check min", func(c *config.Config) { c.Scheduler.StrandCheck = 100 * time.Millisecond }, ""},
 		{"scheduler.strand_check short", func(c *config.Config) { c.Scheduler.StrandCheck = 99 * time.Millisecond },
 			"config: scheduler.strand_check: must be at least 100ms"},
+		{"scheduler.idle_recheck short", func(c *config.Config) { c.Scheduler.IdleRecheck = 99 * time.Millisecond },
+			"config: scheduler.idle_recheck: must be at least 100ms"},
 
 		{"worker.shutdown_grace zero", func(c *config.Config) { c.Worker.ShutdownGrace = 0 }, ""},
 		{"worker.shutdown_grace negative", func(c *config.Config) { c.Worker.ShutdownGrace = -time.Second },

@@ -6,9 +6,10 @@
 //
 // Like the mover it is fenced by the owner's epoch and event-driven: it
 // sleeps until the earliest lease deadline, the next stranded-id check
-// (only while the shard has ready or leased ids), or a long safety
-// re-check. The shard's mover pokes it when it makes tasks ready, so an
-// idle shard's recovery wakes up as soon as the shard has work.
+// (only while the shard has ready or leased ids), or a safety re-check
+// (SafetyRecheck on an active shard, the longer IdleRecheck on an idle
+// one). The shard's mover pokes it when it makes tasks ready, so an idle
+// shard's recovery wakes up as soon as the shard has work.
 package recovery
 
 import (
@@ -32,6 +33,7 @@ const (
 	DefaultLimit         = 512
 	DefaultStrandCheck   = 5 * time.Second
 	DefaultSafetyRecheck = 30 * time.Second
+	DefaultIdleRecheck   = 5 * time.Minute
 )
 
 // Config configures a Recoverer. Zero fields take the defaults above;
@@ -42,8 +44,13 @@ type Config struct {
 	// StrandCheck is the spacing of stranded-id checks; an id popped and
 	// never leased is made ready again after one to two of them.
 	StrandCheck time.Duration
-	// SafetyRecheck bounds every sleep.
+	// SafetyRecheck bounds every sleep of a shard with leased or ready ids.
 	SafetyRecheck time.Duration
+	// IdleRecheck bounds the sleep of an idle shard (nothing leased,
+	// nothing ready): its work can only come from the mover, which pokes
+	// the loop, so this check is a backstop and for dead-letter retention.
+	// A value below SafetyRecheck is raised to it.
+	IdleRecheck time.Duration
 	// DeadMaxSize and DeadMaxAge bound each shard's dead-letter set.
 	DeadMaxSize int
 	DeadMaxAge  time.Duration
@@ -56,7 +63,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.Limit < 1:
 		return fmt.Errorf("%w: limit %d < 1", ErrInvalidConfig, c.Limit)
-	case c.StrandCheck < time.Millisecond || c.SafetyRecheck < time.Millisecond:
+	case c.StrandCheck < time.Millisecond || c.SafetyRecheck < time.Millisecond || c.IdleRecheck < time.Millisecond:
 		return fmt.Errorf("%w: intervals must be at least 1ms", ErrInvalidConfig)
 	case c.DeadMaxSize < 0 || c.DeadMaxAge < 0:
 		return fmt.Errorf("%w: negative dead-letter bound", ErrInvalidConfig)
@@ -118,6 +125,10 @@ func New(store *shard.Store, cfg Config) (*Recoverer, error) {
 	if cfg.SafetyRecheck == 0 {
 		cfg.SafetyRecheck = DefaultSafetyRecheck
 	}
+	if cfg.IdleRecheck == 0 {
+		cfg.IdleRecheck = DefaultIdleRecheck
+	}
+	cfg.IdleRecheck = max(cfg.IdleRecheck, cfg.SafetyRecheck)
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -179,8 +190,11 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 			if res.Retried+res.Buried >= r.cfg.Limit || res.Trimmed >= r.cfg.Limit {
 				continue // more to do now
 			}
-			wait = r.cfg.SafetyRecheck
 			idle = res.NextDeadline < 0 && res.Pending == 0 && len(candidates) == 0
+			wait = r.cfg.SafetyRecheck
+			if idle {
+				wait = r.cfg.IdleRecheck
+			}
 			if res.NextDeadline >= 0 {
 				wait = min(wait, time.Duration(res.NextDeadline-res.Now+1)*time.Millisecond)
 			}

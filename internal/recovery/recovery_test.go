@@ -164,3 +164,22 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleRecheckDefaults(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{}, DefaultIdleRecheck},
+		{Config{IdleRecheck: time.Hour}, time.Hour},
+		{Config{SafetyRecheck: time.Hour, IdleRecheck: time.Minute}, time.Hour}, // raised to the safety re-check
+	} {
+		r, err := New(nil, c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.cfg.IdleRecheck != c.want {
+			t.Fatalf("%+v: idle recheck %s, want %s", c.cfg, r.cfg.IdleRecheck, c.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	s.recovery, err = recovery.New(s.store, recovery.Config{
 		Limit: cfg.Scheduler.RecoveryLimit, StrandCheck: cfg.Scheduler.StrandCheck,
-		SafetyRecheck: cfg.Scheduler.SafetyRecheck, DeadMaxSize: cfg.DLQ.MaxSize, DeadMaxAge: cfg.DLQ.MaxAge,
+		SafetyRecheck: cfg.Scheduler.SafetyRecheck, IdleRecheck: cfg.Scheduler.IdleRecheck, DeadMaxSize: cfg.DLQ.MaxSize, DeadMaxAge: cfg.DLQ.MaxAge,
 		Logger: log, Metrics: recovery.NewMetrics(s.reg),
 	})
 	if err != nil {
