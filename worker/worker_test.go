@@ -53,9 +53,12 @@ func newEnv(t *testing.T, policy shard.QueuePolicy) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for sh := 0; sh < shards; sh++ {
+		// As in the scheduler, the mover pokes the shard's recovery loop
+		// when it makes tasks ready (an idle loop sleeps IdleRecheck).
+		poke := make(chan struct{}, 1)
 		wg.Add(2)
-		go func() { defer wg.Done(); _ = mover.Run(ctx, sh, 1, nil, nil) }()
-		go func() { defer wg.Done(); _ = rec.Run(ctx, sh, 1, nil) }()
+		go func() { defer wg.Done(); _ = mover.Run(ctx, sh, 1, nil, poke) }()
+		go func() { defer wg.Done(); _ = rec.Run(ctx, sh, 1, poke) }()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return e
