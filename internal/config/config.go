@@ -151,6 +151,15 @@ type SchedulerConfig struct {
 	// tasks become ready), at least 100ms; a value below SafetyRecheck
 	// is raised to it. Default 5m.
 	IdleRecheck time.Duration `koanf:"idle_recheck"`
+	// FarBucket is the width of the far tier's time buckets: a task due
+	// more than FarLead plus up to one bucket ahead is kept in a list per
+	// bucket, at a fraction of a sorted-set member's memory, and moved
+	// into the delayed set FarLead before its bucket starts. 0 turns the
+	// tier off; else at least 1s. Default 1m.
+	FarBucket time.Duration `koanf:"far_bucket"`
+	// FarLead is how long before its bucket starts a far-tier bucket is
+	// promoted into the delayed set, at least 1s. Default 15s.
+	FarLead time.Duration `koanf:"far_lead"`
 }
 
 // WorkerConfig configures the worker process.
@@ -319,6 +328,8 @@ func defaultsWithoutQueues() Config {
 			RecoveryLimit: 512,
 			StrandCheck:   5 * time.Second,
 			IdleRecheck:   5 * time.Minute,
+			FarBucket:     time.Minute,
+			FarLead:       15 * time.Second,
 		},
 		Worker: WorkerConfig{
 			ShutdownGrace: 30 * time.Second,

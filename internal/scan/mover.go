@@ -119,8 +119,8 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 				default:
 				}
 			}
-			if res.Moved+res.Buried >= m.cfg.Limit {
-				continue // a full batch: more may be due now
+			if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
+				continue // a full batch, or far-tier tasks promoted: more may be due now
 			}
 			wait = m.cfg.SafetyRecheck
 			if res.NextDue >= 0 {

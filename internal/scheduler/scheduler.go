@@ -196,8 +196,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// registerQueues writes the configured queue policies to every shard,
-// retrying while Redis is unreachable.
+// registerQueues writes the configured queue policies and the far tier's
+// settings to every shard, retrying while Redis is unreachable.
 func (s *Scheduler) registerQueues(ctx context.Context) error {
 	policies := make(map[string]shard.QueuePolicy, len(s.cfg.Queues))
 	for name, q := range s.cfg.Queues {
@@ -207,8 +207,12 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		}
 	}
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	far := shard.FarTier{Bucket: s.cfg.Scheduler.FarBucket, Lead: s.cfg.Scheduler.FarLead}
 	for {
 		err := s.store.RegisterQueues(ctx, policies)
+		if err == nil {
+			err = s.store.SetFarTier(ctx, far)
+		}
 		if err == nil {
 			return nil
 		}

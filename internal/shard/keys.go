@@ -58,8 +58,19 @@ func (l Layout) ShardOf(id string) int {
 func (l Layout) Tag(s int) string { return "{" + l.ns + ":" + strconv.Itoa(s) + "}" }
 
 // Delayed is the sorted set of scheduled task ids, scored by due time in
-// unix milliseconds.
+// unix milliseconds. It also holds the member FarSentinel while the far
+// tier has buckets, scored by the earliest bucket's promotion time.
 func (l Layout) Delayed(s int) string { return l.Tag(s) + ":delayed" }
+
+// Far is the sorted set of the far tier's buckets (see docs/protocol.md):
+// member the bucket's start (unix ms), score its promotion time. Bucket b's
+// ids are in the list Far(s) + ":" + b.
+func (l Layout) Far(s int) string { return l.Tag(s) + ":far" }
+
+// FarSentinel is the member of the delayed set that stands for the far
+// tier: when it is due, the mover promotes the earliest bucket. It cannot
+// clash with a task id, which never contains "|".
+const FarSentinel = "|far"
 
 // Tasks is the hash of task id to encoded task.
 func (l Layout) Tasks(s int) string { return l.Tag(s) + ":tasks" }

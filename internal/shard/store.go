@@ -95,6 +95,42 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 	return nil
 }
 
+// FarTier configures the far tier (see docs/protocol.md): a task due in
+// bucket b (its due time rounded down to a multiple of Bucket) is kept in
+// b's list instead of the delayed set while b - Lead is in the future, and
+// the shard's owner promotes the bucket into the delayed set from b - Lead
+// on. A list entry costs a fraction of a sorted-set member; a bucket costs
+// a few hundred bytes, so the tier pays off with a few tasks per bucket.
+type FarTier struct {
+	Bucket time.Duration // 0 turns the tier off
+	Lead   time.Duration
+}
+
+// SetFarTier records the far tier's settings in every shard. Turning it
+// off affects new enqueues only: buckets already stored are promoted as
+// usual.
+func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
+	if f.Bucket < 0 || f.Lead < 0 || (f.Bucket > 0 && (f.Bucket < time.Second || f.Lead < time.Second)) {
+		return fmt.Errorf("%w: far tier bucket %s and lead %s (want 0, or both at least 1s)", ErrInvalidArgument, f.Bucket, f.Lead)
+	}
+	pipe := s.rdb.Pipeline()
+	for sh := 0; sh < s.l.shards; sh++ {
+		if f.Bucket == 0 {
+			pipe.HDel(ctx, s.l.Queues(sh), farField)
+		} else {
+			pipe.HSet(ctx, s.l.Queues(sh), farField, fmt.Sprintf("%d|%d", f.Bucket.Milliseconds(), f.Lead.Milliseconds()))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: set far tier: %w", err)
+	}
+	return nil
+}
+
+// farField is the field of the queues hash that holds the far tier's
+// settings, "bucket_ms|lead_ms"; no queue name contains "|".
+const farField = "|far"
+
 // EnqueueArgs are the arguments of one enqueue. Exactly one of Due and
 // Delay decides the due time: a non-zero Due is absolute, otherwise the
 // task is due Delay after Redis server time.
@@ -165,7 +201,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			for _, i := range idx[:n] {
 				args = append(args, enqueueArgs(as[i])...)
 			}
-			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh)}, args: args})
+			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh)}, args: args})
 			members = append(members, idx[:n])
 			idx = idx[n:]
 		}
@@ -218,6 +254,9 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 // Cancel deletes a task that is not running and returns the state it was
 // in. It returns ErrNotFound or ErrActive.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
+	if !ValidID(id) {
+		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
+	}
 	sh := s.l.ShardOf(id)
 	v, err := cancelScript.Run(ctx, s.rdb,
 		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
@@ -252,10 +291,13 @@ type Info struct {
 
 // Lookup returns a task's state. It returns ErrNotFound for unknown ids.
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
+	if !ValidID(id) {
+		return Info{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
+	}
 	sh := s.l.ShardOf(id)
 	v, err := lookupScript.Run(ctx, s.rdb,
 		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
-		id).StringSlice()
+		id, s.l.PendingPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}
@@ -288,6 +330,9 @@ type MoveResult struct {
 	// NowMicros is the same time in microseconds.
 	NowMicros int64
 	Late      []int64 // now - due of every moved task, ms
+	// Promoted counts far-tier entries taken into the delayed set; when
+	// it is positive the caller should call again at once.
+	Promoted int
 }
 
 // Move moves at most limit due tasks of shard sh into their ready lists,
@@ -295,7 +340,7 @@ type MoveResult struct {
 // owner has run a fenced script on the shard.
 func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh)},
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh)},
 		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
@@ -303,10 +348,10 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 	if len(v) >= 2 && v[0] == -1 {
 		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
 	}
-	if len(v) < 5 {
+	if len(v) < 6 {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: unexpected reply %v", sh, v)
 	}
-	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Late: v[5:]}, nil
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Late: v[6:]}, nil
 }
 
 // StaleEpochRejections returns how many fenced calls shard sh rejected.

@@ -11,10 +11,14 @@
 -- ARGV[3] pending key prefix of this shard
 --
 -- Returns {code, state}:
---   { 1, state}  cancelled; state is what it was: scheduled, ready or dead
+--   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
+--                set or the far tier), ready or dead
 --   { 0, ""}     no such task
 --   {-1, "active"} the task is running under a lease; not cancelled
 local id = ARGV[1]
+if string.find(id, "|", 1, true) then
+  return redis.error_reply("cancel: invalid task id")
+end
 local blob = redis.call("HGET", KEYS[2], id)
 if not blob then
   -- A member without data (written by hand) is removed as well.
@@ -30,6 +34,9 @@ if redis.call("ZSCORE", KEYS[3], id) then
 end
 
 local state = "ready"
+-- A task in no set and no pending list is in the far tier (see
+-- enqueue.lua): deleting its data is enough, its bucket entry is then
+-- dropped at promotion.
 if redis.call("ZREM", KEYS[1], id) == 1 then
   state = "scheduled"
 elseif redis.call("ZREM", KEYS[4], id) == 1 then
@@ -42,6 +49,8 @@ else
     if seq then
       redis.call("LREM", ARGV[2] .. task.queue, 0, string.format("%d", tonumber(seq)) .. "|" .. id)
       redis.call("ZREM", ARGV[3] .. task.queue, id)
+    else
+      state = "scheduled"
     end
   end
 end

@@ -6,9 +6,11 @@
 -- KEYS[4] dead       ZSET  task id -> time buried
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
 -- ARGV[1] task id
+-- ARGV[2] pending key prefix of this shard (the queue name is appended)
 --
 -- Returns {state, encoded task or "", score or "", dead info or ""}:
---   state is "scheduled" (score = due), "ready", "active" (score = lease
+--   state is "scheduled" (score = due; a task in the far tier is in no set,
+--   its due time is read from its data), "ready", "active" (score = lease
 --   deadline), "dead" (score = time buried) or "" when unknown.
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
@@ -19,5 +21,11 @@ s = redis.call("ZSCORE", KEYS[4], id)
 if s then return {"dead", blob, s, info} end
 s = redis.call("ZSCORE", KEYS[1], id)
 if s then return {"scheduled", blob, s, info} end
-if blob ~= "" then return {"ready", blob, "", info} end
+if blob ~= "" then
+  local q, due = string.match(blob, "^1|([^|]+)|%d+|%d+|%d+|(%d+)|")
+  if q and ARGV[2] and not redis.call("ZSCORE", ARGV[2] .. q, id) then
+    return {"scheduled", blob, due, info}
+  end
+  return {"ready", blob, "", info}
+end
 return {"", "", "", ""}

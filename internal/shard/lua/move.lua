@@ -9,17 +9,22 @@
 -- KEYS[6] stats      HASH  counters (stale_epoch)
 -- KEYS[7] seq        STRING sequence counter of the shard
 -- KEYS[8] ready queues SET  queues that have had ready ids in this shard
+-- KEYS[9] far        ZSET  far-tier buckets (see enqueue.lua); optional
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
 -- ARGV[2] LIMIT: most tasks to move in this call
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
 -- ARGV[4] pending key prefix of this shard; the queue name is appended
 --
--- Returns {1, moved, next_due, now_us, buried, lateness_1, ..., lateness_n}
+-- Returns {1, moved, next_due, now_us, buried, promoted, lateness_1, ...}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
---   next_due  due ms of the earliest remaining task, -1 if none
---   now       Redis server time used, unix MICROseconds (so that the owner
+--   next_due  due ms of the earliest remaining member, -1 if none (the far
+--             tier's member "|far" counts: its score is the earliest
+--             bucket's promotion time)
+--   now_us    Redis server time used, unix MICROseconds (so that the owner
 --             can time its sleep to the next due millisecond exactly)
 --   buried    tasks moved to the dead-letter set (no or undecodable data)
+--   promoted  far-tier entries taken from a due bucket into KEYS[1] (at
+--             most LIMIT per call); the owner calls again at once
 --   lateness_i  now - due of each moved task, ms
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch.
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
@@ -55,13 +60,76 @@ if #due / 2 > limit then
   next_due = nil
 end
 
-local out = {1, 0, -1, now_us, 0}
-local moved, buried = 0, 0
-if #due > 0 then
+-- promote takes up to LIMIT entries of the earliest far-tier bucket, if
+-- its promotion time has come, into KEYS[1] at their due times, then
+-- re-scores "|far" by the next promotion time (or removes it). An entry
+-- whose task is gone (cancelled) or was enqueued anew under the same id
+-- (another enqueued_ms) is stale and dropped; data it cannot read goes to
+-- KEYS[1] as due now, where the mover buries it with the reason.
+local function promote()
+  local far_key, n = KEYS[9], 0
+  if not far_key then
+    redis.call("ZREM", KEYS[1], "|far")
+    return 0
+  end
+  local fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
+  if fh[2] and tonumber(fh[2]) <= now then
+    local entries = redis.call("LPOP", far_key .. ":" .. fh[1], limit)
+    if not entries or #entries < limit then
+      redis.call("ZREM", far_key, fh[1])
+    end
+    if entries then
+      n = #entries
+      local ids, enqs = {}, {}
+      for i, e in ipairs(entries) do
+        local id, enq = string.match(e, "^(.+)|(%d+)$")
+        ids[i], enqs[i] = id or "", enq or ""
+      end
+      local z = {}
+      for i = 1, #ids, 1000 do
+        local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
+        for j, blob in ipairs(part) do
+          local k = i + j - 1
+          if blob then
+            local d, enq = string.match(blob, "^1|[^|]+|%d+|%d+|%d+|(%d+)|(%d+)|")
+            if not d then
+              z[#z + 1] = now
+              z[#z + 1] = ids[k]
+            elseif enq == enqs[k] then
+              z[#z + 1] = d
+              z[#z + 1] = ids[k]
+            end
+          end
+        end
+      end
+      bulk("ZADD", KEYS[1], z)
+    end
+    fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
+  end
+  if fh[2] then
+    redis.call("ZADD", KEYS[1], fh[2], "|far")
+  else
+    redis.call("ZREM", KEYS[1], "|far")
+  end
+  return n
+end
+
+local out = {1, 0, -1, now_us, 0, 0}
+local moved, buried, promoted = 0, 0, 0
+local far_due = false
+-- The due members other than "|far", and their due times.
+local ids, dues = {}, {}
+for i = 1, #due, 2 do
+  if due[i] == "|far" then
+    far_due = true
+  else
+    ids[#ids + 1] = due[i]
+    dues[#dues + 1] = due[i + 1]
+  end
+end
+if #ids > 0 then
   -- One command per kind for the whole batch: ZREM, HMGET, INCRBY, and per
   -- queue one RPUSH and one ZADD.
-  local ids = {}
-  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   bulk("ZREM", KEYS[1], ids)
   local blobs = {}
   for i = 1, #ids, 1000 do
@@ -97,7 +165,7 @@ if #due > 0 then
         p[#p + 1] = s
         p[#p + 1] = id
         moved = moved + 1
-        out[#out + 1] = now - tonumber(due[2 * i])
+        out[#out + 1] = now - tonumber(dues[i])
       end
     end
     for q, e in pairs(entries) do
@@ -108,6 +176,10 @@ if #due > 0 then
   end
 end
 
+if far_due then
+  promoted = promote()
+  next_due = nil
+end
 if next_due == nil then
   local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   next_due = tonumber(head[2] or "-1")
@@ -115,4 +187,5 @@ end
 out[3] = next_due
 out[2] = moved
 out[5] = buried
+out[6] = promoted
 return out
