@@ -356,7 +356,7 @@ func runIdle(ctx context.Context, o sizes, hg *hgSystem, aqs []system, logf func
 	r := sc.row(hg.name())
 	fill(hg, r)
 	measure(hg, r)
-	r.note("a shard's mover and recovery loop each sleep until the next due time or scheduler.safety_recheck (30 s); the shards were acquired together, so their re-checks come in bursts every 30 s: a 10 s window reads 0 or about 20 commands/s depending on its phase, a 30 s window the average")
+	r.note("a shard's mover sleeps until its next due time (or far-tier promotion) or scheduler.safety_recheck (30 s), its recovery loop, with nothing leased or ready, until the mover pokes it or scheduler.idle_recheck (5 min); the shards were acquired together, so their re-checks come in bursts every 30 s: a 10 s window reads 0 or about 10 commands/s depending on its phase, a 30 s window the average; the PINGs are go-redis's health checks of the schedulers' wake-up subscriptions (every 3 s)")
 	_ = hg.clear(ctx)
 	if len(aqs) > 0 {
 		r0 := sc.row(aqs[0].name())
