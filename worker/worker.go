@@ -43,7 +43,7 @@ type Worker struct {
 // popBatchMax bounds the ids one fetch pops (and one claim leases): a
 // smaller batch is claimed sooner, so its handlers start while the next
 // batch is popped and claimed.
-var popBatchMax = 64
+const popBatchMax = 64
 
 // queue is one consumed queue.
 type queue struct {

@@ -38,8 +38,10 @@ local now = math.floor(now_us / 1000)
 local limit = tonumber(ARGV[2])
 -- Probe the head by rank: when fewer than `probe` tasks are due (an idle
 -- or lightly loaded shard), this one read yields both the due tasks and
--- the next due time. Only a shard with more due reads again by score.
-local probe = math.min(limit, 16) + 1
+-- the next due time. Only a shard with more due reads again by score. The
+-- probe is small: every entry it returns costs Lua work, and a lightly
+-- loaded shard moves one or two tasks per call.
+local probe = math.min(limit, 2) + 1
 local due = redis.call("ZRANGE", KEYS[1], 0, probe - 1, "WITHSCORES")
 local next_due = -1 -- known next due time; nil: read it after moving
 local n = #due / 2
