@@ -233,7 +233,14 @@ func (e *env) clearHG(ctx context.Context) error {
 	for sh := 0; sh < nShards; sh++ {
 		keys = append(keys, e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
 			e.layout.Pending(sh, hgQueue), e.layout.Inflight(sh), e.layout.Leases(sh), e.layout.Errors(sh),
-			e.layout.Dead(sh), e.layout.DeadInfo(sh))
+			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh))
+		buckets, err := e.hgAdmin.ZRange(ctx, e.layout.Far(sh), 0, -1).Result()
+		if err != nil {
+			return err
+		}
+		for _, b := range buckets {
+			keys = append(keys, e.layout.Far(sh)+":"+b)
+		}
 	}
 	return e.hgAdmin.Del(ctx, keys...).Err()
 }
