@@ -493,3 +493,59 @@ func TestHungHandlerLosesLeaseAfterTimeout(t *testing.T) {
 		return runs.Load() >= 2, fmt.Sprint(runs.Load())
 	})
 }
+
+// slowAcks delays every ack.lua call (four keys, the fourth the errors
+// hash) by d: acks then pile up while handlers keep finishing.
+type slowAcks struct{ d time.Duration }
+
+func (slowAcks) DialHook(next redis.DialHook) redis.DialHook            { return next }
+func (h slowAcks) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h slowAcks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			a := c.Args()
+			if len(a) > 6 && fmt.Sprint(a[0]) == "evalsha" && fmt.Sprint(a[2]) == "4" && strings.HasSuffix(fmt.Sprint(a[6]), ":errors") {
+				time.Sleep(h.d)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestConcurrencyBoundWithSlowAcks: a slot is free once its handler
+// returned, before the ack landed, yet no more than Concurrency handlers
+// ever run at once, and no more than Concurrency acks are outstanding on
+// slots freed early.
+func TestConcurrencyBoundWithSlowAcks(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	rdb := e.redis.Client(t)
+	rdb.AddHook(slowAcks{d: 30 * time.Millisecond})
+	const conc = 3
+	var running, maxRunning, maxSettling atomic.Int64
+	var w *Worker // set before Run starts, so before any handler runs
+	_, reg, _ := e.start(rdb, QueueOptions{Concurrency: conc}, func(ctx context.Context, task *Task) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
+		}
+		s := w.queues["q"].settling.Load()
+		for m := maxSettling.Load(); s > m && !maxSettling.CompareAndSwap(m, s); m = maxSettling.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}, func(wk *Worker) { w = wk })
+	for i := 0; i < 60; i++ {
+		e.enqueue(fmt.Sprintf("s%d", i), 0)
+	}
+	testenv.WaitFor(t, 30*time.Second, "60 tasks acked", func() (bool, string) {
+		n := counter(t, reg, "hourglass_worker_acks_total")
+		return n == 60, fmt.Sprint(n)
+	})
+	if m := maxRunning.Load(); m > conc {
+		t.Fatalf("%d handlers ran at once, concurrency is %d", m, conc)
+	}
+	if m := maxSettling.Load(); m > conc || m == 0 {
+		t.Fatalf("at most %d acks were outstanding on freed slots, want 1..%d", m, conc)
+	}
+}
