@@ -27,26 +27,17 @@ func TestFarTier(t *testing.T) {
 	if err := s.SetFarTier(ctx, FarTier{Bucket: 500 * time.Millisecond, Lead: time.Second}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bucket below 1s: %v", err)
 	}
-	ids := func(prefix string, n int) []string {
-		var out []string
-		for i := 0; len(out) < n; i++ {
-			if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
 	now := func() time.Time { tm, _ := rdb.Time(ctx).Result(); return tm }
 	// Due 3.5 s ahead: its 1 s bucket starts at least 2.5 s ahead, so its
 	// promotion (bucket start - 1 s) is still in the future: far tier.
 	due := now().Add(3500 * time.Millisecond).Truncate(time.Millisecond)
-	far := ids("far", 5)
+	far := shardIDs(l, sh, "far", 5)
 	for _, id := range far {
 		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: due, Payload: []byte("p-" + id)}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
-	near := ids("near", 1)[0]
+	near := shardIDs(l, sh, "near", 1)[0]
 	if r := s.Enqueue(ctx, EnqueueArgs{ID: near, Queue: "default", Delay: 200 * time.Millisecond}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -85,7 +76,7 @@ func TestFarTier(t *testing.T) {
 	}
 	// Written by hand into the bucket: an entry for a task that does not
 	// exist, and one whose data is garbage.
-	garbage := ids("garbage", 1)[0]
+	garbage := shardIDs(l, sh, "garbage", 1)[0]
 	rdb.HSet(ctx, l.Tasks(sh), garbage, "not a task")
 	rdb.RPush(ctx, fmt.Sprintf("%s:%d", l.Far(sh), bucket), "ghost|1", garbage+"|1")
 

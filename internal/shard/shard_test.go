@@ -444,6 +444,17 @@ func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
 	}
 }
 
+// shardIDs returns the first n ids "<prefix><i>" that hash to shard sh.
+func shardIDs(l Layout, sh int, prefix string, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // TestMoveProbe covers move.lua's head probe: a batch larger than the
 // probe falls back to the score range, a batch bounded by LIMIT reports a
 // due next task, and a call on a shard with nothing due costs a single
@@ -454,22 +465,13 @@ func TestMoveProbe(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
 	const sh = 3
-	ids := func(prefix string, n int) []string {
-		var out []string
-		for i := 0; len(out) < n; i++ {
-			if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
-				out = append(out, id)
-			}
-		}
-		return out
-	}
-	for _, id := range ids("p", 40) {
+	for _, id := range shardIDs(l, sh, "p", 40) {
 		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: time.Now().Add(-time.Second)}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
 	future := time.Now().Add(time.Hour).UnixMilli()
-	if r := s.Enqueue(ctx, EnqueueArgs{ID: ids("f", 1)[0], Queue: "default", Due: time.UnixMilli(future)}); r.Err != nil {
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: shardIDs(l, sh, "f", 1)[0], Queue: "default", Due: time.UnixMilli(future)}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	zranges := func() int64 {
