@@ -33,8 +33,9 @@ type Worker struct {
 	queues  map[string]*queue
 	started bool
 
-	freed chan struct{} // a handler slot was freed (capacity 1)
-	acks  *acker        // batches acknowledgements
+	freed chan struct{}  // a handler slot was freed (capacity 1)
+	acks  *acker         // batches acknowledgements
+	ticks sync.WaitGroup // lease extensions in flight (watchdog timer callbacks)
 
 	// hooks for tests in this package.
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
@@ -267,6 +268,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Error("handlers ignore their ctx; returning without them; their tasks return after their leases", "running", n)
 		}
 	}
+	w.ticks.Wait() // lease extensions still in flight (each bounded by its timeout)
 	w.log.Info("worker stopped")
 	return nil
 }
@@ -714,9 +716,17 @@ func (d *delivery) startWatchdog() {
 // timer unless the delivery was settled (or abandoned) meanwhile; then the
 // extension's outcome no longer matters and is ignored.
 func (d *delivery) wdTick() {
-	if d.wdDone() {
+	// Counted under the lock that stopWatchdog takes: once every
+	// delivery's watchdog is stopped no tick starts, and Run waits for
+	// those in flight.
+	d.wdMu.Lock()
+	if d.wdStopped {
+		d.wdMu.Unlock()
 		return
 	}
+	d.w.ticks.Add(1)
+	d.wdMu.Unlock()
+	defer d.w.ticks.Done()
 	if lim := d.extendUntil.Load(); lim != 0 && time.Now().UnixNano() > lim {
 		d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
 		return
