@@ -11,6 +11,7 @@ import (
 type Metrics struct {
 	moved       *prometheus.CounterVec
 	buried      *prometheus.CounterVec
+	promoted    *prometheus.CounterVec
 	batch       prometheus.Histogram
 	duration    prometheus.Histogram
 	stale       *prometheus.CounterVec
@@ -28,6 +29,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shard"}),
 		buried: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hourglass_move_buried_total", Help: "Delayed members sent to the dead-letter set by the mover (no or undecodable data).",
+		}, []string{"shard"}),
+		promoted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hourglass_far_promoted_total", Help: "Far-tier entries taken from their bucket into the delayed set (stale ones included).",
 		}, []string{"shard"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hourglass_scan_moved", Help: "Tasks moved per mover call.",
@@ -55,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.moved, m.buried, m.batch, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
+		reg.MustRegister(m.moved, m.buried, m.promoted, m.batch, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
 	}
 	return m
 }

@@ -158,6 +158,9 @@ func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {
 	if res.Buried > 0 {
 		met.buried.WithLabelValues(label(sh)).Add(float64(res.Buried))
 	}
+	if res.Promoted > 0 {
+		met.promoted.WithLabelValues(label(sh)).Add(float64(res.Promoted))
+	}
 	for _, l := range res.Late {
 		met.lateness.Observe(float64(l) / 1000)
 	}

@@ -121,6 +121,35 @@ func TestSleepsUntilNextDue(t *testing.T) {
 	})
 }
 
+// TestFarTierPromotedWithoutPolling: a task enqueued into the far tier
+// wakes the owner for its bucket's promotion time, is promoted and then
+// moved at its due time, with no safety re-check involved.
+func TestFarTierPromotedWithoutPolling(t *testing.T) {
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := f.store.SetFarTier(ctx, shard.FarTier{Bucket: time.Second, Lead: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	f.runMover(t, 0, 1, Config{SafetyRecheck: time.Hour})
+	testenv.WaitFor(t, 5*time.Second, "mover's first (empty) scan", func() (bool, string) {
+		e, _ := f.store.StoredEpoch(ctx, 0)
+		return e == 1, "epoch not stored yet"
+	})
+	id := f.idsIn(0, 1, "far")[0]
+	if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: 3500 * time.Millisecond, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if n := f.rdb.ZCard(ctx, f.store.Layout().Far(0)).Val(); n != 1 {
+		t.Fatalf("far tier holds %d buckets, want 1", n)
+	}
+	testenv.WaitFor(t, 10*time.Second, "far-tier task promoted and moved", func() (bool, string) {
+		return f.readyLen(t, 0) == 1, fmt.Sprintf("ready=%d", f.readyLen(t, 0))
+	})
+	if n := testutil.ToFloat64(f.met.promoted.WithLabelValues("0")); n != 1 {
+		t.Fatalf("promoted metric = %v, want 1", n)
+	}
+}
+
 func TestFullBatchesLoop(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
