@@ -83,15 +83,23 @@ func (f *fixture) runMover(t *testing.T, sh int, epoch int64, cfg Config) func()
 	return stop
 }
 
+// runIdleMover runs a mover on shard sh with epoch 1 and a safety
+// re-check of an hour, and waits for its first (empty) scan: from then on
+// only a wake-up or a due member gets it to scan again.
+func (f *fixture) runIdleMover(t *testing.T, sh int) {
+	t.Helper()
+	f.runMover(t, sh, 1, Config{SafetyRecheck: time.Hour})
+	testenv.WaitFor(t, 5*time.Second, "mover's first (empty) scan", func() (bool, string) {
+		e, _ := f.store.StoredEpoch(context.Background(), sh)
+		return e == 1, "epoch not stored yet"
+	})
+}
+
 func TestWakeUpMovesWithoutPolling(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	// A safety re-check of an hour: only a wake-up can get the task moved.
-	f.runMover(t, 0, 1, Config{SafetyRecheck: time.Hour})
-	testenv.WaitFor(t, 5*time.Second, "mover's first (empty) scan", func() (bool, string) {
-		e, _ := f.store.StoredEpoch(ctx, 0)
-		return e == 1, "epoch not stored yet"
-	})
+	f.runIdleMover(t, 0)
 	id := f.idsIn(0, 1, "wake")[0]
 	if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: 200 * time.Millisecond, MaxRetries: -1}); r.Err != nil {
 		t.Fatal(r.Err)
@@ -130,11 +138,7 @@ func TestFarTierPromotedWithoutPolling(t *testing.T) {
 	if err := f.store.SetFarTier(ctx, shard.FarTier{Bucket: time.Second, Lead: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	f.runMover(t, 0, 1, Config{SafetyRecheck: time.Hour})
-	testenv.WaitFor(t, 5*time.Second, "mover's first (empty) scan", func() (bool, string) {
-		e, _ := f.store.StoredEpoch(ctx, 0)
-		return e == 1, "epoch not stored yet"
-	})
+	f.runIdleMover(t, 0)
 	id := f.idsIn(0, 1, "far")[0]
 	if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: 3500 * time.Millisecond, MaxRetries: -1}); r.Err != nil {
 		t.Fatal(r.Err)
