@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/localrun"
+	"github.com/hourglass-sched/hourglass/internal/scheduler"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -135,25 +134,11 @@ func (e *env) startSched(id string) (*sched, error) {
 	return s, nil
 }
 
-// status is a scheduler's GET /v1/status.
-type status struct {
-	Replica string
-	Ready   bool
-	Shards  []struct {
-		Shard int
-		Epoch int64
-	}
-}
-
-func (s *sched) status() (status, error) {
-	var st status
-	hc := http.Client{Timeout: time.Second}
-	resp, err := hc.Get("http://" + s.http + "/v1/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+// status fetches a scheduler's GET /v1/status.
+func (s *sched) status() (scheduler.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return scheduler.FetchStatus(ctx, s.http)
 }
 
 // owners maps each shard to the running scheduler that owns it and the

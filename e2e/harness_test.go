@@ -2,9 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/scheduler"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
@@ -168,21 +167,10 @@ func (c *cluster) takenOver(gone string, shards []int) (bool, string) {
 }
 
 // status fetches a scheduler's /v1/status.
-func (s *sched) status() (struct {
-	Ready  bool
-	Shards []struct{ Shard int }
-}, error) {
-	var st struct {
-		Ready  bool
-		Shards []struct{ Shard int }
-	}
-	hc := http.Client{Timeout: time.Second}
-	resp, err := hc.Get("http://" + s.http + "/v1/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+func (s *sched) status() (scheduler.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return scheduler.FetchStatus(ctx, s.http)
 }
 
 // Ensure the election's key layout is the one this harness reads.

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/internal/scheduler"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -289,17 +288,13 @@ func (d *demo) status(enqueued int64, prev statusLine) statusLine {
 // owners asks every scheduler how many shards it owns.
 func (d *demo) owners() map[string]int {
 	out := map[string]int{}
-	hc := http.Client{Timeout: time.Second}
 	for _, s := range d.scheds {
-		resp, err := hc.Get("http://" + s.http + "/v1/status")
-		if err != nil {
-			continue
-		}
-		var st struct{ Shards []json.RawMessage }
-		if json.NewDecoder(resp.Body).Decode(&st) == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := scheduler.FetchStatus(ctx, s.http)
+		cancel()
+		if err == nil {
 			out[s.id] = len(st.Shards)
 		}
-		resp.Body.Close()
 	}
 	return out
 }

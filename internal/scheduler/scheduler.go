@@ -231,6 +231,28 @@ type Status struct {
 	Shards  []ShardStatus `json:"shards"`
 }
 
+// FetchStatus reads GET /v1/status of the replica whose HTTP endpoint
+// listens on addr (host:port).
+func FetchStatus(ctx context.Context, addr string) (Status, error) {
+	var st Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("scheduler: status of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("scheduler: status of %s: %s", addr, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("scheduler: status of %s: %w", addr, err)
+	}
+	return st, nil
+}
+
 // ShardStatus is one owned shard in Status.
 type ShardStatus struct {
 	Shard int   `json:"shard"`

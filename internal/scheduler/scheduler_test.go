@@ -70,6 +70,10 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 	if !strings.Contains(body, `"replica":"inproc"`) || !strings.Contains(body, `"epoch":`) {
 		t.Fatalf("/v1/status = %s", body)
 	}
+	st, err := FetchStatus(ctx, strings.TrimPrefix(base, "http://"))
+	if err != nil || st.Replica != "inproc" || !st.Ready || len(st.Shards) != cfg.Shards || st.Shards[0].Epoch <= 0 {
+		t.Fatalf("FetchStatus = %+v, %v", st, err)
+	}
 
 	rdb := r.Client(t)
 	c, _ := client.New(rdb, client.Config{Shards: cfg.Shards})
