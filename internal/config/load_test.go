@@ -55,6 +55,69 @@ func wantErr(t *testing.T, err error, fragments ...string) {
 	}
 }
 
+// loadErrCase is a Load call that must fail with an error wrapping
+// ErrInvalid and containing want.
+type loadErrCase struct {
+	name      string
+	file      string // YAML written to a file passed with -config; "" for none
+	args, env []string
+	want      string
+}
+
+func runLoadErrors(t *testing.T, tests []loadErrCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := tt.args
+			if tt.file != "" {
+				args = append([]string{"-config", writeYAML(t, tt.file)}, args...)
+			}
+			_, err := config.Load(args, tt.env)
+			wantErr(t, err, tt.want)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// validateCase changes the default config; want "" means it stays valid,
+// otherwise Validate reports a FieldError containing want (and, with
+// oneError, no other error).
+type validateCase struct {
+	name   string
+	change func(*config.Config)
+	want   string
+}
+
+func runValidate(t *testing.T, tests []validateCase, oneError bool) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			tt.change(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tt.want)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if n := strings.Count(err.Error(), "config: "); oneError && n != 1 {
+				t.Errorf("want exactly one error, got %d: %v", n, err)
+			}
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || !strings.Contains(tt.want, fe.Key) {
+				t.Errorf("errors.As FieldError: got %+v, want its key within %q", fe, tt.want)
+			}
+		})
+	}
+}
+
 func TestLoadDefaults(t *testing.T) {
 	c := mustLoad(t, nil, []string{"PATH=/bin", "HOURGLASS=1", "OTHER_REDIS__ADDR=x"})
 	want := config.Default()
@@ -339,12 +402,7 @@ func TestLoadUnknownKey(t *testing.T) {
 }
 
 func TestLoadWrongType(t *testing.T) {
-	tests := []struct {
-		name      string
-		file      string
-		args, env []string
-		want      string
-	}{
+	tests := []loadErrCase{
 		{"bad duration in file", "scheduler:\n  lease_ttl: 5x\n", nil, nil, "config: scheduler.lease_ttl: invalid duration"},
 		{"duration without unit", "redis:\n  dial_timeout: 5\n", nil, nil, "config: redis.dial_timeout: expected a duration"},
 		{"bad duration in env", "", nil, []string{"HOURGLASS_SCHEDULER__SAFETY_RECHECK=soon"}, "config: scheduler.safety_recheck: invalid duration"},
@@ -361,19 +419,7 @@ func TestLoadWrongType(t *testing.T) {
 		{"queues from scalar", "queues: x\n", nil, nil, "config: queues: expected a mapping"},
 		{"queue from scalar", "queues:\n  q: 5\n", nil, nil, "config: queues.q: expected a mapping"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			args := tt.args
-			if tt.file != "" {
-				args = append([]string{"-config", writeYAML(t, tt.file)}, args...)
-			}
-			_, err := config.Load(args, tt.env)
-			wantErr(t, err, tt.want)
-			if !errors.Is(err, config.ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-		})
-	}
+	runLoadErrors(t, tests)
 }
 
 func TestLoadFileErrors(t *testing.T) {

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -153,11 +152,7 @@ func TestValidateNewKeys(t *testing.T) {
 			c.Queues["default"] = q
 		}
 	}
-	tests := []struct {
-		name   string
-		change func(*config.Config)
-		want   string // "" means valid; otherwise a fragment of the error
-	}{
+	tests := []validateCase{
 		{"scheduler.recovery_limit min", func(c *config.Config) { c.Scheduler.RecoveryLimit = 1 }, ""},
 		{"scheduler.recovery_limit zero", func(c *config.Config) { c.Scheduler.RecoveryLimit = 0 },
 			"config: scheduler.recovery_limit: must be between 1 and 10000 (got 0)"},
@@ -237,26 +232,7 @@ func TestValidateNewKeys(t *testing.T) {
 			q.Command = []string{"/bin/true"}
 		}), "config: queues.default: set either http.url or command, not both"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := config.Default()
-			tt.change(&c)
-			err := c.Validate()
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tt.want)
-			if !errors.Is(err, config.ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-			if n := strings.Count(err.Error(), "config: "); n != 1 {
-				t.Errorf("want exactly one error, got %d: %v", n, err)
-			}
-		})
-	}
+	runValidate(t, tests, true)
 }
 
 func TestValidateKeepsURLSecret(t *testing.T) {
@@ -277,12 +253,7 @@ func TestValidateKeepsURLSecret(t *testing.T) {
 // Type errors, unknown keys and validation errors from Load name the key
 // the way the user wrote it.
 func TestLoadNewKeyErrors(t *testing.T) {
-	tests := []struct {
-		name      string
-		file      string
-		args, env []string
-		want      string
-	}{
+	tests := []loadErrCase{
 		{"factor from text", "", []string{"-set", "queues.q.backoff.factor=fast"}, nil, "config: queues.q.backoff.factor: expected a number"},
 		{"factor from bool", "queues:\n  q:\n    backoff:\n      factor: true\n", nil, nil, "config: queues.q.backoff.factor: expected a number"},
 		{"backoff from scalar", "queues:\n  q:\n    backoff: 5s\n", nil, nil, "config: queues.q.backoff: expected a mapping"},
@@ -304,19 +275,7 @@ func TestLoadNewKeyErrors(t *testing.T) {
 		{"recovery_limit", "", nil, []string{"HOURGLASS_SCHEDULER__RECOVERY_LIMIT=0"}, "config: scheduler.recovery_limit:"},
 		{"dlq.max_size", "", []string{"-set", "dlq.max_size=-5"}, nil, "config: dlq.max_size:"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			args := tt.args
-			if tt.file != "" {
-				args = append([]string{"-config", writeYAML(t, tt.file)}, args...)
-			}
-			_, err := config.Load(args, tt.env)
-			wantErr(t, err, tt.want)
-			if !errors.Is(err, config.ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-		})
-	}
+	runLoadErrors(t, tests)
 }
 
 func TestWithDefaults(t *testing.T) {

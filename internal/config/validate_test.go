@@ -10,11 +10,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*config.Config)
-		want   string // "" means valid; otherwise a fragment of the error
-	}{
+	tests := []validateCase{
 		{"defaults", func(*config.Config) {}, ""},
 
 		{"namespace empty", func(c *config.Config) { c.Namespace = "" }, "config: namespace: must match"},
@@ -98,27 +94,7 @@ func TestValidate(t *testing.T) {
 		{"log.level", func(c *config.Config) { c.Log.Level = "verbose" }, `config: log.level: must be one of trace, debug, info, warn, error (got "verbose")`},
 		{"log.format", func(c *config.Config) { c.Log.Format = "xml" }, "config: log.format:"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := config.Default()
-			tt.change(&c)
-			err := c.Validate()
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tt.want)
-			if !errors.Is(err, config.ErrInvalid) {
-				t.Errorf("error %v does not wrap ErrInvalid", err)
-			}
-			var fe *config.FieldError
-			if !errors.As(err, &fe) || !strings.Contains(tt.want, fe.Key) {
-				t.Errorf("errors.As FieldError: got %+v, want its key within %q", fe, tt.want)
-			}
-		})
-	}
+	runValidate(t, tests, false)
 }
 
 func TestValidateReportsAll(t *testing.T) {
