@@ -55,6 +55,17 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
+// mustTimeOut calls acquire (which must block: the resource is held)
+// under a 150 ms deadline and wants context.DeadlineExceeded.
+func mustTimeOut(t *testing.T, ctx context.Context, what string, acquire func(context.Context) error) {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	if err := acquire(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s past its deadline: %v", what, err)
+	}
+}
+
 func mustIs(t *testing.T, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
