@@ -320,14 +320,18 @@ func (r *runState) releaseOpen() {
 // fetchLoop pops and claims tasks for queues with free handler slots
 // until ctx ends.
 func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) {
-	var rotate int
+	// One key ring per set of queues with free slots (a bit mask over
+	// queues; almost always all of them), built once.
+	rings := map[uint64]*readyRing{}
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		var avail []string
+		var mask uint64
 		count := 0
-		for _, q := range queues {
+		for i, q := range queues {
 			if f := q.free(); f > 0 {
 				avail = append(avail, q.name)
+				mask |= 1 << (i % 64)
 				if count == 0 || f < count {
 					count = f
 				}
@@ -341,14 +345,12 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 			}
 			continue
 		}
-		count = min(count, popBatchMax)
-		keys := w.store.Layout().ReadyKeys(avail)
-		// Rotate the key order so no shard's list always comes first.
-		rotate = (rotate + 1) % len(keys)
-		keys = append(keys[rotate:], keys[:rotate]...)
-
-		key, ids, err := w.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
-		if err != nil {
+		ring := rings[mask]
+		if ring == nil || len(queues) > 64 { // beyond 64 queues masks collide: rebuild
+			ring = &readyRing{keys: w.store.Layout().ReadyKeys(avail)}
+			rings[mask] = ring
+		}
+		if err := w.popClaim(ctx, ring.rotated(), min(count, popBatchMax), nil, nil, run); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -358,14 +360,38 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 			continue
 		}
 		bo.Reset()
-		if len(ids) == 0 {
-			continue
-		}
-		if w.afterPop != nil && !w.afterPop(ids) {
-			continue // test hook: the worker "crashed" between pop and lease
-		}
-		w.claimAsync(ctx, key, ids, nil, run)
 	}
+}
+
+// readyRing hands out a fixed set of ready-list keys, rotated by one more
+// on each call so that no shard's list always comes first. The slice it
+// returns is reused by the next call.
+type readyRing struct {
+	keys []string // in shard order
+	buf  []string
+	next int
+}
+
+func (r *readyRing) rotated() []string {
+	r.next = (r.next + 1) % len(r.keys)
+	r.buf = append(append(r.buf[:0], r.keys[r.next:]...), r.keys[:r.next]...)
+	return r.buf
+}
+
+// popClaim pops at most count ids from keys and claims them in the
+// background, with permit if the queue q is under flow control. When
+// nothing was popped (or the test hook dropped it) the permit is given
+// back; the error is the pop's.
+func (w *Worker) popClaim(ctx context.Context, keys []string, count int, permit *coord.Permit, q *queue, run *runState) error {
+	key, ids, err := w.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+	// afterPop is a test hook: false means the worker "crashed" between
+	// pop and lease.
+	if err == nil && len(ids) > 0 && (w.afterPop == nil || w.afterPop(ids)) {
+		w.claimAsync(ctx, key, ids, permit, run)
+		return nil
+	}
+	w.releasePermit(q, permit)
+	return err
 }
 
 // flowLoop fetches one queue under cluster-wide flow control, one task at
@@ -374,8 +400,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 // one is released or expires), and only then pop and claim.
 func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 	m := w.met
-	keys := w.store.Layout().ReadyKeys([]string{q.name})
-	rotate := 0
+	ring := &readyRing{keys: w.store.Layout().ReadyKeys([]string{q.name})}
 	retry := func(err error, what string) {
 		m.fetchErrs.Inc()
 		w.log.Warn("flow control: "+what+" failed; retrying", "queue", q.name, "error", err)
@@ -428,20 +453,9 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 			permit = &p
 			m.permits.WithLabelValues(q.name).Inc()
 		}
-		rotate = (rotate + 1) % len(keys)
-		key, ids, err := w.store.Pop(ctx, append(keys[rotate:], keys[:rotate]...), 1, w.cfg.FetchTimeout)
-		if err != nil || len(ids) == 0 {
-			w.releasePermit(q, permit)
-			if err != nil && ctx.Err() == nil {
-				retry(err, "fetch")
-			}
-			continue
+		if err := w.popClaim(ctx, ring.rotated(), 1, permit, q, run); err != nil && ctx.Err() == nil {
+			retry(err, "fetch")
 		}
-		if w.afterPop != nil && !w.afterPop(ids) {
-			w.releasePermit(q, permit)
-			continue
-		}
-		w.claimAsync(ctx, key, ids, permit, run)
 	}
 }
 

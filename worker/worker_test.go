@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -547,5 +548,16 @@ func TestConcurrencyBoundWithSlowAcks(t *testing.T) {
 	}
 	if m := maxSettling.Load(); m > conc || m == 0 {
 		t.Fatalf("at most %d acks were outstanding on freed slots, want 1..%d", m, conc)
+	}
+}
+
+func TestReadyRingRotates(t *testing.T) {
+	r := &readyRing{keys: []string{"a", "b", "c"}}
+	var got []string
+	for i := 0; i < 4; i++ {
+		got = append(got, strings.Join(r.rotated(), ""))
+	}
+	if want := []string{"bca", "cab", "abc", "bca"}; !slices.Equal(got, want) {
+		t.Fatalf("rotations %v, want %v", got, want)
 	}
 }
