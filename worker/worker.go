@@ -59,9 +59,10 @@ type queue struct {
 	met        queueMetrics
 
 	// Cluster-wide flow control (nil when not configured).
-	sem   *coord.Semaphore
-	limit *coord.TokenBucket
-	freed chan struct{} // a slot of this queue was freed (capacity 1)
+	sem         *coord.Semaphore
+	permitLease time.Duration // the lease a permit is acquired with
+	limit       *coord.TokenBucket
+	freed       chan struct{} // a slot of this queue was freed (capacity 1)
 }
 
 func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
@@ -167,11 +168,13 @@ func (w *Worker) flowControl(q *queue) error {
 	rdb := w.store.Redis()
 	if o.MaxConcurrency > 0 {
 		// A permit starts with the queue's lease (or a default) and is
-		// set to each delivery's own lease once claimed.
+		// set to each delivery's own lease once claimed, unless it has
+		// that lease already.
 		lease := o.Lease
 		if lease == 0 {
 			lease = defaultPermitLease
 		}
+		q.permitLease = lease
 		sem, err := coord.NewSemaphore(rdb, w.flowKey(q.name), o.MaxConcurrency, lease)
 		if err != nil {
 			return fmt.Errorf("%w: queue %q: %w", ErrInvalidConfig, q.name, err)
@@ -504,7 +507,11 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, perm
 		unreserve-- // the delivery's finish frees this slot
 		if permit != nil {
 			d.permit, permit = permit, nil
-			d.refreshPermit()
+			// The permit was acquired a moment ago; it needs a round trip
+			// only if the delivery's lease differs from the permit's.
+			if d.lease != q.permitLease {
+				d.refreshPermit()
+			}
 		}
 		if sd.DecodeErr != nil {
 			// Data this binary cannot read: never run it, dead-letter it.

@@ -561,3 +561,43 @@ func TestReadyRingRotates(t *testing.T) {
 		t.Fatalf("rotations %v, want %v", got, want)
 	}
 }
+
+// TestPermitFollowsDeliveryLease: a concurrency permit expires with the
+// delivery's lease, whether the claim had to refresh it (the task's own
+// 3 s timeout, the permit acquired with the 30 s default) or the permit
+// was acquired with that lease already (a queue lease of 2 s).
+func TestPermitFollowsDeliveryLease(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lease time.Duration // queue option; 0: the task's timeout
+		want  time.Duration
+	}{{"task timeout", 0, 3 * time.Second}, {"queue lease", 2 * time.Second, 2 * time.Second}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 3 * time.Second})
+			release := make(chan struct{})
+			started := make(chan struct{}, 1)
+			e.start(e.rdb, QueueOptions{MaxConcurrency: 1, Lease: c.lease}, func(ctx context.Context, task *Task) error {
+				started <- struct{}{}
+				<-release
+				return nil
+			})
+			defer close(release)
+			e.enqueue("p", 0)
+			select {
+			case <-started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("task not started")
+			}
+			ctx := context.Background()
+			now, _ := e.rdb.Time(ctx).Result()
+			zs, err := e.rdb.ZRangeWithScores(ctx, "{"+ns+":flow:q}:sem", 0, -1).Result()
+			if err != nil || len(zs) != 1 {
+				t.Fatalf("permits %v %v, want one", zs, err)
+			}
+			left := time.UnixMilli(int64(zs[0].Score)).Sub(now)
+			if left > c.want || left < c.want-time.Second {
+				t.Fatalf("permit expires in %s, want about %s (the delivery's lease)", left, c.want)
+			}
+		})
+	}
+}
