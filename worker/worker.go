@@ -810,12 +810,14 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		// outstanding this way (a slow Redis holds slots again), and a
 		// queue under flow control keeps its slot and permit until the
 		// ack landed, so the cluster-wide bound holds.
-		early := d.outcome == outcomeAck && d.permit == nil && d.q.settling.Add(1) <= int64(d.q.opts.Concurrency)
-		if early {
-			d.q.running.Add(-1)
-			d.w.slotFreed(d.q)
-		} else if d.outcome == outcomeAck && d.permit == nil {
-			d.q.settling.Add(-1)
+		early := false
+		if d.outcome == outcomeAck && d.permit == nil {
+			if early = d.q.settling.Add(1) <= int64(d.q.opts.Concurrency); early {
+				d.q.running.Add(-1)
+				d.w.slotFreed(d.q)
+			} else {
+				d.q.settling.Add(-1)
+			}
 		}
 		d.result = d.settle(err)
 		d.w.releasePermit(d.q, d.permit)

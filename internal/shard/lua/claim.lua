@@ -18,13 +18,12 @@ local now = now_ms()
 local out = {now}
 
 -- Entries whose id is pending under their very number, each id once.
-local ids, nums, seqs, seen = {}, {}, {}, {}
+local ids, seqs, seen = {}, {}, {}
 for i = 2, #ARGV do
   local seq_s, id = string.match(ARGV[i], "^(%d+)|(.+)$")
   if id and not seen[id] then
     seen[id] = true
     ids[#ids + 1] = id
-    nums[#nums + 1] = tonumber(seq_s)
     seqs[#seqs + 1] = seq_s
   end
 end
@@ -34,7 +33,7 @@ for i = 1, #ids, 1000 do
   local scores = redis.call("ZMSCORE", KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
   for j, sc in ipairs(scores) do
     local k = i + j - 1
-    if sc and tonumber(sc) == nums[k] then
+    if sc and tonumber(sc) == tonumber(seqs[k]) then
       live[#live + 1] = ids[k]
       live_seq[#live] = seqs[k]
     end
