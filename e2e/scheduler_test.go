@@ -84,7 +84,7 @@ func (c *cluster) readyIDs(t *testing.T) []string {
 		}
 		for _, k := range keys {
 			for _, e := range c.rdb.LRange(ctx, k, 0, -1).Val() {
-				_, id, _ := strings.Cut(e, "|") // entries are "seq|id"
+				_, id, _ := strings.Cut(shard.EntryRef(e), "|") // entries are "seq|id|task"
 				out = append(out, id)
 			}
 		}

@@ -43,6 +43,15 @@ const (
 	// NoGrace as Config.ShutdownGrace releases running tasks at shutdown
 	// without waiting for their handlers.
 	NoGrace time.Duration = -1
+	// DefaultLeaseAfter is QueueOptions.LeaseAfter when unset.
+	DefaultLeaseAfter = 100 * time.Millisecond
+	// MaxLeaseAfter bounds QueueOptions.LeaseAfter: well within
+	// shard.UnleasedGrace (1 s), the least time recovery leaves a popped,
+	// unleased task with its worker.
+	MaxLeaseAfter = 500 * time.Millisecond
+	// LeaseFirst as QueueOptions.LeaseAfter leases every task before its
+	// handler starts.
+	LeaseFirst time.Duration = -1
 )
 
 // Config configures a Worker. Namespace and Shards must equal the
@@ -90,6 +99,19 @@ type QueueOptions struct {
 	// ManualAck: a nil return leaves the delivery open until Task.Ack or
 	// Task.Nack.
 	ManualAck bool
+	// LeaseAfter is how long a handler runs on a popped task before the
+	// worker leases it. A ready entry carries its task, so the handler
+	// starts as soon as the entry is popped; one that is settled within
+	// LeaseAfter never takes a lease (a round trip and a script call
+	// less per task), one still running then is leased and its lease
+	// extended as usual. Until then the task is covered by recovery,
+	// which makes a popped, unleased task ready again no sooner than
+	// shard.UnleasedGrace (1 s) after the pop: a worker that stalls that
+	// long may see it run twice, as after an expired lease. 0 means
+	// DefaultLeaseAfter (100ms); LeaseFirst (any negative value) leases
+	// every task before its handler starts; at most MaxLeaseAfter. Queues
+	// under flow control (MaxConcurrency, Rate) always lease first.
+	LeaseAfter time.Duration
 	// MaxConcurrency caps the handlers of this queue running at once
 	// across every worker process (a Redis semaphore whose permits follow
 	// the deliveries' leases, so a crashed worker's permits come back when

@@ -137,6 +137,15 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 	if opts.Lease > 0 && opts.Lease < 10*time.Millisecond {
 		return fmt.Errorf("%w: queue %q: lease %s below 10ms", ErrInvalidConfig, name, opts.Lease)
 	}
+	switch {
+	case opts.LeaseAfter == 0:
+		opts.LeaseAfter = DefaultLeaseAfter
+	case opts.LeaseAfter > MaxLeaseAfter:
+		return fmt.Errorf("%w: queue %q: LeaseAfter %s above %s", ErrInvalidConfig, name, opts.LeaseAfter, MaxLeaseAfter)
+	}
+	if opts.LeaseAfter < 0 || opts.flowControlled() {
+		opts.LeaseAfter = LeaseFirst
+	}
 	q := &queue{name: name, h: h, opts: opts, freed: make(chan struct{}, 1),
 		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
 		met:        w.met.forQueue(name)}
@@ -518,41 +527,64 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, perm
 			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
 			continue
 		}
-		if ctx.Err() != nil {
-			// Popped while shutting down: give it back at once.
-			_ = d.finish(context.Background(), ErrShuttingDown)
-			continue
-		}
-		run.mu.Lock()
-		run.active[d] = struct{}{}
-		run.mu.Unlock()
-		run.wg.Add(1)
-		go func() {
-			defer run.wg.Done()
-			d.run(run.hctx)
-			run.mu.Lock()
-			delete(run.active, d)
-			run.mu.Unlock()
-		}()
+		run.start(ctx, d)
 	}
 }
 
-// claimAsync reserves a slot per popped id and claims them in the
-// background, so the fetch loop can pop again while the claim is in
-// flight. Run waits for run.claims before it waits for the handlers.
-func (w *Worker) claimAsync(ctx context.Context, key string, ids []string, permit *coord.Permit, run *runState) {
+// start runs the delivery's handler in a goroutine of its own; if the
+// worker is shutting down (ctx ended) it gives the task back instead.
+func (r *runState) start(ctx context.Context, d *delivery) {
+	if ctx.Err() != nil {
+		// Popped while shutting down: give it back at once.
+		_ = d.finish(context.Background(), ErrShuttingDown)
+		return
+	}
+	r.mu.Lock()
+	r.active[d] = struct{}{}
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		d.run(r.hctx)
+		r.mu.Lock()
+		delete(r.active, d)
+		r.mu.Unlock()
+	}()
+}
+
+// claimAsync reserves a slot per popped entry, starts the handlers of
+// those it may run before leasing them (see QueueOptions.LeaseAfter) and
+// claims the others in the background, so the fetch loop can pop again
+// while the claim is in flight. Run waits for run.claims before it waits
+// for the handlers.
+func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, permit *coord.Permit, run *runState) {
 	sh, qname, ok := w.store.Layout().ParseReady(key)
 	w.mu.Lock()
 	q := w.queues[qname]
 	w.mu.Unlock()
 	if !ok || q == nil {
-		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(ids))
+		w.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(entries))
 		if permit != nil && q != nil {
 			w.releasePermit(q, permit)
 		}
 		return
 	}
-	q.running.Add(int64(len(ids)))
+	q.running.Add(int64(len(entries)))
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if permit == nil && q.opts.LeaseAfter > 0 {
+			if sd, ok := shard.Popped(sh, e, q.opts.Lease); ok {
+				run.start(ctx, newDelivery(w, q, sd, sd.Leased))
+				continue
+			}
+		}
+		// Lease first: the queue asks for it, or the entry does not carry
+		// a task this binary can read (claim.lua decides about those).
+		ids = append(ids, shard.EntryRef(e))
+	}
+	if len(ids) == 0 {
+		return
+	}
 	run.claims.Add(1)
 	go func() {
 		defer run.claims.Done()
@@ -594,6 +626,7 @@ type delivery struct {
 	validUntil  atomic.Int64  // local unix nanos until which the lease surely holds
 	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
+	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
 
 	cancel context.CancelCauseFunc
 	// The watchdog is a timer, not a goroutine: a handler that finishes
@@ -645,6 +678,7 @@ func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delive
 	// The claim was sent at `sent`; Redis set the deadline to its time of
 	// the claim plus the lease, which is no earlier than sent + lease.
 	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	d.unleased.Store(sd.Unleased)
 	t := sd.Task
 	d.task = &Task{
 		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
@@ -670,7 +704,8 @@ func (d *delivery) run(parent context.Context) {
 	}
 	d.startWatchdog()
 
-	// Lateness on Redis's clock: claim time - due.
+	// Lateness: claim time - due on Redis's clock, or for a task run
+	// before its lease, pop time on the local clock - due.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
 	m.lateness.Observe(max(late, 0).Seconds())
 	m.running.Inc()
@@ -718,8 +753,12 @@ func (d *delivery) call(ctx context.Context) (err error) {
 func (d *delivery) wdEvery() time.Duration { return max(d.lease/3, 5*time.Millisecond) }
 
 // wdNext is the wait before the next extension: a third of the lease, or
-// less when the local guarantee needs renewing sooner.
+// less when the local guarantee needs renewing sooner. A delivery not
+// leased yet waits for its LeaseAfter.
 func (d *delivery) wdNext() time.Duration {
+	if d.unleased.Load() {
+		return max(time.Until(d.sd.Leased.Add(d.q.opts.LeaseAfter)), time.Millisecond)
+	}
 	margin := min(d.lease/10, 500*time.Millisecond)
 	untilDue := time.Until(time.Unix(0, d.validUntil.Load())) - margin
 	return max(min(d.wdEvery(), untilDue), time.Millisecond)
@@ -748,6 +787,10 @@ func (d *delivery) wdTick() {
 	d.w.ticks.Add(1)
 	d.wdMu.Unlock()
 	defer d.w.ticks.Done()
+	if d.unleased.Load() {
+		d.leaseLate()
+		return
+	}
 	if lim := d.extendUntil.Load(); lim != 0 && time.Now().UnixNano() > lim {
 		d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
 		return
@@ -774,10 +817,54 @@ func (d *delivery) wdTick() {
 			return
 		}
 	}
+	d.rearm(d.wdNext())
+}
+
+// unleasedMargin is how long before shard.UnleasedGrace runs out a worker
+// that could not lease a running task gives it up.
+const unleasedMargin = 200 * time.Millisecond
+
+// leaseLate leases a delivery whose handler outlived LeaseAfter (on the
+// watchdog timer's goroutine, counted in w.ticks). The claim presents the
+// popped entry's number: if the task is no longer pending under it
+// (cancelled, or taken back by recovery after UnleasedGrace) the handler
+// is cancelled as on a lost lease. A failed claim is tried again until
+// shortly before UnleasedGrace has passed since the pop; then the handler
+// is cancelled too, since recovery may take the task back.
+func (d *delivery) leaseLate() {
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), max(shard.UnleasedGrace-unleasedMargin-time.Since(d.sd.Leased), 10*time.Millisecond))
+	ds, err := d.w.store.Claim(ctx, d.sd.Shard, d.q.name, []string{d.sd.Token + "|" + d.sd.Task.ID}, d.q.opts.Lease)
+	cancel()
+	if d.wdDone() {
+		return
+	}
+	switch {
+	case err != nil && time.Since(d.sd.Leased) >= shard.UnleasedGrace-unleasedMargin:
+		// Recovery may take the task back any time now.
+		d.lost("could not lease the task within " + shard.UnleasedGrace.String() + " of its pop: " + err.Error())
+		return
+	case err != nil:
+		d.w.log.Warn("could not lease a running task; retrying", "task", d.sd.Task.ID, "queue", d.q.name, "error", err)
+		d.rearm(50 * time.Millisecond)
+		return
+	case len(ds) != 1 || ds[0].Token != d.sd.Token:
+		d.w.met.stale.WithLabelValues(d.q.name).Inc()
+		d.lost("task no longer pending: cancelled, or made ready again by recovery")
+		return
+	}
+	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	d.unleased.Store(false)
+	d.q.met.lateLeases.Inc()
+	d.rearm(d.wdNext())
+}
+
+// rearm schedules the next watchdog tick unless the delivery was settled.
+func (d *delivery) rearm(after time.Duration) {
 	d.wdMu.Lock()
 	defer d.wdMu.Unlock()
 	if !d.wdStopped {
-		d.wdTimer.Reset(d.wdNext())
+		d.wdTimer.Reset(after)
 	}
 }
 
@@ -872,7 +959,11 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 	var err error
 	switch {
 	case herr == nil:
-		if err = d.w.acks.ack(ctx, shard.AckArgs{Shard: d.sd.Shard, ID: id, Token: d.sd.Token}); err == nil {
+		a := shard.AckArgs{Shard: d.sd.Shard, ID: id, Token: d.sd.Token}
+		if d.unleased.Load() {
+			a.Queue = qn
+		}
+		if err = d.w.acks.ack(ctx, a); err == nil {
 			d.q.met.acks.Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):
@@ -881,6 +972,9 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 		}
 	default:
 		a := shard.NackArgs{Err: herr.Error(), Rand: rand.Float64(), Backoff: shard.Backoff(d.q.opts.Backoff)}
+		if d.unleased.Load() {
+			a.Queue = qn
+		}
 		var nr noRetryError
 		var ra retryAfterError
 		switch {

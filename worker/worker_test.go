@@ -258,7 +258,18 @@ func TestWatchdogKeepsLongHandlerLease(t *testing.T) {
 // TestCutOffWorkerLosesLease: a worker cut off from Redis for longer than
 // its lease has its handler cancelled with ErrLeaseLost, the task is
 // rescheduled by recovery, and the worker's late ack is rejected as stale.
+// Leased first, the lease runs out; run before its lease, the worker
+// cannot take one and gives the task up before recovery may take it back.
 func TestCutOffWorkerLosesLease(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		leaseAfter time.Duration
+	}{{"leased first", LeaseFirst}, {"run before its lease", 0}} {
+		t.Run(c.name, func(t *testing.T) { testCutOff(t, c.leaseAfter) })
+	}
+}
+
+func testCutOff(t *testing.T, leaseAfter time.Duration) {
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 500 * time.Millisecond, Backoff: shard.Backoff{Base: time.Hour, Cap: time.Hour, Factor: 1}})
 	proxy := testenv.StartProxy(t, e.redis.Addr)
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
@@ -266,7 +277,7 @@ func TestCutOffWorkerLosesLease(t *testing.T) {
 	started := make(chan struct{})
 	causes := make(chan error, 1)
 	restored := make(chan struct{})
-	_, reg, _ := e.start(wrdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(wrdb, QueueOptions{LeaseAfter: leaseAfter}, func(ctx context.Context, task *Task) error {
 		close(started)
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
@@ -599,5 +610,81 @@ func TestPermitFollowsDeliveryLease(t *testing.T) {
 				t.Fatalf("permit expires in %s, want about %s (the delivery's lease)", left, c.want)
 			}
 		})
+	}
+}
+
+// TestRunsBeforeLease: a popped task's handler starts before any lease; a
+// handler done within LeaseAfter is acked without one, one still running
+// then is leased (and a cancel is refused throughout).
+func TestRunsBeforeLease(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	type seen struct {
+		info      shard.Info
+		cancelErr error
+	}
+	quick := make(chan seen, 1)
+	slowStarted, slowRelease := make(chan struct{}), make(chan struct{})
+	_, reg, _ := e.start(e.rdb, QueueOptions{LeaseAfter: 50 * time.Millisecond}, func(ctx context.Context, task *Task) error {
+		if task.ID == "slow" {
+			close(slowStarted)
+			<-slowRelease
+			return nil
+		}
+		info, _ := e.lookup(task.ID)
+		_, err := e.store.Cancel(ctx, task.ID)
+		quick <- seen{info, err}
+		return nil
+	})
+	e.enqueue("quick", 0)
+	s := <-quick
+	if s.info.State != "active" || !s.info.At.IsZero() {
+		t.Fatalf("quick task while its handler ran: %s, lease deadline %v; want active without a lease", s.info.State, s.info.At)
+	}
+	if !errors.Is(s.cancelErr, shard.ErrActive) {
+		t.Fatalf("cancel while the handler ran: %v", s.cancelErr)
+	}
+	testenv.WaitFor(t, 10*time.Second, "quick task acked", func() (bool, string) {
+		_, err := e.lookup("quick")
+		return counter(t, reg, "hourglass_worker_acks_total") == 1 && errors.Is(err, shard.ErrNotFound), fmt.Sprint(err)
+	})
+	if n := counter(t, reg, "hourglass_worker_late_leases_total"); n != 0 {
+		t.Fatalf("quick task leased: %v", n)
+	}
+
+	e.enqueue("slow", 0)
+	<-slowStarted
+	testenv.WaitFor(t, 10*time.Second, "slow task leased after LeaseAfter", func() (bool, string) {
+		info, err := e.lookup("slow")
+		return err == nil && info.State == "active" && !info.At.IsZero(), fmt.Sprintf("%s %v %v", info.State, info.At, err)
+	})
+	if n := counter(t, reg, "hourglass_worker_late_leases_total"); n != 1 {
+		t.Fatalf("late leases: %v", n)
+	}
+	close(slowRelease)
+	testenv.WaitFor(t, 10*time.Second, "slow task acked", func() (bool, string) {
+		_, err := e.lookup("slow")
+		return counter(t, reg, "hourglass_worker_acks_total") == 2 && errors.Is(err, shard.ErrNotFound), fmt.Sprint(err)
+	})
+	if n := counter(t, reg, "hourglass_worker_stale_tokens_total") + counter(t, reg, "hourglass_worker_leases_lost_total"); n != 0 {
+		t.Fatalf("stale tokens or lost leases: %v", n)
+	}
+}
+
+// TestLeaseAfterBounds: LeaseAfter beyond MaxLeaseAfter is refused.
+func TestLeaseAfterBounds(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	w, err := New(rdb, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *Task) error { return nil }
+	if err := w.Handle("a", h, QueueOptions{LeaseAfter: MaxLeaseAfter + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("LeaseAfter above the bound: %v", err)
+	}
+	for _, la := range []time.Duration{0, LeaseFirst, MaxLeaseAfter} {
+		if err := w.Handle(fmt.Sprint("q", int64(la)), h, QueueOptions{LeaseAfter: la}); err != nil {
+			t.Fatalf("LeaseAfter %s: %v", la, err)
+		}
 	}
 }

@@ -42,7 +42,8 @@ type Config struct {
 	// Limit bounds each part of one pass.
 	Limit int
 	// StrandCheck is the spacing of stranded-id checks; an id popped and
-	// never leased is made ready again after one to two of them.
+	// neither settled nor leased is made ready again at the first check
+	// that comes shard.UnleasedGrace or more after the check that saw it.
 	StrandCheck time.Duration
 	// SafetyRecheck bounds every sleep of a shard with leased or ready ids.
 	SafetyRecheck time.Duration
@@ -89,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Leases that expired: outcome=retried (delivered again later: a possible duplicate) or buried (dead-lettered).",
 		}, []string{"outcome"}),
 		redelivered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_recovery_stranded_total", Help: "Ids popped by a worker that never leased them, made ready again.",
+			Name: "hourglass_recovery_stranded_total", Help: "Ids popped by a worker that neither settled nor leased them (it died), counted as a failed attempt: rescheduled with backoff or dead-lettered.",
 		}),
 		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hourglass_dlq_trimmed_total", Help: "Dead-letter entries deleted by the retention bounds.",
@@ -148,9 +149,10 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// Stranded candidates are confirmed by a later pass; it must come at
-	// least minAge after the pass that found them, so that a worker that
-	// popped ids a moment ago has had time to lease them.
-	minAge := min(r.cfg.StrandCheck, time.Second)
+	// least shard.UnleasedGrace after the pass that found them, so a
+	// worker that popped ids before that pass has had that long to settle
+	// or lease them (workers run popped tasks before leasing them).
+	minAge := shard.UnleasedGrace
 	var candidates []string
 	var candAt time.Time
 	var bo backoff.Backoff

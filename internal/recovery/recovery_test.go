@@ -120,8 +120,9 @@ func TestExpiredLeasesRetryThenBury(t *testing.T) {
 	})
 }
 
-// TestStrandedPopIsRedelivered: an id popped and never leased is ready
-// again after one or two stranded-id checks.
+// TestStrandedPopIsRedelivered: an id popped and neither settled nor
+// leased counts a failed attempt and is retried, no sooner than
+// shard.UnleasedGrace after the check that first saw it.
 func TestStrandedPopIsRedelivered(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -132,10 +133,14 @@ func TestStrandedPopIsRedelivered(t *testing.T) {
 	}
 	// The popping worker "crashed": nobody claims s1.
 	f.run(t, Config{StrandCheck: 50 * time.Millisecond, SafetyRecheck: time.Hour})
-	testenv.WaitFor(t, 10*time.Second, "stranded id back in its ready list", func() (bool, string) {
-		_, ids, err := f.store.Pop(ctx, f.store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
-		return err == nil && len(ids) == 1 && strings.HasSuffix(ids[0], "|s1"), fmt.Sprint(ids, err)
+	start := time.Now()
+	testenv.WaitFor(t, 10*time.Second, "stranded id rescheduled as a failed attempt", func() (bool, string) {
+		info, s := f.state("s1")
+		return info.State == "scheduled" && info.Task.Attempts == 1, s
 	})
+	if waited := time.Since(start); waited < shard.UnleasedGrace {
+		t.Fatalf("stranded id taken back after %s, before the grace of %s", waited, shard.UnleasedGrace)
+	}
 	testenv.WaitFor(t, 5*time.Second, "stranded metric", func() (bool, string) {
 		n := testutil.ToFloat64(f.met.redelivered)
 		return n >= 1, fmt.Sprint(n)

@@ -23,7 +23,8 @@ var (
 	ErrInvalidArgument = errors.New("hourglass: invalid argument")
 	// ErrNotFound reports an id that is not stored.
 	ErrNotFound = errors.New("hourglass: task not found")
-	// ErrActive reports a cancel of a task that is running under a lease.
+	// ErrActive reports a cancel of a task that is running: leased, or
+	// popped by a worker (which runs popped tasks before leasing them).
 	ErrActive = errors.New("hourglass: task is running")
 	// ErrUndecodable reports stored task data that is not a valid encoding.
 	ErrUndecodable = errors.New("hourglass: undecodable task data")

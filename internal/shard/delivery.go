@@ -42,10 +42,12 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 
 // Pop blocks up to timeout for entries in any of keys (BLMPOP, from the
 // first non-empty key in the order given) and pops at most count of them
-// from one list. It returns the list's key and the entries ("seq|id");
-// none on timeout. The entries must then be leased with Claim; an entry
-// popped and never claimed (the worker crashed) is found and made ready
-// again by Recover.
+// from one list. It returns the list's key and the entries; none on
+// timeout. Each entry is a delivery: run it at once with Popped (its
+// token is then the entry's number), or lease it first with Claim. An
+// entry popped and neither settled nor leased (the worker crashed) is
+// found and made ready again by Recover, no sooner than UnleasedGrace
+// after the pop.
 func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
 	key, ids, err := s.rdb.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
 	if errors.Is(err, redis.Nil) {
@@ -55,6 +57,57 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 		return "", nil, fmt.Errorf("shard: pop: %w", err)
 	}
 	return key, ids, nil
+}
+
+// UnleasedGrace is the shortest time for which a task popped from a ready
+// list and not leased stays with the worker that popped it: recovery makes
+// it ready again only once it has seen it popped and unleased at two
+// checks this far apart. A worker that runs popped tasks before leasing
+// them must lease (Claim) those still running well within this time.
+const UnleasedGrace = time.Second
+
+// Popped decodes a ready-list entry "seq|id|task" of shard sh into a
+// delivery that may run at once, before any lease: its Token is the
+// entry's number, which acks, nacks and releases present together with
+// the queue (AckArgs.Queue, NackArgs.Queue). It reports false for an
+// entry it cannot use so (no task part, an entry of the older form
+// "seq|id", or task data this binary cannot decode): Claim decides those.
+// Leased is the local time now; Deadline is Leased plus lease, or the
+// task's timeout when lease is not positive.
+func Popped(sh int, entry string, lease time.Duration) (Delivery, bool) {
+	seq, rest, ok := strings.Cut(entry, "|")
+	if !ok || seq == "" {
+		return Delivery{}, false
+	}
+	id, blob, ok := strings.Cut(rest, "|")
+	if !ok || !ValidID(id) {
+		return Delivery{}, false
+	}
+	for _, c := range []byte(seq) {
+		if c < '0' || c > '9' {
+			return Delivery{}, false
+		}
+	}
+	t, err := Decode(id, []byte(blob))
+	if err != nil {
+		return Delivery{}, false
+	}
+	if lease <= 0 {
+		lease = t.Timeout
+	}
+	now := time.Now()
+	return Delivery{Task: t, Shard: sh, Token: seq, Unleased: true, Leased: now, Deadline: now.Add(lease)}, true
+}
+
+// EntryRef returns the "seq|id" part of a ready-list entry, what Claim
+// needs of it.
+func EntryRef(entry string) string {
+	if i := strings.IndexByte(entry, '|'); i >= 0 {
+		if j := strings.IndexByte(entry[i+1:], '|'); j >= 0 {
+			return entry[:i+1+j]
+		}
+	}
+	return entry
 }
 
 // Delivery is a task leased to a worker.
@@ -68,8 +121,12 @@ type Delivery struct {
 	// Token identifies this delivery; ack, nack, extend and release must
 	// present it.
 	Token string
+	// Unleased marks a delivery from Popped: it runs on its popped entry,
+	// with no lease yet (see UnleasedGrace).
+	Unleased bool
 	// Leased is Redis time at the claim; Deadline is when the lease ends
-	// unless extended (Redis time).
+	// unless extended (Redis time). For an Unleased delivery both are
+	// local times: the pop, and when a lease taken then would end.
 	Leased, Deadline time.Time
 }
 
@@ -128,6 +185,10 @@ func (s *Store) Ack(ctx context.Context, sh int, id, token string) error {
 type AckArgs struct {
 	Shard     int
 	ID, Token string
+	// Queue is set for a delivery run without a lease (Delivery.Unleased):
+	// its token is then looked up among the queue's pending ids, and among
+	// the leases if the delivery was leased meanwhile.
+	Queue string
 }
 
 // AckBatch acknowledges many deliveries in one pipelined round trip, one
@@ -142,9 +203,10 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 	var calls []scriptCall
 	var members [][]int
 	for sh, idx := range byShard {
-		args := make([]any, 0, 2*len(idx))
+		args := make([]any, 0, 1+3*len(idx))
+		args = append(args, s.l.PendingPrefix(sh))
 		for _, i := range idx {
-			args = append(args, acks[i].ID, acks[i].Token)
+			args = append(args, acks[i].ID, acks[i].Token, acks[i].Queue)
 		}
 		calls = append(calls, scriptCall{keys: []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, args: args})
 		members = append(members, idx)
@@ -193,6 +255,9 @@ type NackArgs struct {
 	Backoff Backoff
 	// Rand in [0,1) is the backoff's jitter.
 	Rand float64
+	// Queue is set for a delivery run without a lease (Delivery.Unleased),
+	// as in AckArgs.
+	Queue string
 }
 
 // NackResult is what became of a failed delivery.
@@ -220,10 +285,14 @@ func (s *Store) Nack(ctx context.Context, sh int, id, token string, a NackArgs) 
 	if a.Backoff != (Backoff{}) {
 		backoff = a.Backoff.spec()
 	}
-	v, err := nackScript.Run(ctx, s.rdb, []string{
+	keys := []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
 		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh),
-	}, id, token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.l.WakeChannel(sh)).Int64Slice()
+	}
+	if a.Queue != "" {
+		keys = append(keys, s.l.Pending(sh, a.Queue))
+	}
+	v, err := nackScript.Run(ctx, s.rdb, keys, id, token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.l.WakeChannel(sh)).Int64Slice()
 	if err != nil {
 		return NackResult{}, fmt.Errorf("shard: nack %q: %w", id, err)
 	}
@@ -240,10 +309,11 @@ func (s *Store) Nack(ctx context.Context, sh int, id, token string, a NackArgs) 
 }
 
 // Release gives a delivery on shard sh back without counting an attempt;
-// the task is ready again at once (at the end of its ready list).
+// the task is ready again at once (at the end of its ready list). It
+// takes leased and Unleased deliveries alike.
 func (s *Store) Release(ctx context.Context, sh int, id, queue, token string) error {
 	n, err := releaseScript.Run(ctx, s.rdb, []string{
-		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue),
+		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue), s.l.Tasks(sh),
 	}, id, token).Int64()
 	if err != nil {
 		return fmt.Errorf("shard: release %q: %w", id, err)

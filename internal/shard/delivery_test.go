@@ -98,7 +98,8 @@ func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 	}
 	// The same entry twice, an id never made ready, an entry of a wrong
 	// sequence number and garbage: one lease.
-	id := entries[0][strings.Index(entries[0], "|")+1:]
+	ref := EntryRef(entries[0])
+	id := ref[strings.Index(ref, "|")+1:]
 	ds, err := s.Claim(ctx, 0, "default", []string{entries[0], entries[0], "77|never-ready", "999|" + id, "garbage"}, time.Second)
 	if err != nil || len(ds) != 1 || ds[0].Task.ID != id {
 		t.Fatalf("claim leased %d deliveries: %v", len(ds), err)
@@ -251,7 +252,7 @@ func TestRecoverStrandedPops(t *testing.T) {
 	// A worker pops both and dies before leasing the first; the second is
 	// popped by a worker that leases it between two recovery passes.
 	_, ids, err := s.Pop(ctx, keys, 2, time.Second)
-	if err != nil || len(ids) != 2 || !strings.HasSuffix(ids[0], "|"+lost) {
+	if err != nil || len(ids) != 2 || !strings.Contains(ids[0], "|"+lost+"|") {
 		t.Fatalf("pop: %v %v", ids, err)
 	}
 	r1, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10})
@@ -265,9 +266,9 @@ func TestRecoverStrandedPops(t *testing.T) {
 	if err != nil || r2.Redelivered != 1 {
 		t.Fatalf("second pass: %+v %v", r2, err)
 	}
-	d := popClaim(t, s, []string{"mail"}, 0)
-	if d.Task.ID != lost {
-		t.Fatalf("redelivered %q, want %q", d.Task.ID, lost)
+	// The lost one may have run: a failed attempt, retried with backoff.
+	if info, err := s.Lookup(ctx, lost); err != nil || info.State != "scheduled" || info.Task.Attempts != 1 {
+		t.Fatalf("stranded task: %+v %v", info, err)
 	}
 	// Nothing ready or pending is left, so nothing is a candidate.
 	r3, _ := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10, Candidates: r2.Candidates})
@@ -337,5 +338,131 @@ func TestAckBatchAcrossShards(t *testing.T) {
 	}
 	if !errors.Is(errs[4], ErrStaleToken) {
 		t.Fatalf("stale ack in a batch: %v", errs[4])
+	}
+}
+
+// popEntry pops one entry of queue and returns its shard and the entry.
+func popEntry(t *testing.T, s *Store, queue string) (int, string) {
+	t.Helper()
+	key, es, err := s.Pop(context.Background(), s.Layout().ReadyKeys([]string{queue}), 1, time.Second)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("pop: %v %v", es, err)
+	}
+	sh, _, _ := s.Layout().ParseReady(key)
+	return sh, es[0]
+}
+
+// TestUnleasedDeliveries: a popped entry carries its task, so it can run
+// before any lease; acks, nacks and releases take its entry's number as
+// the token, and a late lease keeps that token.
+func TestUnleasedDeliveries(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	popped := func(prefix string, retries int) (string, Delivery) {
+		t.Helper()
+		id := readyTask(t, s, 0, prefix, "default", retries)
+		sh, e := popEntry(t, s, "default")
+		d, ok := Popped(sh, e, 0)
+		if !ok || d.Task.ID != id || string(d.Task.Payload) != "p-"+id || !d.Unleased ||
+			d.Deadline.Sub(d.Leased) != 30*time.Second || e != d.Token+"|"+id+"|"+rdb.HGet(ctx, s.l.Tasks(0), id).Val() {
+			t.Fatalf("Popped(%q) = %+v, %v", e, d, ok)
+		}
+		return id, d
+	}
+
+	// Popped and running: lookup says active, cancel refuses; an ack
+	// without the queue finds no lease; with it, the task is done.
+	id, d := popped("a", -1)
+	if info, err := s.Lookup(ctx, id); err != nil || info.State != "active" {
+		t.Fatalf("lookup of a popped task: %+v %v", info, err)
+	}
+	if _, err := s.Cancel(ctx, id); !errors.Is(err, ErrActive) {
+		t.Fatalf("cancel of a popped task: %v", err)
+	}
+	if err := s.Ack(ctx, 0, id, d.Token); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("ack as if leased: %v", err)
+	}
+	ack := func(id, token string) error {
+		return s.AckBatch(ctx, []AckArgs{{Shard: 0, ID: id, Token: token, Queue: "default"}})[0]
+	}
+	if err := ack(id, d.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := ack(id, d.Token); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("second ack: %v", err)
+	}
+	for _, k := range []string{s.l.Tasks(0), s.l.Pending(0, "default"), s.l.Ready(0, "default"), s.l.Inflight(0), s.l.Leases(0)} {
+		if n, _ := rdb.Exists(ctx, k).Result(); n != 0 {
+			t.Errorf("%s left behind", k)
+		}
+	}
+
+	// A nack counts an attempt and reschedules.
+	id, d = popped("n", -1)
+	if r, err := s.Nack(ctx, 0, id, d.Token, NackArgs{Err: "boom", Queue: "default"}); err != nil || r.Dead || r.Attempts != 1 {
+		t.Fatalf("nack: %+v %v", r, err)
+	}
+	if info, _ := s.Lookup(ctx, id); info.State != "scheduled" || info.Task.Attempts != 1 {
+		t.Fatalf("after nack: %+v", info)
+	}
+
+	// Leased late (the handler outlived LeaseAfter): same token; the ack
+	// names the queue (it raced the lease) and still lands.
+	id, d = popped("l", -1)
+	ds, err := s.Claim(ctx, 0, "default", []string{EntryRef(d.Token + "|" + id + "|whatever")}, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].Token != d.Token || ds[0].Unleased {
+		t.Fatalf("late lease: %+v %v", ds, err)
+	}
+	if err := ack(id, d.Token); err != nil {
+		t.Fatalf("ack after the late lease: %v", err)
+	}
+	if n := rdb.ZCard(ctx, s.l.Inflight(0)).Val() + rdb.HLen(ctx, s.l.Leases(0)).Val(); n != 0 {
+		t.Fatalf("lease left behind: %d", n)
+	}
+
+	// Released at shutdown: ready again under a new number; the old
+	// token is stale.
+	id, d = popped("r", -1)
+	if err := s.Release(ctx, 0, id, "default", d.Token); err != nil {
+		t.Fatal(err)
+	}
+	_, e := popEntry(t, s, "default")
+	d2, ok := Popped(0, e, time.Second)
+	if !ok || d2.Task.ID != id || d2.Token == d.Token || d2.Deadline.Sub(d2.Leased) != time.Second {
+		t.Fatalf("released task popped again: %+v %v", d2, ok)
+	}
+	if err := ack(id, d.Token); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("ack with the released token: %v", err)
+	}
+	if err := ack(id, d2.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	// Entries Popped cannot use are left to Claim.
+	for _, e := range []string{"", "7", "7|x", "x|y|1|default|0|0|5|1|1|p", "7|x|zzz", "7|a|b|1|default", "7||1|default|0|0|5|1|1|p"} {
+		if d, ok := Popped(0, e, 0); ok {
+			t.Errorf("Popped(%q) = %+v", e, d)
+		}
+	}
+}
+
+// TestStrandedUnleasedBuriedWhenRetriesSpent: a popped task whose worker
+// vanished counts an attempt; with none left it is dead-lettered with the
+// reason, never redelivered forever.
+func TestStrandedUnleasedBuriedWhenRetriesSpent(t *testing.T) {
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 0, "poison", "default", 0)
+	popEntry(t, s, "default")
+	r1, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10})
+	if err != nil || len(r1.Candidates) != 1 {
+		t.Fatalf("first pass: %+v %v", r1, err)
+	}
+	if r2, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10, Candidates: r1.Candidates}); err != nil || r2.Redelivered != 1 {
+		t.Fatalf("second pass: %+v %v", r2, err)
+	}
+	info, err := s.Lookup(ctx, id)
+	if err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "worker lost the task before leasing it") {
+		t.Fatalf("stranded task with no retries left: %+v %v", info, err)
 	}
 }

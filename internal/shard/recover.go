@@ -23,7 +23,7 @@ type RecoverArgs struct {
 type RecoverResult struct {
 	Retried     int // expired leases rescheduled
 	Buried      int // expired leases dead-lettered
-	Redelivered int // stranded ids made ready again
+	Redelivered int // stranded ids (popped, never settled or leased) rescheduled or buried
 	Trimmed     int // dead-letter entries deleted by retention
 	// NextDeadline is the earliest lease deadline (unix ms), -1 if none.
 	NextDeadline int64

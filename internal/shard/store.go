@@ -280,8 +280,9 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 type Info struct {
 	State string // scheduled, ready, active or dead
 	Task  Task   // zero fields except ID when the data is missing
-	// At is the due time (scheduled), lease deadline (active) or burial
-	// time (dead).
+	// At is the due time (scheduled), lease deadline (active; zero for a
+	// task a worker popped and runs without a lease yet) or burial time
+	// (dead).
 	At time.Time
 	// DeadInfo is the JSON burial record of a dead task.
 	DeadInfo string
@@ -297,7 +298,7 @@ func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	sh := s.l.ShardOf(id)
 	v, err := lookupScript.Run(ctx, s.rdb,
 		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
-		id, s.l.PendingPrefix(sh)).StringSlice()
+		id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}

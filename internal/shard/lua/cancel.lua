@@ -14,7 +14,9 @@
 --   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
 --                set or the far tier), ready or dead
 --   { 0, ""}     no such task
---   {-1, "active"} the task is running under a lease; not cancelled
+--   {-1, "active"} the task is running under a lease, or a worker popped
+--                it from its ready list (it runs it or is about to); not
+--                cancelled
 local id = ARGV[1]
 if string.find(id, "|", 1, true) then
   return redis.error_reply("cancel: invalid task id")
@@ -47,7 +49,14 @@ else
   if task then
     local seq = redis.call("ZSCORE", ARGV[3] .. task.queue, id)
     if seq then
-      redis.call("LREM", ARGV[2] .. task.queue, 0, string.format("%d", tonumber(seq)) .. "|" .. id)
+      local rk, seq_s = ARGV[2] .. task.queue, string.format("%d", tonumber(seq))
+      -- A popped entry is in a worker's hands: it may be running already.
+      if popped(rk, tonumber(seq)) then
+        return {-1, "active"}
+      end
+      if redis.call("LREM", rk, 0, seq_s .. "|" .. id .. "|" .. blob) == 0 then
+        redis.call("LREM", rk, 0, seq_s .. "|" .. id) -- an entry without the task
+      end
       redis.call("ZREM", ARGV[3] .. task.queue, id)
     else
       state = "scheduled"

@@ -1,4 +1,5 @@
--- claim.lua: lease ids a worker popped from one ready list.
+-- claim.lua: lease ids a worker popped from one ready list (at once, or
+-- when a handler it started without a lease runs longer than that allows).
 --
 -- KEYS[1] tasks      HASH  task id -> encoded task
 -- KEYS[2] inflight   ZSET  task id -> lease deadline ms
@@ -7,7 +8,8 @@
 -- KEYS[5] dead       ZSET  task id -> time buried
 -- KEYS[6] dead info  HASH  task id -> JSON
 -- ARGV[1] lease in ms, or "" for each task's own timeout
--- ARGV[2..n] popped ready-list entries, "seq|id"
+-- ARGV[2..n] popped ready-list entries, "seq|id" or "seq|id|task" (the
+--            task part is ignored: the lease reads the stored data)
 --
 -- An entry is leased only if its id is pending under the entry's sequence
 -- number: a leftover duplicate entry (a re-delivery) or a cancelled task is
@@ -20,7 +22,7 @@ local out = {now}
 -- Entries whose id is pending under their very number, each id once.
 local ids, seqs, seen = {}, {}, {}
 for i = 2, #ARGV do
-  local seq_s, id = string.match(ARGV[i], "^(%d+)|(.+)$")
+  local seq_s, id = string.match(ARGV[i], "^(%d+)|([^|]+)")
   if id and not seen[id] then
     seen[id] = true
     ids[#ids + 1] = id

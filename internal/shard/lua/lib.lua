@@ -86,22 +86,52 @@ local function schedule(delayed_key, wake_channel, id, due)
   end
 end
 
--- make_ready appends "seq|id" to a ready list and records id as pending
--- (ready, not yet leased) under that new sequence number. Sequence numbers
--- grow along the list, so a pending id whose number is below the number of
--- the list's head has been popped by a worker that has not leased it (yet,
--- or ever: a crash). An entry whose number is not the id's pending number
--- is a leftover duplicate and is skipped at claim.
-local function make_ready(seq_key, pending_key, ready_key, id)
+-- make_ready appends "seq|id|blob" to a ready list and records id as
+-- pending (ready, not yet leased) under that new sequence number. The
+-- entry carries the task, so a worker can run it without another read.
+-- Sequence numbers grow along the list, so a pending id whose number is
+-- below the number of the list's head has been popped by a worker that has
+-- not leased it (it runs it, leases it, or crashed). An entry whose number
+-- is not the id's pending number is a leftover duplicate and is skipped.
+local function make_ready(seq_key, pending_key, ready_key, id, blob)
   local seq = string.format("%d", redis.call("INCR", seq_key))
   redis.call("ZADD", pending_key, seq, id)
-  redis.call("RPUSH", ready_key, seq .. "|" .. id)
+  redis.call("RPUSH", ready_key, seq .. "|" .. id .. "|" .. blob)
 end
 
--- ready_entry splits a ready-list entry "seq|id".
+-- ready_entry splits a ready-list entry "seq|id|blob" (or "seq|id", the
+-- form before entries carried the task) into its number and id.
 local function ready_entry(e)
-  local seq, id = string.match(e or "", "^(%d+)|(.+)$")
+  local seq, id = string.match(e or "", "^(%d+)|([^|]+)")
   return tonumber(seq), id
+end
+
+-- popped reports whether the entry numbered seq has left the ready list
+-- (popped by a worker): the list is empty or its head is numbered higher.
+local function popped(ready_key, seq)
+  local hs = ready_entry(redis.call("LINDEX", ready_key, 0))
+  return not hs or hs > seq
+end
+
+-- end_delivery ends the current delivery of id if token is its token:
+-- either a leased one (token in leases_key) or one a worker runs without a
+-- lease yet (id pending in pending_key under the number token, its entry
+-- popped). pending_key may be nil: leased deliveries only. Returns false,
+-- changing nothing, when token is stale.
+local function end_delivery(inflight_key, leases_key, pending_key, id, token)
+  if pending_key then
+    local s = redis.call("ZSCORE", pending_key, id)
+    if s and tonumber(s) == tonumber(token) then
+      redis.call("ZREM", pending_key, id)
+      return true
+    end
+  end
+  if redis.call("HGET", leases_key, id) ~= token then
+    return false
+  end
+  redis.call("ZREM", inflight_key, id)
+  redis.call("HDEL", leases_key, id)
+  return true
 end
 
 -- bulk runs cmd on key with args in chunks of at most 1000 arguments

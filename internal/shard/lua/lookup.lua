@@ -7,11 +7,12 @@
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
 -- ARGV[1] task id
 -- ARGV[2] pending key prefix of this shard (the queue name is appended)
+-- ARGV[3] ready-list key prefix of this shard (the queue name is appended)
 --
 -- Returns {state, encoded task or "", score or "", dead info or ""}:
 --   state is "scheduled" (score = due; a task in the far tier is in no set,
 --   its due time is read from its data), "ready", "active" (score = lease
---   deadline), "dead" (score = time buried) or "" when unknown.
+--   deadline, or "" for a task a worker popped and runs without a lease), "dead" (score = time buried) or "" when unknown.
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
 local info = redis.call("HGET", KEYS[5], id) or ""
@@ -23,8 +24,13 @@ s = redis.call("ZSCORE", KEYS[1], id)
 if s then return {"scheduled", blob, s, info} end
 if blob ~= "" then
   local q, due = string.match(blob, "^1|([^|]+)|%d+|%d+|%d+|(%d+)|")
-  if q and ARGV[2] and not redis.call("ZSCORE", ARGV[2] .. q, id) then
+  local seq = q and ARGV[2] and redis.call("ZSCORE", ARGV[2] .. q, id)
+  if q and ARGV[2] and not seq then
     return {"scheduled", blob, due, info}
+  end
+  -- Popped from its ready list: a worker runs it (not leased yet).
+  if seq and ARGV[3] and popped(ARGV[3] .. q, tonumber(seq)) then
+    return {"active", blob, "", info}
   end
   return {"ready", blob, "", info}
 end

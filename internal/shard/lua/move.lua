@@ -1,5 +1,6 @@
 -- move.lua: move due tasks of one shard into their queues' ready lists.
--- Run only by the shard's owner; fenced by epoch; bounded by LIMIT.
+-- Run only by the shard's owner; fenced by epoch; bounded by LIMIT. Each
+-- ready entry is "seq|id|encoded task" (see make_ready in lib.lua).
 --
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
@@ -138,8 +139,9 @@ if #ids > 0 then
     local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
     for _, b in ipairs(part) do blobs[#blobs + 1] = b end
   end
-  -- Only the queue is read here (the claim and the worker read the
-  -- rest); data without one is buried with the full decoder's reason.
+  -- Only the queue is read here (the worker reads the rest from the
+  -- ready entry, which carries the task); data without one is buried
+  -- with the full decoder's reason.
   local queues, ok = {}, 0
   for i, id in ipairs(ids) do
     local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
@@ -163,7 +165,7 @@ if #ids > 0 then
         local s = string.format("%d", seq)
         if not entries[q] then entries[q], pending[q] = {}, {} end
         local e, p = entries[q], pending[q]
-        e[#e + 1] = s .. "|" .. id
+        e[#e + 1] = s .. "|" .. id .. "|" .. blobs[i]
         p[#p + 1] = s
         p[#p + 1] = id
         moved = moved + 1

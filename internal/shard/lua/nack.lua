@@ -8,8 +8,10 @@
 -- KEYS[6] dead       ZSET  task id -> time buried
 -- KEYS[7] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[8] queues     HASH  queue -> policy (for the default backoff)
+-- KEYS[9] pending    ZSET  pending ids of the task's queue; optional, for
+--                          a delivery run without a lease yet
 -- ARGV[1] task id
--- ARGV[2] delivery token
+-- ARGV[2] delivery token (a lease's, or the popped entry's number)
 -- ARGV[3] error text (kept as the task's last error)
 -- ARGV[4] "retry" or "dead" (the handler asked not to retry)
 -- ARGV[5] retry delay in ms, or "" for exponential backoff
@@ -20,11 +22,9 @@
 -- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
 local id, err = ARGV[1], ARGV[3]
-if redis.call("HGET", KEYS[4], id) ~= ARGV[2] then
+if not end_delivery(KEYS[3], KEYS[4], KEYS[9], id, ARGV[2]) then
   return {0, 0, 0}
 end
-redis.call("ZREM", KEYS[3], id)
-redis.call("HDEL", KEYS[4], id)
 local now = now_ms()
 local blob = redis.call("HGET", KEYS[2], id)
 local task, why = decode(blob)

@@ -4,10 +4,13 @@
 --      back to the delayed set with attempts+1 and backoff, or to the
 --      dead-letter set with reason "lease expired" once retries are spent.
 --      Its token is dropped, so the old worker's late ack is rejected.
---   2. Stranded ids: popped from a ready list by a worker that never leased
---      them (it crashed in between). ARGV[9..] are the candidates the
---      previous pass returned; those still popped-and-unleased now are made
---      ready again. The pass returns the next candidates.
+--   2. Stranded ids: popped from a ready list by a worker that neither
+--      settled nor leased them (it crashed; workers run popped tasks before
+--      leasing them). ARGV[9..] are the candidates the previous pass
+--      returned; those still popped-and-unleased now count a failed attempt
+--      like an expired lease: rescheduled with backoff, or buried with
+--      reason "worker lost the task before leasing it". The pass returns
+--      the next candidates.
 --   3. Dead-letter retention: entries older than the age bound or beyond
 --      the size bound are deleted with their data.
 --
@@ -41,39 +44,43 @@ end
 local now = now_ms()
 local retried, buried, redelivered, trimmed = 0, 0, 0, 0
 
+-- fail counts a failed attempt of id, whose delivery is over (its lease
+-- or pending entry already removed): it reschedules the task with backoff
+-- and records why as its last error, or buries it with reason bury_reason
+-- once its retries are spent. Returns true when rescheduled.
+local function fail(id, why, bury_reason)
+  local blob = redis.call("HGET", KEYS[2], id)
+  local task, bad = decode(blob)
+  if not task then
+    bury(KEYS[6], KEYS[7], id, now, bad, "")
+    return false
+  end
+  task.attempts = task.attempts + 1
+  if task.attempts > task.max_retries then
+    local last = redis.call("HGET", KEYS[5], id) or ""
+    redis.call("HSET", KEYS[2], id, encode(task, blob))
+    bury(KEYS[6], KEYS[7], id, now, bury_reason, last)
+    redis.call("HDEL", KEYS[5], id)
+    return false
+  end
+  local spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue))
+  task.due = now + backoff_ms(spec, task.attempts, rnd())
+  redis.call("HSET", KEYS[2], id, encode(task, blob))
+  redis.call("HSET", KEYS[5], id, why)
+  schedule(KEYS[1], ARGV[4], id, task.due)
+  return true
+end
+
 -- 1. expired leases
 local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
-  local blob = redis.call("HGET", KEYS[2], id)
-  local task, why = decode(blob)
-  if not task then
-    bury(KEYS[6], KEYS[7], id, now, why, "")
-    buried = buried + 1
+  if fail(id, "lease expired", "lease expired") then
+    retried = retried + 1
   else
-    task.attempts = task.attempts + 1
-    if task.attempts > task.max_retries then
-      local last = redis.call("HGET", KEYS[5], id) or ""
-      redis.call("HSET", KEYS[2], id, encode(task, blob))
-      bury(KEYS[6], KEYS[7], id, now, "lease expired", last)
-      redis.call("HDEL", KEYS[5], id)
-      buried = buried + 1
-    else
-      local spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue))
-      task.due = now + backoff_ms(spec, task.attempts, rnd())
-      redis.call("HSET", KEYS[2], id, encode(task, blob))
-      redis.call("HSET", KEYS[5], id, "lease expired")
-      schedule(KEYS[1], ARGV[4], id, task.due)
-      retried = retried + 1
-    end
+    buried = buried + 1
   end
-end
-
--- head_seq returns the sequence number of a ready list's first entry, or
--- nil when the list is empty.
-local function head_seq(ready_key)
-  return (ready_entry(redis.call("LINDEX", ready_key, 0)))
 end
 
 -- 2a. candidates of the previous pass still popped and unleased
@@ -83,10 +90,12 @@ for i = 9, #ARGV do
     local pk, rk = ARGV[6] .. q, ARGV[5] .. q
     local s = redis.call("ZSCORE", pk, id)
     if s and tonumber(s) == tonumber(seq_s) then
-      local hs = head_seq(rk)
-      if not hs or hs > tonumber(seq_s) then
+      if popped(rk, tonumber(seq_s)) then
+        -- Its worker may have run it (workers run popped tasks before
+        -- leasing them) and died: a failed attempt, as for an expired
+        -- lease, so a task that kills its workers cannot loop forever.
         redis.call("ZREM", pk, id)
-        make_ready(KEYS[11], pk, rk, id)
+        fail(id, "worker lost the task before leasing it", "worker lost the task before leasing it")
         redelivered = redelivered + 1
       end
     end
@@ -103,7 +112,7 @@ for _, q in ipairs(redis.call("SMEMBERS", KEYS[12])) do
   local n = redis.call("ZCARD", pk)
   if n > 0 then
     pending = pending + n
-    local hs = head_seq(rk)
+    local hs = ready_entry(redis.call("LINDEX", rk, 0))
     local bound = "+inf"
     if hs then bound = "(" .. string.format("%d", hs) end
     if room > 0 then

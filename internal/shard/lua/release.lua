@@ -6,14 +6,14 @@
 -- KEYS[3] seq        STRING sequence counter
 -- KEYS[4] pending    ZSET  pending ids of the task's queue
 -- KEYS[5] ready      LIST  ready list of the task's queue
+-- KEYS[6] tasks      HASH  task id -> encoded task
 -- ARGV[1] task id
--- ARGV[2] delivery token
+-- ARGV[2] delivery token (a lease's, or the number of the popped entry of
+--         a task run without a lease yet)
 --
 -- Returns 1 when released, 0 when the token is stale.
-if redis.call("HGET", KEYS[2], ARGV[1]) ~= ARGV[2] then
+if not end_delivery(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2]) then
   return 0
 end
-redis.call("ZREM", KEYS[1], ARGV[1])
-redis.call("HDEL", KEYS[2], ARGV[1])
-make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1])
+make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1], redis.call("HGET", KEYS[6], ARGV[1]) or "")
 return 1
