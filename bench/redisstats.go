@@ -77,7 +77,10 @@ type rstats struct {
 	calls  map[string]int64 // INFO commandstats calls, by command ("config|get")
 	usec   map[string]int64 // INFO commandstats usec, by command
 	cpu    float64          // used_cpu_user + used_cpu_sys, seconds
+	cpuSys float64          // used_cpu_sys, seconds
 	mem    int64            // used_memory
+	reads  int64            // total_reads_processed: socket reads, about one per round trip
+	wakes  int64            // redis-server's voluntary context switches: sleeps in epoll_wait, each ended by a wake-up
 	bench  map[string]int64 // top-level commands sent by the bench's own clients of the system
 	admin  map[string]int64 // commands sent by the measuring client (subtracted)
 	procs  map[int]float64  // CPU seconds of other processes by pid (schedulers, this process)
@@ -90,7 +93,7 @@ func snapshot(ctx context.Context, admin *redis.Client, adminN *cmdCounter, benc
 	s := rstats{at: time.Now(), calls: map[string]int64{}, usec: map[string]int64{}, procs: map[int]float64{}, pids: pids}
 	s.admin = adminN.snap() // before INFO, so INFO itself falls in the next window
 	s.bench = bench.snap()
-	txt, err := admin.Info(ctx, "commandstats", "cpu", "memory").Result()
+	txt, err := admin.Info(ctx, "commandstats", "cpu", "memory", "stats", "server").Result()
 	if err != nil {
 		return s, err
 	}
@@ -112,11 +115,17 @@ func snapshot(ctx context.Context, admin *redis.Client, adminN *cmdCounter, benc
 			cpuU, _ = strconv.ParseFloat(strings.TrimPrefix(line, "used_cpu_user:"), 64)
 		case strings.HasPrefix(line, "used_cpu_sys:"):
 			cpuS, _ = strconv.ParseFloat(strings.TrimPrefix(line, "used_cpu_sys:"), 64)
+		case strings.HasPrefix(line, "process_id:"):
+			pid, _ := strconv.Atoi(strings.TrimPrefix(line, "process_id:"))
+			s.wakes = voluntarySwitches(pid)
+		case strings.HasPrefix(line, "total_reads_processed:"):
+			s.reads, _ = strconv.ParseInt(strings.TrimPrefix(line, "total_reads_processed:"), 10, 64)
 		case strings.HasPrefix(line, "used_memory:"):
 			s.mem, _ = strconv.ParseInt(strings.TrimPrefix(line, "used_memory:"), 10, 64)
 		}
 	}
 	s.cpu = cpuU + cpuS
+	s.cpuSys = cpuS
 	for _, pid := range pids {
 		s.procs[pid] = procCPU(pid)
 	}
@@ -133,7 +142,10 @@ type window struct {
 	byCmd    map[string]int64 // total by command name
 	usec     map[string]int64 // Redis time by command (a script's includes its commands')
 	cpu      float64          // redis-server CPU seconds
+	cpuSys   float64          // of which in the kernel (system time)
 	memDelta int64
+	wakes    int64   // times redis-server slept and was woken
+	reads    int64   // socket reads Redis processed (round trips), the measuring client's INFO calls included
 	procCPU  float64 // CPU seconds of the scheduler processes
 	selfCPU  float64 // CPU seconds of the bench process
 }
@@ -170,7 +182,10 @@ func diff(a, b rstats) window {
 	w.topLevel = benchTotal + max(others, 0)
 	w.inScript = max(w.total-w.topLevel, 0)
 	w.cpu = b.cpu - a.cpu
+	w.cpuSys = b.cpuSys - a.cpuSys
 	w.memDelta = b.mem - a.mem
+	w.reads = b.reads - a.reads
+	w.wakes = b.wakes - a.wakes
 	for pid, v := range b.procs {
 		w.procCPU += v - a.procs[pid]
 	}
@@ -240,6 +255,22 @@ func (w window) topCmds(k int, n int64) string {
 }
 
 // procCPU returns utime+stime of a process in seconds, 0 if it is gone.
+// voluntarySwitches reads a local process's voluntary context switches
+// (0 if it cannot).
+func voluntarySwitches(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func procCPU(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -83,6 +83,8 @@ func putCost(r *row, w window, n int) {
 	}
 	r.set("cmds", float64(w.total)/float64(n))
 	r.set("top", float64(w.topLevel)/float64(n))
+	r.set("reads", float64(w.reads)/float64(n))
+	r.set("wakes", float64(w.wakes)/float64(n))
 	r.set("rcpu", w.cpu)
 	r.set("rcpu_per_1k", 1e6*w.cpu/float64(n)) // µs of Redis CPU per task
 }
@@ -217,7 +219,7 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 	n := int(float64(o.steadyRate) * o.steadyDur.Seconds())
 	sc := &scenario{Name: "steady", Title: fmt.Sprintf("Steady: %d tasks/s for %s, each due 1 s after it is produced", o.steadyRate, o.steadyDur),
 		Cols: append(latCols(), col{"absp99", "|late| p99 ms", "%.1f"}, col{"lost", "lost", "%.0f"}, col{"dups", "dups", "%.0f"},
-			col{"cmds", "redis cmds/task", "%.1f"}, col{"top", "top-level/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.1f"})}
+			col{"cmds", "redis cmds/task", "%.1f"}, col{"top", "top-level/task", "%.2f"}, col{"reads", "round trips/task", "%.2f"}, col{"wakes", "redis wake-ups/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.1f"})}
 	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch, asynq spreads them over 8 goroutines", *steadyTick))
 	for _, sys := range systems {
 		r := sc.row(sys.name())
@@ -246,6 +248,7 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 		w := diff(a, b)
 		putCost(r, w, s.Handled)
 		r.note("per task: %s", w.topCmds(12, int64(max(s.Handled, 1))))
+		r.note("Redis CPU: %.0f%% of it system time (the kernel: sockets, epoll)", 100*w.cpuSys/max(w.cpu, 1e-9))
 		if isHG {
 			r.note("%s", w.usecPerTask(int64(max(s.Handled, 1)), scriptCommands(hgs.e.root)))
 		}
