@@ -1,7 +1,12 @@
 // Package worker consumes Hourglass tasks: register a Handler per queue,
 // then Run. A Worker takes due tasks from every shard's ready lists of its
-// queues with blocking pops, leases each one (the visibility timeout),
-// extends the lease while the handler runs, and acknowledges on success.
+// queues with blocking pops and starts each handler at once: a ready
+// entry carries its task. A handler still running after
+// QueueOptions.LeaseAfter (default 100ms) gets a lease (the visibility
+// timeout), extended while it runs; one done sooner is acknowledged
+// without ever taking one. Until leased, a task whose worker dies is
+// taken back by the scheduler's recovery after about a second, counting
+// a failed attempt.
 //
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).

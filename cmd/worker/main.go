@@ -166,6 +166,7 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 		err := w.Handle(name, h, worker.QueueOptions{
 			Concurrency:    q.Concurrency,
 			HandlerTimeout: handlerTimeout(q.HandlerTimeout),
+			LeaseAfter:     leaseAfter(q.LeaseAfter),
 			MaxConcurrency: q.MaxConcurrency,
 			Rate:           q.RateLimit.Rate,
 			RatePeriod:     q.RateLimit.Period,
@@ -214,6 +215,15 @@ func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
 
 // handlerTimeout maps the configuration's 0 ("no bound") to the worker
 // library's NoTimeout (its 0 means a default bound).
+// leaseAfter maps the config's lease_after (0: lease first) to the
+// library's QueueOptions.LeaseAfter (0 there means the default).
+func leaseAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return worker.LeaseFirst
+	}
+	return d
+}
+
 func handlerTimeout(d time.Duration) time.Duration {
 	if d == 0 {
 		return worker.NoTimeout

@@ -188,7 +188,7 @@ type DLQConfig struct {
 
 // QueueConfig configures one queue. MaxRetries, Timeout and Backoff are
 // registered in Redis by the schedulers; Concurrency, HandlerTimeout,
-// HTTP and Command are read by the worker binary only.
+// LeaseAfter, HTTP and Command are read by the worker binary only.
 type QueueConfig struct {
 	// MaxRetries is how often a failed task is retried, 0 to 1000.
 	// Default 25.
@@ -205,6 +205,11 @@ type QueueConfig struct {
 	// HandlerTimeout bounds one handler run in the worker, 0 or more; 0
 	// means no bound beyond the lease. Default 60s.
 	HandlerTimeout time.Duration `koanf:"handler_timeout"`
+	// LeaseAfter is how long a handler runs on a popped task before the
+	// worker leases it, 0 to 500ms: a handler done sooner costs no lease
+	// at all (see worker.QueueOptions.LeaseAfter); 0 leases every task
+	// before its handler starts. Default 100ms.
+	LeaseAfter time.Duration `koanf:"lease_after"`
 	// MaxConcurrency caps the handlers of this queue running at once
 	// across every worker process, 0 to 100000; 0 means no cluster-wide
 	// cap. Default 0.
@@ -282,6 +287,7 @@ func DefaultQueue() QueueConfig {
 		Backoff:        BackoffConfig{Base: time.Second, Cap: time.Hour, Factor: 2},
 		Concurrency:    10,
 		HandlerTimeout: 60 * time.Second,
+		LeaseAfter:     100 * time.Millisecond,
 		RateLimit:      RateLimitConfig{Period: time.Second, Burst: 1},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}

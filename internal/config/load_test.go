@@ -195,6 +195,7 @@ queues:
       factor: 1.5
     concurrency: 50
     handler_timeout: 0s
+    lease_after: 0s
     http:
       url: "https://hooks.example.com/run?x=1"
       method: PUT
@@ -239,7 +240,7 @@ log:
 			"hooks": {
 				MaxRetries: 25, Timeout: 30 * time.Second,
 				Backoff:     config.BackoffConfig{Base: 100 * time.Millisecond, Cap: 10 * time.Minute, Factor: 1.5},
-				Concurrency: 50, HandlerTimeout: 0,
+				Concurrency: 50, HandlerTimeout: 0, LeaseAfter: 0,
 				RateLimit: config.RateLimitConfig{Period: time.Second, Burst: 1},
 				HTTP: config.HTTPTarget{
 					URL:     "https://hooks.example.com/run?x=1",

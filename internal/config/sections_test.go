@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/worker"
 )
 
 // Tests of the worker, dlq and recovery keys and of the queues' backoff,
@@ -34,6 +35,7 @@ func TestNewKeyDefaults(t *testing.T) {
 		{"queues.default.backoff.factor", q.Backoff.Factor, 2.0},
 		{"queues.default.concurrency", q.Concurrency, 10},
 		{"queues.default.handler_timeout", q.HandlerTimeout, 60 * time.Second},
+		{"queues.default.lease_after", q.LeaseAfter, worker.DefaultLeaseAfter},
 		{"queues.default.http.url", q.HTTP.URL, ""},
 		{"queues.default.http.headers", len(q.HTTP.Headers), 0},
 		{"queues.default.http.method", q.HTTP.Method, "POST"},
@@ -201,6 +203,10 @@ func TestValidateNewKeys(t *testing.T) {
 			"config: queues.default.concurrency: must be between 1 and 10000 (got 0)"},
 		{"concurrency big", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10001 }), "config: queues.default.concurrency:"},
 		{"handler_timeout none", withQueue(func(q *config.QueueConfig) { q.HandlerTimeout = 0 }), ""},
+		{"lease_after off", withQueue(func(q *config.QueueConfig) { q.LeaseAfter = 0 }), ""},
+		{"lease_after max", withQueue(func(q *config.QueueConfig) { q.LeaseAfter = worker.MaxLeaseAfter }), ""},
+		{"lease_after too long", withQueue(func(q *config.QueueConfig) { q.LeaseAfter = worker.MaxLeaseAfter + time.Millisecond }),
+			"config: queues.default.lease_after: must be at most 500ms"},
 		{"handler_timeout negative", withQueue(func(q *config.QueueConfig) { q.HandlerTimeout = -time.Second }),
 			"config: queues.default.handler_timeout: must be at least 0s"},
 

@@ -40,6 +40,7 @@ const (
 	minBackoffBase  = time.Millisecond
 	maxBackoffMult  = 100
 	maxConcurrency  = 10000
+	maxLeaseAfter   = 500 * time.Millisecond // worker.MaxLeaseAfter
 )
 
 var httpMethods = []string{"POST", "PUT"}
@@ -123,6 +124,7 @@ func (c *Config) Validate() error {
 		v.backoff(key+".backoff", q.Backoff)
 		v.intRange(key+".concurrency", int64(q.Concurrency), 1, maxConcurrency)
 		v.durationRange(key+".handler_timeout", q.HandlerTimeout, 0, 0)
+		v.durationRange(key+".lease_after", q.LeaseAfter, 0, maxLeaseAfter)
 		v.intRange(key+".max_concurrency", int64(q.MaxConcurrency), 0, 100000)
 		v.intRange(key+".rate_limit.rate", int64(q.RateLimit.Rate), 0, 1000000)
 		v.durationRange(key+".rate_limit.period", q.RateLimit.Period, time.Millisecond, 0)
