@@ -26,7 +26,7 @@ func runCost(ctx context.Context, o sizes, hg *hgSystem, systems []system, logf 
 	st := &scenario{Name: "stages", Title: fmt.Sprintf("Cost per task, Hourglass stage by stage (%d tasks, 16-byte payloads)", o.costN),
 		Cols: []col{{"cmds", "redis cmds/task", "%.2f"}, {"top", "top-level calls/task", "%.3f"}, {"rcpu_per_1k", "redis CPU µs/task", "%.1f"}, {"rate", "tasks/s", "%.0f"}}}
 	st.Notes = append(st.Notes, "commandstats counts calls: a variadic command (ZADD of 500 members, HDEL of 200 fields) counts once however much it does, so Redis CPU µs/task is the better measure of cost once scripts batch; Lua/call overhead = EVALSHA time minus the time of the commands the scripts ran (argument passing, Lua code such as decoding and string formatting, building the reply)")
-	st.Notes = append(st.Notes, "stages run one after the other: enqueue (1 goroutine, EnqueueBatch of 1000), move (the schedulers' movers; no worker running), deliver (in-process worker: BLMPOP fetch + claim.lua + handler + ack.lua)")
+	st.Notes = append(st.Notes, "stages run one after the other: enqueue (1 goroutine, EnqueueBatch of 1000), move (the schedulers' movers; no worker running), deliver (in-process worker: BLMPOP fetch + handler + ack.lua; no lease for a no-op handler)")
 	if hg != nil {
 		costStages(ctx, o, hg, st, logf)
 	}
@@ -127,7 +127,7 @@ func costStages(ctx context.Context, o sizes, hg *hgSystem, sc *scenario, logf f
 		moveSecs = moveEnd.Sub(due).Seconds()
 	}
 	stage("move", mv, moveSecs)
-	stage("deliver (fetch+claim+ack)", diff(c, d), delDur.Seconds())
+	stage("deliver (fetch+ack)", diff(c, d), delDur.Seconds())
 	tot := diff(a, d)
 	r := sc.row("total enqueue → ack")
 	putCost(r, tot, sent)

@@ -139,7 +139,7 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 		putCost(r, w, s.Handled)
 		r.set("ocpu_per_1k", 1e6*(w.procCPU+w.selfCPU)/float64(max(s.Handled, 1)))
 		if p50, p99, ok := sys.consumerLateness(); ok {
-			r.note("worker metric hourglass_worker_lateness_seconds (Redis clock, claim − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
+			r.note("worker metric hourglass_worker_lateness_seconds (worker clock, pop − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
 		}
 		r.note("Redis commands per task: %s", w.topCmds(8, int64(max(s.Handled, 1))))
 		logf("burst %s: enqueue %.0f/s drain %.0f/s p50 %.1f ms p99 %.1f ms max %.0f ms", sys.name(), r.M["enq"], r.M["drain"], s.P50, s.P99, s.Max)
@@ -253,7 +253,7 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 			r.note("%s", w.usecPerTask(int64(max(s.Handled, 1)), scriptCommands(hgs.e.root)))
 		}
 		if p50, p99, ok := sys.consumerLateness(); ok {
-			r.note("worker metric (Redis clock, claim − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
+			r.note("worker metric (worker clock, pop − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
 		}
 		if isHG {
 			if h, err := hgs.moveLateness(ctx); err == nil && h.Count > 0 {
