@@ -222,7 +222,7 @@ type State string
 const (
 	StateScheduled State = "scheduled" // waiting for its due time
 	StateReady     State = "ready"     // due, waiting for a worker
-	StateActive    State = "active"    // running under a lease
+	StateActive    State = "active"    // handed to a worker: running, leased or not yet
 	StateDead      State = "dead"      // in the dead-letter queue
 )
 
@@ -239,7 +239,8 @@ type Info struct {
 	Due time.Time
 	// Enqueued is when the task was stored.
 	Enqueued time.Time
-	// LeaseUntil is the lease deadline of an active task.
+	// LeaseUntil is the lease deadline of an active task; zero while a
+	// worker runs it before taking a lease (see worker.QueueOptions.LeaseAfter).
 	LeaseUntil time.Time
 	// DeadReason is the JSON burial record of a dead task.
 	DeadReason string
