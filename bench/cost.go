@@ -29,6 +29,12 @@ func runCost(ctx context.Context, o sizes, hg *hgSystem, systems []system, logf 
 	st.Notes = append(st.Notes, "stages run one after the other: enqueue (1 goroutine, EnqueueBatch of 1000), move (the schedulers' movers; no worker running), deliver (in-process worker: BLMPOP fetch + handler + ack.lua; no lease for a no-op handler)")
 	if hg != nil {
 		costStages(ctx, o, hg, st, logf)
+		if note, err := scriptCosts(ctx, hg, 5000); err != nil {
+			st.Notes = append(st.Notes, "script costs: "+err.Error())
+		} else {
+			st.Notes = append(st.Notes, note)
+			logf("%s", note)
+		}
 	}
 	sat := &scenario{Name: "cost", Title: fmt.Sprintf("Cost per task end to end: %d tasks pushed through as fast as they go (each due 100 ms after it is produced)", o.satN),
 		Cols: []col{{"tput", "tasks/s end to end", "%.0f"}, {"enq", "enqueue/s meanwhile", "%.0f"}, {"cmds", "redis cmds/task", "%.1f"}, {"top", "top-level/task", "%.2f"}, {"rcpu_per_1k", "redis CPU µs/task", "%.1f"},
@@ -135,6 +141,89 @@ func costStages(ctx context.Context, o sizes, hg *hgSystem, sc *scenario, logf f
 	r.note("%s", tot.usecPerTask(int64(sent), inScript))
 	logf("cost stages: enqueue %.2f, move %.2f, deliver %.2f, total %.2f redis commands/task", float64(diff(a, b).total)/float64(sent), float64(mv.total)/float64(sent), float64(diff(c, d).total)/float64(sent), float64(tot.total)/float64(sent))
 	_ = hg.clear(ctx)
+}
+
+// scriptCosts runs each hot-path script with one task per call, n calls
+// in a row, in a namespace of its own on the Hourglass Redis (its
+// schedulers never touch it), and reports Redis time per call from
+// commandstats: the script's whole run and the part outside the commands
+// it ran (Lua code, argument and reply conversion). This is what a task
+// costs where nothing batches, as at a steady low rate, minus the round
+// trips.
+func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: hg.e.hgRed.Addr})
+	defer rdb.Close()
+	l, err := shard.NewLayout("hgscripts", 1)
+	if err != nil {
+		return "", err
+	}
+	s := shard.NewStore(rdb, l)
+	if err := s.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}); err != nil {
+		return "", err
+	}
+	defer func() {
+		if keys, err := rdb.Keys(ctx, "{hgscripts:*").Result(); err == nil && len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	}()
+	var parts []string
+	phase := func(name string, f func(i int) error) error {
+		a, err := snapshot(ctx, rdb, newCmdCounter(), nil, nil)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := f(i); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		b, err := snapshot(ctx, rdb, newCmdCounter(), nil, nil)
+		if err != nil {
+			return err
+		}
+		w := diff(a, b)
+		var inner int64
+		for k, v := range w.usec {
+			if k != "evalsha" && k != "blmpop" {
+				inner += v
+			}
+		}
+		ev := float64(w.usec["evalsha"]) / float64(n)
+		parts = append(parts, fmt.Sprintf("%s %.1f µs (Lua and conversions %.1f)", name, ev, ev-float64(inner)/float64(n)))
+		return nil
+	}
+	due := time.Now()
+	id := func(i int) string { return "s" + strconv.Itoa(i) }
+	if err := phase("enqueue.lua", func(i int) error {
+		return s.Enqueue(ctx, shard.EnqueueArgs{ID: id(i), Queue: "q", Payload: []byte("0123456789abcdef"), Due: due, MaxRetries: -1}).Err
+	}); err != nil {
+		return "", err
+	}
+	if err := phase("move.lua", func(int) error {
+		_, err := s.Move(ctx, 0, 1, 1)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	keys := l.ReadyKeys([]string{"q"})
+	var pops []string
+	for len(pops) < n {
+		_, es, err := s.Pop(ctx, keys, 500, time.Second)
+		if err != nil || len(es) == 0 {
+			return "", fmt.Errorf("pop: %v", err)
+		}
+		pops = append(pops, es...)
+	}
+	if err := phase("ack.lua", func(i int) error {
+		d, ok := shard.Popped(0, pops[i], 0)
+		if !ok {
+			return fmt.Errorf("entry %q", pops[i])
+		}
+		return s.AckBatch(ctx, []shard.AckArgs{{Shard: 0, ID: d.Task.ID, Token: d.Token, Queue: "q"}})[0]
+	}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("one task per script call, %d calls in a row, Redis time per call (commandstats): %s", n, strings.Join(parts, "; ")), nil
 }
 
 // saturate pushes n tasks through a system as fast as it goes: producers
