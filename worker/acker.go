@@ -61,7 +61,7 @@ func (k *acker) ack(ctx context.Context, a shard.AckArgs) error {
 	k.mu.RLock()
 	if !k.running {
 		k.mu.RUnlock()
-		return k.store.Ack(ctx, a.Shard, a.ID, a.Token)
+		return k.store.AckBatch(ctx, []shard.AckArgs{a})[0]
 	}
 	r := ackReq{a: a, reply: make(chan error, 1)}
 	k.ch <- r

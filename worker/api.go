@@ -105,9 +105,10 @@ type QueueOptions struct {
 	// LeaseAfter never takes a lease (a round trip and a script call
 	// less per task), one still running then is leased and its lease
 	// extended as usual. Until then the task is covered by recovery,
-	// which makes a popped, unleased task ready again no sooner than
-	// shard.UnleasedGrace (1 s) after the pop: a worker that stalls that
-	// long may see it run twice, as after an expired lease. 0 means
+	// which takes a popped, unleased task back (counting a failed
+	// attempt) no sooner than shard.UnleasedGrace (1 s) after the pop: a
+	// worker that stalls that long, or whose ack cannot reach Redis for
+	// that long, may see the task run again, as after an expired lease. 0 means
 	// DefaultLeaseAfter (100ms); LeaseFirst (any negative value) leases
 	// every task before its handler starts; at most MaxLeaseAfter. Queues
 	// under flow control (MaxConcurrency, Rate) always lease first.

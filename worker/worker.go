@@ -277,7 +277,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// Stop extending their leases: recovery will deliver their
 			// tasks again once the leases lapse.
 			n := run.abandon()
-			w.log.Error("handlers ignore their ctx; returning without them; their tasks return after their leases", "running", n)
+			w.log.Error("handlers ignore their ctx; returning without them; recovery takes their tasks back once their leases lapse (unleased ones after about a second), counting an attempt", "running", n)
 		}
 	}
 	w.ticks.Wait() // lease extensions still in flight (each bounded by its timeout)
@@ -502,13 +502,10 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, perm
 	if permit != nil {
 		defer func() { w.releasePermit(q, permit) }() // unless a delivery took it
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	sent := time.Now() // Redis starts each lease no earlier than this
-	ds, err := w.store.Claim(cctx, sh, q.name, ids, q.opts.Lease)
-	cancel()
+	ds, sent, err := w.claimPopped(sh, q.name, ids, q.opts.Lease)
 	if err != nil {
 		w.met.fetchErrs.Inc()
-		w.log.Warn("claim failed; recovery will make the ids ready again", "error", err, "shard", sh, "queue", q.name, "ids", len(ids))
+		w.log.Warn("claim failed; recovery will take the ids back, counting an attempt", "error", err, "shard", sh, "queue", q.name, "ids", len(ids))
 		return
 	}
 	for _, sd := range ds {
@@ -550,6 +547,25 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 		delete(r.active, d)
 		r.mu.Unlock()
 	}()
+}
+
+// claimPopped leases entries popped a moment ago, retrying a failed claim
+// while the ids are surely still this worker's: recovery takes popped,
+// unleased ids back no sooner than shard.UnleasedGrace after the pop, and
+// a retried claim of an entry already leased returns that lease. sent is
+// the first attempt's time: Redis started the leases no earlier.
+func (w *Worker) claimPopped(sh int, queue string, ids []string, lease time.Duration) (ds []shard.Delivery, sent time.Time, err error) {
+	sent = time.Now()
+	until := sent.Add(shard.UnleasedGrace - unleasedMargin)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		ctx, cancel := context.WithDeadline(context.Background(), until)
+		ds, err = w.store.Claim(ctx, sh, queue, ids, lease)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(until) {
+			return ds, sent, err
+		}
+		time.Sleep(wait)
+	}
 }
 
 // claimAsync reserves a slot per popped entry, starts the handlers of
@@ -627,6 +643,7 @@ type delivery struct {
 	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
+	leaseTry    time.Time   // first late-lease attempt (watchdog goroutine only)
 
 	cancel context.CancelCauseFunc
 	// The watchdog is a timer, not a goroutine: a handler that finishes
@@ -832,7 +849,9 @@ const unleasedMargin = 200 * time.Millisecond
 // shortly before UnleasedGrace has passed since the pop; then the handler
 // is cancelled too, since recovery may take the task back.
 func (d *delivery) leaseLate() {
-	sent := time.Now()
+	if d.leaseTry.IsZero() {
+		d.leaseTry = time.Now() // Redis starts the lease no earlier
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(shard.UnleasedGrace-unleasedMargin-time.Since(d.sd.Leased), 10*time.Millisecond))
 	ds, err := d.w.store.Claim(ctx, d.sd.Shard, d.q.name, []string{d.sd.Token + "|" + d.sd.Task.ID}, d.q.opts.Lease)
 	cancel()
@@ -850,10 +869,10 @@ func (d *delivery) leaseLate() {
 		return
 	case len(ds) != 1 || ds[0].Token != d.sd.Token:
 		d.w.met.stale.WithLabelValues(d.q.name).Inc()
-		d.lost("task no longer pending: cancelled, or made ready again by recovery")
+		d.lost("task no longer pending: cancelled, or taken back by recovery")
 		return
 	}
-	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	d.validUntil.Store(d.leaseTry.Add(d.lease).UnixNano())
 	d.unleased.Store(false)
 	d.q.met.lateLeases.Inc()
 	d.rearm(d.wdNext())

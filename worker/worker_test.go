@@ -688,3 +688,32 @@ func TestLeaseAfterBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestAckOutsideRun: an ack after Run returned (a handler that outlived
+// the shutdown) still settles a delivery that was never leased.
+func TestAckOutsideRun(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	ctx := testenv.Ctx(t, 30*time.Second)
+	e.enqueue("late", 0)
+	var entry string
+	var key string
+	testenv.WaitFor(t, 10*time.Second, "task ready and popped", func() (bool, string) {
+		k, es, err := e.store.Pop(ctx, e.store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
+		if len(es) == 1 {
+			key, entry = k, es[0]
+		}
+		return len(es) == 1, fmt.Sprint(es, err)
+	})
+	sh, _, _ := e.store.Layout().ParseReady(key)
+	d, ok := shard.Popped(sh, entry, 0)
+	if !ok {
+		t.Fatalf("entry %q", entry)
+	}
+	k := newAcker(e.store) // not started, as after Run
+	if err := k.ack(ctx, shard.AckArgs{Shard: sh, ID: d.Task.ID, Token: d.Token, Queue: "q"}); err != nil {
+		t.Fatalf("ack outside Run: %v", err)
+	}
+	if _, err := e.lookup("late"); !errors.Is(err, shard.ErrNotFound) {
+		t.Fatalf("acked task still there: %v", err)
+	}
+}

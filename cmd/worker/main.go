@@ -213,8 +213,6 @@ func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
 	return mux
 }
 
-// handlerTimeout maps the configuration's 0 ("no bound") to the worker
-// library's NoTimeout (its 0 means a default bound).
 // leaseAfter maps the config's lease_after (0: lease first) to the
 // library's QueueOptions.LeaseAfter (0 there means the default).
 func leaseAfter(d time.Duration) time.Duration {
@@ -224,6 +222,8 @@ func leaseAfter(d time.Duration) time.Duration {
 	return d
 }
 
+// handlerTimeout maps the configuration's 0 ("no bound") to the worker
+// library's NoTimeout (its 0 means a default bound).
 func handlerTimeout(d time.Duration) time.Duration {
 	if d == 0 {
 		return worker.NoTimeout

@@ -1,8 +1,10 @@
 // Package recovery runs the shard owner's recovery loop: it hands expired
 // leases back to the delayed set with attempts+1 and exponential backoff
 // (or to the dead-letter set with reason "lease expired" once retries are
-// spent), makes ready again the ids a worker popped but never leased (it
-// crashed in between), and applies the dead-letter retention bounds.
+// spent), takes back the ids a worker popped and neither settled nor
+// leased (it died: a failed attempt too, with reason "worker lost the task
+// before leasing it" once retries are spent), and applies the dead-letter
+// retention bounds.
 //
 // Like the mover it is fenced by the owner's epoch and event-driven: it
 // sleeps until the earliest lease deadline, the next stranded-id check
@@ -42,7 +44,7 @@ type Config struct {
 	// Limit bounds each part of one pass.
 	Limit int
 	// StrandCheck is the spacing of stranded-id checks; an id popped and
-	// neither settled nor leased is made ready again at the first check
+	// neither settled nor leased counts a failed attempt at the first check
 	// that comes shard.UnleasedGrace or more after the check that saw it.
 	StrandCheck time.Duration
 	// SafetyRecheck bounds every sleep of a shard with leased or ready ids.

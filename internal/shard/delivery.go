@@ -46,8 +46,8 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 // timeout. Each entry is a delivery: run it at once with Popped (its
 // token is then the entry's number), or lease it first with Claim. An
 // entry popped and neither settled nor leased (the worker crashed) is
-// found and made ready again by Recover, no sooner than UnleasedGrace
-// after the pop.
+// found and taken back by Recover (a failed attempt), no sooner than
+// UnleasedGrace after the pop.
 func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
 	key, ids, err := s.rdb.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
 	if errors.Is(err, redis.Nil) {
@@ -60,9 +60,9 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 }
 
 // UnleasedGrace is the shortest time for which a task popped from a ready
-// list and not leased stays with the worker that popped it: recovery makes
-// it ready again only once it has seen it popped and unleased at two
-// checks this far apart. A worker that runs popped tasks before leasing
+// list and not leased stays with the worker that popped it: recovery takes
+// it back (counting a failed attempt) only once it has seen it popped and
+// unleased at two checks this far apart. A worker that runs popped tasks before leasing
 // them must lease (Claim) those still running well within this time.
 const UnleasedGrace = time.Second
 

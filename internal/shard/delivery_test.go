@@ -413,6 +413,12 @@ func TestUnleasedDeliveries(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].Token != d.Token || ds[0].Unleased {
 		t.Fatalf("late lease: %+v %v", ds, err)
 	}
+	// Claiming the same entry again (the first reply was lost) returns the
+	// same lease, unchanged.
+	again, err := s.Claim(ctx, 0, "default", []string{d.Token + "|" + id}, time.Hour)
+	if err != nil || len(again) != 1 || again[0].Token != d.Token || !again[0].Deadline.Equal(ds[0].Deadline) {
+		t.Fatalf("claim retried: %+v %v (first %+v)", again, err, ds)
+	}
 	if err := ack(id, d.Token); err != nil {
 		t.Fatalf("ack after the late lease: %v", err)
 	}
@@ -464,5 +470,28 @@ func TestStrandedUnleasedBuriedWhenRetriesSpent(t *testing.T) {
 	info, err := s.Lookup(ctx, id)
 	if err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "worker lost the task before leasing it") {
 		t.Fatalf("stranded task with no retries left: %+v %v", info, err)
+	}
+}
+
+// TestGarbageHeadIsNotAPop: a hand-written entry without a number at the
+// head of a ready list proves nothing about the pending ids behind it:
+// recovery leaves them, cancel and lookup see them ready.
+func TestGarbageHeadIsNotAPop(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 0, "behind", "default", -1)
+	rdb.LPush(ctx, s.l.Ready(0, "default"), "garbage")
+	r1, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10, Candidates: r1.Candidates}); err != nil || r2.Redelivered != 0 {
+		t.Fatalf("second pass: %+v %v", r2, err)
+	}
+	if info, err := s.Lookup(ctx, id); err != nil || info.State != "ready" || info.Task.Attempts != 0 {
+		t.Fatalf("task behind a garbage head: %+v %v", info, err)
+	}
+	if state, err := s.Cancel(ctx, id); err != nil || state != "ready" {
+		t.Fatalf("cancel behind a garbage head: %q %v", state, err)
 	}
 }

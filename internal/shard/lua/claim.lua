@@ -13,9 +13,12 @@
 --
 -- An entry is leased only if its id is pending under the entry's sequence
 -- number: a leftover duplicate entry (a re-delivery) or a cancelled task is
--- skipped. Data without the fields a lease needs is buried. Returns {now,
--- id_1, token_1, deadline_1, blob_1, id_2, ...} for the leased ids only;
--- token_i is the entry's sequence number (a string), deadline_i unix ms.
+-- skipped. An entry already leased under its own number (the caller's
+-- earlier claim ran but its reply was lost) is returned again with that
+-- lease, unchanged, so a claim can be retried. Data without the fields a
+-- lease needs is buried. Returns {now, id_1, token_1, deadline_1, blob_1,
+-- id_2, ...} for the leased ids only; token_i is the entry's sequence
+-- number (a string), deadline_i unix ms.
 local now = now_ms()
 local out = {now}
 
@@ -38,6 +41,33 @@ for i = 1, #ids, 1000 do
     if sc and tonumber(sc) == tonumber(seqs[k]) then
       live[#live + 1] = ids[k]
       live_seq[#live] = seqs[k]
+    end
+  end
+end
+-- Not pending under their number but leased under it: the caller's
+-- earlier claim of the same entry ran and its reply was lost. Returned
+-- again with their current deadline, unchanged.
+local is_live, rest, rest_seq = {}, {}, {}
+for _, id in ipairs(live) do is_live[id] = true end
+for i, id in ipairs(ids) do
+  if not is_live[id] then
+    rest[#rest + 1] = id
+    rest_seq[#rest] = seqs[i]
+  end
+end
+for i = 1, #rest, 1000 do
+  local toks = redis.call("HMGET", KEYS[3], unpack(rest, i, math.min(i + 999, #rest)))
+  for j, tok in ipairs(toks) do
+    local id = rest[i + j - 1]
+    if tok and tok == rest_seq[i + j - 1] then
+      local blob = redis.call("HGET", KEYS[1], id)
+      local deadline = tonumber(redis.call("ZSCORE", KEYS[2], id))
+      if blob and deadline then
+        out[#out + 1] = id
+        out[#out + 1] = tok
+        out[#out + 1] = deadline
+        out[#out + 1] = blob
+      end
     end
   end
 end

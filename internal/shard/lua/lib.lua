@@ -108,9 +108,12 @@ end
 
 -- popped reports whether the entry numbered seq has left the ready list
 -- (popped by a worker): the list is empty or its head is numbered higher.
+-- A head without a number (written by hand) proves nothing: not popped.
 local function popped(ready_key, seq)
-  local hs = ready_entry(redis.call("LINDEX", ready_key, 0))
-  return not hs or hs > seq
+  local head = redis.call("LINDEX", ready_key, 0)
+  if not head then return true end
+  local hs = ready_entry(head)
+  return hs ~= nil and hs > seq
 end
 
 -- end_delivery ends the current delivery of id if token is its token:
