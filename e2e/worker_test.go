@@ -137,19 +137,30 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 	tg.mu.Lock()
 	p50, p99 := percentile(tg.late, 0.5), percentile(tg.late, 0.99)
 	tg.mu.Unlock()
-	t.Logf("lateness at handler start over %d tasks: worker metric (claim - due, Redis clock) p50 %.1fms p99 %.1fms; "+
+	t.Logf("lateness at handler start over %d tasks: worker metric (pop - due, worker clock) p50 %.1fms p99 %.1fms; "+
 		"HTTP target (receive - due) p50 %s p99 %s (race-enabled binaries; no bar asserted)",
 		h.Count, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
 }
 
 // TestWorkerKilledTasksRedelivered: a worker SIGKILLed while its handlers
 // run loses nothing: every task it held is delivered again, to the other
-// worker, after its lease.
+// worker: after its lease if the tasks were leased first (lease_after 0),
+// or through recovery's check for popped, unsettled tasks if the worker ran
+// them before leasing them (lease_after 500ms, killed before that).
 func TestWorkerKilledTasksRedelivered(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		leaseAfter time.Duration
+	}{{"leased first", 0}, {"run before a lease", 500 * time.Millisecond}} {
+		t.Run(c.name, func(t *testing.T) { testWorkerKilled(t, c.leaseAfter) })
+	}
+}
+
+func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 	c := newCluster(t)
 	tg := newTarget(t)
 	const lease = 2 * time.Second
-	args := workerArgs(tg.URL, lease, 8)
+	args := append(workerArgs(tg.URL, lease, 8), "-set", fmt.Sprintf("queues.default.lease_after=%s", leaseAfter))
 	c.start("k-s", args...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("k-s") })
 
@@ -187,8 +198,21 @@ func TestWorkerKilledTasksRedelivered(t *testing.T) {
 		defer doomedMu.Unlock()
 		return len(doomed) == 8, fmt.Sprint(len(doomed))
 	})
+	// Which path is under test: leased tasks, or ones the worker runs
+	// before leasing them (when the machine is too slow to kill it within
+	// lease_after, some may be leased already; both paths must hold).
+	unleased := 0
+	for i := 0; i < 8; i++ {
+		if info, err := c.cli.Lookup(ctx, fmt.Sprintf("k%d", i)); err == nil && info.State == client.StateActive && info.LeaseUntil.IsZero() {
+			unleased++
+		}
+	}
 	w1.Kill()
 	killed := time.Now()
+	if leaseAfter == 0 && unleased != 0 {
+		t.Fatalf("%d tasks ran without a lease with lease_after 0", unleased)
+	}
+	t.Logf("killed the worker with %d of 8 tasks not leased yet", unleased)
 	c.startWorker("k-w2", args...)
 	testenv.WaitFor(t, 30*time.Second, "all 8 delivered again", func() (bool, string) {
 		tg.mu.Lock()
