@@ -489,7 +489,7 @@ func (w *Worker) releasePermit(q *queue, p *coord.Permit) {
 // shutting down it gives them straight back. permit, if not nil, is the
 // concurrency permit acquired for the (single) popped id; it follows the
 // delivery's lease and is released with it.
-func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, permit *coord.Permit, run *runState) {
+func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, poppedAt time.Time, permit *coord.Permit, run *runState) {
 	// The caller reserved one slot per popped id; each id that does not
 	// become a running handler gives its slot back.
 	unreserve := len(ids)
@@ -502,7 +502,7 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, ids []string, perm
 	if permit != nil {
 		defer func() { w.releasePermit(q, permit) }() // unless a delivery took it
 	}
-	ds, sent, err := w.claimPopped(sh, q.name, ids, q.opts.Lease)
+	ds, sent, err := w.claimPopped(poppedAt, sh, q.name, ids, q.opts.Lease)
 	if err != nil {
 		w.met.fetchErrs.Inc()
 		w.log.Warn("claim failed; recovery will take the ids back, counting an attempt", "error", err, "shard", sh, "queue", q.name, "ids", len(ids))
@@ -549,14 +549,15 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 	}()
 }
 
-// claimPopped leases entries popped a moment ago, retrying a failed claim
+// claimPopped leases entries popped at poppedAt, retrying a failed claim
 // while the ids are surely still this worker's: recovery takes popped,
 // unleased ids back no sooner than shard.UnleasedGrace after the pop, and
 // a retried claim of an entry already leased returns that lease. sent is
-// the first attempt's time: Redis started the leases no earlier.
-func (w *Worker) claimPopped(sh int, queue string, ids []string, lease time.Duration) (ds []shard.Delivery, sent time.Time, err error) {
+// the first attempt's time: Redis started the leases no earlier. Both the
+// lease-first path and the late lease of a running task use it.
+func (w *Worker) claimPopped(poppedAt time.Time, sh int, queue string, ids []string, lease time.Duration) (ds []shard.Delivery, sent time.Time, err error) {
 	sent = time.Now()
-	until := sent.Add(shard.UnleasedGrace - unleasedMargin)
+	until := poppedAt.Add(shard.UnleasedGrace - unleasedMargin)
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		ctx, cancel := context.WithDeadline(context.Background(), until)
 		ds, err = w.store.Claim(ctx, sh, queue, ids, lease)
@@ -585,6 +586,7 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, p
 		}
 		return
 	}
+	poppedAt := time.Now()
 	q.running.Add(int64(len(entries)))
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -604,7 +606,7 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, p
 	run.claims.Add(1)
 	go func() {
 		defer run.claims.Done()
-		w.claim(ctx, q, sh, ids, permit, run)
+		w.claim(ctx, q, sh, ids, poppedAt, permit, run)
 	}()
 }
 
@@ -643,7 +645,6 @@ type delivery struct {
 	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
-	leaseTry    time.Time   // first late-lease attempt (watchdog goroutine only)
 
 	cancel context.CancelCauseFunc
 	// The watchdog is a timer, not a goroutine: a handler that finishes
@@ -845,34 +846,24 @@ const unleasedMargin = 200 * time.Millisecond
 // watchdog timer's goroutine, counted in w.ticks). The claim presents the
 // popped entry's number: if the task is no longer pending under it
 // (cancelled, or taken back by recovery after UnleasedGrace) the handler
-// is cancelled as on a lost lease. A failed claim is tried again until
-// shortly before UnleasedGrace has passed since the pop; then the handler
-// is cancelled too, since recovery may take the task back.
+// is cancelled as on a lost lease. A failed claim is retried (claimPopped)
+// until shortly before UnleasedGrace has passed since the pop; then the
+// handler is cancelled too, since recovery may take the task back.
 func (d *delivery) leaseLate() {
-	if d.leaseTry.IsZero() {
-		d.leaseTry = time.Now() // Redis starts the lease no earlier
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(shard.UnleasedGrace-unleasedMargin-time.Since(d.sd.Leased), 10*time.Millisecond))
-	ds, err := d.w.store.Claim(ctx, d.sd.Shard, d.q.name, []string{d.sd.Token + "|" + d.sd.Task.ID}, d.q.opts.Lease)
-	cancel()
+	ds, sent, err := d.w.claimPopped(d.sd.Leased, d.sd.Shard, d.q.name, []string{d.sd.Token + "|" + d.sd.Task.ID}, d.q.opts.Lease)
 	if d.wdDone() {
 		return
 	}
 	switch {
-	case err != nil && time.Since(d.sd.Leased) >= shard.UnleasedGrace-unleasedMargin:
-		// Recovery may take the task back any time now.
-		d.lost("could not lease the task within " + shard.UnleasedGrace.String() + " of its pop: " + err.Error())
-		return
 	case err != nil:
-		d.w.log.Warn("could not lease a running task; retrying", "task", d.sd.Task.ID, "queue", d.q.name, "error", err)
-		d.rearm(50 * time.Millisecond)
+		d.lost("could not lease the task within " + shard.UnleasedGrace.String() + " of its pop: " + err.Error())
 		return
 	case len(ds) != 1 || ds[0].Token != d.sd.Token:
 		d.w.met.stale.WithLabelValues(d.q.name).Inc()
 		d.lost("task no longer pending: cancelled, or taken back by recovery")
 		return
 	}
-	d.validUntil.Store(d.leaseTry.Add(d.lease).UnixNano())
+	d.validUntil.Store(sent.Add(d.lease).UnixNano())
 	d.unleased.Store(false)
 	d.q.met.lateLeases.Inc()
 	d.rearm(d.wdNext())
