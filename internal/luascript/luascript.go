@@ -90,13 +90,16 @@ func Prune(lib, script string) string {
 	// Mark what the script uses, then what the marked helpers use, until
 	// nothing new is marked (helpers may call helpers defined above them).
 	used := make([]bool, len(helpers))
-	uses := func(text, name string) bool { return identRE(name).MatchString(stripComments(text)) }
+	names := make([]*regexp.Regexp, len(helpers))
+	for i, h := range helpers {
+		names[i] = identRE(h.name)
+	}
 	todo := []string{script}
 	for len(todo) > 0 {
-		text := todo[len(todo)-1]
+		code := stripComments(todo[len(todo)-1])
 		todo = todo[:len(todo)-1]
 		for i, h := range helpers {
-			if !used[i] && uses(text, h.name) {
+			if !used[i] && names[i].MatchString(code) {
 				used[i] = true
 				todo = append(todo, h.text)
 			}

@@ -47,26 +47,28 @@ end
 -- Not pending under their number but leased under it: the caller's
 -- earlier claim of the same entry ran and its reply was lost. Returned
 -- again with their current deadline, unchanged.
-local is_live, rest, rest_seq = {}, {}, {}
-for _, id in ipairs(live) do is_live[id] = true end
-for i, id in ipairs(ids) do
-  if not is_live[id] then
-    rest[#rest + 1] = id
-    rest_seq[#rest] = seqs[i]
+if #live < #ids then
+  local is_live, rest, rest_seq = {}, {}, {}
+  for _, id in ipairs(live) do is_live[id] = true end
+  for i, id in ipairs(ids) do
+    if not is_live[id] then
+      rest[#rest + 1] = id
+      rest_seq[#rest] = seqs[i]
+    end
   end
-end
-for i = 1, #rest, 1000 do
-  local toks = redis.call("HMGET", KEYS[3], unpack(rest, i, math.min(i + 999, #rest)))
-  for j, tok in ipairs(toks) do
-    local id = rest[i + j - 1]
-    if tok and tok == rest_seq[i + j - 1] then
-      local blob = redis.call("HGET", KEYS[1], id)
-      local deadline = tonumber(redis.call("ZSCORE", KEYS[2], id))
-      if blob and deadline then
-        out[#out + 1] = id
-        out[#out + 1] = tok
-        out[#out + 1] = deadline
-        out[#out + 1] = blob
+  for i = 1, #rest, 1000 do
+    local toks = redis.call("HMGET", KEYS[3], unpack(rest, i, math.min(i + 999, #rest)))
+    for j, tok in ipairs(toks) do
+      local id = rest[i + j - 1]
+      if tok and tok == rest_seq[i + j - 1] then
+        local blob = redis.call("HGET", KEYS[1], id)
+        local deadline = tonumber(redis.call("ZSCORE", KEYS[2], id))
+        if blob and deadline then
+          out[#out + 1] = id
+          out[#out + 1] = tok
+          out[#out + 1] = deadline
+          out[#out + 1] = blob
+        end
       end
     end
   end
