@@ -62,8 +62,9 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 // UnleasedGrace is the shortest time for which a task popped from a ready
 // list and not leased stays with the worker that popped it: recovery takes
 // it back (counting a failed attempt) only once it has seen it popped and
-// unleased at two checks this far apart. A worker that runs popped tasks before leasing
-// them must lease (Claim) those still running well within this time.
+// unleased at two checks this far apart. A worker that runs popped tasks
+// before leasing them must lease (Claim) those still running well within
+// this time.
 const UnleasedGrace = time.Second
 
 // Popped decodes a ready-list entry "seq|id|task" of shard sh into a
@@ -76,17 +77,12 @@ const UnleasedGrace = time.Second
 // task's timeout when lease is not positive.
 func Popped(sh int, entry string, lease time.Duration) (Delivery, bool) {
 	seq, rest, ok := strings.Cut(entry, "|")
-	if !ok || seq == "" {
+	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil {
 		return Delivery{}, false
 	}
 	id, blob, ok := strings.Cut(rest, "|")
 	if !ok || !ValidID(id) {
 		return Delivery{}, false
-	}
-	for _, c := range []byte(seq) {
-		if c < '0' || c > '9' {
-			return Delivery{}, false
-		}
 	}
 	t, err := Decode(id, []byte(blob))
 	if err != nil {
