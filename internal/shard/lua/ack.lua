@@ -15,6 +15,19 @@
 -- cancelled); that task is left unchanged. A delivery named with its queue
 -- may have been leased meanwhile (a lease of the same token): both are
 -- checked. One command per kind and queue for the whole batch.
+-- Fast path, the common call under a steady load (one delivery run
+-- without a lease, still pending under its number): the same commands as
+-- below, without building the batch tables. Anything else falls through.
+if #ARGV == 4 and ARGV[4] ~= "" then
+  local pk = ARGV[1] .. ARGV[4]
+  local sc = redis.call("ZSCORE", pk, ARGV[2])
+  if sc and tonumber(sc) == tonumber(ARGV[3]) then
+    redis.call("ZREM", pk, ARGV[2])
+    redis.call("HDEL", KEYS[1], ARGV[2])
+    redis.call("HDEL", KEYS[4], ARGV[2])
+    return {1}
+  end
+end
 local n = (#ARGV - 1) / 3
 local out, done = {}, {}
 local leased = {} -- indexes to check against the leases hash
