@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -10,13 +11,19 @@ import (
 // ackBatchMax bounds the acknowledgements sent in one round trip.
 const ackBatchMax = 256
 
-// acker sends acknowledgements in batches: while one batch is in flight
-// the next ones queue up and go together, so under load a round trip
-// carries many acks and when idle an ack goes out at once (no timer, no
-// added latency). It runs while Run runs; outside it (a manual Ack after
-// Run returned) acks go out one by one.
+// acker sends acknowledgements in batches. Once an ack is queued it
+// waits up to linger for more to share its round trip (and while one
+// batch is in flight the next ones queue up), so a steady trickle of
+// tasks costs Redis one ack round trip per linger instead of one per
+// task. An urgent ack (its delivery still holds a slot or a flow-control
+// permit that the ack frees) sends the batch at once, and so does a full
+// batch. It runs while Run runs; outside it (a manual Ack after Run
+// returned) acks go out one by one.
 type acker struct {
-	store *shard.Store
+	store  *shard.Store
+	linger time.Duration // <= 0: no waiting
+	// sent, if set, sees the size of every batch sent (a test hook).
+	sent func(n int)
 
 	mu      sync.RWMutex
 	running bool
@@ -26,11 +33,14 @@ type acker struct {
 }
 
 type ackReq struct {
-	a     shard.AckArgs
-	reply chan error
+	a      shard.AckArgs
+	urgent bool
+	reply  chan error
 }
 
-func newAcker(store *shard.Store) *acker { return &acker{store: store} }
+func newAcker(store *shard.Store, linger time.Duration) *acker {
+	return &acker{store: store, linger: linger}
+}
 
 // start launches the batching goroutine; stop ends it.
 func (k *acker) start() {
@@ -56,27 +66,38 @@ func (k *acker) stop() {
 	<-k.done
 }
 
-// ack acknowledges one delivery and returns its result.
-func (k *acker) ack(ctx context.Context, a shard.AckArgs) error {
-	k.mu.RLock()
-	if !k.running {
-		k.mu.RUnlock()
-		return k.store.AckBatch(ctx, []shard.AckArgs{a})[0]
-	}
-	r := ackReq{a: a, reply: make(chan error, 1)}
-	k.ch <- r
-	k.mu.RUnlock()
+// ack acknowledges one delivery and returns its result. urgent sends it
+// without lingering.
+func (k *acker) ack(ctx context.Context, a shard.AckArgs, urgent bool) error {
 	select {
-	case err := <-r.reply:
+	case err := <-k.submit(ctx, a, urgent):
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// submit hands a to the batching loop (outside Run: sends it at once);
+// its result arrives on the returned channel.
+func (k *acker) submit(ctx context.Context, a shard.AckArgs, urgent bool) <-chan error {
+	reply := make(chan error, 1)
+	k.mu.RLock()
+	if !k.running {
+		k.mu.RUnlock()
+		reply <- k.store.AckBatch(ctx, []shard.AckArgs{a})[0]
+		return reply
+	}
+	k.ch <- ackReq{a: a, urgent: urgent, reply: reply}
+	k.mu.RUnlock()
+	return reply
+}
+
 func (k *acker) loop() {
 	defer close(k.done)
 	batch := make([]ackReq, 0, ackBatchMax)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case r := <-k.ch:
@@ -91,20 +112,40 @@ func (k *acker) loop() {
 				}
 			}
 		}
+		wait := k.linger > 0 && !batch[0].urgent
+		if wait {
+			timer.Reset(k.linger)
+		}
 	fill:
 		for len(batch) < ackBatchMax {
+			if !wait {
+				select {
+				case r := <-k.ch:
+					batch = append(batch, r)
+				default:
+					break fill
+				}
+				continue
+			}
 			select {
 			case r := <-k.ch:
 				batch = append(batch, r)
-			default:
-				break fill
+				wait = !r.urgent
+			case <-timer.C:
+				wait = false
+			case <-k.quit:
+				wait = false // stopping: send now; the loop's top drains the rest
 			}
 		}
+		timer.Stop()
 		k.send(batch)
 	}
 }
 
 func (k *acker) send(batch []ackReq) {
+	if k.sent != nil {
+		k.sent(len(batch))
+	}
 	args := make([]shard.AckArgs, len(batch))
 	for i, r := range batch {
 		args[i] = r.a

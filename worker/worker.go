@@ -84,6 +84,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if cfg.FetchTimeout == 0 {
 		cfg.FetchTimeout = DefaultFetchTimeout
 	}
+	switch {
+	case cfg.AckLinger == 0:
+		cfg.AckLinger = DefaultAckLinger
+	case cfg.AckLinger > MaxAckLinger:
+		return nil, fmt.Errorf("%w: AckLinger %s above %s", ErrInvalidConfig, cfg.AckLinger, MaxAckLinger)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -105,7 +111,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	store := shard.NewStore(rdb, l)
 	return &Worker{
 		store:  store,
-		acks:   newAcker(store),
+		acks:   newAcker(store, cfg.AckLinger),
 		cfg:    cfg,
 		log:    cfg.Logger.Named("worker"),
 		met:    met,
@@ -653,6 +659,7 @@ type delivery struct {
 	wdTimer   *time.Timer
 	wdStopped bool
 	once      sync.Once
+	holdsSlot bool          // settling with its slot (or permit) still held: the ack must not linger
 	finished  chan struct{} // closed when acked, nacked or released
 	outcome   outcome       // what was recorded (valid once finished is closed)
 	result    error
@@ -916,6 +923,7 @@ func (d *delivery) finish(_ context.Context, err error) error {
 				d.q.settling.Add(-1)
 			}
 		}
+		d.holdsSlot = !early
 		d.result = d.settle(err)
 		d.w.releasePermit(d.q, d.permit)
 		close(d.finished)
@@ -973,7 +981,7 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 		if d.unleased.Load() {
 			a.Queue = qn
 		}
-		if err = d.w.acks.ack(ctx, a); err == nil {
+		if err = d.w.acks.ack(ctx, a, d.holdsSlot); err == nil {
 			d.q.met.acks.Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):

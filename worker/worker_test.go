@@ -709,8 +709,8 @@ func TestAckOutsideRun(t *testing.T) {
 	if !ok {
 		t.Fatalf("entry %q", entry)
 	}
-	k := newAcker(e.store) // not started, as after Run
-	if err := k.ack(ctx, shard.AckArgs{Shard: sh, ID: d.Task.ID, Token: d.Token, Queue: "q"}); err != nil {
+	k := newAcker(e.store, DefaultAckLinger) // not started, as after Run
+	if err := k.ack(ctx, shard.AckArgs{Shard: sh, ID: d.Task.ID, Token: d.Token, Queue: "q"}, false); err != nil {
 		t.Fatalf("ack outside Run: %v", err)
 	}
 	if _, err := e.lookup("late"); !errors.Is(err, shard.ErrNotFound) {

@@ -93,11 +93,16 @@ func run(args []string) int {
 		// configuration's 0 means "release at once".
 		grace = worker.NoGrace
 	}
+	linger := cfg.Worker.AckLinger
+	if linger == 0 {
+		linger = worker.NoAckLinger // the configuration's 0 is "off"
+	}
 	w, err := worker.New(rdb, worker.Config{
 		Namespace:     cfg.Namespace,
 		Shards:        cfg.Shards,
 		ShutdownGrace: grace,
 		FetchTimeout:  cfg.Worker.FetchTimeout,
+		AckLinger:     linger,
 		Logger:        log,
 		Registerer:    reg,
 	})

@@ -173,6 +173,10 @@ type WorkerConfig struct {
 	// it) from 1s to 60s. An idle worker sends one command per
 	// FetchTimeout. Default 2s.
 	FetchTimeout time.Duration `koanf:"fetch_timeout"`
+	// AckLinger is how long a successful task's acknowledgement may wait
+	// for others to share its round trip to Redis, 0 to 50ms; 0 sends
+	// each at once. Default 2ms.
+	AckLinger time.Duration `koanf:"ack_linger"`
 }
 
 // DLQConfig bounds each shard's dead-letter queue. Entries beyond either
@@ -340,6 +344,7 @@ func defaultsWithoutQueues() Config {
 		Worker: WorkerConfig{
 			ShutdownGrace: 30 * time.Second,
 			FetchTimeout:  2 * time.Second,
+			AckLinger:     2 * time.Millisecond,
 		},
 		DLQ: DLQConfig{
 			MaxSize: 100000,

@@ -179,6 +179,7 @@ scheduler:
 worker:
   shutdown_grace: 0s
   fetch_timeout: 5s
+  ack_linger: 0s
 dlq:
   max_size: 0
   max_age: 24h
@@ -229,7 +230,7 @@ log:
 			ReplicaID: "sched-1", LeaseTTL: 10 * time.Second, ScanLimit: 1000, SafetyRecheck: time.Minute,
 			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond, IdleRecheck: 5 * time.Minute, FarBucket: time.Minute, FarLead: 15 * time.Second,
 		},
-		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second},
+		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second, AckLinger: 0},
 		DLQ:    config.DLQConfig{MaxSize: 0, MaxAge: 24 * time.Hour},
 		// A queues section replaces the implicit "default" queue, and
 		// every queue gets the defaults for the fields it leaves out.

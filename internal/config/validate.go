@@ -37,6 +37,7 @@ const (
 	minStrandCheck  = 100 * time.Millisecond
 	minFetchTimeout = time.Second
 	maxFetchTimeout = 60 * time.Second
+	maxAckLinger    = 50 * time.Millisecond // worker.MaxAckLinger
 	minBackoffBase  = time.Millisecond
 	maxBackoffMult  = 100
 	maxConcurrency  = 10000
@@ -97,6 +98,7 @@ func (c *Config) Validate() error {
 
 	v.durationRange("worker.shutdown_grace", c.Worker.ShutdownGrace, 0, 0)
 	v.durationRange("worker.fetch_timeout", c.Worker.FetchTimeout, minFetchTimeout, maxFetchTimeout)
+	v.durationRange("worker.ack_linger", c.Worker.AckLinger, 0, maxAckLinger)
 	if ft := c.Worker.FetchTimeout; ft%time.Second != 0 {
 		// go-redis sends BLMPOP's timeout in whole seconds; refuse rather
 		// than truncate.

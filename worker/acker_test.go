@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// popped enqueues n due tasks and pops them, returning one AckArgs each
+// for a delivery run before its lease (acks must follow within
+// shard.UnleasedGrace, or recovery takes the tasks back).
+func (e *env) popped(prefix string, n int) []shard.AckArgs {
+	e.t.Helper()
+	for i := range n {
+		e.enqueue(fmt.Sprintf("%s%d", prefix, i), 0)
+	}
+	ctx := testenv.Ctx(e.t, 10*time.Second)
+	var acks []shard.AckArgs
+	testenv.WaitFor(e.t, 10*time.Second, fmt.Sprintf("%d tasks ready and popped", n), func() (bool, string) {
+		key, es, err := e.store.Pop(ctx, e.store.Layout().ReadyKeys([]string{"q"}), n, time.Second)
+		for _, entry := range es {
+			sh, _, _ := e.store.Layout().ParseReady(key)
+			d, ok := shard.Popped(sh, entry, 0)
+			if !ok {
+				e.t.Fatalf("entry %q", entry)
+			}
+			acks = append(acks, shard.AckArgs{Shard: sh, ID: d.Task.ID, Token: d.Token, Queue: "q"})
+		}
+		return len(acks) == n, fmt.Sprint(len(acks), err)
+	})
+	return acks
+}
+
+// ackAsync hands a to k; its result arrives on the returned channel.
+func ackAsync(k *acker, a shard.AckArgs, urgent bool) <-chan error {
+	return k.submit(context.Background(), a, urgent)
+}
+
+// queued waits until k's loop has taken every ack sent so far.
+func queued(t *testing.T, k *acker) {
+	t.Helper()
+	testenv.WaitFor(t, 5*time.Second, "acks taken by the acker's loop", func() (bool, string) {
+		return len(k.ch) == 0, fmt.Sprint(len(k.ch), " waiting")
+	})
+}
+
+func (e *env) gone(ids ...string) {
+	e.t.Helper()
+	for _, id := range ids {
+		if _, err := e.lookup(id); !errors.Is(err, shard.ErrNotFound) {
+			e.t.Fatalf("acked task %s still there: %v", id, err)
+		}
+	}
+}
+
+// TestAckLingerBatches: an ack waits for later ones and they settle
+// together; none returns before the last was sent.
+func TestAckLingerBatches(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	acks := e.popped("l", 3)
+	k := newAcker(e.store, 300*time.Millisecond)
+	var mu sync.Mutex
+	var batches []int
+	k.sent = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	k.start()
+	defer k.stop()
+	var res []<-chan error
+	for _, a := range acks {
+		res = append(res, ackAsync(k, a, false))
+		queued(t, k)
+		select {
+		case err := <-res[0]:
+			t.Fatalf("first ack returned (%v) before ack %d of %d was sent: it did not linger", err, len(res), len(acks))
+		default:
+		}
+	}
+	for i, ch := range res {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("ack %d: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("ack %d never returned", i)
+		}
+	}
+	e.gone(acks[0].ID, acks[1].ID, acks[2].ID)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(batches, []int{3}) {
+		t.Fatalf("batches sent %v, want one of 3", batches)
+	}
+}
+
+// TestAckLingerUrgentAndStop: an urgent ack sends the lingering batch at
+// once, and stop sends what lingers; neither waits out the linger.
+func TestAckLingerUrgentAndStop(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	acks := e.popped("u", 3)
+	k := newAcker(e.store, time.Hour)
+	k.start()
+	stopped := false
+	defer func() {
+		if !stopped {
+			k.stop()
+		}
+	}()
+	wait := func(what string, ch <-chan error) {
+		t.Helper()
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting after 10 s (the linger is an hour)", what)
+		}
+	}
+	lazy := ackAsync(k, acks[0], false)
+	queued(t, k)
+	urgent := ackAsync(k, acks[1], true)
+	wait("urgent ack", urgent)
+	wait("ack lingering before the urgent one", lazy)
+	e.gone(acks[0].ID, acks[1].ID)
+
+	last := ackAsync(k, acks[2], false)
+	queued(t, k)
+	k.stop()
+	stopped = true
+	wait("ack lingering at stop", last)
+	e.gone(acks[2].ID)
+}
+
+// TestAckLingerBounds: Config.AckLinger above MaxAckLinger is refused.
+func TestAckLingerBounds(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	if _, err := New(rdb, Config{AckLinger: MaxAckLinger + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("AckLinger above the bound: %v", err)
+	}
+	for l, want := range map[time.Duration]time.Duration{0: DefaultAckLinger, NoAckLinger: NoAckLinger, MaxAckLinger: MaxAckLinger} {
+		w, err := New(rdb, Config{AckLinger: l})
+		if err != nil {
+			t.Fatalf("AckLinger %s: %v", l, err)
+		}
+		if w.acks.linger != want {
+			t.Fatalf("AckLinger %s: linger %s, want %s", l, w.acks.linger, want)
+		}
+	}
+}
