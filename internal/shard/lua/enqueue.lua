@@ -41,7 +41,7 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = string.format("%d", now)
-local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
 local head_due = tonumber(head[2])
 local earliest = nil -- earliest due (or promotion) time this call stores
 local policies = {}
@@ -82,7 +82,7 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   end
   -- Numbers are bounded so that they stay exact in Lua and in every reader.
   if retries == "" then retries = def_retries end
-  if not string.match(retries, "^%d%d?%d?%d?$") or tonumber(retries) > 1000 then
+  if not string.match(retries, "^%d%d?%d?%d?$") or (#retries == 4 and tonumber(retries) > 1000) then
     return -3, 0, "invalid max retries (0..1000)"
   end
   if timeout == "" then timeout = def_timeout end

@@ -23,10 +23,13 @@ end
 
 -- fence checks the caller's epoch against the shard's stored one. A newer
 -- epoch is stored (the first script a new owner runs records it); an older
--- one is counted in stats_key and rejected. Returns ok, stored_epoch.
+-- one is counted in stats_key and rejected. Returns ok and, when not ok,
+-- the stored epoch.
 local function fence(epoch_key, stats_key, epoch_arg)
+  local stored = redis.call("GET", epoch_key)
+  if stored == epoch_arg then return true, stored end -- the usual case
   local epoch = tonumber(epoch_arg)
-  local cur = tonumber(redis.call("GET", epoch_key) or "0")
+  local cur = tonumber(stored or "0")
   if epoch < cur then
     redis.call("HINCRBY", stats_key, "stale_epoch", 1)
     return false, cur
@@ -78,7 +81,7 @@ end
 -- schedule puts a task back in the delayed set at due, publishing the due
 -- time on wake_channel when it becomes the earliest task.
 local function schedule(delayed_key, wake_channel, id, due)
-  local head = redis.call("ZRANGE", delayed_key, 0, 0, "WITHSCORES")
+  local head = redis.call("ZRANGE", delayed_key, "0", "0", "WITHSCORES")
   local due_s = string.format("%d", due)
   redis.call("ZADD", delayed_key, due_s, id)
   if head[2] == nil or due < tonumber(head[2]) then

@@ -37,17 +37,20 @@ local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local limit = tonumber(ARGV[2])
--- Probe the head by rank: when fewer than `probe` tasks are due (an idle
--- or lightly loaded shard), this one read yields both the due tasks and
--- the next due time. Only a shard with more due reads again by score. The
--- probe is small: every entry it returns costs Lua work, and a lightly
--- loaded shard moves one or two tasks per call.
-local probe = math.min(limit, 2) + 1
-local due = redis.call("ZRANGE", KEYS[1], 0, probe - 1, "WITHSCORES")
+-- Probe the head by rank: when at most one task is due (an idle or
+-- lightly loaded shard: the usual call moves one task), this one read
+-- yields both the due task and the next due time. Only a shard with more
+-- due reads again by score. The probe is small because every entry costs:
+-- Redis formats each score as a double and Lua parses it back. Numeric
+-- arguments go to redis.call as strings: a Lua number would be formatted
+-- with %.14g, printf's slow float path.
+local probe = 2
+local due = redis.call("ZRANGE", KEYS[1], "0", "1", "WITHSCORES")
 local next_due = -1 -- known next due time; nil: read it after moving
 local n = #due / 2
 for i = 1, n do
   local sc = tonumber(due[2 * i])
+  due[2 * i] = sc -- parsed once
   if sc > now then
     next_due = sc
     for j = #due, 2 * i - 1, -1 do due[j] = nil end
@@ -55,7 +58,7 @@ for i = 1, n do
   end
 end
 if #due / 2 == probe then
-  due = redis.call("ZRANGE", KEYS[1], "-inf", now, "BYSCORE", "LIMIT", 0, limit, "WITHSCORES")
+  due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", now), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
   next_due = nil
 end
 if #due / 2 > limit then
@@ -156,7 +159,7 @@ if #ids > 0 then
   end
   if ok > 0 then
     -- Sequence numbers base+1 .. base+ok, in due order (see make_ready).
-    local seq = redis.call("INCRBY", KEYS[7], ok) - ok
+    local seq = redis.call("INCRBY", KEYS[7], string.format("%d", ok)) - ok
     local entries, pending = {}, {}
     for i, id in ipairs(ids) do
       local q = queues[i]
@@ -185,7 +188,7 @@ if far_due then
   next_due = nil
 end
 if next_due == nil then
-  local head = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+  local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
   next_due = tonumber(head[2] or "-1")
 end
 out[3] = next_due
