@@ -6,7 +6,9 @@
 // timeout), extended while it runs; one done sooner is acknowledged
 // without ever taking one. Until leased, a task whose worker dies is
 // taken back by the scheduler's recovery after about a second, counting
-// a failed attempt.
+// a failed attempt. Acknowledgements go to Redis in batches: one may wait
+// up to Config.AckLinger (default 2ms) for others to share its round
+// trip.
 //
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).
