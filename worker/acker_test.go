@@ -53,6 +53,19 @@ func queued(t *testing.T, k *acker) {
 	})
 }
 
+// ackResult waits up to 10 s for an ack's result and fails on an error.
+func ackResult(t *testing.T, what string, ch <-chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no result after 10 s", what)
+	}
+}
+
 func (e *env) gone(ids ...string) {
 	e.t.Helper()
 	for _, id := range ids {
@@ -84,14 +97,7 @@ func TestAckLingerBatches(t *testing.T) {
 		}
 	}
 	for i, ch := range res {
-		select {
-		case err := <-ch:
-			if err != nil {
-				t.Fatalf("ack %d: %v", i, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("ack %d never returned", i)
-		}
+		ackResult(t, fmt.Sprintf("ack %d", i), ch)
 	}
 	e.gone(acks[0].ID, acks[1].ID, acks[2].ID)
 	mu.Lock()
@@ -114,17 +120,7 @@ func TestAckLingerUrgentAndStop(t *testing.T) {
 			k.stop()
 		}
 	}()
-	wait := func(what string, ch <-chan error) {
-		t.Helper()
-		select {
-		case err := <-ch:
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: still waiting after 10 s (the linger is an hour)", what)
-		}
-	}
+	wait := func(what string, ch <-chan error) { t.Helper(); ackResult(t, what+" (the linger is an hour)", ch) }
 	lazy := ackAsync(k, acks[0], false)
 	queued(t, k)
 	urgent := ackAsync(k, acks[1], true)
