@@ -33,6 +33,7 @@ const (
 	DefaultShards        = shard.DefaultShards
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultFetchTimeout  = 2 * time.Second
+	DefaultConcurrency   = 10
 	// DefaultAckLinger is Config.AckLinger when unset: at a steady 2,000
 	// tasks/s it cuts Redis's round trips per task by about a fifth.
 	DefaultAckLinger = 2 * time.Millisecond
@@ -42,8 +43,7 @@ const (
 	MaxAckLinger = 50 * time.Millisecond
 	// NoAckLinger as Config.AckLinger sends acknowledgements without
 	// waiting for others.
-	NoAckLinger        time.Duration = -1
-	DefaultConcurrency               = 10
+	NoAckLinger time.Duration = -1
 	// DefaultHandlerTimeout bounds a handler run when QueueOptions sets
 	// none, so that a hung handler cannot hold its task forever.
 	DefaultHandlerTimeout = 30 * time.Minute
