@@ -40,11 +40,6 @@ func (e *env) popped(prefix string, n int) []shard.AckArgs {
 	return acks
 }
 
-// ackAsync hands a to k; its result arrives on the returned channel.
-func ackAsync(k *acker, a shard.AckArgs, urgent bool) <-chan error {
-	return k.submit(context.Background(), a, urgent)
-}
-
 // queued waits until k's loop has taken every ack sent so far.
 func queued(t *testing.T, k *acker) {
 	t.Helper()
@@ -88,7 +83,7 @@ func TestAckLingerBatches(t *testing.T) {
 	defer k.stop()
 	var res []<-chan error
 	for _, a := range acks {
-		res = append(res, ackAsync(k, a, false))
+		res = append(res, k.submit(context.Background(), a, false))
 		queued(t, k)
 		select {
 		case err := <-res[0]:
@@ -121,14 +116,14 @@ func TestAckLingerUrgentAndStop(t *testing.T) {
 		}
 	}()
 	wait := func(what string, ch <-chan error) { t.Helper(); ackResult(t, what+" (the linger is an hour)", ch) }
-	lazy := ackAsync(k, acks[0], false)
+	lazy := k.submit(context.Background(), acks[0], false)
 	queued(t, k)
-	urgent := ackAsync(k, acks[1], true)
+	urgent := k.submit(context.Background(), acks[1], true)
 	wait("urgent ack", urgent)
 	wait("ack lingering before the urgent one", lazy)
 	e.gone(acks[0].ID, acks[1].ID)
 
-	last := ackAsync(k, acks[2], false)
+	last := k.submit(context.Background(), acks[2], false)
 	queued(t, k)
 	k.stop()
 	stopped = true

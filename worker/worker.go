@@ -67,6 +67,18 @@ type queue struct {
 
 func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
 
+// settleEarly takes one of the Concurrency places for acks outstanding on
+// slots freed before the ack landed; false when all are taken. It never
+// counts past the bound, even for a moment.
+func (q *queue) settleEarly() bool {
+	for s := q.settling.Load(); s < int64(q.opts.Concurrency); s = q.settling.Load() {
+		if q.settling.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+	return false
+}
+
 // New returns a Worker on rdb.
 func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if rdb == nil {
@@ -659,7 +671,6 @@ type delivery struct {
 	wdTimer   *time.Timer
 	wdStopped bool
 	once      sync.Once
-	holdsSlot bool          // settling with its slot (or permit) still held: the ack must not linger
 	finished  chan struct{} // closed when acked, nacked or released
 	outcome   outcome       // what was recorded (valid once finished is closed)
 	result    error
@@ -777,6 +788,9 @@ func (d *delivery) call(ctx context.Context) (err error) {
 // the handler with ErrLeaseLost.
 func (d *delivery) wdEvery() time.Duration { return max(d.lease/3, 5*time.Millisecond) }
 
+// wdMargin is how long before the local guarantee ends an extension is due.
+func (d *delivery) wdMargin() time.Duration { return min(d.lease/10, 500*time.Millisecond) }
+
 // wdNext is the wait before the next extension: a third of the lease, or
 // less when the local guarantee needs renewing sooner. A delivery not
 // leased yet waits for its LeaseAfter.
@@ -784,8 +798,7 @@ func (d *delivery) wdNext() time.Duration {
 	if d.unleased.Load() {
 		return max(time.Until(d.sd.Leased.Add(d.q.opts.LeaseAfter)), time.Millisecond)
 	}
-	margin := min(d.lease/10, 500*time.Millisecond)
-	untilDue := time.Until(time.Unix(0, d.validUntil.Load())) - margin
+	untilDue := time.Until(time.Unix(0, d.validUntil.Load())) - d.wdMargin()
 	return max(min(d.wdEvery(), untilDue), time.Millisecond)
 }
 
@@ -820,7 +833,6 @@ func (d *delivery) wdTick() {
 		d.w.log.Warn("handler outlived its timeout; no longer extending its lease", "task", d.sd.Task.ID, "queue", d.q.name)
 		return
 	}
-	margin := min(d.lease/10, 500*time.Millisecond)
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), max(d.wdEvery(), 50*time.Millisecond))
 	_, err := d.w.store.Extend(ctx, d.sd.Shard, d.sd.Task.ID, d.sd.Token, d.lease)
@@ -837,7 +849,7 @@ func (d *delivery) wdTick() {
 		d.lost("lease taken back by recovery")
 		return
 	default:
-		if time.Now().Add(margin).UnixNano() >= d.validUntil.Load() {
+		if time.Now().Add(d.wdMargin()).UnixNano() >= d.validUntil.Load() {
 			d.lost("lease expired while Redis was unreachable: " + err.Error())
 			return
 		}
@@ -857,7 +869,7 @@ const unleasedMargin = 200 * time.Millisecond
 // until shortly before UnleasedGrace has passed since the pop; then the
 // handler is cancelled too, since recovery may take the task back.
 func (d *delivery) leaseLate() {
-	ds, sent, err := d.w.claimPopped(d.sd.Leased, d.sd.Shard, d.q.name, []string{d.sd.Token + "|" + d.sd.Task.ID}, d.q.opts.Lease)
+	ds, sent, err := d.w.claimPopped(d.sd.Leased, d.sd.Shard, d.q.name, []string{d.sd.Ref()}, d.q.opts.Lease)
 	if d.wdDone() {
 		return
 	}
@@ -914,17 +926,13 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		// outstanding this way (a slow Redis holds slots again), and a
 		// queue under flow control keeps its slot and permit until the
 		// ack landed, so the cluster-wide bound holds.
-		early := false
-		if d.outcome == outcomeAck && d.permit == nil {
-			if early = d.q.settling.Add(1) <= int64(d.q.opts.Concurrency); early {
-				d.q.running.Add(-1)
-				d.w.slotFreed(d.q)
-			} else {
-				d.q.settling.Add(-1)
-			}
+		early := d.outcome == outcomeAck && d.permit == nil && d.q.settleEarly()
+		if early {
+			d.q.running.Add(-1)
+			d.w.slotFreed(d.q)
 		}
-		d.holdsSlot = !early
-		d.result = d.settle(err)
+		// An ack that still holds its slot (or permit) must not linger.
+		d.result = d.settle(err, !early)
 		d.w.releasePermit(d.q, d.permit)
 		close(d.finished)
 		if early {
@@ -952,11 +960,11 @@ func (d *delivery) stopWatchdog() {
 
 // settle records the outcome in Redis, retrying transient errors for up
 // to opTimeout so a short network cut does not cost a lease expiry.
-func (d *delivery) settle(herr error) error {
+func (d *delivery) settle(herr error, urgent bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		err := d.settleOnce(ctx, herr)
+		err := d.settleOnce(ctx, herr, urgent)
 		if err == nil || errors.Is(err, ErrStaleToken) || ctx.Err() != nil {
 			if err != nil && !errors.Is(err, ErrStaleToken) {
 				// The lease will expire and recovery will redeliver the task.
@@ -972,7 +980,7 @@ func (d *delivery) settle(herr error) error {
 	}
 }
 
-func (d *delivery) settleOnce(ctx context.Context, herr error) error {
+func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) error {
 	m, qn, id := d.w.met, d.q.name, d.sd.Task.ID
 	var err error
 	switch {
@@ -981,7 +989,7 @@ func (d *delivery) settleOnce(ctx context.Context, herr error) error {
 		if d.unleased.Load() {
 			a.Queue = qn
 		}
-		if err = d.w.acks.ack(ctx, a, d.holdsSlot); err == nil {
+		if err = d.w.acks.ack(ctx, a, urgent); err == nil {
 			d.q.met.acks.Inc()
 		}
 	case errors.Is(herr, ErrShuttingDown):

@@ -126,6 +126,10 @@ type Delivery struct {
 	Leased, Deadline time.Time
 }
 
+// Ref is the "seq|id" reference Claim takes for an Unleased delivery's
+// entry (what EntryRef returns for it).
+func (d Delivery) Ref() string { return d.Token + "|" + d.Task.ID }
+
 // Claim leases entries popped from shard sh's ready list of queue. lease
 // overrides each task's own timeout when positive. Entries whose id is no
 // longer pending under that entry (cancelled, or a leftover duplicate) are

@@ -415,7 +415,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 	}
 	// Claiming the same entry again (the first reply was lost) returns the
 	// same lease, unchanged.
-	again, err := s.Claim(ctx, 0, "default", []string{d.Token + "|" + id}, time.Hour)
+	again, err := s.Claim(ctx, 0, "default", []string{d.Ref()}, time.Hour)
 	if err != nil || len(again) != 1 || again[0].Token != d.Token || !again[0].Deadline.Equal(ds[0].Deadline) {
 		t.Fatalf("claim retried: %+v %v (first %+v)", again, err, ds)
 	}
