@@ -18,12 +18,7 @@ import (
 func readyTask(t *testing.T, s *Store, sh int, prefix, queue string, retries int) string {
 	t.Helper()
 	ctx := context.Background()
-	var id string
-	for i := 0; ; i++ {
-		if id = fmt.Sprintf("%s%d", prefix, i); s.Layout().ShardOf(id) == sh {
-			break
-		}
-	}
+	id := shardIDs(s.Layout(), sh, prefix, 1)[0]
 	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: queue, MaxRetries: retries, Payload: []byte("p-" + id)}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -494,4 +489,75 @@ func TestGarbageHeadIsNotAPop(t *testing.T) {
 	if state, err := s.Cancel(ctx, id); err != nil || state != "ready" {
 		t.Fatalf("cancel behind a garbage head: %q %v", state, err)
 	}
+}
+
+// TestBatchesBeyondChunk: move, claim (first and retried) and ack take
+// batches of more ids than one command gets (lib.lua's bulk_read splits
+// them by 1000), for leased deliveries and for ones run before a lease.
+func TestBatchesBeyondChunk(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 60*time.Second)
+	const n = 2100
+	readyAll := func(prefix string) []string {
+		t.Helper()
+		var as []EnqueueArgs
+		for _, id := range shardIDs(s.Layout(), 0, prefix, n) {
+			as = append(as, EnqueueArgs{ID: id, Queue: "default", Payload: []byte("p-" + id)})
+		}
+		for _, r := range s.EnqueueBatch(ctx, as) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		if r, err := s.Move(ctx, 0, 1, 5000); err != nil || r.Moved != n {
+			t.Fatalf("move: %+v %v, want %d moved in one call", r, err, n)
+		}
+		_, es, err := s.Pop(ctx, s.Layout().ReadyKeys([]string{"default"}), n, time.Second)
+		if err != nil || len(es) != n {
+			t.Fatalf("pop: %d entries, %v", len(es), err)
+		}
+		return es
+	}
+	ackAll := func(as []AckArgs) {
+		t.Helper()
+		for i, err := range s.AckBatch(ctx, as) {
+			if err != nil {
+				t.Fatalf("ack %d (%s): %v", i, as[i].ID, err)
+			}
+		}
+		if left := rdb.HLen(ctx, s.Layout().Tasks(0)).Val(); left != 0 {
+			t.Fatalf("%d tasks left after acking all", left)
+		}
+	}
+
+	// Leased first: one claim of every entry, then the same claim again
+	// (its reply lost), then one ack call for all.
+	es := readyAll("l")
+	refs := make([]string, n)
+	for i, e := range es {
+		refs[i] = EntryRef(e)
+	}
+	ds, err := s.Claim(ctx, 0, "default", refs, time.Minute)
+	if err != nil || len(ds) != n {
+		t.Fatalf("claim: %d deliveries, %v", len(ds), err)
+	}
+	again, err := s.Claim(ctx, 0, "default", refs, time.Minute)
+	if err != nil || len(again) != n || again[n-1].Token != ds[n-1].Token {
+		t.Fatalf("claim retried: %d deliveries, %v", len(again), err)
+	}
+	as := make([]AckArgs, n)
+	for i, d := range ds {
+		as[i] = AckArgs{Shard: 0, ID: d.Task.ID, Token: d.Token}
+	}
+	ackAll(as)
+
+	// Run before a lease: acked by entry number through the pending set.
+	for i, e := range readyAll("u") {
+		d, ok := Popped(0, e, 0)
+		if !ok {
+			t.Fatalf("entry %q", e)
+		}
+		as[i] = AckArgs{Shard: 0, ID: d.Task.ID, Token: d.Token, Queue: "default"}
+	}
+	ackAll(as)
 }

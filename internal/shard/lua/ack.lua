@@ -15,18 +15,17 @@
 -- cancelled); that task is left unchanged. A delivery named with its queue
 -- may have been leased meanwhile (a lease of the same token): both are
 -- checked. One command per kind and queue for the whole batch.
--- Fast path, the common call under a steady load (one delivery run
--- without a lease, still pending under its number): the same commands as
--- below, without building the batch tables. Anything else falls through.
-if #ARGV == 4 and ARGV[4] ~= "" then
-  local pk = ARGV[1] .. ARGV[4]
-  local sc = redis.call("ZSCORE", pk, ARGV[2])
-  if sc and tonumber(sc) == tonumber(ARGV[3]) then
-    redis.call("ZREM", pk, ARGV[2])
-    redis.call("HDEL", KEYS[1], ARGV[2])
-    redis.call("HDEL", KEYS[4], ARGV[2])
-    return {1}
+-- One delivery, the usual call under a steady load: lib.lua's
+-- end_delivery makes the same checks as the batch code below, for one id,
+-- without building the batch tables.
+if #ARGV == 4 then
+  local pk = ARGV[4] ~= "" and ARGV[1] .. ARGV[4] or nil
+  if not end_delivery(KEYS[2], KEYS[3], pk, ARGV[2], ARGV[3]) then
+    return {0}
   end
+  redis.call("HDEL", KEYS[1], ARGV[2])
+  redis.call("HDEL", KEYS[4], ARGV[2])
+  return {1}
 end
 local n = (#ARGV - 1) / 3
 local out, done = {}, {}
@@ -45,37 +44,29 @@ for k = 1, n do
 end
 for q, ks in pairs(byq) do
   local pk = ARGV[1] .. q
-  local gone = {}
-  for i = 1, #ks, 1000 do
-    local part = {}
-    for j = i, math.min(i + 999, #ks) do part[#part + 1] = ARGV[3 * ks[j] - 1] end
-    local scores = redis.call("ZMSCORE", pk, unpack(part))
-    for j, sc in ipairs(scores) do
-      local k = ks[i + j - 1]
-      if sc and tonumber(sc) == tonumber(ARGV[3 * k]) then
-        out[k] = 1
-        gone[#gone + 1] = ARGV[3 * k - 1]
-      else
-        leased[#leased + 1] = k -- leased meanwhile, or stale
-      end
+  local ids, gone = {}, {}
+  for j, k in ipairs(ks) do ids[j] = ARGV[3 * k - 1] end
+  for j, sc in ipairs(bulk_read("ZMSCORE", pk, ids)) do
+    local k = ks[j]
+    if sc and tonumber(sc) == tonumber(ARGV[3 * k]) then
+      out[k] = 1
+      gone[#gone + 1] = ids[j]
+    else
+      leased[#leased + 1] = k -- leased meanwhile, or stale
     end
   end
   if #gone > 0 then bulk("ZREM", pk, gone) end
   for _, id in ipairs(gone) do done[#done + 1] = id end
 end
-local held = {}
-for i = 1, #leased, 1000 do
-  local part = {}
-  for j = i, math.min(i + 999, #leased) do part[#part + 1] = ARGV[3 * leased[j] - 1] end
-  local tokens = redis.call("HMGET", KEYS[3], unpack(part))
-  for j, tok in ipairs(tokens) do
-    local k = leased[i + j - 1]
-    if tok and tok == ARGV[3 * k] then
-      out[k] = 1
-      held[#held + 1] = ARGV[3 * k - 1]
-    else
-      out[k] = 0
-    end
+local held, lids = {}, {}
+for j, k in ipairs(leased) do lids[j] = ARGV[3 * k - 1] end
+for j, tok in ipairs(bulk_read("HMGET", KEYS[3], lids)) do
+  local k = leased[j]
+  if tok and tok == ARGV[3 * k] then
+    out[k] = 1
+    held[#held + 1] = lids[j]
+  else
+    out[k] = 0
   end
 end
 if #held > 0 then

@@ -25,7 +25,7 @@ local out = {now}
 -- Entries whose id is pending under their very number, each id once.
 local ids, seqs, seen = {}, {}, {}
 for i = 2, #ARGV do
-  local seq_s, id = string.match(ARGV[i], "^(%d+)|([^|]+)")
+  local _, id, seq_s = ready_entry(ARGV[i])
   if id and not seen[id] then
     seen[id] = true
     ids[#ids + 1] = id
@@ -33,42 +33,30 @@ for i = 2, #ARGV do
   end
 end
 if #ids == 0 then return out end
-local live, live_seq = {}, {}
-for i = 1, #ids, 1000 do
-  local scores = redis.call("ZMSCORE", KEYS[4], unpack(ids, i, math.min(i + 999, #ids)))
-  for j, sc in ipairs(scores) do
-    local k = i + j - 1
-    if sc and tonumber(sc) == tonumber(seqs[k]) then
-      live[#live + 1] = ids[k]
-      live_seq[#live] = seqs[k]
-    end
+local live, live_seq, rest, rest_seq = {}, {}, {}, {}
+for k, sc in ipairs(bulk_read("ZMSCORE", KEYS[4], ids)) do
+  if sc and tonumber(sc) == tonumber(seqs[k]) then
+    live[#live + 1] = ids[k]
+    live_seq[#live] = seqs[k]
+  else
+    rest[#rest + 1] = ids[k]
+    rest_seq[#rest] = seqs[k]
   end
 end
 -- Not pending under their number but leased under it: the caller's
 -- earlier claim of the same entry ran and its reply was lost. Returned
 -- again with their current deadline, unchanged.
-if #live < #ids then
-  local is_live, rest, rest_seq = {}, {}, {}
-  for _, id in ipairs(live) do is_live[id] = true end
-  for i, id in ipairs(ids) do
-    if not is_live[id] then
-      rest[#rest + 1] = id
-      rest_seq[#rest] = seqs[i]
-    end
-  end
-  for i = 1, #rest, 1000 do
-    local toks = redis.call("HMGET", KEYS[3], unpack(rest, i, math.min(i + 999, #rest)))
-    for j, tok in ipairs(toks) do
-      local id = rest[i + j - 1]
-      if tok and tok == rest_seq[i + j - 1] then
-        local blob = redis.call("HGET", KEYS[1], id)
-        local deadline = tonumber(redis.call("ZSCORE", KEYS[2], id))
-        if blob and deadline then
-          out[#out + 1] = id
-          out[#out + 1] = tok
-          out[#out + 1] = deadline
-          out[#out + 1] = blob
-        end
+if #rest > 0 then
+  for i, tok in ipairs(bulk_read("HMGET", KEYS[3], rest)) do
+    local id = rest[i]
+    if tok and tok == rest_seq[i] then
+      local blob = redis.call("HGET", KEYS[1], id)
+      local deadline = tonumber(redis.call("ZSCORE", KEYS[2], id))
+      if blob and deadline then
+        out[#out + 1] = id
+        out[#out + 1] = tok
+        out[#out + 1] = deadline
+        out[#out + 1] = blob
       end
     end
   end
@@ -76,12 +64,7 @@ end
 if #live == 0 then return out end
 bulk("ZREM", KEYS[4], live)
 
-local blobs = {}
-for i = 1, #live, 1000 do
-  for _, b in ipairs(redis.call("HMGET", KEYS[1], unpack(live, i, math.min(i + 999, #live)))) do
-    blobs[#blobs + 1] = b
-  end
-end
+local blobs = bulk_read("HMGET", KEYS[1], live)
 -- The delivery token is the entry's own sequence number: unique in the
 -- shard, and consumed here (the pending entry is gone), so no delivery
 -- ever shares it. With a fixed lease every deadline is the same.

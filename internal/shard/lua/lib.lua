@@ -1,4 +1,5 @@
--- lib.lua: helpers prepended to every script except enqueue.lua.
+-- lib.lua: helpers for every script but enqueue.lua; luascript.Prune
+-- prepends to each script only those it uses.
 -- It defines functions only and touches no key by itself.
 
 -- now_ms returns Redis server time in unix milliseconds.
@@ -103,10 +104,11 @@ local function make_ready(seq_key, pending_key, ready_key, id, blob)
 end
 
 -- ready_entry splits a ready-list entry "seq|id|blob" (or "seq|id", the
--- form before entries carried the task) into its number and id.
+-- form before entries carried the task) into its number, its id and the
+-- number as written (the delivery token).
 local function ready_entry(e)
   local seq, id = string.match(e or "", "^(%d+)|([^|]+)")
-  return tonumber(seq), id
+  return tonumber(seq), id, seq
 end
 
 -- popped reports whether the entry numbered seq has left the ready list
@@ -148,4 +150,20 @@ local function bulk(cmd, key, args)
   for i = 1, n, 1000 do
     redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))
   end
+end
+
+-- bulk_read runs the read command cmd (HMGET, ZMSCORE) on key with args
+-- in chunks of at most 1000 and returns the replies in order, one per
+-- argument (false where Redis answered nil); none for no args.
+local function bulk_read(cmd, key, args)
+  local n = #args
+  if n == 0 then return {} end
+  if n <= 1000 then return redis.call(cmd, key, unpack(args)) end
+  local out = {}
+  for i = 1, n, 1000 do
+    for _, v in ipairs(redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))) do
+      out[#out + 1] = v
+    end
+  end
+  return out
 end

@@ -10,9 +10,9 @@
 -- KEYS[6] stats      HASH  counters (stale_epoch)
 -- KEYS[7] seq        STRING sequence counter of the shard
 -- KEYS[8] ready queues SET  queues that have had ready ids in this shard
--- KEYS[9] far        ZSET  far-tier buckets (see enqueue.lua); optional
+-- KEYS[9] far        ZSET  far-tier buckets (see enqueue.lua)
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
--- ARGV[2] LIMIT: most tasks to move in this call
+-- ARGV[2] LIMIT: most tasks to move in this call, 1 or more
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
 -- ARGV[4] pending key prefix of this shard; the queue name is appended
 --
@@ -44,7 +44,6 @@ local limit = tonumber(ARGV[2])
 -- Redis formats each score as a double and Lua parses it back. Numeric
 -- arguments go to redis.call as strings: a Lua number would be formatted
 -- with %.14g, printf's slow float path.
-local probe = 2
 local due = redis.call("ZRANGE", KEYS[1], "0", "1", "WITHSCORES")
 local next_due = -1 -- known next due time; nil: read it after moving
 local n = #due / 2
@@ -57,12 +56,8 @@ for i = 1, n do
     break
   end
 end
-if #due / 2 == probe then
+if #due == 4 then -- both entries the probe read are due
   due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", now), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
-  next_due = nil
-end
-if #due / 2 > limit then
-  for j = #due, 2 * limit + 1, -1 do due[j] = nil end
   next_due = nil
 end
 
@@ -74,10 +69,6 @@ end
 -- KEYS[1] as due now, where the mover buries it with the reason.
 local function promote()
   local far_key, n = KEYS[9], 0
-  if not far_key then
-    redis.call("ZREM", KEYS[1], "|far")
-    return 0
-  end
   local fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
   if fh[2] and tonumber(fh[2]) <= now then
     local entries = redis.call("LPOP", far_key .. ":" .. fh[1], limit)
@@ -92,19 +83,15 @@ local function promote()
         ids[i], enqs[i] = id or "", enq or ""
       end
       local z = {}
-      for i = 1, #ids, 1000 do
-        local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
-        for j, blob in ipairs(part) do
-          local k = i + j - 1
-          if blob then
-            local d, enq = string.match(blob, "^1|[^|]+|%d+|%d+|%d+|(%d+)|(%d+)|")
-            if not d then
-              z[#z + 1] = now
-              z[#z + 1] = ids[k]
-            elseif enq == enqs[k] then
-              z[#z + 1] = d
-              z[#z + 1] = ids[k]
-            end
+      for k, blob in ipairs(bulk_read("HMGET", KEYS[2], ids)) do
+        if blob then
+          local d, enq = string.match(blob, "^1|[^|]+|%d+|%d+|%d+|(%d+)|(%d+)|")
+          if not d then
+            z[#z + 1] = now
+            z[#z + 1] = ids[k]
+          elseif enq == enqs[k] then
+            z[#z + 1] = d
+            z[#z + 1] = ids[k]
           end
         end
       end
@@ -137,11 +124,7 @@ if #ids > 0 then
   -- One command per kind for the whole batch: ZREM, HMGET, INCRBY, and per
   -- queue one RPUSH and one ZADD.
   bulk("ZREM", KEYS[1], ids)
-  local blobs = {}
-  for i = 1, #ids, 1000 do
-    local part = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
-    for _, b in ipairs(part) do blobs[#blobs + 1] = b end
-  end
+  local blobs = bulk_read("HMGET", KEYS[2], ids)
   -- Only the queue is read here (the worker reads the rest from the
   -- ready entry, which carries the task); data without one is buried
   -- with the full decoder's reason.

@@ -16,7 +16,7 @@
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
--- KEYS[9] epoch    KEYS[10] stats KEYS[11] seq   KEYS[12] ready queues
+-- KEYS[9] epoch    KEYS[10] stats KEYS[11] ready queues
 --   (SET of the queues that have had ready ids in this shard)
 -- ARGV[1] caller's epoch
 -- ARGV[2] LIMIT per part
@@ -46,9 +46,9 @@ local retried, buried, redelivered, trimmed = 0, 0, 0, 0
 
 -- fail counts a failed attempt of id, whose delivery is over (its lease
 -- or pending entry already removed): it reschedules the task with backoff
--- and records why as its last error, or buries it with reason bury_reason
+-- and records why as its last error, or buries it with why as the reason
 -- once its retries are spent. Returns true when rescheduled.
-local function fail(id, why, bury_reason)
+local function fail(id, why)
   local blob = redis.call("HGET", KEYS[2], id)
   local task, bad = decode(blob)
   if not task then
@@ -59,7 +59,7 @@ local function fail(id, why, bury_reason)
   if task.attempts > task.max_retries then
     local last = redis.call("HGET", KEYS[5], id) or ""
     redis.call("HSET", KEYS[2], id, encode(task, blob))
-    bury(KEYS[6], KEYS[7], id, now, bury_reason, last)
+    bury(KEYS[6], KEYS[7], id, now, why, last)
     redis.call("HDEL", KEYS[5], id)
     return false
   end
@@ -76,7 +76,7 @@ local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
-  if fail(id, "lease expired", "lease expired") then
+  if fail(id, "lease expired") then
     retried = retried + 1
   else
     buried = buried + 1
@@ -95,7 +95,7 @@ for i = 9, #ARGV do
         -- leasing them) and died: a failed attempt, as for an expired
         -- lease, so a task that kills its workers cannot loop forever.
         redis.call("ZREM", pk, id)
-        fail(id, "worker lost the task before leasing it", "worker lost the task before leasing it")
+        fail(id, "worker lost the task before leasing it")
         redelivered = redelivered + 1
       end
     end
@@ -103,11 +103,11 @@ for i = 9, #ARGV do
 end
 
 -- 2b. new candidates: pending ids numbered below their list's head, over
--- every queue that ever had ready ids in this shard (KEYS[12]), at most
+-- every queue that ever had ready ids in this shard (KEYS[11]), at most
 -- LIMIT in all
 local out = {1, now, 0, 0, 0, 0, -1, 0}
 local pending, room = 0, limit
-for _, q in ipairs(redis.call("SMEMBERS", KEYS[12])) do
+for _, q in ipairs(redis.call("SMEMBERS", KEYS[11])) do
   local pk, rk = ARGV[6] .. q, ARGV[5] .. q
   local n = redis.call("ZCARD", pk)
   if n > 0 then
