@@ -224,7 +224,7 @@ func (e *env) clearHG(ctx context.Context) error {
 			return err
 		}
 		for _, b := range buckets {
-			keys = append(keys, e.layout.Far(sh)+":"+b)
+			keys = append(keys, e.layout.FarBucket(sh, b))
 		}
 	}
 	return e.hgAdmin.Del(ctx, keys...).Err()

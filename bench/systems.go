@@ -215,8 +215,8 @@ func (h *hgSystem) memBreakdown(ctx context.Context) string {
 	buckets, _ := c.ZRange(ctx, l.Far(0), 0, -1).Result()
 	var lm, ln int64
 	for _, b := range buckets {
-		m, _ := c.MemoryUsage(ctx, l.Far(0)+":"+b, 0).Result()
-		k, _ := c.LLen(ctx, l.Far(0)+":"+b).Result()
+		m, _ := c.MemoryUsage(ctx, l.FarBucket(0, b), 0).Result()
+		k, _ := c.LLen(ctx, l.FarBucket(0, b)).Result()
 		lm, ln = lm+m, ln+k
 	}
 	var blob string

@@ -243,7 +243,7 @@ func TestFarTierThroughScheduler(t *testing.T) {
 	farEntries := func() (n int64) {
 		for sh := 0; sh < nShards; sh++ {
 			for _, b := range c.rdb.ZRange(ctx, l.Far(sh), 0, -1).Val() {
-				n += c.rdb.LLen(ctx, l.Far(sh)+":"+b).Val()
+				n += c.rdb.LLen(ctx, l.FarBucket(sh, b)).Val()
 			}
 		}
 		return n

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestFarTier(t *testing.T) {
 		t.Fatalf("near task not in the delayed set: %v", err)
 	}
 	bucket := due.UnixMilli() - due.UnixMilli()%1000
-	if n := rdb.LLen(ctx, fmt.Sprintf("%s:%d", l.Far(sh), bucket)).Val(); n != 5 {
+	if n := rdb.LLen(ctx, l.FarBucket(sh, strconv.FormatInt(bucket, 10))).Val(); n != 5 {
 		t.Fatalf("bucket %d holds %d entries, want 5", bucket, n)
 	}
 	if sc, err := rdb.ZScore(ctx, l.Delayed(sh), FarSentinel).Result(); err != nil || int64(sc) != bucket-1000 {
@@ -78,7 +79,7 @@ func TestFarTier(t *testing.T) {
 	// exist, and one whose data is garbage.
 	garbage := shardIDs(l, sh, "garbage", 1)[0]
 	rdb.HSet(ctx, l.Tasks(sh), garbage, "not a task")
-	rdb.RPush(ctx, fmt.Sprintf("%s:%d", l.Far(sh), bucket), "ghost|1", garbage+"|1")
+	rdb.RPush(ctx, l.FarBucket(sh, strconv.FormatInt(bucket, 10)), "ghost|1", garbage+"|1")
 
 	// Promotion with LIMIT 2: the owner calls until nothing is promoted
 	// any more; every call promotes at most 2.
@@ -107,7 +108,7 @@ func TestFarTier(t *testing.T) {
 	if _, err := rdb.ZScore(ctx, l.Delayed(sh), far[1]).Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("cancelled task promoted: %v", err)
 	}
-	if n := rdb.Exists(ctx, l.Far(sh), fmt.Sprintf("%s:%d", l.Far(sh), bucket)).Val(); n != 0 {
+	if n := rdb.Exists(ctx, l.Far(sh), l.FarBucket(sh, strconv.FormatInt(bucket, 10))).Val(); n != 0 {
 		t.Fatalf("%d far-tier keys left after promotion", n)
 	}
 	// Then everything is moved when due; the garbage is buried.

@@ -64,8 +64,12 @@ func (l Layout) Delayed(s int) string { return l.Tag(s) + ":delayed" }
 
 // Far is the sorted set of the far tier's buckets (see docs/protocol.md):
 // member the bucket's start (unix ms), score its promotion time. Bucket b's
-// ids are in the list Far(s) + ":" + b.
+// ids are in the list FarBucket(s, b).
 func (l Layout) Far(s int) string { return l.Tag(s) + ":far" }
+
+// FarBucket is the list of the far-tier bucket starting at start (unix ms,
+// as a member of Far(s)): entries "id|enqueued_ms".
+func (l Layout) FarBucket(s int, start string) string { return l.Far(s) + ":" + start }
 
 // FarSentinel is the member of the delayed set that stands for the far
 // tier: when it is due, the mover promotes the earliest bucket. It cannot
