@@ -87,22 +87,12 @@ func run(args []string) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	grace := cfg.Worker.ShutdownGrace
-	if grace == 0 {
-		// The worker library reads 0 as "use the default"; the
-		// configuration's 0 means "release at once".
-		grace = worker.NoGrace
-	}
-	linger := cfg.Worker.AckLinger
-	if linger == 0 {
-		linger = worker.NoAckLinger // the configuration's 0 is "off"
-	}
 	w, err := worker.New(rdb, worker.Config{
 		Namespace:     cfg.Namespace,
 		Shards:        cfg.Shards,
-		ShutdownGrace: grace,
+		ShutdownGrace: zeroAs(cfg.Worker.ShutdownGrace, worker.NoGrace),
 		FetchTimeout:  cfg.Worker.FetchTimeout,
-		AckLinger:     linger,
+		AckLinger:     zeroAs(cfg.Worker.AckLinger, worker.NoAckLinger),
 		Logger:        log,
 		Registerer:    reg,
 	})
@@ -170,8 +160,8 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 		}
 		err := w.Handle(name, h, worker.QueueOptions{
 			Concurrency:    q.Concurrency,
-			HandlerTimeout: handlerTimeout(q.HandlerTimeout),
-			LeaseAfter:     leaseAfter(q.LeaseAfter),
+			HandlerTimeout: zeroAs(q.HandlerTimeout, worker.NoTimeout),
+			LeaseAfter:     zeroAs(q.LeaseAfter, worker.LeaseFirst),
 			MaxConcurrency: q.MaxConcurrency,
 			Rate:           q.RateLimit.Rate,
 			RatePeriod:     q.RateLimit.Period,
@@ -218,20 +208,13 @@ func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
 	return mux
 }
 
-// leaseAfter maps the config's lease_after (0: lease first) to the
-// library's QueueOptions.LeaseAfter (0 there means the default).
-func leaseAfter(d time.Duration) time.Duration {
+// zeroAs maps a configuration duration whose 0 means "none" (release at
+// once, no linger, lease first, no bound) to the worker library's
+// sentinel for that (NoGrace, NoAckLinger, LeaseFirst, NoTimeout): the
+// library reads 0 as "use the default".
+func zeroAs(d, none time.Duration) time.Duration {
 	if d == 0 {
-		return worker.LeaseFirst
-	}
-	return d
-}
-
-// handlerTimeout maps the configuration's 0 ("no bound") to the worker
-// library's NoTimeout (its 0 means a default bound).
-func handlerTimeout(d time.Duration) time.Duration {
-	if d == 0 {
-		return worker.NoTimeout
+		return none
 	}
 	return d
 }
