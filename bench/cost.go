@@ -167,6 +167,7 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		}
 	}()
 	var parts []string
+	inScript := scriptCommands(hg.e.root)
 	phase := func(name string, f func(i int) error) error {
 		a, err := snapshot(ctx, rdb, newCmdCounter(), nil, nil)
 		if err != nil {
@@ -184,7 +185,7 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		w := diff(a, b)
 		var inner int64
 		for k, v := range w.usec {
-			if k != "evalsha" && k != "blmpop" {
+			if inScript[k] {
 				inner += v
 			}
 		}

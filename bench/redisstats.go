@@ -254,7 +254,6 @@ func (w window) topCmds(k int, n int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// procCPU returns utime+stime of a process in seconds, 0 if it is gone.
 // voluntarySwitches reads a local process's voluntary context switches
 // (0 if it cannot).
 func voluntarySwitches(pid int) int64 {
@@ -271,6 +270,7 @@ func voluntarySwitches(pid int) int64 {
 	return 0
 }
 
+// procCPU returns utime+stime of a process in seconds, 0 if it is gone.
 func procCPU(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
