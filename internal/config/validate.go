@@ -91,10 +91,12 @@ func (c *Config) Validate() error {
 	v.intRange("scheduler.recovery_limit", int64(c.Scheduler.RecoveryLimit), 1, maxRecoveryLim)
 	v.durationRange("scheduler.strand_check", c.Scheduler.StrandCheck, minStrandCheck, 0)
 	v.durationRange("scheduler.idle_recheck", c.Scheduler.IdleRecheck, minRecheck, 0)
+	minFarLead := time.Duration(0) // far_bucket 0: the far tier is off, far_lead unused
 	if c.Scheduler.FarBucket != 0 {
 		v.durationRange("scheduler.far_bucket", c.Scheduler.FarBucket, time.Second, 0)
+		minFarLead = time.Second
 	}
-	v.durationRange("scheduler.far_lead", c.Scheduler.FarLead, time.Second, 0)
+	v.durationRange("scheduler.far_lead", c.Scheduler.FarLead, minFarLead, 0)
 
 	v.durationRange("worker.shutdown_grace", c.Worker.ShutdownGrace, 0, 0)
 	v.durationRange("worker.fetch_timeout", c.Worker.FetchTimeout, minFetchTimeout, maxFetchTimeout)
