@@ -212,6 +212,11 @@ func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 	if leaseAfter == 0 && unleased != 0 {
 		t.Fatalf("%d tasks ran without a lease with lease_after 0", unleased)
 	}
+	if leaseAfter > 0 && unleased == 0 {
+		// Every task was leased within lease_after of its start: this run
+		// would only repeat the leased case.
+		t.Fatalf("no task was still unleased when the worker was killed (lease_after %s)", leaseAfter)
+	}
 	t.Logf("killed the worker with %d of 8 tasks not leased yet", unleased)
 	c.startWorker("k-w2", args...)
 	testenv.WaitFor(t, 30*time.Second, "all 8 delivered again", func() (bool, string) {
