@@ -162,3 +162,59 @@ func TestFarTierOff(t *testing.T) {
 		t.Fatalf("tier turned off, yet not in the delayed set: %v", err)
 	}
 }
+
+// TestFarTierWake: an enqueue into the far tier wakes the shard's owner
+// only when it moves the far tier's member "|far" earlier (a first
+// bucket, or an earlier one), not for a bucket that is already due to be
+// promoted sooner, and never when a nearer task stays the head.
+func TestFarTierWake(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	const sh = 1
+	if err := s.SetFarTier(ctx, FarTier{Bucket: time.Minute, Lead: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	sub := rdb.SSubscribe(ctx, l.WakeChannel(sh))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := shardIDs(l, sh, "fw", 5)
+	base := time.Now().Add(time.Hour).Truncate(time.Minute)
+	enq := func(id string, due time.Time) {
+		t.Helper()
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: due, MaxRetries: -1}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	promote := func(due time.Time) string {
+		return strconv.FormatInt(due.Truncate(time.Minute).UnixMilli()-1000, 10)
+	}
+	enq(ids[0], base.Add(10*time.Minute))             // first bucket: wake at its promotion
+	enq(ids[1], base.Add(20*time.Minute))             // later bucket: no wake
+	enq(ids[2], base.Add(10*time.Minute+time.Second)) // same bucket: no wake
+	enq(ids[3], base)                                 // earlier bucket: wake
+	var got []string
+	for len(got) < 2 {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Payload)
+	}
+	want := []string{promote(base.Add(10 * time.Minute)), promote(base)}
+	if got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("wake messages %v, want %v", got, want)
+	}
+	// A near task becomes the head: one wake; a far one after it: none.
+	enq(ids[4], time.Now().Add(2*time.Second))
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload == "marker" {
+		t.Fatalf("near task: %v %v, want a wake", m, err)
+	}
+	enq(shardIDs(l, sh, "fw2", 1)[0], base.Add(-time.Minute))
+	rdb.SPublish(ctx, l.WakeChannel(sh), "marker")
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
+		t.Fatalf("unexpected extra wake: %v %v", m, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -181,6 +182,45 @@ func TestWakeOnlyOnNewHead(t *testing.T) {
 		t.Fatalf("wake messages %v, want %v", got, want)
 	}
 	// No third message: publish a marker and check it is the next one.
+	rdb.SPublish(ctx, l.WakeChannel(0), "marker")
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
+		t.Fatalf("unexpected extra wake: %v %v", m, err)
+	}
+}
+
+// TestWakeOnTiedBatch: a batch whose tasks share one due time wakes the
+// owner once, whichever of them Redis orders first (ties are ordered by
+// member, not by position in the batch).
+func TestWakeOnTiedBatch(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	var ids []string
+	for i := 0; len(ids) < 5; i++ {
+		if id := fmt.Sprintf("tie%d", i); l.ShardOf(id) == 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(ids))) // the first sent sorts last
+	sub := rdb.SSubscribe(ctx, l.WakeChannel(0))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).UnixMilli()
+	var as []EnqueueArgs
+	for _, id := range ids {
+		as = append(as, EnqueueArgs{ID: id, Queue: "default", Due: time.UnixMilli(due), MaxRetries: -1})
+	}
+	for i, r := range s.EnqueueBatch(ctx, as) {
+		if r.Err != nil {
+			t.Fatalf("task %d: %v", i, r.Err)
+		}
+	}
+	m, err := sub.ReceiveMessage(ctx)
+	if err != nil || m.Payload != fmt.Sprint(due) {
+		t.Fatalf("wake %v %v, want %d", m, err, due)
+	}
 	rdb.SPublish(ctx, l.WakeChannel(0), "marker")
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
 		t.Fatalf("unexpected extra wake: %v %v", m, err)

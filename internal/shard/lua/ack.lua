@@ -48,7 +48,7 @@ for q, ks in pairs(byq) do
   for j, k in ipairs(ks) do ids[j] = ARGV[3 * k - 1] end
   for j, sc in ipairs(bulk_read("ZMSCORE", pk, ids)) do
     local k = ks[j]
-    if sc and tonumber(sc) == tonumber(ARGV[3 * k]) then
+    if sc and (sc == ARGV[3 * k] or tonumber(sc) == tonumber(ARGV[3 * k])) then
       out[k] = 1
       gone[#gone + 1] = ids[j]
     else

@@ -18,7 +18,8 @@
 --                        b - lead_ms is still in the future; the member "|far"
 --                        of KEYS[1] is then scored by the earliest promotion.
 -- ARGV[1] wake channel of this shard: when a call makes a task the shard's
---         earliest, that due time is published there with SPUBLISH
+--         earliest (or ties the earliest), that due time is published
+--         there with SPUBLISH
 -- then six arguments per task, for task i at ARGV[2+6(i-1)] onwards:
 --   id          task id (1..256 bytes, no "|")
 --   due         absolute unix ms ("1795338744244", at most 13 digits), or a
@@ -41,8 +42,6 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = string.format("%d", now)
-local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
-local head_due = tonumber(head[2])
 local earliest = nil -- earliest due (or promotion) time this call stores
 local policies = {}
 
@@ -59,7 +58,7 @@ local function far_tier()
   end
   return far
 end
-local far_lists, far_order = {}, {}
+local far_lists, far_order -- created with the first far-tier entry
 
 local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if id == "" or #id > 256 or string.find(id, "|", 1, true) then
@@ -86,21 +85,21 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     return -3, 0, "invalid max retries (0..1000)"
   end
   if timeout == "" then timeout = def_timeout end
-  if not string.match(timeout, "^%d+$") or #timeout > 10 or tonumber(timeout) < 1 then
+  if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
     return -3, 0, "invalid timeout (1..9999999999 ms)"
   end
-  local due
+  local due, due_s
   if string.sub(due_arg, 1, 1) == "+" then
     local delay = string.match(due_arg, "^%+(%d+)$")
     if not delay or #delay > 12 then return -3, 0, "invalid delay (0..999999999999 ms)" end
     due = now + tonumber(delay)
+    due_s = string.format("%d", due)
   else
-    if not string.match(due_arg, "^%d+$") or #due_arg > 13 then
+    if #due_arg > 13 or not string.match(due_arg, "^%d+$") then
       return -3, 0, "invalid due time (unix ms, at most 13 digits)"
     end
-    due = tonumber(due_arg)
+    due, due_s = tonumber(due_arg), due_arg
   end
-  local due_s = string.format("%d", due)
   -- Encoded task, version 1:
   -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
   -- HSETNX is the duplicate check and the write in one command.
@@ -114,11 +113,11 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     if score then return 0, score, "scheduled" end
     return 0, -1, "ready"
   end
-  local wake = due
   local ft = due - now > 1000 and far_tier()
   local bucket = ft and due - due % ft.bucket
   if bucket and bucket - ft.lead > now then
     local b = string.format("%d", bucket)
+    if not far_lists then far_lists, far_order = {}, {} end
     local l = far_lists[b]
     if not l then
       l = {}
@@ -126,31 +125,46 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
       far_order[#far_order + 1] = b
     end
     l[#l + 1] = id .. "|" .. now_s
-    wake = bucket - ft.lead
   else
     redis.call("ZADD", KEYS[1], due_s, id)
+    if earliest == nil or due < earliest then earliest = due end
   end
-  if earliest == nil or wake < earliest then earliest = wake end
   return 1, due, ""
 end
 
-local out = {}
-for i = 2, #ARGV, 6 do
-  local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
-  out[#out + 1] = code
-  out[#out + 1] = due
-  out[#out + 1] = detail
+local out
+if #ARGV == 7 then -- one task: no loop, the reply table built at once
+  out = {enqueue(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])}
+else
+  out = {}
+  for i = 2, #ARGV, 6 do
+    local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+    out[#out + 1] = code
+    out[#out + 1] = due
+    out[#out + 1] = detail
+  end
 end
-for _, b in ipairs(far_order) do
-  local promote = string.format("%d", tonumber(b) - far.lead)
+for _, b in ipairs(far_order or {}) do
+  local p = tonumber(b) - far.lead
+  local promote = string.format("%d", p)
   redis.call("ZADD", KEYS[4], "NX", promote, b)
   local l = far_lists[b]
   for i = 1, #l, 1000 do
     redis.call("RPUSH", KEYS[4] .. ":" .. b, unpack(l, i, math.min(i + 999, #l)))
   end
-  redis.call("ZADD", KEYS[1], "LT", promote, "|far")
+  -- "|far" is a wake candidate only when this call moved it earlier.
+  if redis.call("ZADD", KEYS[1], "LT", "CH", promote, "|far") == 1 then
+    if earliest == nil or p < earliest then earliest = p end
+  end
 end
-if earliest ~= nil and (head_due == nil or earliest < head_due) then
-  redis.call("SPUBLISH", ARGV[1], string.format("%d", earliest))
+-- Wake the owner when nothing in KEYS[1] is due before this call's
+-- earliest member: it is the new head, or tied with the old one (a
+-- needless wake-up, never a missed one). ZCOUNT answers with an integer;
+-- reading the head's score would format a double and parse it back.
+if earliest ~= nil then
+  local e = string.format("%d", earliest)
+  if redis.call("ZCOUNT", KEYS[1], "-inf", "(" .. e) == 0 then
+    redis.call("SPUBLISH", ARGV[1], e)
+  end
 end
 return out

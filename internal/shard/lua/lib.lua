@@ -129,7 +129,9 @@ end
 local function end_delivery(inflight_key, leases_key, pending_key, id, token)
   if pending_key then
     local s = redis.call("ZSCORE", pending_key, id)
-    if s and tonumber(s) == tonumber(token) then
+    -- Redis writes an integral score as its digits, as the token is
+    -- written: equal strings spare the parsing.
+    if s and (s == token or tonumber(s) == tonumber(token)) then
       redis.call("ZREM", pending_key, id)
       return true
     end
