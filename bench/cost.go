@@ -86,7 +86,7 @@ func costStages(ctx context.Context, o sizes, hg *hgSystem, sc *scenario, logf f
 	for deadline := due.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		pipe := hg.e.hgAdmin.Pipeline()
 		var zs, ls []*redis.IntCmd
-		for sh := 0; sh < nShards; sh++ {
+		for sh := 0; sh < hg.e.shards; sh++ {
 			zs = append(zs, pipe.ZCard(ctx, hg.e.layout.Delayed(sh)))
 			ls = append(ls, pipe.LLen(ctx, hg.e.layout.Ready(sh, hgQueue)))
 		}

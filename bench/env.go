@@ -18,7 +18,7 @@ import (
 )
 
 const (
-	nShards   = 16
+	nShards   = 16 // the default deployment of every scenario
 	hgQueue   = "default"
 	namespace = "hourglass"
 )
@@ -39,6 +39,7 @@ type env struct {
 	hgAdminN         *cmdCounter
 	aqAdminN         *cmdCounter
 	layout           shard.Layout
+	shards           int
 	ttl              time.Duration
 }
 
@@ -61,7 +62,9 @@ func repoRoot() (string, error) {
 	return filepath.Dir(filepath.Dir(mod)), nil
 }
 
-func startEnv(ctx context.Context, logf func(string, ...any)) (*env, error) {
+// startEnv starts Redis, etcd and two schedulers running shards shards;
+// with asynq it also starts the second Redis, for asynq.
+func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq bool) (*env, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
@@ -70,8 +73,10 @@ func startEnv(ctx context.Context, logf func(string, ...any)) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{dir: dir, root: root, ttl: 5 * time.Second}
-	e.layout, _ = shard.NewLayout(namespace, nShards)
+	e := &env{dir: dir, root: root, ttl: 5 * time.Second, shards: shards}
+	if e.layout, err = shard.NewLayout(namespace, shards); err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -88,8 +93,10 @@ func startEnv(ctx context.Context, logf func(string, ...any)) (*env, error) {
 	if e.hgRed, err = localrun.StartRedis(dir); err != nil {
 		return nil, err
 	}
-	if e.aqRed, err = localrun.StartRedis(dir); err != nil {
-		return nil, err
+	if asynq {
+		if e.aqRed, err = localrun.StartRedis(dir); err != nil {
+			return nil, err
+		}
 	}
 	if e.etcd, err = localrun.StartEtcd(dir); err != nil {
 		return nil, err
@@ -97,8 +104,10 @@ func startEnv(ctx context.Context, logf func(string, ...any)) (*env, error) {
 	e.hgAdminN, e.aqAdminN = newCmdCounter(), newCmdCounter()
 	e.hgAdmin = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
 	e.hgAdmin.AddHook(e.hgAdminN)
-	e.aqAdmin = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
-	e.aqAdmin.AddHook(e.aqAdminN)
+	if asynq {
+		e.aqAdmin = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
+		e.aqAdmin.AddHook(e.aqAdminN)
+	}
 	for i := 1; i <= 2; i++ {
 		if _, err := e.startSched(fmt.Sprintf("scheduler-%d", i)); err != nil {
 			return nil, err
@@ -120,7 +129,7 @@ func (e *env) startSched(id string) (*sched, error) {
 	args := []string{
 		"-set", "redis.addr=" + e.hgRed.Addr,
 		"-set", "etcd.endpoints=" + e.etcd.Endpoint,
-		"-set", fmt.Sprintf("shards=%d", nShards),
+		"-set", fmt.Sprintf("shards=%d", e.shards),
 		"-set", "namespace=" + namespace,
 		"-set", "scheduler.replica_id=" + id,
 		"-set", "scheduler.lease_ttl=" + e.ttl.String(),
@@ -174,8 +183,8 @@ func (e *env) waitSettled(ctx context.Context, timeout time.Duration) error {
 	var why string
 	for time.Now().Before(deadline) {
 		own, ep := e.owners()
-		why = fmt.Sprintf("%d of %d shards owned", len(own), nShards)
-		if len(own) == nShards {
+		why = fmt.Sprintf("%d of %d shards owned", len(own), e.shards)
+		if len(own) == e.shards {
 			count := map[*sched]int{}
 			good := true
 			for sh, s := range own {
@@ -184,7 +193,7 @@ func (e *env) waitSettled(ctx context.Context, timeout time.Duration) error {
 					good, why = false, fmt.Sprintf("shard %d mover not run yet", sh)
 				}
 			}
-			lo, hi := nShards/running, (nShards+running-1)/running
+			lo, hi := e.shards/running, (e.shards+running-1)/running
 			for _, c := range count {
 				if c < lo || c > hi {
 					good, why = false, "unbalanced"
@@ -215,7 +224,7 @@ func (e *env) storedEpoch(ctx context.Context, sh int) (int64, error) {
 // queue registrations and epochs, so the running schedulers carry on.
 func (e *env) clearHG(ctx context.Context) error {
 	var keys []string
-	for sh := 0; sh < nShards; sh++ {
+	for sh := 0; sh < e.shards; sh++ {
 		keys = append(keys, e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
 			e.layout.Pending(sh, hgQueue), e.layout.Inflight(sh), e.layout.Leases(sh), e.layout.Errors(sh),
 			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh))

@@ -33,6 +33,7 @@ func run() int {
 	out := flag.String("out", "results", "directory for latest.json and latest.md (quick runs write quick.json/.md)")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the bench process (producers, in-process workers, asynq) to this file")
 	noAsynq := flag.Bool("no-asynq", false, "skip asynq")
+	sizedShards := flag.Int("steady-shards", 2, "also run the steady scenario for Hourglass with this many shards (a deployment sized to its load: one shard per scheduler); 0 skips it")
 	flag.Parse()
 
 	want := map[string]bool{}
@@ -70,7 +71,7 @@ func run() int {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
-	e, err := startEnv(ctx, logf)
+	e, err := startEnv(ctx, logf, nShards, !*noAsynq)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -124,7 +125,13 @@ func run() int {
 		}
 	}
 	step("burst", func() { rep.Scenarios = append(rep.Scenarios, runBurst(ctx, o, systems, logf)) })
-	step("steady", func() { rep.Scenarios = append(rep.Scenarios, runSteady(ctx, o, systems, logf)) })
+	step("steady", func() {
+		sc := runSteady(ctx, o, systems, logf)
+		if *sizedShards > 0 && *sizedShards != nShards {
+			sizedSteady(ctx, o, sc, *sizedShards, logf)
+		}
+		rep.Scenarios = append(rep.Scenarios, sc)
+	})
 	step("enqueue", func() { rep.Scenarios = append(rep.Scenarios, runEnqueue(ctx, o, systems, logf)) })
 	step("idle", func() { rep.Scenarios = append(rep.Scenarios, runIdle(ctx, o, hg, aqs, logf)) })
 	step("cost", func() {

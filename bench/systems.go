@@ -89,20 +89,24 @@ type hgSystem struct {
 	prodN    *cmdCounter
 	cli      *client.Client
 	workN    *cmdCounter
+	label    string // row name: "hourglass", or with its shard count when not the default
 	lastReg  *prometheus.Registry
 	lastLate promread.Histogram
 }
 
 func newHG(e *env) (*hgSystem, error) {
-	h := &hgSystem{e: e, prodN: newCmdCounter(), workN: newCmdCounter()}
+	h := &hgSystem{e: e, prodN: newCmdCounter(), workN: newCmdCounter(), label: "hourglass"}
+	if e.shards != nShards {
+		h.label = fmt.Sprintf("hourglass, %d shards", e.shards)
+	}
 	h.prodRdb = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
 	h.prodRdb.AddHook(h.prodN)
 	var err error
-	h.cli, err = client.New(h.prodRdb, client.Config{Namespace: namespace, Shards: nShards})
+	h.cli, err = client.New(h.prodRdb, client.Config{Namespace: namespace, Shards: e.shards})
 	return h, err
 }
 
-func (h *hgSystem) name() string       { return "hourglass" }
+func (h *hgSystem) name() string       { return h.label }
 func (h *hgSystem) setPrefix(p string) { h.prefix = p }
 func (h *hgSystem) id(i int) string    { return h.prefix + "-" + strconv.Itoa(i) }
 
@@ -136,7 +140,7 @@ func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), er
 	rdb := redis.NewClient(&redis.Options{Addr: h.e.hgRed.Addr})
 	rdb.AddHook(h.workN)
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: nShards, Registerer: reg, ShutdownGrace: 5 * time.Second})
+	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: h.e.shards, Registerer: reg, ShutdownGrace: 5 * time.Second})
 	if err != nil {
 		rdb.Close()
 		return nil, err
