@@ -175,11 +175,7 @@ func TestFarTierWake(t *testing.T) {
 	if err := s.SetFarTier(ctx, FarTier{Bucket: time.Minute, Lead: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	sub := rdb.SSubscribe(ctx, l.WakeChannel(sh))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := listenWakes(t, ctx, rdb, l, sh)
 	ids := shardIDs(l, sh, "fw", 5)
 	base := time.Now().Add(time.Hour).Truncate(time.Minute)
 	enq := func(id string, due time.Time) {
@@ -195,26 +191,12 @@ func TestFarTierWake(t *testing.T) {
 	enq(ids[1], base.Add(20*time.Minute))             // later bucket: no wake
 	enq(ids[2], base.Add(10*time.Minute+time.Second)) // same bucket: no wake
 	enq(ids[3], base)                                 // earlier bucket: wake
-	var got []string
-	for len(got) < 2 {
-		m, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m.Payload)
-	}
-	want := []string{promote(base.Add(10 * time.Minute)), promote(base)}
-	if got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("wake messages %v, want %v", got, want)
-	}
-	// A near task becomes the head: one wake; a far one after it: none.
-	enq(ids[4], time.Now().Add(2*time.Second))
-	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload == "marker" {
-		t.Fatalf("near task: %v %v, want a wake", m, err)
-	}
+	w.expect(promote(base.Add(10*time.Minute)), promote(base))
+	// A near task becomes the head: a wake-up; a far one after it moves
+	// "|far" earlier but not to the head: none.
+	near := time.Now().Add(2 * time.Second).UnixMilli()
+	enq(ids[4], time.UnixMilli(near))
+	w.expect(strconv.FormatInt(near, 10))
 	enq(shardIDs(l, sh, "fw2", 1)[0], base.Add(-time.Minute))
-	rdb.SPublish(ctx, l.WakeChannel(sh), "marker")
-	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
-		t.Fatalf("unexpected extra wake: %v %v", m, err)
-	}
+	w.none()
 }

@@ -144,22 +144,57 @@ func TestEnqueueBatch(t *testing.T) {
 	}
 }
 
+// wakes listens on one shard's wake channel.
+type wakes struct {
+	t   *testing.T
+	ctx context.Context
+	rdb *redis.Client
+	ch  string
+	sub *redis.PubSub
+}
+
+// listenWakes subscribes to shard sh's wake channel; the subscription is
+// closed when the test ends.
+func listenWakes(t *testing.T, ctx context.Context, rdb *redis.Client, l Layout, sh int) *wakes {
+	t.Helper()
+	w := &wakes{t: t, ctx: ctx, rdb: rdb, ch: l.WakeChannel(sh), sub: rdb.SSubscribe(ctx, l.WakeChannel(sh))}
+	t.Cleanup(func() { w.sub.Close() })
+	if _, err := w.sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// expect fails the test unless the next wake-ups carry want, in order.
+func (w *wakes) expect(want ...string) {
+	w.t.Helper()
+	for i, v := range want {
+		m, err := w.sub.ReceiveMessage(w.ctx)
+		if err != nil {
+			w.t.Fatalf("wake-up %d: %v", i, err)
+		}
+		if m.Payload != v {
+			w.t.Fatalf("wake-up %d carries %q, want %q", i, m.Payload, v)
+		}
+	}
+}
+
+// none fails the test if a wake-up is pending: it publishes a marker and
+// checks that the marker is the next message.
+func (w *wakes) none() {
+	w.t.Helper()
+	w.rdb.SPublish(w.ctx, w.ch, "marker")
+	if m, err := w.sub.ReceiveMessage(w.ctx); err != nil || m.Payload != "marker" {
+		w.t.Fatalf("unexpected wake-up: %v %v", m, err)
+	}
+}
+
 func TestWakeOnlyOnNewHead(t *testing.T) {
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
-	// Find three ids in shard 0.
-	var ids []string
-	for i := 0; len(ids) < 3; i++ {
-		if id := fmt.Sprintf("w%d", i); l.ShardOf(id) == 0 {
-			ids = append(ids, id)
-		}
-	}
-	sub := rdb.SSubscribe(ctx, l.WakeChannel(0))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ids := shardIDs(l, 0, "w", 3)
+	w := listenWakes(t, ctx, rdb, l, 0)
 	base := time.Now().Add(time.Hour).UnixMilli()
 	enq := func(id string, due int64) {
 		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Due: time.UnixMilli(due), MaxRetries: -1}); r.Err != nil {
@@ -169,23 +204,8 @@ func TestWakeOnlyOnNewHead(t *testing.T) {
 	enq(ids[0], base)      // first task: new head
 	enq(ids[1], base+1000) // later: no wake
 	enq(ids[2], base-1000) // earlier: new head
-	var got []string
-	for len(got) < 2 {
-		m, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m.Payload)
-	}
-	want := []string{fmt.Sprint(base), fmt.Sprint(base - 1000)}
-	if got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("wake messages %v, want %v", got, want)
-	}
-	// No third message: publish a marker and check it is the next one.
-	rdb.SPublish(ctx, l.WakeChannel(0), "marker")
-	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
-		t.Fatalf("unexpected extra wake: %v %v", m, err)
-	}
+	w.expect(fmt.Sprint(base), fmt.Sprint(base-1000))
+	w.none()
 }
 
 // TestWakeOnTiedBatch: a batch whose tasks share one due time wakes the
@@ -195,18 +215,9 @@ func TestWakeOnTiedBatch(t *testing.T) {
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
-	var ids []string
-	for i := 0; len(ids) < 5; i++ {
-		if id := fmt.Sprintf("tie%d", i); l.ShardOf(id) == 0 {
-			ids = append(ids, id)
-		}
-	}
+	ids := shardIDs(l, 0, "tie", 5)
 	sort.Sort(sort.Reverse(sort.StringSlice(ids))) // the first sent sorts last
-	sub := rdb.SSubscribe(ctx, l.WakeChannel(0))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := listenWakes(t, ctx, rdb, l, 0)
 	due := time.Now().Add(time.Hour).UnixMilli()
 	var as []EnqueueArgs
 	for _, id := range ids {
@@ -217,14 +228,8 @@ func TestWakeOnTiedBatch(t *testing.T) {
 			t.Fatalf("task %d: %v", i, r.Err)
 		}
 	}
-	m, err := sub.ReceiveMessage(ctx)
-	if err != nil || m.Payload != fmt.Sprint(due) {
-		t.Fatalf("wake %v %v, want %d", m, err, due)
-	}
-	rdb.SPublish(ctx, l.WakeChannel(0), "marker")
-	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
-		t.Fatalf("unexpected extra wake: %v %v", m, err)
-	}
+	w.expect(fmt.Sprint(due))
+	w.none()
 }
 
 func TestMoveFencedBoundedAndBuries(t *testing.T) {
