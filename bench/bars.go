@@ -132,6 +132,7 @@ func aheadOfAsynq(r *report) (value string, met, ok bool) {
 				steady = append(steady, c)
 			}
 		}
+		full, _ := compareRow(r, "hourglass", steady) // comparisons a complete row makes
 		for _, row := range s.Rows {
 			if !strings.HasPrefix(row.System, "hourglass, ") {
 				continue
@@ -141,9 +142,12 @@ func aheadOfAsynq(r *report) (value string, met, ok bool) {
 				continue
 			}
 			value += fmt.Sprintf(" — steady, %s: ahead on %d of %d", strings.TrimPrefix(row.System, "hourglass, "), n-len(l), n)
-			if len(l) > 0 {
+			switch {
+			case len(l) > 0:
 				value += " (behind on " + strings.Join(l, "; ") + ")"
-			} else {
+			case n < full:
+				value += " (figures missing)"
+			default:
 				delete(open, "steady")
 			}
 		}

@@ -35,6 +35,10 @@ func run() int {
 	noAsynq := flag.Bool("no-asynq", false, "skip asynq")
 	sizedShards := flag.Int("steady-shards", 2, "also run the steady scenario for Hourglass with this many shards (a deployment sized to its load: one shard per scheduler); 0 skips it")
 	flag.Parse()
+	if *sizedShards == 1 || *sizedShards < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -steady-shards must be 0 (skip) or at least 2, one shard per scheduler")
+		return 2
+	}
 
 	want := map[string]bool{}
 	if *scen == "all" {

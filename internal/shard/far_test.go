@@ -192,9 +192,10 @@ func TestFarTierWake(t *testing.T) {
 	enq(ids[2], base.Add(10*time.Minute+time.Second)) // same bucket: no wake
 	enq(ids[3], base)                                 // earlier bucket: wake
 	w.expect(promote(base.Add(10*time.Minute)), promote(base))
-	// A near task becomes the head: a wake-up; a far one after it moves
-	// "|far" earlier but not to the head: none.
-	near := time.Now().Add(2 * time.Second).UnixMilli()
+	// A near task (under a second ahead, so never in the far tier) becomes
+	// the head: a wake-up; a far one after it moves "|far" earlier but not
+	// to the head: none.
+	near := time.Now().Add(500 * time.Millisecond).UnixMilli()
 	enq(ids[4], time.UnixMilli(near))
 	w.expect(strconv.FormatInt(near, 10))
 	enq(shardIDs(l, sh, "fw2", 1)[0], base.Add(-time.Minute))
