@@ -58,7 +58,7 @@ local function far_tier()
   end
   return far
 end
-local far_lists, far_order -- created with the first far-tier entry
+local far_lists, far_order = {}, {}
 
 local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if id == "" or #id > 256 or string.find(id, "|", 1, true) then
@@ -117,7 +117,6 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   local bucket = ft and due - due % ft.bucket
   if bucket and bucket - ft.lead > now then
     local b = string.format("%d", bucket)
-    if not far_lists then far_lists, far_order = {}, {} end
     local l = far_lists[b]
     if not l then
       l = {}
@@ -132,19 +131,14 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   return 1, due, ""
 end
 
-local out
-if #ARGV == 7 then -- one task: no loop, the reply table built at once
-  out = {enqueue(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])}
-else
-  out = {}
-  for i = 2, #ARGV, 6 do
-    local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
-    out[#out + 1] = code
-    out[#out + 1] = due
-    out[#out + 1] = detail
-  end
+local out = {}
+for i = 2, #ARGV, 6 do
+  local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  out[#out + 1] = code
+  out[#out + 1] = due
+  out[#out + 1] = detail
 end
-for _, b in ipairs(far_order or {}) do
+for _, b in ipairs(far_order) do
   local p = tonumber(b) - far.lead
   local promote = string.format("%d", p)
   redis.call("ZADD", KEYS[4], "NX", promote, b)

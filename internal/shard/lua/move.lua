@@ -60,17 +60,16 @@ if #due == 4 then -- both entries the probe read are due
   due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", now), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
   next_due = nil
 elseif #due == 2 and due[1] ~= "|far" then
-  -- One task due, the usual call at a steady rate: the same commands as
-  -- the batch code below, without its tables. Data without a queue takes
-  -- the batch code, which buries it with the reason.
+  -- One task due, the usual call at a steady rate: lib.lua's make_ready
+  -- writes what the batch code below writes for it, without the batch
+  -- tables. Data without a queue takes the batch code, which buries it
+  -- with the reason.
   local id = due[1]
   local blob = redis.call("HGET", KEYS[2], id)
   local q = blob and string.match(blob, "^1|([^|]+)|")
   if q then
     redis.call("ZREM", KEYS[1], id)
-    local s = string.format("%d", redis.call("INCR", KEYS[7]))
-    redis.call("ZADD", ARGV[4] .. q, s, id)
-    redis.call("RPUSH", ARGV[3] .. q, s .. "|" .. id .. "|" .. blob)
+    make_ready(KEYS[7], ARGV[4] .. q, ARGV[3] .. q, id, blob)
     redis.call("SADD", KEYS[8], q)
     return {1, 1, next_due, now_us, 0, 0, now - due[2]}
   end
