@@ -384,21 +384,23 @@ func runIdle(ctx context.Context, o sizes, hg *hgSystem, aqs []system, logf func
 // carries one task; fewer shards let the calls carry several.
 func sizedSteady(ctx context.Context, o sizes, sc *scenario, shards int, logf func(string, ...any)) {
 	logf("steady again with %d shards: own Redis, etcd and schedulers", shards)
-	e, err := startEnv(ctx, logf, shards, false)
-	if err != nil {
+	if err := func() error {
+		e, err := startEnv(ctx, logf, shards, false)
+		if err != nil {
+			return err
+		}
+		defer e.stop()
+		hg, err := newHG(e)
+		if err != nil {
+			return err
+		}
+		defer hg.close()
+		if err := hg.warmUp(ctx); err != nil {
+			return err
+		}
+		sc.Rows = append(sc.Rows, runSteady(ctx, o, []system{hg}, logf).Rows...)
+		return nil
+	}(); err != nil {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("%d-shard run: %v", shards, err))
-		return
 	}
-	defer e.stop()
-	hg, err := newHG(e)
-	if err == nil {
-		err = hg.warmUp(ctx)
-	}
-	if err != nil {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("%d-shard run: %v", shards, err))
-		return
-	}
-	defer hg.close()
-	sized := runSteady(ctx, o, []system{hg}, logf)
-	sc.Rows = append(sc.Rows, sized.Rows...)
 }
