@@ -67,6 +67,12 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 // this time.
 const UnleasedGrace = time.Second
 
+// MaxPrefetch bounds how far ahead of their due time tasks are moved
+// (MoveAhead). A worker holds such a task, popped and unleased, until it
+// is due, so the hold, plus the time a worker runs a task before leasing
+// it, must stay well within UnleasedGrace.
+const MaxPrefetch = 250 * time.Millisecond
+
 // Popped decodes a ready-list entry "seq|id|task" of shard sh into a
 // delivery that may run at once, before any lease: its Token is the
 // entry's number, which acks, nacks and releases present together with

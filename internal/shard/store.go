@@ -330,7 +330,7 @@ type MoveResult struct {
 	Now     int64 // Redis server time of the call, unix ms
 	// NowMicros is the same time in microseconds.
 	NowMicros int64
-	Late      []int64 // now - due of every moved task, ms
+	Late      []int64 // now - due of every moved task, ms; negative when moved ahead
 	// Promoted counts far-tier entries taken into the delayed set; when
 	// it is positive the caller should call again at once.
 	Promoted int
@@ -340,9 +340,17 @@ type MoveResult struct {
 // fenced by epoch. It returns an error wrapping ErrStaleEpoch when a newer
 // owner has run a fenced script on the shard.
 func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
+	return s.MoveAhead(ctx, sh, epoch, limit, 0)
+}
+
+// MoveAhead is Move that also moves tasks due up to prefetch after
+// Redis's current time (whole milliseconds; 0 is Move). Workers hold such
+// a task until its due time (see worker.Task.Due); the mover calls again
+// before the next remaining task is within prefetch of being due.
+func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
 		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh)},
-		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Int64Slice()
+		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
 	}

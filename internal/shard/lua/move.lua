@@ -15,18 +15,23 @@
 -- ARGV[2] LIMIT: most tasks to move in this call, 1 or more
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
 -- ARGV[4] pending key prefix of this shard; the queue name is appended
+-- ARGV[5] prefetch ms (optional, default 0): also move tasks due up to this
+--         long after now. Their ready entries carry their due time, and
+--         workers hold each until then (see scheduler.prefetch in
+--         docs/operations.md); 0 moves only tasks already due.
 --
 -- Returns {1, moved, next_due, now_us, buried, promoted, lateness_1, ...}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
 --   next_due  due ms of the earliest remaining member, -1 if none (the far
 --             tier's member "|far" counts: its score is the earliest
---             bucket's promotion time)
+--             bucket's promotion time); with a prefetch it is later than
+--             now + prefetch
 --   now_us    Redis server time used, unix MICROseconds (so that the owner
 --             can time its sleep to the next due millisecond exactly)
 --   buried    tasks moved to the dead-letter set (no or undecodable data)
 --   promoted  far-tier entries taken from a due bucket into KEYS[1] (at
 --             most LIMIT per call); the owner calls again at once
---   lateness_i  now - due of each moved task, ms
+--   lateness_i  now - due of each moved task, ms (negative: moved early)
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch.
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
 if not ok then
@@ -37,6 +42,11 @@ local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local limit = tonumber(ARGV[2])
+-- cut: the latest due time moved by this call.
+local cut = now
+if ARGV[5] and ARGV[5] ~= "0" then
+  cut = now + tonumber(ARGV[5])
+end
 -- Probe the head by rank: when at most one task is due (an idle or
 -- lightly loaded shard: the usual call moves one task), this one read
 -- yields both the due task and the next due time. Only a shard with more
@@ -50,14 +60,14 @@ local n = #due / 2
 for i = 1, n do
   local sc = tonumber(due[2 * i])
   due[2 * i] = sc -- parsed once
-  if sc > now then
+  if sc > cut then
     next_due = sc
     for j = #due, 2 * i - 1, -1 do due[j] = nil end
     break
   end
 end
 if #due == 4 then -- both entries the probe read are due
-  due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", now), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
+  due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
   next_due = nil
 elseif #due == 2 and due[1] ~= "|far" then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
@@ -76,15 +86,16 @@ elseif #due == 2 and due[1] ~= "|far" then
 end
 
 -- promote takes up to LIMIT entries of the earliest far-tier bucket, if
--- its promotion time has come, into KEYS[1] at their due times, then
--- re-scores "|far" by the next promotion time (or removes it). An entry
+-- its promotion time is no later than cut, into KEYS[1] at their due
+-- times, then re-scores "|far" by the next promotion time (or removes
+-- it). An entry
 -- whose task is gone (cancelled) or was enqueued anew under the same id
 -- (another enqueued_ms) is stale and dropped; data it cannot read goes to
 -- KEYS[1] as due now, where the mover buries it with the reason.
 local function promote()
   local far_key, n = KEYS[9], 0
   local fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
-  if fh[2] and tonumber(fh[2]) <= now then
+  if fh[2] and tonumber(fh[2]) <= cut then
     local entries = redis.call("LPOP", far_key .. ":" .. fh[1], limit)
     if not entries or #entries < limit then
       redis.call("ZREM", far_key, fh[1])
