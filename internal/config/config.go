@@ -160,6 +160,12 @@ type SchedulerConfig struct {
 	// FarLead is how long before its bucket starts a far-tier bucket is
 	// promoted into the delayed set, at least 1s. Default 15s.
 	FarLead time.Duration `koanf:"far_lead"`
+	// Prefetch moves tasks into ready lists up to this long before they
+	// are due, 0 to 250ms; workers hold each until its due time. Fewer,
+	// larger mover calls and fetches cut Redis's cost per task at steady
+	// rates. 0 (the default) moves tasks when due. See
+	// docs/operations.md for what it changes (cancel, rate limits).
+	Prefetch time.Duration `koanf:"prefetch"`
 }
 
 // WorkerConfig configures the worker process.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
@@ -26,6 +27,7 @@ func TestNewKeyDefaults(t *testing.T) {
 		{"scheduler.idle_recheck", c.Scheduler.IdleRecheck, 5 * time.Minute},
 		{"scheduler.far_bucket", c.Scheduler.FarBucket, time.Minute},
 		{"scheduler.far_lead", c.Scheduler.FarLead, 15 * time.Second},
+		{"scheduler.prefetch", c.Scheduler.Prefetch, time.Duration(0)},
 		{"worker.shutdown_grace", c.Worker.ShutdownGrace, 30 * time.Second},
 		{"worker.fetch_timeout", c.Worker.FetchTimeout, 2 * time.Second},
 		{"worker.ack_linger", c.Worker.AckLinger, worker.DefaultAckLinger},
@@ -173,6 +175,11 @@ func TestValidateNewKeys(t *testing.T) {
 		{"scheduler.far_lead unused with the tier off", func(c *config.Config) { c.Scheduler.FarBucket, c.Scheduler.FarLead = 0, 0 }, ""},
 		{"scheduler.far_lead negative with the tier off", func(c *config.Config) { c.Scheduler.FarBucket, c.Scheduler.FarLead = 0, -time.Second },
 			"config: scheduler.far_lead: must be at least 0s"},
+		{"scheduler.prefetch max", func(c *config.Config) { c.Scheduler.Prefetch = shard.MaxPrefetch }, ""},
+		{"scheduler.prefetch too long", func(c *config.Config) { c.Scheduler.Prefetch = shard.MaxPrefetch + time.Millisecond },
+			"config: scheduler.prefetch: must be at most 250ms"},
+		{"scheduler.prefetch negative", func(c *config.Config) { c.Scheduler.Prefetch = -time.Millisecond },
+			"config: scheduler.prefetch: must be at least 0s"},
 
 		{"worker.shutdown_grace zero", func(c *config.Config) { c.Worker.ShutdownGrace = 0 }, ""},
 		{"worker.shutdown_grace negative", func(c *config.Config) { c.Worker.ShutdownGrace = -time.Second },

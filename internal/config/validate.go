@@ -37,7 +37,8 @@ const (
 	minStrandCheck  = 100 * time.Millisecond
 	minFetchTimeout = time.Second
 	maxFetchTimeout = 60 * time.Second
-	maxAckLinger    = 50 * time.Millisecond // worker.MaxAckLinger
+	maxAckLinger    = 50 * time.Millisecond  // worker.MaxAckLinger
+	maxPrefetch     = 250 * time.Millisecond // shard.MaxPrefetch
 	minBackoffBase  = time.Millisecond
 	maxBackoffMult  = 100
 	maxConcurrency  = 10000
@@ -97,6 +98,7 @@ func (c *Config) Validate() error {
 		minFarLead = time.Second
 	}
 	v.durationRange("scheduler.far_lead", c.Scheduler.FarLead, minFarLead, 0)
+	v.durationRange("scheduler.prefetch", c.Scheduler.Prefetch, 0, maxPrefetch)
 
 	v.durationRange("worker.shutdown_grace", c.Worker.ShutdownGrace, 0, 0)
 	v.durationRange("worker.fetch_timeout", c.Worker.FetchTimeout, minFetchTimeout, maxFetchTimeout)

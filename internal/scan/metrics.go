@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hourglass_stale_epoch_rejections_total", Help: "Mover calls rejected because a newer owner fenced the shard.",
 		}, []string{"shard"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "hourglass_move_lateness_seconds", Help: "Redis time at move minus due time, per moved task.",
+			Name: "hourglass_move_lateness_seconds", Help: "Redis time at move minus due time, per moved task; a task moved ahead of its due time (scheduler.prefetch) counts 0.",
 			Buckets: LatenessBuckets,
 		}),
 		scanErrors: prometheus.NewCounterVec(prometheus.CounterOpts{

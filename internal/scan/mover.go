@@ -29,6 +29,12 @@ type Config struct {
 	// often even if no wake-up arrives (a lost pub/sub message, a task
 	// written by hand without a wake-up).
 	SafetyRecheck time.Duration
+	// Prefetch moves tasks up to this long before they are due (0: when
+	// due), at most shard.MaxPrefetch. Workers hold each until its due
+	// time. The mover then sleeps until the next task is half the
+	// prefetch from due, so each call moves about half a prefetch's
+	// worth of tasks per shard: fewer, larger calls at a steady rate.
+	Prefetch time.Duration
 	// Logger receives the mover's logs; default: discard.
 	Logger hclog.Logger
 	// Metrics records the mover's figures; nil records nothing.
@@ -54,6 +60,9 @@ func (c Config) Validate() error {
 	}
 	if c.SafetyRecheck < time.Millisecond {
 		return fmt.Errorf("%w: safety recheck %s < 1ms", ErrInvalidConfig, c.SafetyRecheck)
+	}
+	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch {
+		return fmt.Errorf("%w: prefetch %s outside 0..%s", ErrInvalidConfig, c.Prefetch, shard.MaxPrefetch)
 	}
 	return nil
 }
@@ -89,7 +98,7 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 	var bo backoff.Backoff
 	for {
 		start := time.Now()
-		res, err := m.store.Move(ctx, sh, epoch, m.cfg.Limit)
+		res, err := m.store.MoveAhead(ctx, sh, epoch, m.cfg.Limit, m.cfg.Prefetch)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -125,8 +134,12 @@ func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct
 			wait = m.cfg.SafetyRecheck
 			if res.NextDue >= 0 {
 				// Microseconds: a sleep in whole ms of the truncated
-				// clock would wake up to 1 ms late.
-				wait = min(wait, time.Duration(res.NextDue*1000-res.NowMicros)*time.Microsecond)
+				// clock would wake up to 1 ms late. With a prefetch, wake
+				// when the next task is half of it from due: the call
+				// then moves it, and what is due in the half after it,
+				// still ahead of time.
+				wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
+				wait = min(wait, time.Duration(wake-res.NowMicros)*time.Microsecond)
 			}
 			if wait <= 0 {
 				continue
@@ -162,6 +175,6 @@ func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {
 		met.promoted.WithLabelValues(label(sh)).Add(float64(res.Promoted))
 	}
 	for _, l := range res.Late {
-		met.lateness.Observe(float64(l) / 1000)
+		met.lateness.Observe(float64(max(l, 0)) / 1000) // moved ahead: 0
 	}
 }

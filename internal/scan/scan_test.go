@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
@@ -154,6 +155,45 @@ func TestFarTierPromotedWithoutPolling(t *testing.T) {
 	}
 }
 
+// TestPrefetchBatchesAhead: with a prefetch of 200 ms the mover moves
+// tasks spread over 190 ms in two calls, each moving what is due within
+// the prefetch; without one it would need a call per task (20). It must
+// not spin either: the few calls before, between and after are counted.
+func TestPrefetchBatchesAhead(t *testing.T) {
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	f.runMover(t, 0, 1, Config{SafetyRecheck: time.Hour, Prefetch: 200 * time.Millisecond})
+	testenv.WaitFor(t, 5*time.Second, "mover's first (empty) scan", func() (bool, string) {
+		e, _ := f.store.StoredEpoch(ctx, 0)
+		return e == 1, "epoch not stored yet"
+	})
+	ids := f.idsIn(0, 20, "ahead")
+	for i, id := range ids {
+		// In due order: only the first is a new head and wakes the mover.
+		d := 600*time.Millisecond + time.Duration(i)*10*time.Millisecond
+		if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: d, MaxRetries: -1}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	testenv.WaitFor(t, 10*time.Second, "all 20 tasks moved", func() (bool, string) {
+		return f.readyLen(t, 0) == 20, fmt.Sprintf("ready=%d", f.readyLen(t, 0))
+	})
+	var m dto.Metric
+	if err := f.met.batch.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	empty := h.GetBucket()[0].GetCumulativeCount() // upper bound 0: calls that moved nothing
+	if h.GetBucket()[0].GetUpperBound() != 0 {
+		t.Fatal("first bucket of hourglass_scan_moved is not 0")
+	}
+	moving := h.GetSampleCount() - empty
+	t.Logf("mover calls: %d that moved tasks, %d that moved none", moving, empty)
+	if moving > 3 || empty > 4 {
+		t.Fatalf("%d calls moved the 20 tasks and %d moved none; want at most 3 and 4", moving, empty)
+	}
+}
+
 func TestFullBatchesLoop(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -216,7 +256,7 @@ func TestSurvivesRedisRestart(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{Limit: -1}, {SafetyRecheck: -time.Second}} {
+	for _, c := range []Config{{Limit: -1}, {SafetyRecheck: -time.Second}, {Prefetch: -time.Millisecond}, {Prefetch: shard.MaxPrefetch + time.Millisecond}} {
 		if _, err := NewMover(nil, c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewMover(%+v) = %v", c, err)
 		}

@@ -81,7 +81,8 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	met := scan.NewMetrics(s.reg)
 	s.waker = scan.NewWaker(s.rdb, log, met)
 	s.mover, err = scan.NewMover(s.store, scan.Config{
-		Limit: cfg.Scheduler.ScanLimit, SafetyRecheck: cfg.Scheduler.SafetyRecheck, Logger: log, Metrics: met,
+		Limit: cfg.Scheduler.ScanLimit, SafetyRecheck: cfg.Scheduler.SafetyRecheck, Prefetch: cfg.Scheduler.Prefetch,
+		Logger: log, Metrics: met,
 	})
 	if err != nil {
 		s.Close()
