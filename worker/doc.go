@@ -10,6 +10,12 @@
 // up to Config.AckLinger (default 2ms) for others to share its round
 // trip.
 //
+// A scheduler with scheduler.prefetch moves tasks into ready lists ahead
+// of their due time. The worker holds such a task, in one of its queue's
+// handler slots, until Task.Due on its own clock, then runs it as above
+// (a task held for longer than MaxLeaseAfter after its pop is leased
+// while it waits).
+//
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).
 //   - an error: the delivery is nacked; the task is retried after the

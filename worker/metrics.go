@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	deliveries *prometheus.CounterVec
 	lateLeases *prometheus.CounterVec
+	held       *prometheus.CounterVec
 	acks       *prometheus.CounterVec
 	nacks      *prometheus.CounterVec
 	retries    *prometheus.CounterVec
@@ -32,6 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_deliveries_total", Help: "Tasks delivered to this worker (leased, or popped to run before a lease)."}, q),
 		lateLeases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_late_leases_total", Help: "Deliveries run before a lease and leased because their handler outlived LeaseAfter."}, q),
+		held:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_held_total", Help: "Deliveries popped before their due time (scheduler.prefetch) and held until it."}, q),
 		acks:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_acks_total", Help: "Deliveries acknowledged (task done)."}, q),
 		nacks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_nacks_total", Help: "Deliveries that failed (retried or dead-lettered)."}, q),
 		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_retries_total", Help: "Failed deliveries rescheduled with backoff."}, q),
@@ -44,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
 		}, q),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hourglass_worker_lateness_seconds", Help: "Handler start minus due time (Redis clock; local clock for tasks run before a lease).",
+			Name: "hourglass_worker_lateness_seconds", Help: "Handler start minus due time (Redis clock; local clock for tasks run before a lease or held until due).",
 			Buckets: scan.LatenessBuckets,
 		}, q),
 		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
@@ -58,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Fetches held back by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.permits, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.permits, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -71,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // looked up once per queue instead of once per delivery.
 type queueMetrics struct {
 	deliveries, acks   prometheus.Counter
-	lateLeases         prometheus.Counter
+	lateLeases, held   prometheus.Counter
 	lateness, duration prometheus.Observer
 	running            prometheus.Gauge
 }
@@ -81,6 +83,7 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		deliveries: m.deliveries.WithLabelValues(q),
 		acks:       m.acks.WithLabelValues(q),
 		lateLeases: m.lateLeases.WithLabelValues(q),
+		held:       m.held.WithLabelValues(q),
 		lateness:   m.lateness.WithLabelValues(q),
 		duration:   m.duration.WithLabelValues(q),
 		running:    m.running.WithLabelValues(q),

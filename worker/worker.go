@@ -663,6 +663,9 @@ type delivery struct {
 	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
+	// startAt is when the handler starts: at once, or at the task's due
+	// time for a task moved ahead of it (scheduler.prefetch).
+	startAt time.Time
 
 	cancel context.CancelCauseFunc
 	// The watchdog is a timer, not a goroutine: a handler that finishes
@@ -715,6 +718,10 @@ func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delive
 	// the claim plus the lease, which is no earlier than sent + lease.
 	d.validUntil.Store(sent.Add(d.lease).UnixNano())
 	d.unleased.Store(sd.Unleased)
+	d.startAt = time.Now()
+	if sd.Task.Due.After(d.startAt) {
+		d.startAt = sd.Task.Due
+	}
 	t := sd.Task
 	d.task = &Task{
 		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
@@ -730,6 +737,14 @@ func (d *delivery) run(parent context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
 	d.cancel = cancel
 	defer cancel(nil)
+	// The watchdog keeps a lease (or takes the late one) from now on, also
+	// while a task moved ahead of its due time waits for it.
+	d.startWatchdog()
+	held, err := d.hold(ctx)
+	if err != nil {
+		_ = d.finish(context.Background(), err)
+		return
+	}
 	if t := d.q.opts.HandlerTimeout; t > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeoutCause(ctx, t, d.q.timeoutErr)
@@ -738,15 +753,18 @@ func (d *delivery) run(parent context.Context) {
 		// lease period: then the lease lapses and recovery takes over.
 		d.extendUntil.Store(time.Now().Add(t + d.lease).UnixNano())
 	}
-	d.startWatchdog()
 
 	// Lateness: claim time - due on Redis's clock, or for a task run
-	// before its lease, pop time on the local clock - due.
+	// before its lease, pop time on the local clock - due; for a task held
+	// until its due time, now on the local clock - due.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
+	if held {
+		late = time.Since(d.sd.Task.Due)
+	}
 	m.lateness.Observe(max(late, 0).Seconds())
 	m.running.Inc()
 	start := time.Now()
-	err := d.call(ctx)
+	err = d.call(ctx)
 	m.duration.Observe(time.Since(start).Seconds())
 	m.running.Dec()
 	d.handlerDone.Store(true)
@@ -770,6 +788,30 @@ func (d *delivery) run(parent context.Context) {
 		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 	}
 	_ = d.finish(context.Background(), err)
+}
+
+// hold waits until the task is due if the scheduler moved it ahead of
+// its due time (scheduler.prefetch), on the local clock; it reports
+// whether it waited. If ctx ends first (the shutdown grace ran out, or the
+// lease was lost) it returns the error to settle the delivery with
+// instead of running it: ErrShuttingDown gives the task back.
+func (d *delivery) hold(ctx context.Context) (bool, error) {
+	wait := time.Until(d.startAt)
+	if wait <= 0 {
+		return false, nil
+	}
+	d.q.met.held.Inc()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !errors.Is(err, ErrShuttingDown) {
+			return true, err
+		}
+		return true, ErrShuttingDown
+	}
 }
 
 // call runs the handler, turning a panic into an error.
@@ -796,7 +838,15 @@ func (d *delivery) wdMargin() time.Duration { return min(d.lease/10, 500*time.Mi
 // leased yet waits for its LeaseAfter.
 func (d *delivery) wdNext() time.Duration {
 	if d.unleased.Load() {
-		return max(time.Until(d.sd.Leased.Add(d.q.opts.LeaseAfter)), time.Millisecond)
+		// LeaseAfter after the handler starts, but no later after the pop
+		// than a task run at once could be: a task held until its due
+		// time is leased within shard.UnleasedGrace of its pop all the
+		// same (shard.MaxPrefetch + MaxLeaseAfter stays within it).
+		at := d.startAt.Add(d.q.opts.LeaseAfter)
+		if last := d.sd.Leased.Add(MaxLeaseAfter); last.Before(at) {
+			at = last
+		}
+		return max(time.Until(at), time.Millisecond)
 	}
 	untilDue := time.Until(time.Unix(0, d.validUntil.Load())) - d.wdMargin()
 	return max(min(d.wdEvery(), untilDue), time.Millisecond)
