@@ -142,6 +142,59 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 		h.Count, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
 }
 
+// TestPrefetchEndToEnd: a scheduler with scheduler.prefetch moves tasks
+// ahead of their due time and the worker binary holds them: every task is
+// delivered once and none reaches its target before it is due, while
+// the worker reports held deliveries (without the scheduler's prefetch it
+// would hold none; without the hold, targets would see tasks early).
+func TestPrefetchEndToEnd(t *testing.T) {
+	c := newCluster(t)
+	tg := newTarget(t)
+	args := workerArgs(tg.URL, 30*time.Second, 64)
+	c.start("pf-1", append(args, "-set", "scheduler.prefetch=250ms")...)
+	testenv.WaitFor(t, 20*time.Second, "one replica owns all 16 shards", func() (bool, string) { return c.settled("pf-1") })
+	w := c.startWorker("pf-w", args...)
+
+	ctx := testenv.Ctx(t, time.Minute)
+	const n = 300
+	var batch []client.Task
+	for i := 0; i < n; i++ {
+		batch = append(batch, client.Task{ID: "pf" + strconv.Itoa(i), Queue: "default", Payload: []byte("x"),
+			Delay: time.Second + time.Duration(rand.IntN(2000))*time.Millisecond})
+	}
+	if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "300 distinct deliveries", func() (bool, string) {
+		d, total := tg.delivered()
+		return d == n, fmt.Sprintf("%d distinct, %d total", d, total)
+	})
+	if d, total := tg.delivered(); total != n {
+		t.Fatalf("%d distinct ids delivered %d times, want each once", d, total)
+	}
+	tg.mu.Lock()
+	early := 0
+	for _, l := range tg.late {
+		if l < 0 {
+			early++
+		}
+	}
+	p50, p99, first := percentile(tg.late, 0.5), percentile(tg.late, 0.99), percentile(tg.late, 0)
+	tg.mu.Unlock()
+	if early > 0 {
+		t.Fatalf("%d of %d tasks reached their target before their due time (earliest %s)", early, n, -first)
+	}
+	fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := promread.Counter(fams, "hourglass_worker_held_total")
+	if held == 0 {
+		t.Fatal("the worker held no task: nothing was moved ahead of its due time")
+	}
+	t.Logf("prefetch 250ms: %v of %d tasks held; receive - due p50 %s p99 %s (no bar asserted)", held, n, p50, p99)
+}
+
 // TestWorkerKilledTasksRedelivered: a worker SIGKILLed while its handlers
 // run loses nothing: every task it held is delivered again, to the other
 // worker: after its lease if the tasks were leased first (lease_after 0),
