@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -120,6 +121,10 @@ func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq 
 	return e, nil
 }
 
+// prefetch is the schedulers' scheduler.prefetch: they move tasks this
+// long before they are due, and workers hold each until its due time.
+var prefetch = flag.Duration("prefetch", 100*time.Millisecond, "scheduler.prefetch of Hourglass's schedulers: tasks move into ready lists up to this long before they are due (0: when due)")
+
 func (e *env) startSched(id string) (*sched, error) {
 	port, err := localrun.FreePort()
 	if err != nil {
@@ -133,6 +138,7 @@ func (e *env) startSched(id string) (*sched, error) {
 		"-set", "namespace=" + namespace,
 		"-set", "scheduler.replica_id=" + id,
 		"-set", "scheduler.lease_ttl=" + e.ttl.String(),
+		"-set", "scheduler.prefetch=" + prefetch.String(),
 		"-set", "http.addr=" + s.http,
 	}
 	s.Proc, err = localrun.Start(id, filepath.Join(e.dir, "scheduler"), args, nil, filepath.Join(e.dir, id+".log"))

@@ -88,14 +88,14 @@ func run() int {
 	rep := &report{Meta: meta{
 		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(e.root), Go: runtime.Version(),
 		Redis: redisVersion(ctx, e.hgAdmin), Etcd: etcdVersion(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
-		Quick: *quick, Asynq: asynqVersion(),
+		Quick: *quick, Asynq: asynqVersion(), Prefetch: prefetch.String(),
 	}}
 	for _, s := range allScenarios {
 		if want[s] {
 			rep.Meta.Scenarios = append(rep.Meta.Scenarios, s)
 		}
 	}
-	logf("Redis %s and etcd on loopback, 2 schedulers, %d shards; scenarios %s", rep.Meta.Redis, nShards, strings.Join(rep.Meta.Scenarios, ","))
+	logf("Redis %s and etcd on loopback, 2 schedulers, %d shards, prefetch %s; scenarios %s", rep.Meta.Redis, nShards, *prefetch, strings.Join(rep.Meta.Scenarios, ","))
 
 	hg, err := newHG(e)
 	if err != nil {
