@@ -139,7 +139,7 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 		putCost(r, w, s.Handled)
 		r.set("ocpu_per_1k", 1e6*(w.procCPU+w.selfCPU)/float64(max(s.Handled, 1)))
 		if p50, p99, ok := sys.consumerLateness(); ok {
-			r.note("worker metric hourglass_worker_lateness_seconds (worker clock, pop − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
+			r.note("worker metric hourglass_worker_lateness_seconds (worker clock: pop − due, or start − due for a task held until due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
 		}
 		r.note("Redis commands per task: %s", w.topCmds(8, int64(max(s.Handled, 1))))
 		logf("burst %s: enqueue %.0f/s drain %.0f/s p50 %.1f ms p99 %.1f ms max %.0f ms", sys.name(), r.M["enq"], r.M["drain"], s.P50, s.P99, s.Max)
@@ -253,12 +253,12 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 			r.note("%s", w.usecPerTask(int64(max(s.Handled, 1)), scriptCommands(hgs.e.root)))
 		}
 		if p50, p99, ok := sys.consumerLateness(); ok {
-			r.note("worker metric (worker clock, pop − due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
+			r.note("worker metric (worker clock: pop − due, or start − due for a task held until due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
 		}
 		if isHG {
 			if h, err := hgs.moveLateness(ctx); err == nil && h.Count > 0 {
 				h = h.Sub(mv0)
-				r.note("scheduler metric hourglass_move_lateness_seconds (Redis time at move − due, ms resolution, bucketed): p50 %.1f ms, p99 %.1f ms", 1000*h.Quantile(0.5), 1000*h.Quantile(0.99))
+				r.note("scheduler metric hourglass_move_lateness_seconds (Redis time at move − due, ms resolution, bucketed; moved ahead counts 0): p50 %.1f ms, p99 %.1f ms", 1000*h.Quantile(0.5), 1000*h.Quantile(0.99))
 			}
 		}
 		logf("steady %s: p50 %.1f p90 %.1f p99 %.1f max %.0f ms, lost %d dups %d", sys.name(), s.P50, s.P90, s.P99, s.Max, s.Lost, s.Dups)
