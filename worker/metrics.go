@@ -22,10 +22,12 @@ type metrics struct {
 	lateness   *prometheus.HistogramVec
 	running    *prometheus.GaugeVec
 	fetchErrs  prometheus.Counter
-	permits    *prometheus.GaugeVec
-	flowWaits  *prometheus.CounterVec
-	flowWait   *prometheus.HistogramVec
-	throttled  *prometheus.CounterVec
+	// clockBehind counts deliveries due further ahead than any prefetch.
+	clockBehind prometheus.Counter
+	permits     *prometheus.GaugeVec
+	flowWaits   *prometheus.CounterVec
+	flowWait    *prometheus.HistogramVec
+	throttled   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -51,6 +53,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, q),
 		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
 		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),
+		clockBehind: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_clock_behind_total",
+			Help: "Deliveries due further ahead of this worker's clock than scheduler.prefetch can move a task (the clock is behind Redis's); run at once, not held."}),
 		permits:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
 		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Times a fetch had to wait for a concurrency permit."}, q),
 		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -60,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Fetches held back by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.permits, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

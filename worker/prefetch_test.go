@@ -31,13 +31,15 @@ func (e *env) moveAhead(ahead time.Duration, want int) {
 }
 
 // TestHeldUntilDue: tasks moved ahead of their due time start no earlier
-// than it, on both paths (run before a lease, and lease first). Held for
-// longer than a task run at once could go unleased, the run-first ones
-// are leased within shard.UnleasedGrace of their pop all the same, so
-// recovery never takes them back: each runs once, on its first attempt.
+// than it, on both paths (run before a lease, and lease first), each once
+// and on its first attempt. With LeaseAfter at its maximum, a run-first
+// task held for a while is leased MaxLeaseAfter after its pop, while its
+// 400 ms handler runs: LeaseAfter after the handler's start would come
+// after the handler ended, and later after the pop than recovery allows
+// for in the worst case.
 func TestHeldUntilDue(t *testing.T) {
 	for name, opts := range map[string]QueueOptions{
-		"run first":   {Concurrency: 20},
+		"run first":   {Concurrency: 20, LeaseAfter: MaxLeaseAfter},
 		"lease first": {Concurrency: 20, LeaseAfter: LeaseFirst},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -54,15 +56,16 @@ func TestHeldUntilDue(t *testing.T) {
 					early = append(early, fmt.Sprintf("%s: started %s early, attempt %d", task.ID, task.Due.Sub(now), task.Attempt))
 				}
 				mu.Unlock()
+				time.Sleep(400 * time.Millisecond) // the handler's work
 				done.Add(1)
 				return nil
 			})
 			for i := range n {
-				// Due in 0.7 to 1.15 s: held longer than shard.UnleasedGrace
-				// allows a task to go unleased after its pop.
-				e.enqueue(fmt.Sprintf("h%d", i), 700*time.Millisecond+time.Duration(i)*50*time.Millisecond)
+				// Due in 200 to 290 ms: held 100 ms or more after the pop
+				// below, within the worker's hold limit.
+				e.enqueue(fmt.Sprintf("h%d", i), 200*time.Millisecond+time.Duration(i)*10*time.Millisecond)
 			}
-			e.moveAhead(2*time.Second, n)
+			e.moveAhead(maxHold, n)
 			testenv.WaitFor(t, 15*time.Second, "every held task ran", func() (bool, string) {
 				return done.Load() == n, ""
 			})
@@ -76,14 +79,13 @@ func TestHeldUntilDue(t *testing.T) {
 					t.Fatalf("%s ran %d times", id, c)
 				}
 			}
-			if h := counter(t, reg, "hourglass_worker_held_total"); h != n {
-				t.Fatalf("held %v deliveries, want %d", h, n)
+			held := counter(t, reg, "hourglass_worker_held_total")
+			if held == 0 {
+				t.Fatal("no task was held")
 			}
 			if opts.LeaseAfter != LeaseFirst {
-				// Popped at once and held up to 1.15 s, each is leased
-				// MaxLeaseAfter after its pop, before its handler starts.
-				if l := counter(t, reg, "hourglass_worker_late_leases_total"); l == 0 {
-					t.Fatal("no held task was leased while it waited")
+				if l := counter(t, reg, "hourglass_worker_late_leases_total"); l != held {
+					t.Fatalf("%v of %v held tasks leased while their handler ran, want all", l, held)
 				}
 			}
 			testenv.WaitFor(t, 10*time.Second, "every task acked and gone", func() (bool, string) {
@@ -98,10 +100,42 @@ func TestHeldUntilDue(t *testing.T) {
 	}
 }
 
+// TestClockBehindRunsAtOnce: a task due further ahead of the worker's
+// clock than any prefetch can move one (the worker's clock is behind
+// Redis's, as here where the test moves it 5 s ahead) is run at once, not
+// held for the skew, and counted.
+func TestClockBehindRunsAtOnce(t *testing.T) {
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	ran := make(chan time.Time, 1)
+	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		ran <- task.Due
+		return nil
+	})
+	e.enqueue("skewed", 5*time.Second)
+	e.moveAhead(10*time.Second, 1)
+	select {
+	case due := <-ran:
+		if time.Until(due) < time.Second {
+			t.Fatalf("ran %s before its due time, want about 5 s: held", time.Until(due))
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("a task due 5 s ahead of the worker's clock was held")
+	}
+	if n := counter(t, reg, "hourglass_worker_clock_behind_total"); n != 1 {
+		t.Fatalf("clock_behind %v, want 1", n)
+	}
+	if n := counter(t, reg, "hourglass_worker_held_total"); n != 0 {
+		t.Fatalf("held %v, want 0", n)
+	}
+}
+
 // TestHeldTaskReleasedAtShutdown: a worker that stops while it holds a
 // task for its due time gives the task back, unrun and with no attempt
-// counted, for another worker to run when due.
+// counted, for another worker to run when due. The hold limit is raised
+// so that the task is surely still held when the worker stops.
 func TestHeldTaskReleasedAtShutdown(t *testing.T) {
+	defer func(m time.Duration) { maxHold = m }(maxHold)
+	maxHold = time.Minute
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var ran atomic.Int32
 	_, reg, stop := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {

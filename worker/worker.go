@@ -719,8 +719,14 @@ func newDelivery(w *Worker, q *queue, sd shard.Delivery, sent time.Time) *delive
 	d.validUntil.Store(sent.Add(d.lease).UnixNano())
 	d.unleased.Store(sd.Unleased)
 	d.startAt = time.Now()
-	if sd.Task.Due.After(d.startAt) {
-		d.startAt = sd.Task.Due
+	switch ahead := sd.Task.Due.Sub(d.startAt); {
+	case ahead <= 0:
+	case ahead <= maxHold:
+		d.startAt = sd.Task.Due // moved ahead (scheduler.prefetch): hold it
+	default:
+		// No scheduler moves a task this far ahead: this worker's clock is
+		// behind Redis's. Holding would delay the task by the skew; run it.
+		w.met.clockBehind.Inc()
 	}
 	t := sd.Task
 	d.task = &Task{
@@ -789,6 +795,11 @@ func (d *delivery) run(parent context.Context) {
 	}
 	_ = d.finish(context.Background(), err)
 }
+
+// maxHold is the furthest ahead of the worker's clock that a task's due
+// time may lie and the task still be held: shard.MaxPrefetch plus 50ms of
+// clock jitter. A variable for tests only.
+var maxHold = shard.MaxPrefetch + 50*time.Millisecond
 
 // hold waits until the task is due if the scheduler moved it ahead of
 // its due time (scheduler.prefetch), on the local clock; it reports
