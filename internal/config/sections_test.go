@@ -178,6 +178,8 @@ func TestValidateNewKeys(t *testing.T) {
 		{"scheduler.prefetch max", func(c *config.Config) { c.Scheduler.Prefetch = shard.MaxPrefetch }, ""},
 		{"scheduler.prefetch too long", func(c *config.Config) { c.Scheduler.Prefetch = shard.MaxPrefetch + time.Millisecond },
 			"config: scheduler.prefetch: must be at most 250ms"},
+		{"scheduler.prefetch fraction", func(c *config.Config) { c.Scheduler.Prefetch = 1500 * time.Microsecond },
+			"config: scheduler.prefetch: must be a whole number of milliseconds (got 1.5ms)"},
 		{"scheduler.prefetch negative", func(c *config.Config) { c.Scheduler.Prefetch = -time.Millisecond },
 			"config: scheduler.prefetch: must be at least 0s"},
 

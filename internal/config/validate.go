@@ -99,6 +99,10 @@ func (c *Config) Validate() error {
 	}
 	v.durationRange("scheduler.far_lead", c.Scheduler.FarLead, minFarLead, 0)
 	v.durationRange("scheduler.prefetch", c.Scheduler.Prefetch, 0, maxPrefetch)
+	if p := c.Scheduler.Prefetch; p%time.Millisecond != 0 {
+		// Due times are whole milliseconds; refuse rather than truncate.
+		v.add("scheduler.prefetch", "must be a whole number of milliseconds (got %s)", p)
+	}
 
 	v.durationRange("worker.shutdown_grace", c.Worker.ShutdownGrace, 0, 0)
 	v.durationRange("worker.fetch_timeout", c.Worker.FetchTimeout, minFetchTimeout, maxFetchTimeout)

@@ -30,7 +30,7 @@ type Config struct {
 	// written by hand without a wake-up).
 	SafetyRecheck time.Duration
 	// Prefetch moves tasks up to this long before they are due (0: when
-	// due), at most shard.MaxPrefetch. Workers hold each until its due
+	// due), whole milliseconds up to shard.MaxPrefetch. Workers hold each until its due
 	// time. The mover then sleeps until the next task is half the
 	// prefetch from due, so each call moves about half a prefetch's
 	// worth of tasks per shard: fewer, larger calls at a steady rate.
@@ -61,8 +61,8 @@ func (c Config) Validate() error {
 	if c.SafetyRecheck < time.Millisecond {
 		return fmt.Errorf("%w: safety recheck %s < 1ms", ErrInvalidConfig, c.SafetyRecheck)
 	}
-	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch {
-		return fmt.Errorf("%w: prefetch %s outside 0..%s", ErrInvalidConfig, c.Prefetch, shard.MaxPrefetch)
+	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch || c.Prefetch%time.Millisecond != 0 {
+		return fmt.Errorf("%w: prefetch %s: want whole milliseconds in 0..%s", ErrInvalidConfig, c.Prefetch, shard.MaxPrefetch)
 	}
 	return nil
 }

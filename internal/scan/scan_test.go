@@ -157,8 +157,9 @@ func TestFarTierPromotedWithoutPolling(t *testing.T) {
 
 // TestPrefetchBatchesAhead: with a prefetch of 200 ms the mover moves
 // tasks spread over 190 ms in two calls, each moving what is due within
-// the prefetch; without one it would need a call per task (20). It must
-// not spin either: the few calls before, between and after are counted.
+// the prefetch; without one it would need a call per task (20). Nor does
+// it spin while it waits for them: the calls that moved nothing (the first
+// scan, wake-ups) are counted too.
 func TestPrefetchBatchesAhead(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -167,11 +168,13 @@ func TestPrefetchBatchesAhead(t *testing.T) {
 		e, _ := f.store.StoredEpoch(ctx, 0)
 		return e == 1, "epoch not stored yet"
 	})
-	ids := f.idsIn(0, 20, "ahead")
-	for i, id := range ids {
-		// In due order: only the first is a new head and wakes the mover.
+	var batch []shard.EnqueueArgs
+	for i, id := range f.idsIn(0, 20, "ahead") {
 		d := 600*time.Millisecond + time.Duration(i)*10*time.Millisecond
-		if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: d, MaxRetries: -1}); r.Err != nil {
+		batch = append(batch, shard.EnqueueArgs{ID: id, Queue: "q", Delay: d, MaxRetries: -1})
+	}
+	for _, r := range f.store.EnqueueBatch(ctx, batch) { // one call: one wake-up
+		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
@@ -189,8 +192,8 @@ func TestPrefetchBatchesAhead(t *testing.T) {
 	}
 	moving := h.GetSampleCount() - empty
 	t.Logf("mover calls: %d that moved tasks, %d that moved none", moving, empty)
-	if moving > 3 || empty > 4 {
-		t.Fatalf("%d calls moved the 20 tasks and %d moved none; want at most 3 and 4", moving, empty)
+	if moving > 3 || empty > 6 {
+		t.Fatalf("%d calls moved the 20 tasks and %d moved none; want at most 3 and 6", moving, empty)
 	}
 }
 
@@ -256,7 +259,7 @@ func TestSurvivesRedisRestart(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{Limit: -1}, {SafetyRecheck: -time.Second}, {Prefetch: -time.Millisecond}, {Prefetch: shard.MaxPrefetch + time.Millisecond}} {
+	for _, c := range []Config{{Limit: -1}, {SafetyRecheck: -time.Second}, {Prefetch: -time.Millisecond}, {Prefetch: shard.MaxPrefetch + time.Millisecond}, {Prefetch: 1500 * time.Microsecond}} {
 		if _, err := NewMover(nil, c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewMover(%+v) = %v", c, err)
 		}
