@@ -25,7 +25,7 @@
 --   next_due  due ms of the earliest remaining member, -1 if none (the far
 --             tier's member "|far" counts: its score is the earliest
 --             bucket's promotion time); with a prefetch it is later than
---             now + prefetch
+--             now + prefetch, unless promoted > 0 (then call again)
 --   now_us    Redis server time used, unix MICROseconds (so that the owner
 --             can time its sleep to the next due millisecond exactly)
 --   buried    tasks moved to the dead-letter set (no or undecodable data)
