@@ -664,7 +664,8 @@ type delivery struct {
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
 	// startAt is when the handler starts: at once, or at the task's due
-	// time for a task moved ahead of it (scheduler.prefetch).
+	// time for a task moved ahead of it (scheduler.prefetch) by at most
+	// maxHold.
 	startAt time.Time
 
 	cancel context.CancelCauseFunc
@@ -818,10 +819,11 @@ func (d *delivery) hold(ctx context.Context) (bool, error) {
 	case <-t.C:
 		return true, nil
 	case <-ctx.Done():
-		if err := context.Cause(ctx); !errors.Is(err, ErrShuttingDown) {
-			return true, err
+		err := context.Cause(ctx)
+		if errors.Is(err, ErrShuttingDown) {
+			err = ErrShuttingDown
 		}
-		return true, ErrShuttingDown
+		return true, err
 	}
 }
 
@@ -849,10 +851,10 @@ func (d *delivery) wdMargin() time.Duration { return min(d.lease/10, 500*time.Mi
 // leased yet waits for its LeaseAfter.
 func (d *delivery) wdNext() time.Duration {
 	if d.unleased.Load() {
-		// LeaseAfter after the handler starts, but no later after the pop
-		// than a task run at once could be: a task held until its due
-		// time is leased within shard.UnleasedGrace of its pop all the
-		// same (shard.MaxPrefetch + MaxLeaseAfter stays within it).
+		// LeaseAfter after the handler starts, but never later than
+		// MaxLeaseAfter after the pop, as for a task run at once: a task
+		// held until its due time, too, is leased well within
+		// shard.UnleasedGrace of its pop.
 		at := d.startAt.Add(d.q.opts.LeaseAfter)
 		if last := d.sd.Leased.Add(MaxLeaseAfter); last.Before(at) {
 			at = last

@@ -30,10 +30,11 @@ type Config struct {
 	// written by hand without a wake-up).
 	SafetyRecheck time.Duration
 	// Prefetch moves tasks up to this long before they are due (0: when
-	// due), whole milliseconds up to shard.MaxPrefetch. Workers hold each until its due
-	// time. The mover then sleeps until the next task is half the
-	// prefetch from due, so each call moves about half a prefetch's
-	// worth of tasks per shard: fewer, larger calls at a steady rate.
+	// due), in whole milliseconds up to shard.MaxPrefetch. Workers hold
+	// each until its due time. The mover then sleeps until the next task
+	// is half the prefetch from due, so each call moves about half a
+	// prefetch's worth of tasks per shard: fewer, larger calls at a
+	// steady rate.
 	Prefetch time.Duration
 	// Logger receives the mover's logs; default: discard.
 	Logger hclog.Logger

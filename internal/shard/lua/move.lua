@@ -88,10 +88,10 @@ end
 -- promote takes up to LIMIT entries of the earliest far-tier bucket, if
 -- its promotion time is no later than cut, into KEYS[1] at their due
 -- times, then re-scores "|far" by the next promotion time (or removes
--- it). An entry
--- whose task is gone (cancelled) or was enqueued anew under the same id
--- (another enqueued_ms) is stale and dropped; data it cannot read goes to
--- KEYS[1] as due now, where the mover buries it with the reason.
+-- it). An entry whose task is gone (cancelled) or was enqueued anew under
+-- the same id (another enqueued_ms) is stale and dropped; data it cannot
+-- read goes to KEYS[1] as due now, where the mover buries it with the
+-- reason.
 local function promote()
   local far_key, n = KEYS[9], 0
   local fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
