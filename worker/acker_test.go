@@ -138,13 +138,13 @@ func TestAckLingerBounds(t *testing.T) {
 	if _, err := New(rdb, Config{AckLinger: MaxAckLinger + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("AckLinger above the bound: %v", err)
 	}
-	for l, want := range map[time.Duration]time.Duration{0: DefaultAckLinger, NoAckLinger: NoAckLinger, MaxAckLinger: MaxAckLinger} {
+	for l, want := range map[time.Duration]time.Duration{0: DefaultAckLinger, NoAckLinger: 0, MaxAckLinger: MaxAckLinger} {
 		w, err := New(rdb, Config{AckLinger: l})
 		if err != nil {
 			t.Fatalf("AckLinger %s: %v", l, err)
 		}
-		if w.acks.linger != want {
-			t.Fatalf("AckLinger %s: linger %s, want %s", l, w.acks.linger, want)
+		if w.deps.acks.linger != want {
+			t.Fatalf("AckLinger %s: linger %s, want %s", l, w.deps.acks.linger, want)
 		}
 	}
 }

@@ -73,13 +73,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// queueMetrics are the collectors every delivery of one queue touches,
-// looked up once per queue instead of once per delivery.
+// queueMetrics are the series of one queue, looked up once per queue
+// instead of once per delivery. Looking them up creates them, at zero, so
+// every queue's series are exported from the start.
 type queueMetrics struct {
-	deliveries, acks   prometheus.Counter
-	lateLeases, held   prometheus.Counter
-	lateness, duration prometheus.Observer
-	running            prometheus.Gauge
+	deliveries, acks, lateLeases, held prometheus.Counter
+	nacks, retries, dead, released     prometheus.Counter
+	leaseLost, stale, throttled        prometheus.Counter
+	flowWaits                          prometheus.Counter
+	lateness, duration, flowWait       prometheus.Observer
+	running, permits                   prometheus.Gauge
 }
 
 func (m *metrics) forQueue(q string) queueMetrics {
@@ -88,8 +91,18 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		acks:       m.acks.WithLabelValues(q),
 		lateLeases: m.lateLeases.WithLabelValues(q),
 		held:       m.held.WithLabelValues(q),
+		nacks:      m.nacks.WithLabelValues(q),
+		retries:    m.retries.WithLabelValues(q),
+		dead:       m.dead.WithLabelValues(q),
+		released:   m.released.WithLabelValues(q),
+		leaseLost:  m.leaseLost.WithLabelValues(q),
+		stale:      m.stale.WithLabelValues(q),
+		throttled:  m.throttled.WithLabelValues(q),
+		flowWaits:  m.flowWaits.WithLabelValues(q),
 		lateness:   m.lateness.WithLabelValues(q),
 		duration:   m.duration.WithLabelValues(q),
+		flowWait:   m.flowWait.WithLabelValues(q),
 		running:    m.running.WithLabelValues(q),
+		permits:    m.permits.WithLabelValues(q),
 	}
 }

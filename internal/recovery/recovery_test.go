@@ -100,7 +100,7 @@ func TestExpiredLeasesRetryThenBury(t *testing.T) {
 		info, s := f.state("t1")
 		return info.State == "scheduled" && info.Task.Attempts == 1, s
 	})
-	if err := f.store.Ack(ctx, 0, "t1", d.Token); !errors.Is(err, shard.ErrStaleToken) {
+	if err := f.store.Ack(ctx, shard.AckArgs{Shard: 0, ID: "t1", Token: d.Token}); !errors.Is(err, shard.ErrStaleToken) {
 		t.Fatalf("late ack: %v", err)
 	}
 	testenv.WaitFor(t, 5*time.Second, "retry moved", func() (bool, string) {

@@ -2,39 +2,10 @@ package shard
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"time"
-)
-
-// Protocol errors. They carry the "hourglass:" prefix because the public
-// client returns them unchanged; callers test them with errors.Is.
-var (
-	// ErrDuplicate reports an enqueue of an id that is still live
-	// (scheduled, ready, running or dead). Nothing was changed.
-	ErrDuplicate = errors.New("hourglass: task id already exists")
-	// ErrUnknownQueue reports a queue that no scheduler has registered.
-	ErrUnknownQueue = errors.New("hourglass: unknown queue")
-	// ErrPayloadTooLarge reports a payload above the configured maximum.
-	ErrPayloadTooLarge = errors.New("hourglass: payload too large")
-	// ErrInvalidArgument reports a malformed id, queue, time or option.
-	ErrInvalidArgument = errors.New("hourglass: invalid argument")
-	// ErrNotFound reports an id that is not stored.
-	ErrNotFound = errors.New("hourglass: task not found")
-	// ErrActive reports a cancel of a task that is running: leased, or
-	// popped by a worker (which runs popped tasks before leasing them).
-	ErrActive = errors.New("hourglass: task is running")
-	// ErrUndecodable reports stored task data that is not a valid encoding.
-	ErrUndecodable = errors.New("hourglass: undecodable task data")
-	// ErrStaleToken reports an ack, nack, extend or release whose
-	// delivery token is no longer the task's: its lease expired and the
-	// task was rescheduled or delivered again.
-	ErrStaleToken = errors.New("hourglass: stale delivery token")
-	// ErrStaleEpoch reports a fenced script called with an epoch older
-	// than the shard's current owner's.
-	ErrStaleEpoch = errors.New("shard: stale epoch")
 )
 
 // EncodingVersion is the version written in front of every stored task.
@@ -43,7 +14,10 @@ const EncodingVersion = 1
 // MaxIDLen is the longest task id accepted.
 const MaxIDLen = 256
 
-var queueRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+// QueueRule describes the legal queue names, for error messages.
+const QueueRule = `^[A-Za-z0-9_.:-]{1,128}$`
+
+var queueRE = regexp.MustCompile(QueueRule)
 
 // ValidQueue reports whether name is a legal queue name.
 func ValidQueue(name string) bool { return queueRE.MatchString(name) }

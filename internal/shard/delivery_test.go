@@ -60,13 +60,13 @@ func TestPopClaimAck(t *testing.T) {
 	if info, _ := s.Lookup(ctx, id); info.State != "active" {
 		t.Fatalf("state %q, want active", info.State)
 	}
-	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token+"x"); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, AckArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token + "x"}); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("ack with wrong token: %v", err)
 	}
-	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); err != nil {
+	if err := s.Ack(ctx, AckArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, AckArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token}); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("second ack: %v", err)
 	}
 	if _, err := s.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
@@ -115,11 +115,13 @@ func TestExtend(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	readyTask(t, s, 1, "e", "default", -1)
 	d := popClaim(t, s, []string{"default"}, time.Second)
-	dl, err := s.Extend(ctx, d.Shard, d.Task.ID, d.Token, time.Minute)
+	dl, err := s.Extend(ctx, d, time.Minute)
 	if err != nil || dl.Sub(d.Leased) < 59*time.Second {
 		t.Fatalf("extend: %v %v", dl, err)
 	}
-	if _, err := s.Extend(ctx, d.Shard, d.Task.ID, "bogus", time.Minute); !errors.Is(err, ErrStaleToken) {
+	stale := d
+	stale.Token = "bogus"
+	if _, err := s.Extend(ctx, stale, time.Minute); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("extend with stale token: %v", err)
 	}
 }
@@ -131,7 +133,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 	b := Backoff{Base: 10 * time.Second, Cap: time.Minute, Factor: 3}
 	for attempt := 1; attempt <= 2; attempt++ {
 		d := popClaim(t, s, []string{"default"}, 0)
-		res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: fmt.Sprintf("boom %d", attempt), Backoff: b, Rand: 0.5})
+		res, err := s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token, Err: fmt.Sprintf("boom %d", attempt), Backoff: b, Rand: 0.5})
 		if err != nil || res.Dead || res.Attempts != attempt {
 			t.Fatalf("nack %d: %+v %v", attempt, res, err)
 		}
@@ -139,7 +141,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 		if got := res.Due.Sub(d.Leased); got < want || got > want+time.Second {
 			t.Fatalf("attempt %d: retry after %s, want %s (Go and Lua backoff must agree)", attempt, got, want)
 		}
-		if _, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "again"}); !errors.Is(err, ErrStaleToken) {
+		if _, err := s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token, Err: "again"}); !errors.Is(err, ErrStaleToken) {
 			t.Fatalf("second nack: %v", err)
 		}
 		// Make it due again by hand and move it.
@@ -149,7 +151,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 		}
 	}
 	d := popClaim(t, s, []string{"default"}, 0)
-	res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "boom 3"})
+	res, err := s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token, Err: "boom 3"})
 	if err != nil || !res.Dead || res.Attempts != 3 {
 		t.Fatalf("final nack: %+v %v", res, err)
 	}
@@ -167,7 +169,7 @@ func TestNackDeadAndRetryAfter(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "d", "default", 5)
 	d := popClaim(t, s, []string{"default"}, 0)
-	res, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "later", RetryAfter: 42 * time.Second})
+	res, err := s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token, Err: "later", RetryAfter: 42 * time.Second})
 	if err != nil || res.Dead {
 		t.Fatal(res, err)
 	}
@@ -176,7 +178,7 @@ func TestNackDeadAndRetryAfter(t *testing.T) {
 	}
 	id2 := readyTask(t, s, 1, "x", "default", 5)
 	d2 := popClaim(t, s, []string{"default"}, 0)
-	res, err = s.Nack(ctx, s.Layout().ShardOf(id2), id2, d2.Token, NackArgs{Err: "bad input", Dead: true})
+	res, err = s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id2), ID: id2, Token: d2.Token, Err: "bad input", Dead: true})
 	if err != nil || !res.Dead || res.Attempts != 1 {
 		t.Fatal(res, err)
 	}
@@ -191,10 +193,10 @@ func TestRelease(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 2, "r", "default", -1)
 	d := popClaim(t, s, []string{"default"}, 0)
-	if err := s.Release(ctx, s.Layout().ShardOf(id), id, "default", d.Token); err != nil {
+	if err := s.Release(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Ack(ctx, s.Layout().ShardOf(id), id, d.Token); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, AckArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token}); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("ack after release: %v", err)
 	}
 	d2 := popClaim(t, s, []string{"default"}, 0)
@@ -230,7 +232,7 @@ func TestRecoverExpiredLeases(t *testing.T) {
 	if info.State != "dead" || !strings.Contains(info.DeadInfo, "lease expired") {
 		t.Fatalf("expired lease with no retries left: %+v", info)
 	}
-	if err := s.Ack(ctx, s.Layout().ShardOf(retry), retry, tokens[retry]); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, AckArgs{Shard: s.Layout().ShardOf(retry), ID: retry, Token: tokens[retry]}); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("late ack after expiry: %v", err)
 	}
 	if _, err := s.Recover(ctx, 0, 0, RecoverArgs{Limit: 10}); !errors.Is(err, ErrStaleEpoch) {
@@ -278,7 +280,7 @@ func TestRecoverTrimsDeadLetters(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		id := readyTask(t, s, 0, fmt.Sprintf("dl%d-", i), "default", 0)
 		d := popClaim(t, s, []string{"default"}, 0)
-		if _, err := s.Nack(ctx, s.Layout().ShardOf(id), id, d.Token, NackArgs{Err: "x", Dead: true}); err != nil {
+		if _, err := s.Nack(ctx, NackArgs{Shard: s.Layout().ShardOf(id), ID: id, Token: d.Token, Err: "x", Dead: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -374,7 +376,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 	if _, err := s.Cancel(ctx, id); !errors.Is(err, ErrActive) {
 		t.Fatalf("cancel of a popped task: %v", err)
 	}
-	if err := s.Ack(ctx, 0, id, d.Token); !errors.Is(err, ErrStaleToken) {
+	if err := s.Ack(ctx, d.AckArgs(false)); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("ack as if leased: %v", err)
 	}
 	ack := func(id, token string) error {
@@ -394,7 +396,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 
 	// A nack counts an attempt and reschedules.
 	id, d = popped("n", -1)
-	if r, err := s.Nack(ctx, 0, id, d.Token, NackArgs{Err: "boom", Queue: "default"}); err != nil || r.Dead || r.Attempts != 1 {
+	if r, err := s.Nack(ctx, d.NackArgs(true, "boom")); err != nil || r.Dead || r.Attempts != 1 {
 		t.Fatalf("nack: %+v %v", r, err)
 	}
 	if info, _ := s.Lookup(ctx, id); info.State != "scheduled" || info.Task.Attempts != 1 {
@@ -424,7 +426,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 	// Released at shutdown: ready again under a new number; the old
 	// token is stale.
 	id, d = popped("r", -1)
-	if err := s.Release(ctx, 0, id, "default", d.Token); err != nil {
+	if err := s.Release(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	_, e := popEntry(t, s, "default")

@@ -6,12 +6,19 @@ import (
 	"hash/crc32"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // ErrInvalidLayout is returned by NewLayout for a bad namespace or count.
 var ErrInvalidLayout = errors.New("shard: invalid layout")
 
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+var namespaceRE = regexp.MustCompile(NamespaceRule)
+
+// NamespaceRule describes the legal namespaces, for error messages.
+const NamespaceRule = `^[A-Za-z0-9_-]{1,32}$`
+
+// ValidNamespace reports whether ns is a legal namespace.
+func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
 
 // Layout names every Redis key of a deployment. It is a value type; the
 // zero Layout is invalid, build one with NewLayout.
@@ -22,8 +29,8 @@ type Layout struct {
 
 // NewLayout returns the layout for namespace ns with n shards.
 func NewLayout(ns string, n int) (Layout, error) {
-	if !namespaceRE.MatchString(ns) {
-		return Layout{}, fmt.Errorf("%w: namespace %q must match %s", ErrInvalidLayout, ns, namespaceRE)
+	if !ValidNamespace(ns) {
+		return Layout{}, fmt.Errorf("%w: namespace %q must match %s", ErrInvalidLayout, ns, NamespaceRule)
 	}
 	if n < 1 || n > MaxShards {
 		return Layout{}, fmt.Errorf("%w: shard count %d not in 1..%d", ErrInvalidLayout, n, MaxShards)
@@ -129,3 +136,38 @@ func (l Layout) Stats(s int) string { return l.Tag(s) + ":stats" }
 // WakeChannel is the shard pub/sub channel on which enqueues that create
 // a new earliest task publish its due time.
 func (l Layout) WakeChannel(s int) string { return l.Tag(s) + ":wake" }
+
+// ReadyKeys returns the ready lists of the given queues in every shard,
+// in shard order; workers block on them with Pop.
+func (l Layout) ReadyKeys(queues []string) []string {
+	keys := make([]string, 0, l.shards*len(queues))
+	for sh := 0; sh < l.shards; sh++ {
+		for _, q := range queues {
+			keys = append(keys, l.Ready(sh, q))
+		}
+	}
+	return keys
+}
+
+// ParseReady returns the shard and queue of a ready-list key.
+func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "{"+l.ns+":")
+	if !ok {
+		return 0, "", false
+	}
+	num, q, ok := strings.Cut(rest, "}:ready:")
+	if !ok {
+		return 0, "", false
+	}
+	sh, err := strconv.Atoi(num)
+	if err != nil || sh < 0 || sh >= l.shards {
+		return 0, "", false
+	}
+	return sh, q, true
+}
+
+// FlowName is the name of queue's cluster-wide flow-control primitives
+// (coord's semaphore and token bucket), "namespace:flow:queue". coord
+// builds their keys from it ({name}:sem, rate:{name}:tb), so they share
+// one hash tag per queue (one Cluster slot) and no shard's keys.
+func (l Layout) FlowName(queue string) string { return l.ns + ":flow:" + queue }

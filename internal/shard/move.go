@@ -1,0 +1,69 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MoveResult is the outcome of one mover call.
+type MoveResult struct {
+	Moved   int   // tasks pushed to ready lists
+	Buried  int   // undecodable or data-less members sent to the DLQ
+	NextDue int64 // due ms of the earliest remaining task, -1 if none
+	Now     int64 // Redis server time of the call, unix ms
+	// NowMicros is the same time in microseconds.
+	NowMicros int64
+	Late      []int64 // now - due of every moved task, ms; negative when moved ahead
+	// Promoted counts far-tier entries taken into the delayed set; when
+	// it is positive the caller should call again at once.
+	Promoted int
+}
+
+// Move moves at most limit due tasks of shard sh into their ready lists,
+// fenced by epoch. It returns an error wrapping ErrStaleEpoch when a newer
+// owner has run a fenced script on the shard.
+func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveResult, error) {
+	return s.MoveAhead(ctx, sh, epoch, limit, 0)
+}
+
+// MoveAhead is Move that also moves tasks due up to prefetch after
+// Redis's current time (whole milliseconds; 0 is Move). Workers hold such
+// a task until its due time (see worker.Task.Due); the mover calls again
+// before the next remaining task is within prefetch of being due.
+func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
+	v, err := moveScript.Run(ctx, s.rdb,
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh)},
+		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
+	if err != nil {
+		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
+	}
+	if len(v) >= 2 && v[0] == -1 {
+		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
+	}
+	if len(v) < 6 {
+		return MoveResult{}, fmt.Errorf("shard: move shard %d: unexpected reply %v", sh, v)
+	}
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Late: v[6:]}, nil
+}
+
+// StaleEpochRejections returns how many fenced calls shard sh rejected.
+func (s *Store) StaleEpochRejections(ctx context.Context, sh int) (int64, error) {
+	n, err := s.rdb.HGet(ctx, s.l.Stats(sh), "stale_epoch").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// StoredEpoch returns the fencing epoch recorded in shard sh (0 if none).
+func (s *Store) StoredEpoch(ctx context.Context, sh int) (int64, error) {
+	n, err := s.rdb.Get(ctx, s.l.Epoch(sh)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}

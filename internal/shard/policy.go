@@ -1,0 +1,166 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Queue policy defaults and limits. The schedulers register each queue's
+// policy (RegisterQueues); internal/config states a queue's defaults and
+// bounds with these, and enqueue.lua enforces MaxRetriesLimit too.
+const (
+	// DefaultMaxRetries is a queue's retry limit unless configured.
+	DefaultMaxRetries = 25
+	// MaxRetriesLimit is the largest retry limit of a queue or a task.
+	MaxRetriesLimit = 1000
+	// DefaultTimeout is a queue's task timeout (the lease of one attempt)
+	// unless configured; MinTimeout is the least a queue may set.
+	DefaultTimeout = 30 * time.Second
+	MinTimeout     = 100 * time.Millisecond
+	// DefaultMaxPayload is the largest payload accepted unless
+	// configured; MaxPayloadLimit is Redis's largest string.
+	DefaultMaxPayload = 1 << 20
+	MaxPayloadLimit   = 512 << 20
+	// MinBackoffBase and MaxBackoffFactor bound a Backoff.
+	MinBackoffBase   = time.Millisecond
+	MaxBackoffFactor = 100
+)
+
+// QueuePolicy is what the scripts need to know about a queue: enqueue
+// defaults and limits, and the backoff of retries.
+type QueuePolicy struct {
+	MaxRetries int
+	Timeout    time.Duration
+	MaxPayload int64
+	// Backoff of retries; the zero value means DefaultBackoff.
+	Backoff Backoff
+}
+
+// Backoff is an exponential retry delay: attempt n (1-based) waits
+// min(Cap, Base*Factor^(n-1)), half of it fixed and half random ("equal
+// jitter").
+type Backoff struct {
+	Base, Cap time.Duration
+	Factor    float64
+}
+
+// DefaultBackoff is used where no backoff is configured.
+var DefaultBackoff = Backoff{Base: time.Second, Cap: time.Hour, Factor: 2}
+
+// Validate reports a Backoff the scripts cannot use: the zero Backoff
+// (DefaultBackoff) is valid; otherwise Base is at least MinBackoffBase,
+// Cap at least Base, and Factor from 1 to MaxBackoffFactor.
+func (b Backoff) Validate() error {
+	switch {
+	case b == (Backoff{}):
+		return nil
+	case b.Base < MinBackoffBase:
+		return fmt.Errorf("%w: backoff base %s below %s", ErrInvalidArgument, b.Base, MinBackoffBase)
+	case b.Cap < b.Base:
+		return fmt.Errorf("%w: backoff cap %s below its base %s", ErrInvalidArgument, b.Cap, b.Base)
+	case !(b.Factor >= 1 && b.Factor <= MaxBackoffFactor): // also catches NaN
+		return fmt.Errorf("%w: backoff factor %g not in 1..%d", ErrInvalidArgument, b.Factor, MaxBackoffFactor)
+	}
+	return nil
+}
+
+func (b Backoff) orDefault() Backoff {
+	if b == (Backoff{}) {
+		return DefaultBackoff
+	}
+	return b
+}
+
+// spec renders b as the scripts read it: "base_ms|cap_ms|factor".
+func (b Backoff) spec() string {
+	b = b.orDefault()
+	return fmt.Sprintf("%d|%d|%s", b.Base.Milliseconds(), b.Cap.Milliseconds(), strconv.FormatFloat(b.Factor, 'f', -1, 64))
+}
+
+// Delay is the delay after failed attempt n (1-based) for a jitter value
+// rnd in [0,1); it mirrors backoff_ms in lua/lib.lua.
+func (b Backoff) Delay(n int, rnd float64) time.Duration {
+	b = b.orDefault()
+	d := float64(b.Base.Milliseconds()) * math.Pow(b.Factor, float64(n-1))
+	d = math.Min(d, float64(b.Cap.Milliseconds()))
+	return time.Duration(math.Floor(d/2+rnd*d/2)) * time.Millisecond
+}
+
+func (p QueuePolicy) encode() string {
+	return fmt.Sprintf("%d|%d|%d|%s", p.MaxRetries, p.Timeout.Milliseconds(), p.MaxPayload, p.Backoff.spec())
+}
+
+// RegisterQueues records the queues and their policies in every shard,
+// so that enqueues to them are accepted. Queues already registered and
+// absent from policies are left alone: tasks may still reference them.
+func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePolicy) error {
+	pipe := s.rdb.Pipeline()
+	for sh := 0; sh < s.l.shards; sh++ {
+		vals := make([]any, 0, 2*len(policies))
+		for q, p := range policies {
+			if !ValidQueue(q) {
+				return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, q)
+			}
+			vals = append(vals, q, p.encode())
+		}
+		pipe.HSet(ctx, s.l.Queues(sh), vals...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: register queues: %w", err)
+	}
+	return nil
+}
+
+// FarTier configures the far tier (see docs/protocol.md): a task due in
+// bucket b (its due time rounded down to a multiple of Bucket) is kept in
+// b's list instead of the delayed set while b - Lead is in the future, and
+// the shard's owner promotes the bucket into the delayed set from b - Lead
+// on. A list entry costs a fraction of a sorted-set member; a bucket costs
+// a few hundred bytes, so the tier pays off with a few tasks per bucket.
+type FarTier struct {
+	Bucket time.Duration // 0 turns the tier off
+	Lead   time.Duration
+}
+
+// MinFarBucket and MinFarLead bound a FarTier that is on.
+const (
+	MinFarBucket = time.Second
+	MinFarLead   = time.Second
+)
+
+// Validate reports far-tier settings the scripts cannot use: Bucket 0
+// (off), or Bucket at least MinFarBucket and Lead at least MinFarLead.
+func (f FarTier) Validate() error {
+	if f.Bucket < 0 || f.Lead < 0 || (f.Bucket > 0 && (f.Bucket < MinFarBucket || f.Lead < MinFarLead)) {
+		return fmt.Errorf("%w: far tier bucket %s and lead %s (want 0, or at least %s and %s)", ErrInvalidArgument, f.Bucket, f.Lead, MinFarBucket, MinFarLead)
+	}
+	return nil
+}
+
+// SetFarTier records the far tier's settings in every shard. Turning it
+// off affects new enqueues only: buckets already stored are promoted as
+// usual.
+func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	pipe := s.rdb.Pipeline()
+	for sh := 0; sh < s.l.shards; sh++ {
+		if f.Bucket == 0 {
+			pipe.HDel(ctx, s.l.Queues(sh), farField)
+		} else {
+			pipe.HSet(ctx, s.l.Queues(sh), farField, fmt.Sprintf("%d|%d", f.Bucket.Milliseconds(), f.Lead.Milliseconds()))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: set far tier: %w", err)
+	}
+	return nil
+}
+
+// farField is the field of the queues hash that holds the far tier's
+// settings, "bucket_ms|lead_ms"; no queue name contains "|".
+const farField = "|far"

@@ -1,0 +1,57 @@
+package shard
+
+import "time"
+
+// Protocol timing. A task popped from a ready list and not leased yet is
+// safe with the worker that popped it for UnleasedGrace: recovery takes it
+// back no sooner. Everything a worker may do with such a task before it
+// leases or settles it, and everything the scheduler's prefetch asks a
+// worker to wait, must fit inside that time with a margin. The bounds are
+// defined together here so that the sums can be read, and
+// TestTimingBoundsCompose checks them:
+//
+//	pop ──LeaseAfter (≤ MaxLeaseAfter)──► late lease, retried until
+//	    UnleasedGrace − LeaseMargin ──► the worker gives the task up
+//	pop ──handler done ≤ MaxLeaseAfter──► ack waits ≤ MaxAckLinger ──► sent
+//	pop ──held until due (≤ MaxHold)──► handler starts; leased as above
+//	recovery: a popped, unleased id seen at two checks StrandedMinAge apart
+//	    is taken back (a failed attempt); StrandedMinAge ≥ UnleasedGrace
+const (
+	// UnleasedGrace is the shortest time for which a task popped from a
+	// ready list and not leased stays with the worker that popped it.
+	UnleasedGrace = time.Second
+
+	// StrandedMinAge is how far apart the two recovery checks that see an
+	// id popped and unleased must be before recovery takes it back. It is
+	// what makes UnleasedGrace hold: the first check comes after the pop.
+	StrandedMinAge = UnleasedGrace
+
+	// MaxLeaseAfter bounds how long a worker runs a popped task before it
+	// leases it (worker.QueueOptions.LeaseAfter); a task held until its
+	// due time is leased this long after its pop at the latest.
+	MaxLeaseAfter = 500 * time.Millisecond
+
+	// LeaseMargin is how long before UnleasedGrace runs out a worker stops
+	// retrying the late lease of a running task and cancels its handler:
+	// recovery may take the task back after that.
+	LeaseMargin = 200 * time.Millisecond
+
+	// MaxAckLinger bounds how long an acknowledgement may wait for others
+	// to share its round trip (worker.Config.AckLinger). An unleased
+	// delivery's ack lingers too.
+	MaxAckLinger = 50 * time.Millisecond
+
+	// MaxPrefetch bounds how far ahead of their due time tasks are moved
+	// (Store.MoveAhead). A worker holds such a task, popped and unleased,
+	// until it is due.
+	MaxPrefetch = 250 * time.Millisecond
+
+	// HoldSlack is the clock jitter between a worker and Redis that a hold
+	// tolerates beyond MaxPrefetch.
+	HoldSlack = 50 * time.Millisecond
+
+	// MaxHold is the furthest ahead of a worker's clock that a popped
+	// task's due time may lie and the worker still hold it; beyond it the
+	// worker's clock is behind Redis's and the task runs at once.
+	MaxHold = MaxPrefetch + HoldSlack
+)

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// claimAsync reserves a slot per popped entry, starts the handlers of
+// those it may run before leasing them (see QueueOptions.LeaseAfter) and
+// claims the others in the background, so the fetch loop can pop again
+// while the claim is in flight. Run waits for run.claims before it waits
+// for the handlers.
+func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, permit *coord.Permit, run *runState) {
+	sh, qname, ok := w.deps.store.Layout().ParseReady(key)
+	q := w.queue(qname)
+	if !ok || q == nil {
+		w.deps.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(entries))
+		if q != nil {
+			q.releasePermit(permit)
+		}
+		return
+	}
+	poppedAt := w.deps.now()
+	q.reserve(len(entries))
+	refs := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if permit == nil && q.opts.LeaseAfter > 0 {
+			if sd, ok := shard.Popped(sh, e, q.opts.Lease); ok {
+				run.start(ctx, newDelivery(w.deps, q, sd, sd.Leased))
+				continue
+			}
+		}
+		// Lease first: the queue asks for it, or the entry does not carry
+		// a task this binary can read (claim.lua decides about those).
+		refs = append(refs, shard.EntryRef(e))
+	}
+	if len(refs) == 0 {
+		return
+	}
+	run.claims.Add(1)
+	go func() {
+		defer run.claims.Done()
+		w.claim(ctx, q, sh, refs, poppedAt, permit, run)
+	}()
+}
+
+// claim leases popped entries and starts their handlers; if the worker is
+// shutting down it gives them straight back. permit, if not nil, is the
+// concurrency permit acquired for the (single) popped entry; it follows
+// the delivery's lease and is released with it.
+func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, poppedAt time.Time, permit *coord.Permit, run *runState) {
+	// The caller reserved one slot per popped entry; each entry that does
+	// not become a running handler gives its slot back.
+	unreserve := len(refs)
+	defer func() {
+		if unreserve > 0 {
+			q.release(unreserve)
+		}
+	}()
+	defer func() { q.releasePermit(permit) }() // unless a delivery took it
+	ds, sent, err := claimPopped(w.deps.store, poppedAt, sh, q.name, refs, q.opts.Lease)
+	if err != nil {
+		w.deps.met.fetchErrs.Inc()
+		w.deps.log.Warn("claim failed; recovery will take the ids back, counting an attempt", "error", err, "shard", sh, "queue", q.name, "ids", len(refs))
+		return
+	}
+	for _, sd := range ds {
+		d := newDelivery(w.deps, q, sd, sent)
+		unreserve-- // the delivery's finish frees this slot
+		if permit != nil {
+			d.permit, permit = permit, nil
+			// The permit was acquired a moment ago; it needs a round trip
+			// only if the delivery's lease differs from the permit's.
+			if d.lease != q.permitLease {
+				q.refreshPermit(d.permit, d.lease, sd.Task.ID)
+			}
+		}
+		if sd.DecodeErr != nil {
+			// Data this binary cannot read: never run it, dead-letter it.
+			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
+			continue
+		}
+		run.start(ctx, d)
+	}
+}
+
+// claimPopped leases entries popped at poppedAt (their "seq|id"
+// references), retrying a failed claim while the ids are surely still
+// this worker's: recovery takes popped, unleased ids back no sooner than
+// shard.UnleasedGrace after the pop, and a retried claim of an entry
+// already leased returns that lease. sent is the first attempt's time:
+// Redis started the leases no earlier. Both the lease-first path and the
+// late lease of a running task (watchdog.go) use it.
+func claimPopped(store *shard.Store, poppedAt time.Time, sh int, queue string, refs []string, lease time.Duration) (ds []shard.Delivery, sent time.Time, err error) {
+	sent = time.Now()
+	until := poppedAt.Add(shard.UnleasedGrace - shard.LeaseMargin)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		ctx, cancel := context.WithDeadline(context.Background(), until)
+		ds, err = store.Claim(ctx, sh, queue, refs, lease)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(until) {
+			return ds, sent, err
+		}
+		time.Sleep(wait)
+	}
+}

@@ -1,0 +1,206 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// delivery is one task handed to this worker: popped and run before a
+// lease, or leased first. It depends on its queue and on the worker's
+// deps, never on the Worker itself.
+type delivery struct {
+	*deps
+	q     *queue
+	sd    shard.Delivery
+	task  *Task
+	lease time.Duration
+
+	permit      *coord.Permit // cluster-wide concurrency permit, if the queue has one
+	validUntil  atomic.Int64  // local unix nanos until which the lease surely holds
+	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
+	handlerDone atomic.Bool
+	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
+	// startAt is when the handler starts: at once, or at the task's due
+	// time for a task moved ahead of it (scheduler.prefetch) by at most
+	// maxHold.
+	startAt time.Time
+
+	cancel context.CancelCauseFunc
+	// The watchdog is a timer, not a goroutine: a handler that finishes
+	// within a third of its lease costs no extension and no goroutine.
+	wdMu      sync.Mutex
+	wdTimer   *time.Timer
+	wdStopped bool
+	once      sync.Once
+	finished  chan struct{} // closed when acked, nacked or released
+	outcome   outcome       // what was recorded (valid once finished is closed)
+	result    error
+}
+
+// maxHold is the furthest ahead of the worker's clock that a task's due
+// time may lie and the task still be held (shard.MaxHold). A variable for
+// tests only.
+var maxHold = shard.MaxHold
+
+// newDelivery prepares sd, claimed with a request sent at sent (for a
+// Popped delivery: its pop), to run under queue q.
+func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery {
+	d := &delivery{
+		deps: k, q: q, sd: sd,
+		lease:    sd.Deadline.Sub(sd.Leased),
+		finished: make(chan struct{}),
+	}
+	// The claim was sent at `sent`; Redis set the deadline to its time of
+	// the claim plus the lease, which is no earlier than sent + lease.
+	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	d.unleased.Store(sd.Unleased)
+	d.startAt = k.now()
+	switch ahead := sd.Task.Due.Sub(d.startAt); {
+	case ahead <= 0:
+	case ahead <= maxHold:
+		d.startAt = sd.Task.Due // moved ahead (scheduler.prefetch): hold it
+	default:
+		// No scheduler moves a task this far ahead: this worker's clock is
+		// behind Redis's. Holding would delay the task by the skew; run it.
+		k.met.clockBehind.Inc()
+	}
+	t := sd.Task
+	d.task = &Task{
+		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
+		MaxRetries: t.MaxRetries, Due: t.Due, Enqueued: t.Enqueued, d: d,
+	}
+	q.met.deliveries.Inc()
+	return d
+}
+
+// run executes the handler under the watchdog and settles the delivery.
+func (d *delivery) run(parent context.Context) {
+	ctx, cancel := context.WithCancelCause(parent)
+	d.cancel = cancel
+	defer cancel(nil)
+	// The watchdog keeps a lease (or takes the late one) from now on, also
+	// while a task moved ahead of its due time waits for it.
+	d.startWatchdog()
+	held, err := d.hold(ctx)
+	if err != nil {
+		_ = d.finish(context.Background(), err)
+		return
+	}
+	if t := d.q.opts.HandlerTimeout; t > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, t, d.q.timeoutErr)
+		defer stop()
+		// A handler that ignores its ctx keeps the lease only one more
+		// lease period: then the lease lapses and recovery takes over.
+		d.extendUntil.Store(d.now().Add(t + d.lease).UnixNano())
+	}
+	if err, open := d.settleWith(ctx, d.call(ctx, held)); open {
+		_ = d.finish(context.Background(), err)
+	}
+}
+
+// call runs the handler, recording its lateness, duration and end, and
+// returns its result; a panic becomes an error. held reports that the
+// task was held until its due time.
+func (d *delivery) call(ctx context.Context, held bool) (err error) {
+	m := &d.q.met
+	// Lateness: claim time - due on Redis's clock, or for a task run
+	// before its lease, pop time on the local clock - due; for a task held
+	// until its due time, now on the local clock - due.
+	late := d.sd.Leased.Sub(d.sd.Task.Due)
+	if held {
+		late = d.now().Sub(d.sd.Task.Due)
+	}
+	m.lateness.Observe(max(late, 0).Seconds())
+	m.running.Inc()
+	start := d.now()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+		m.duration.Observe(d.now().Sub(start).Seconds())
+		m.running.Dec()
+		d.handlerDone.Store(true)
+	}()
+	return d.q.h(ctx, d.task)
+}
+
+// settleWith turns the handler's result into the error to settle the
+// delivery with (nil: ack); open is false when the delivery was settled
+// meanwhile. A manual-ack delivery whose handler returned nil stays open
+// until the handler's side calls Ack or Nack; a lost lease, a handler
+// timeout or the end of the shutdown grace settles it here.
+func (d *delivery) settleWith(ctx context.Context, err error) (_ error, open bool) {
+	switch {
+	case err == nil && d.q.opts.ManualAck:
+		select {
+		case <-d.finished:
+			return nil, false // settled by Ack or Nack
+		case <-ctx.Done():
+			return context.Cause(ctx), true
+		}
+	case err == nil:
+		return nil, true // done, even if shutdown cancelled the ctx meanwhile: ack it
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		return ErrShuttingDown, true // interrupted by the end of the shutdown grace: not a failure
+	case ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)):
+		return fmt.Errorf("%w (%v)", err, context.Cause(ctx)), true
+	}
+	return err, true
+}
+
+// hold waits until the task is due if the scheduler moved it ahead of
+// its due time (scheduler.prefetch), on the local clock; it reports
+// whether it waited. If ctx ends first (the shutdown grace ran out, or the
+// lease was lost) it returns the error to settle the delivery with
+// instead of running it: ErrShuttingDown gives the task back.
+func (d *delivery) hold(ctx context.Context) (bool, error) {
+	wait := d.startAt.Sub(d.now())
+	if wait <= 0 {
+		return false, nil
+	}
+	d.q.met.held.Inc()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		err := context.Cause(ctx)
+		if errors.Is(err, ErrShuttingDown) {
+			err = ErrShuttingDown
+		}
+		return true, err
+	}
+}
+
+// outcome is how a delivery was settled.
+type outcome int
+
+const (
+	outcomeAck outcome = iota + 1
+	outcomeNack
+	outcomeRelease
+)
+
+func (o outcome) String() string {
+	return [...]string{"", "acked", "nacked", "released"}[o]
+}
+
+func outcomeFor(err error) outcome {
+	switch {
+	case err == nil:
+		return outcomeAck
+	case errors.Is(err, ErrShuttingDown):
+		return outcomeRelease
+	default:
+		return outcomeNack
+	}
+}

@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/coord"
+)
+
+// queue is one consumed queue: its handler and options, its handler
+// slots, and its cluster-wide flow control.
+type queue struct {
+	name string
+	h    Handler
+	opts QueueOptions // with defaults applied
+	log  hclog.Logger
+	met  queueMetrics
+
+	// Slots: running counts the slots taken (reserved by a fetch, then
+	// held by a delivery until it is settled); settling counts acks in
+	// flight whose slot was freed early (see settleEarly).
+	running  atomic.Int64
+	settling atomic.Int64
+	// freed is signalled when a slot of this queue is freed, anyFreed
+	// when a slot of any queue is (both capacity 1).
+	freed, anyFreed chan struct{}
+
+	timeoutErr error // cause of a handler's ctx at HandlerTimeout, built once
+
+	// Cluster-wide flow control (nil when not configured).
+	sem         *coord.Semaphore
+	permitLease time.Duration // the lease a permit is acquired with
+	limit       *coord.TokenBucket
+}
+
+// defaultPermitLease is a permit's lease between its acquisition and the
+// claim that sets it to the delivery's lease.
+const defaultPermitLease = 30 * time.Second
+
+// newQueue builds queue name with opts (defaults applied) and its
+// flow-control primitives.
+func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, error) {
+	q := &queue{
+		name: name, h: h, opts: opts,
+		log:        w.deps.log,
+		met:        w.deps.met.forQueue(name),
+		freed:      make(chan struct{}, 1),
+		anyFreed:   w.freed,
+		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
+	}
+	flow := w.deps.store.Layout().FlowName(name)
+	if opts.MaxConcurrency > 0 {
+		// A permit starts with the queue's lease (or a default) and is set
+		// to each delivery's own lease once claimed, unless it has that
+		// lease already.
+		q.permitLease = opts.Lease
+		if q.permitLease == 0 {
+			q.permitLease = defaultPermitLease
+		}
+		sem, err := coord.NewSemaphore(w.rdb, flow, opts.MaxConcurrency, q.permitLease)
+		if err != nil {
+			return nil, invalid("queue %q: %w", name, err)
+		}
+		q.sem = sem
+	}
+	if opts.Rate > 0 {
+		lim, err := coord.NewTokenBucket(w.rdb, flow, opts.Rate, opts.RatePeriod, opts.Burst)
+		if err != nil {
+			return nil, invalid("queue %q: %w", name, err)
+		}
+		q.limit = lim
+	}
+	return q, nil
+}
+
+// free returns how many handler slots are free.
+func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
+
+// reserve takes n slots for popped entries; each is given back with
+// release unless a delivery takes it over.
+func (q *queue) reserve(n int) { q.running.Add(int64(n)) }
+
+// release frees n slots and wakes the fetch loops waiting for one.
+func (q *queue) release(n int) {
+	q.running.Add(int64(-n))
+	for _, ch := range []chan struct{}{q.anyFreed, q.freed} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// settleEarly takes one of the Concurrency places for acks outstanding on
+// slots freed before the ack landed; false when all are taken. It never
+// counts past the bound, even for a moment.
+func (q *queue) settleEarly() bool {
+	for s := q.settling.Load(); s < int64(q.opts.Concurrency); s = q.settling.Load() {
+		if q.settling.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// releasePermit gives a semaphore permit back (nil: nothing to do).
+func (q *queue) releasePermit(p *coord.Permit) {
+	if p == nil {
+		return
+	}
+	q.met.permits.Dec()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := q.sem.Release(ctx, *p); err != nil && !errors.Is(err, coord.ErrNotHeld) {
+		// It expires with its lease.
+		q.log.Warn("could not release a concurrency permit; it expires with its lease", "queue", q.name, "error", err)
+	}
+}
+
+// refreshPermit sets permit p to expire after lease, as its delivery's
+// lease does.
+func (q *queue) refreshPermit(p *coord.Permit, lease time.Duration, task string) {
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := q.sem.Refresh(ctx, *p, lease); err != nil {
+		q.log.Warn("could not refresh a concurrency permit", "task", task, "queue", q.name, "error", err)
+	}
+}

@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// finish settles the delivery once: ack (err nil), release (shutdown),
+// or nack. A later call asking for the same outcome gets the first
+// result; one asking for another gets ErrAlreadySettled.
+func (d *delivery) finish(_ context.Context, err error) error {
+	first := false
+	d.once.Do(func() {
+		first = true
+		d.stopWatchdog()
+		d.outcome = outcomeFor(err)
+		// A successful handler's slot is free once it returned: the ack
+		// is bookkeeping, and it goes out in a batch whose round trip the
+		// next task need not wait for. At most Concurrency acks may be
+		// outstanding this way (a slow Redis holds slots again), and a
+		// queue under flow control keeps its slot and permit until the
+		// ack landed, so the cluster-wide bound holds.
+		early := d.outcome == outcomeAck && d.permit == nil && d.q.settleEarly()
+		if early {
+			d.q.release(1)
+		}
+		// An ack that still holds its slot (or permit) must not linger.
+		d.result = d.settle(err, !early)
+		d.q.releasePermit(d.permit)
+		close(d.finished)
+		if early {
+			d.q.settling.Add(-1)
+		} else {
+			d.q.release(1)
+		}
+	})
+	if !first && d.outcome != outcomeFor(err) {
+		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)
+	}
+	return d.result
+}
+
+// settle records the outcome in Redis, retrying transient errors for up
+// to opTimeout so a short network cut does not cost a lease expiry.
+func (d *delivery) settle(herr error, urgent bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := d.settleOnce(ctx, herr, urgent)
+		if err == nil || errors.Is(err, ErrStaleToken) || ctx.Err() != nil {
+			if err != nil && !errors.Is(err, ErrStaleToken) {
+				// The lease will expire and recovery will redeliver the task.
+				d.log.Error("could not record delivery outcome; the task will be redelivered after its lease",
+					"task", d.sd.Task.ID, "queue", d.q.name, "error", err)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// settleOnce makes one attempt at recording the outcome: an ack through
+// the acker, a release, or a nack.
+func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) error {
+	var err error
+	switch {
+	case herr == nil:
+		if err = d.acks.ack(ctx, d.sd.AckArgs(d.unleased.Load()), urgent); err == nil {
+			d.q.met.acks.Inc()
+		}
+	case errors.Is(herr, ErrShuttingDown):
+		if err = d.store.Release(ctx, d.sd); err == nil {
+			d.q.met.released.Inc()
+		}
+	default:
+		err = d.nack(ctx, herr)
+	}
+	if errors.Is(err, shard.ErrStaleToken) {
+		d.q.met.stale.Inc()
+		d.log.Warn("delivery no longer current; its outcome was not recorded", "task", d.sd.Task.ID, "queue", d.q.name)
+		return ErrStaleToken
+	}
+	return err
+}
+
+// nack fails the delivery with herr: NoRetry buries the task, RetryAfter
+// sets the retry's delay, otherwise the queue's backoff applies.
+func (d *delivery) nack(ctx context.Context, herr error) error {
+	a := d.sd.NackArgs(d.unleased.Load(), herr.Error())
+	a.Backoff = shard.Backoff(d.q.opts.Backoff)
+	var nr noRetryError
+	var ra retryAfterError
+	switch {
+	case errors.As(herr, &nr):
+		a.Dead = true
+	case errors.As(herr, &ra):
+		a.RetryAfter = max(ra.d, time.Millisecond)
+	}
+	res, err := d.store.Nack(ctx, a)
+	if err != nil {
+		return err
+	}
+	m, id := &d.q.met, d.sd.Task.ID
+	m.nacks.Inc()
+	if res.Dead {
+		m.dead.Inc()
+		d.log.Warn("task dead-lettered", "task", id, "queue", d.q.name, "attempts", res.Attempts, "error", herr)
+	} else {
+		m.retries.Inc()
+		d.log.Debug("task will be retried", "task", id, "queue", d.q.name, "attempts", res.Attempts, "due", res.Due, "error", herr)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Errors reported by the worker.
+var (
+	// ErrLeaseLost is the cause of a handler ctx's cancellation when the
+	// delivery's lease could not be kept.
+	ErrLeaseLost = errors.New("worker: lease lost")
+	// ErrStaleToken is returned by a manual Ack or Nack whose delivery is
+	// no longer current.
+	ErrStaleToken = shard.ErrStaleToken
+	// ErrInvalidConfig wraps every error of Config.Validate,
+	// QueueOptions.Validate, New, Handle and a Run that cannot start.
+	ErrInvalidConfig = errors.New("worker: invalid config")
+	// ErrShuttingDown is the cause of a handler ctx's cancellation when
+	// the shutdown grace period ran out; the task is released.
+	ErrShuttingDown = errors.New("worker: shutting down")
+	// ErrAlreadySettled is returned by Task.Ack or Task.Nack when the
+	// delivery was settled otherwise before (released at shutdown, or
+	// failed after a lost lease or a handler timeout).
+	ErrAlreadySettled = errors.New("worker: delivery already settled")
+)
+
+// Handler runs one task. See the package documentation for how its
+// result is used.
+type Handler func(ctx context.Context, t *Task) error
+
+// Task is one delivery of a task to a handler.
+type Task struct {
+	ID    string
+	Queue string
+	// Payload is the task's payload, unchanged.
+	Payload []byte
+	// Attempt is 1 for the first delivery, 2 for the first retry, ...
+	Attempt    int
+	MaxRetries int
+	// Due is when the task was due (Redis time); Enqueued when stored.
+	Due, Enqueued time.Time
+
+	d *delivery // the worker's side of the delivery
+}
+
+// Ack completes a manual-ack delivery. It returns ErrStaleToken if the
+// lease was lost meanwhile.
+func (t *Task) Ack(ctx context.Context) error { return t.d.finish(ctx, nil) }
+
+// Nack fails a manual-ack delivery with err (NoRetry and RetryAfter
+// apply).
+func (t *Task) Nack(ctx context.Context, err error) error {
+	if err == nil {
+		err = errors.New("nack without error")
+	}
+	return t.d.finish(ctx, err)
+}
+
+// noRetryError marks an error that must not be retried.
+type noRetryError struct{ err error }
+
+func (e noRetryError) Error() string { return "not retryable: " + e.err.Error() }
+func (e noRetryError) Unwrap() error { return e.err }
+
+// NoRetry wraps err so that the task goes to the dead-letter queue
+// without further attempts.
+func NoRetry(err error) error {
+	if err == nil {
+		err = errors.New("no retry requested")
+	}
+	return noRetryError{err}
+}
+
+// retryAfterError asks for a retry after a given delay.
+type retryAfterError struct {
+	d   time.Duration
+	err error
+}
+
+func (e retryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.d, e.err)
+}
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter wraps err so that the task is retried after d instead of the
+// backoff delay (still counting an attempt against its max retries).
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return retryAfterError{d: d, err: err}
+}
