@@ -22,15 +22,18 @@ var (
 	ErrInvalidArgument = shard.ErrInvalidArgument
 	ErrNotFound        = shard.ErrNotFound
 	ErrActive          = shard.ErrActive
+	// ErrInvalidConfig wraps every error of Config.Validate and New. Such
+	// an error also matches ErrInvalidArgument.
+	ErrInvalidConfig = errors.New("client: invalid config")
 )
 
-// Defaults applied by New to zero Config fields.
+// Defaults applied by New to zero Config fields, and limits.
 const (
 	DefaultNamespace  = shard.DefaultNamespace
 	DefaultShards     = shard.DefaultShards
-	DefaultMaxPayload = 1 << 20
+	DefaultMaxPayload = shard.DefaultMaxPayload
 	// MaxRetriesLimit is the largest per-task retry count accepted.
-	MaxRetriesLimit = 1000
+	MaxRetriesLimit = shard.MaxRetriesLimit
 )
 
 // Config configures a Client. Namespace and Shards must equal the
@@ -40,10 +43,45 @@ type Config struct {
 	Namespace string
 	// Shards is the shard count N; default 16.
 	Shards int
-	// MaxPayload is the largest payload this client sends, in bytes;
-	// default 1 MiB. The queue's limit registered by the schedulers is
-	// enforced in Redis as well.
+	// MaxPayload is the largest payload this client sends, in bytes, at
+	// most 512 MiB; default 1 MiB. The queue's limit registered by the
+	// schedulers is enforced in Redis as well.
 	MaxPayload int64
+}
+
+// Validate reports every field New cannot use, each error wrapping
+// ErrInvalidConfig (and ErrInvalidArgument). Zero fields are valid: they
+// mean the defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Namespace != "" && !shard.ValidNamespace(c.Namespace) {
+		errs = append(errs, invalidConfig("Namespace %q must match %s", c.Namespace, shard.NamespaceRule))
+	}
+	if c.Shards < 0 || c.Shards > shard.MaxShards {
+		errs = append(errs, invalidConfig("Shards %d not in 1..%d", c.Shards, shard.MaxShards))
+	}
+	if c.MaxPayload < 0 || c.MaxPayload > shard.MaxPayloadLimit {
+		errs = append(errs, invalidConfig("MaxPayload %d not in 1..%d", c.MaxPayload, shard.MaxPayloadLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	return c
+}
+
+func invalidConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: "+format, append([]any{ErrInvalidConfig, ErrInvalidArgument}, args...)...)
 }
 
 // Client enqueues, cancels and looks up tasks. It is safe for concurrent
@@ -56,23 +94,15 @@ type Client struct {
 // New returns a Client on rdb.
 func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("client: %w: nil redis client", ErrInvalidArgument)
+		return nil, invalidConfig("nil redis client")
 	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Shards == 0 {
-		cfg.Shards = DefaultShards
-	}
-	if cfg.MaxPayload == 0 {
-		cfg.MaxPayload = DefaultMaxPayload
-	}
-	if cfg.MaxPayload < 0 {
-		return nil, fmt.Errorf("client: %w: negative MaxPayload", ErrInvalidArgument)
-	}
+	cfg = cfg.withDefaults()
 	l, err := shard.NewLayout(cfg.Namespace, cfg.Shards)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w: %w", ErrInvalidArgument, err)
+		return nil, invalidConfig("%w", err)
 	}
 	return &Client{store: shard.NewStore(rdb, l), maxPayload: cfg.MaxPayload}, nil
 }
@@ -185,7 +215,7 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	case !shard.ValidID(a.ID):
 		return a, fmt.Errorf("client: %w: task id %q must be 1..%d bytes without '|'", ErrInvalidArgument, truncate(a.ID), shard.MaxIDLen)
 	case !shard.ValidQueue(t.Queue):
-		return a, fmt.Errorf("client: %w: queue name %q must match [A-Za-z0-9_.:-]{1,128}", ErrInvalidArgument, truncate(t.Queue))
+		return a, fmt.Errorf("client: %w: queue name %q must match %s", ErrInvalidArgument, truncate(t.Queue), shard.QueueRule)
 	case int64(len(t.Payload)) > c.maxPayload:
 		return a, fmt.Errorf("client: %w: %d bytes > %d", ErrPayloadTooLarge, len(t.Payload), c.maxPayload)
 	case t.Delay < 0:

@@ -45,8 +45,12 @@ const (
 	MaxConcurrency     = 10000
 
 	// DefaultHandlerTimeout bounds a handler run when QueueOptions sets
-	// none, so that a hung handler cannot hold its task forever.
-	DefaultHandlerTimeout               = 30 * time.Minute
+	// none, so that a hung handler (a partner that never answers) frees
+	// its slot and its task within a minute instead of holding them; a
+	// handler that needs longer sets HandlerTimeout, or NoTimeout to run
+	// without a bound. The worker binary's queues.<name>.handler_timeout
+	// defaults to the same minute.
+	DefaultHandlerTimeout               = time.Minute
 	NoTimeout             time.Duration = -1
 
 	// DefaultLeaseAfter is QueueOptions.LeaseAfter when unset, at most

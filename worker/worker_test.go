@@ -49,8 +49,8 @@ func newEnv(t *testing.T, policy shard.QueuePolicy) *env {
 	if err := e.store.RegisterQueues(context.Background(), map[string]shard.QueuePolicy{"q": policy}); err != nil {
 		t.Fatal(err)
 	}
-	mover, _ := scan.NewMover(e.store, scan.Config{SafetyRecheck: 50 * time.Millisecond})
-	rec, _ := recovery.New(e.store, recovery.Config{StrandCheck: 50 * time.Millisecond, SafetyRecheck: 50 * time.Millisecond})
+	mover, _ := scan.NewMover(e.store, scan.Config{SafetyRecheck: 100 * time.Millisecond})
+	rec, _ := recovery.New(e.store, recovery.Config{StrandCheck: 100 * time.Millisecond, SafetyRecheck: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for sh := 0; sh < shards; sh++ {

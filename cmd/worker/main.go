@@ -87,15 +87,9 @@ func run(args []string) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w, err := worker.New(rdb, worker.Config{
-		Namespace:     cfg.Namespace,
-		Shards:        cfg.Shards,
-		ShutdownGrace: zeroAs(cfg.Worker.ShutdownGrace, worker.NoGrace),
-		FetchTimeout:  cfg.Worker.FetchTimeout,
-		AckLinger:     zeroAs(cfg.Worker.AckLinger, worker.NoAckLinger),
-		Logger:        log,
-		Registerer:    reg,
-	})
+	wc := cfg.ForWorker()
+	wc.Logger, wc.Registerer = log, reg
+	w, err := worker.New(rdb, wc)
 	if err != nil {
 		log.Error("start failed", "error", err)
 		return 1
@@ -158,17 +152,7 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 			log.Info("queue has no http.url or command; not consumed", "queue", name)
 			continue
 		}
-		err := w.Handle(name, h, worker.QueueOptions{
-			Concurrency:    q.Concurrency,
-			HandlerTimeout: zeroAs(q.HandlerTimeout, worker.NoTimeout),
-			LeaseAfter:     zeroAs(q.LeaseAfter, worker.LeaseFirst),
-			MaxConcurrency: q.MaxConcurrency,
-			Rate:           q.RateLimit.Rate,
-			RatePeriod:     q.RateLimit.Period,
-			Burst:          q.RateLimit.Burst,
-			Backoff:        worker.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
-		})
-		if err != nil {
+		if err := w.Handle(name, h, q.ForWorker()); err != nil {
 			return fmt.Errorf("queue %s: %w", name, err)
 		}
 	}
@@ -206,15 +190,4 @@ func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	return mux
-}
-
-// zeroAs maps a configuration duration whose 0 means "none" (release at
-// once, no linger, lease first, no bound) to the worker library's
-// sentinel for that (NoGrace, NoAckLinger, LeaseFirst, NoTimeout): the
-// library reads 0 as "use the default".
-func zeroAs(d, none time.Duration) time.Duration {
-	if d == 0 {
-		return none
-	}
-	return d
 }

@@ -60,6 +60,20 @@
 // (x-api-key becomes X-Api-Key), so a later layer overrides a header
 // however it spells the name.
 //
+// # Defaults, limits and the libraries
+//
+// Each section's keys, defaults, validation and translation to the
+// library it configures live together in one file (scheduler.go,
+// worker.go, queue.go, connection.go). Defaults and limits are the
+// libraries' own exported constants (scan.DefaultLimit,
+// worker.MaxAckLinger, shard.MaxRetriesLimit, election.MinTTL, ...), so
+// each is stated once; the For* methods (ForMover, ForRecovery,
+// ForElection, ForWorker, QueueConfig.ForWorker, ForClient) and
+// QueuePolicies and FarTier hand each library its settings. Where a key's
+// 0 means "none" and the library's 0 means "the default", the
+// translation says so (worker.shutdown_grace, worker.ack_linger,
+// queues.<name>.handler_timeout and lease_after).
+//
 // # Per-binary defaults
 //
 // Both binaries read the same keys. [WithDefaults] lets a binary change

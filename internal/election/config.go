@@ -3,6 +3,7 @@ package election
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,7 +19,19 @@ const (
 	// period (TTL/3) and the self-fencing margin leave too little room
 	// for an etcd round trip.
 	MinTTL = 2 * time.Second
+	// MaxTTL is the longest lease TTL accepted: a crashed replica's shards
+	// stay unscanned for up to TTL.
+	MaxTTL = time.Minute
 )
+
+// ReplicaIDRule describes the legal replica ids, for error messages: an
+// id is one etcd key segment and a log value.
+const ReplicaIDRule = `^[A-Za-z0-9_.-]{1,64}$`
+
+var replicaIDRE = regexp.MustCompile(ReplicaIDRule)
+
+// ValidReplicaID reports whether id is a legal Config.ReplicaID.
+func ValidReplicaID(id string) bool { return replicaIDRE.MatchString(id) }
 
 var (
 	// ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -41,14 +54,12 @@ type Config struct {
 	// must end in "/".
 	Prefix string
 	// ReplicaID identifies this replica. Required, unique per replica,
-	// must not contain "/".
+	// matching ReplicaIDRule.
 	ReplicaID string
 	// Shards is the number of shards N (>= 1).
 	Shards int
-	// TTL is the lease TTL. Default DefaultTTL, minimum MinTTL. etcd
-	// leases have whole-second TTLs: the lease is granted with TTL
-	// rounded up to a second, while the self-fencing clock keeps using
-	// TTL itself (the shorter of the two), which is conservative.
+	// TTL is the lease TTL: a whole number of seconds (etcd grants no
+	// other) from MinTTL to MaxTTL. Default DefaultTTL.
 	TTL time.Duration
 	// Logger receives the manager's logs, under the name "election".
 	// Default hclog.NewNullLogger().
@@ -86,14 +97,20 @@ func (c Config) Validate() error {
 	switch {
 	case c.ReplicaID == "":
 		bad("ReplicaID is required")
-	case strings.Contains(c.ReplicaID, "/"):
-		bad("ReplicaID %q must not contain \"/\"", c.ReplicaID)
+	case !ValidReplicaID(c.ReplicaID):
+		bad("ReplicaID %q must match %s", c.ReplicaID, ReplicaIDRule)
 	}
 	if c.Shards < 1 {
 		bad("Shards is %d, must be >= 1", c.Shards)
 	}
-	if c.TTL != 0 && c.TTL < MinTTL {
-		bad("TTL %s is below the minimum %s", c.TTL, MinTTL)
+	switch ttl := c.TTL; {
+	case ttl == 0:
+	case ttl < MinTTL:
+		bad("TTL %s is below the minimum %s", ttl, MinTTL)
+	case ttl > MaxTTL:
+		bad("TTL %s is above the maximum %s", ttl, MaxTTL)
+	case ttl%time.Second != 0:
+		bad("TTL %s is not a whole number of seconds", ttl)
 	}
 	return errors.Join(errs...)
 }
@@ -105,5 +122,5 @@ func (c Config) opTimeout() time.Duration { return c.TTL / 3 }
 // watchdog cancels shard work: min(500ms, TTL/10).
 func (c Config) margin() time.Duration { return min(500*time.Millisecond, c.TTL/10) }
 
-// leaseSeconds is the TTL requested from etcd, rounded up to a second.
-func (c Config) leaseSeconds() int64 { return int64((c.TTL + time.Second - 1) / time.Second) }
+// leaseSeconds is the TTL requested from etcd.
+func (c Config) leaseSeconds() int64 { return int64(c.TTL / time.Second) }

@@ -21,7 +21,10 @@ func TestConfigValidate(t *testing.T) {
 		{"missing prefix", func(c *Config) { c.Prefix = "" }, "Prefix is required"},
 		{"prefix without slash", func(c *Config) { c.Prefix = "/hg" }, `must end in "/"`},
 		{"missing replica", func(c *Config) { c.ReplicaID = "" }, "ReplicaID is required"},
-		{"replica with slash", func(c *Config) { c.ReplicaID = "a/b" }, "must not contain"},
+		{"replica with slash", func(c *Config) { c.ReplicaID = "a/b" }, "must match"},
+		{"replica too long", func(c *Config) { c.ReplicaID = strings.Repeat("r", 65) }, "must match"},
+		{"long TTL", func(c *Config) { c.TTL = MaxTTL + time.Second }, "above the maximum"},
+		{"fractional TTL", func(c *Config) { c.TTL = 2500 * time.Millisecond }, "whole number of seconds"},
 		{"zero shards", func(c *Config) { c.Shards = 0 }, "Shards is 0"},
 		{"negative shards", func(c *Config) { c.Shards = -1 }, "Shards is -1"},
 		{"short TTL", func(c *Config) { c.TTL = time.Second }, "below the minimum"},
@@ -74,7 +77,7 @@ func TestConfigDefaults(t *testing.T) {
 	if got := c.margin(); got != 200*time.Millisecond {
 		t.Errorf("margin = %s, want 200ms", got)
 	}
-	c.TTL = 2500 * time.Millisecond
+	c.TTL = 3 * time.Second
 	if got := c.leaseSeconds(); got != 3 {
 		t.Errorf("leaseSeconds = %d, want 3", got)
 	}

@@ -91,10 +91,10 @@ func New(cli *clientv3.Client, cfg Config, run RunFunc) (*Manager, error) {
 	if run == nil {
 		return nil, fmt.Errorf("%w: nil RunFunc", ErrInvalidConfig)
 	}
-	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err

@@ -17,98 +17,13 @@ package recovery
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
-
-// ErrInvalidConfig wraps every Config validation failure.
-var ErrInvalidConfig = errors.New("recovery: invalid config")
-
-// Defaults for Config's zero fields.
-const (
-	DefaultLimit         = 512
-	DefaultStrandCheck   = 5 * time.Second
-	DefaultSafetyRecheck = 30 * time.Second
-	DefaultIdleRecheck   = 5 * time.Minute
-)
-
-// Config configures a Recoverer. Zero fields take the defaults above;
-// DeadMaxSize and DeadMaxAge are 0 (unbounded) unless set.
-type Config struct {
-	// Limit bounds each part of one pass.
-	Limit int
-	// StrandCheck is the spacing of stranded-id checks; an id popped and
-	// neither settled nor leased counts a failed attempt at the first check
-	// that comes shard.UnleasedGrace or more after the check that saw it.
-	StrandCheck time.Duration
-	// SafetyRecheck bounds every sleep of a shard with leased or ready ids.
-	SafetyRecheck time.Duration
-	// IdleRecheck bounds the sleep of an idle shard (nothing leased,
-	// nothing ready): its work can only come from the mover, which pokes
-	// the loop, so this check is a backstop and for dead-letter retention.
-	// A value below SafetyRecheck is raised to it.
-	IdleRecheck time.Duration
-	// DeadMaxSize and DeadMaxAge bound each shard's dead-letter set.
-	DeadMaxSize int
-	DeadMaxAge  time.Duration
-	Logger      hclog.Logger
-	Metrics     *Metrics
-}
-
-// Validate reports a configuration the loop cannot run with.
-func (c Config) Validate() error {
-	switch {
-	case c.Limit < 1:
-		return fmt.Errorf("%w: limit %d < 1", ErrInvalidConfig, c.Limit)
-	case c.StrandCheck < time.Millisecond || c.SafetyRecheck < time.Millisecond || c.IdleRecheck < time.Millisecond:
-		return fmt.Errorf("%w: intervals must be at least 1ms", ErrInvalidConfig)
-	case c.DeadMaxSize < 0 || c.DeadMaxAge < 0:
-		return fmt.Errorf("%w: negative dead-letter bound", ErrInvalidConfig)
-	}
-	return nil
-}
-
-// Metrics are the recovery loop's collectors; a nil *Metrics records
-// nothing.
-type Metrics struct {
-	expired     *prometheus.CounterVec
-	redelivered prometheus.Counter
-	trimmed     prometheus.Counter
-	errors      prometheus.Counter
-	stale       prometheus.Counter
-}
-
-// NewMetrics creates the collectors and registers them on reg (if not nil).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hourglass_recovery_expired_leases_total",
-			Help: "Leases that expired: outcome=retried (delivered again later: a possible duplicate) or buried (dead-lettered).",
-		}, []string{"outcome"}),
-		redelivered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_recovery_stranded_total", Help: "Ids popped by a worker that neither settled nor leased them (it died), counted as a failed attempt: rescheduled with backoff or dead-lettered.",
-		}),
-		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_dlq_trimmed_total", Help: "Dead-letter entries deleted by the retention bounds.",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_recovery_errors_total", Help: "Recovery passes that failed (Redis unreachable, ...).",
-		}),
-		stale: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_recovery_stale_epoch_total", Help: "Recovery passes rejected because a newer owner fenced the shard.",
-		}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.expired, m.redelivered, m.trimmed, m.errors, m.stale)
-	}
-	return m
-}
 
 // Recoverer runs recovery passes for the shards a scheduler owns.
 type Recoverer struct {
@@ -119,25 +34,10 @@ type Recoverer struct {
 
 // New returns a Recoverer on store.
 func New(store *shard.Store, cfg Config) (*Recoverer, error) {
-	if cfg.Limit == 0 {
-		cfg.Limit = DefaultLimit
-	}
-	if cfg.StrandCheck == 0 {
-		cfg.StrandCheck = DefaultStrandCheck
-	}
-	if cfg.SafetyRecheck == 0 {
-		cfg.SafetyRecheck = DefaultSafetyRecheck
-	}
-	if cfg.IdleRecheck == 0 {
-		cfg.IdleRecheck = DefaultIdleRecheck
-	}
-	cfg.IdleRecheck = max(cfg.IdleRecheck, cfg.SafetyRecheck)
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	return &Recoverer{store: store, cfg: cfg, log: cfg.Logger.Named("recovery")}, nil
 }
 
@@ -151,10 +51,10 @@ func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan st
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// Stranded candidates are confirmed by a later pass; it must come at
-	// least shard.UnleasedGrace after the pass that found them, so a
+	// least shard.StrandedMinAge after the pass that found them, so a
 	// worker that popped ids before that pass has had that long to settle
 	// or lease them (workers run popped tasks before leasing them).
-	minAge := shard.UnleasedGrace
+	minAge := shard.StrandedMinAge
 	var candidates []string
 	var candAt time.Time
 	var bo backoff.Backoff

@@ -132,7 +132,7 @@ func TestStrandedPopIsRedelivered(t *testing.T) {
 		t.Fatal(ids, err)
 	}
 	// The popping worker "crashed": nobody claims s1.
-	f.run(t, Config{StrandCheck: 50 * time.Millisecond, SafetyRecheck: time.Hour})
+	f.run(t, Config{StrandCheck: 100 * time.Millisecond, SafetyRecheck: time.Hour})
 	start := time.Now()
 	testenv.WaitFor(t, 10*time.Second, "stranded id rescheduled as a failed attempt", func() (bool, string) {
 		info, s := f.state("s1")

@@ -3,7 +3,6 @@ package scan
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -11,62 +10,6 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
-
-// ErrInvalidConfig wraps every Config validation failure.
-var ErrInvalidConfig = errors.New("scan: invalid config")
-
-// Defaults for Config's zero fields.
-const (
-	DefaultLimit         = 512
-	DefaultSafetyRecheck = 30 * time.Second
-)
-
-// Config configures a Mover. Zero fields take the defaults above.
-type Config struct {
-	// Limit is the most tasks one script call moves.
-	Limit int
-	// SafetyRecheck bounds every sleep: the mover runs at least this
-	// often even if no wake-up arrives (a lost pub/sub message, a task
-	// written by hand without a wake-up).
-	SafetyRecheck time.Duration
-	// Prefetch moves tasks up to this long before they are due (0: when
-	// due), in whole milliseconds up to shard.MaxPrefetch. Workers hold
-	// each until its due time. The mover then sleeps until the next task
-	// is half the prefetch from due, so each call moves about half a
-	// prefetch's worth of tasks per shard: fewer, larger calls at a
-	// steady rate.
-	Prefetch time.Duration
-	// Logger receives the mover's logs; default: discard.
-	Logger hclog.Logger
-	// Metrics records the mover's figures; nil records nothing.
-	Metrics *Metrics
-}
-
-func (c *Config) fill() {
-	if c.Limit == 0 {
-		c.Limit = DefaultLimit
-	}
-	if c.SafetyRecheck == 0 {
-		c.SafetyRecheck = DefaultSafetyRecheck
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-}
-
-// Validate reports a configuration the mover cannot run with.
-func (c Config) Validate() error {
-	if c.Limit < 1 {
-		return fmt.Errorf("%w: limit %d < 1", ErrInvalidConfig, c.Limit)
-	}
-	if c.SafetyRecheck < time.Millisecond {
-		return fmt.Errorf("%w: safety recheck %s < 1ms", ErrInvalidConfig, c.SafetyRecheck)
-	}
-	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch || c.Prefetch%time.Millisecond != 0 {
-		return fmt.Errorf("%w: prefetch %s: want whole milliseconds in 0..%s", ErrInvalidConfig, c.Prefetch, shard.MaxPrefetch)
-	}
-	return nil
-}
 
 // Mover moves due tasks of owned shards. One Mover serves every shard of
 // a scheduler; Run is called once per owned shard.
@@ -78,10 +21,10 @@ type Mover struct {
 
 // NewMover returns a Mover on store.
 func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
-	cfg.fill()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan")}, nil
 }
 

@@ -20,8 +20,12 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,7 +72,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.replica = cfg.Scheduler.ReplicaID
 	if s.replica == "" {
 		host, _ := os.Hostname()
-		s.replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+		s.replica = replicaIDFor(host, os.Getpid())
 	}
 	if s.rdb, err = connect.Redis(cfg.Redis); err != nil {
 		return nil, err
@@ -80,31 +84,23 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.store = shard.NewStore(s.rdb, l)
 	met := scan.NewMetrics(s.reg)
 	s.waker = scan.NewWaker(s.rdb, log, met)
-	s.mover, err = scan.NewMover(s.store, scan.Config{
-		Limit: cfg.Scheduler.ScanLimit, SafetyRecheck: cfg.Scheduler.SafetyRecheck, Prefetch: cfg.Scheduler.Prefetch,
-		Logger: log, Metrics: met,
-	})
+	mc := cfg.ForMover()
+	mc.Logger, mc.Metrics = log, met
+	s.mover, err = scan.NewMover(s.store, mc)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.recovery, err = recovery.New(s.store, recovery.Config{
-		Limit: cfg.Scheduler.RecoveryLimit, StrandCheck: cfg.Scheduler.StrandCheck,
-		SafetyRecheck: cfg.Scheduler.SafetyRecheck, IdleRecheck: cfg.Scheduler.IdleRecheck, DeadMaxSize: cfg.DLQ.MaxSize, DeadMaxAge: cfg.DLQ.MaxAge,
-		Logger: log, Metrics: recovery.NewMetrics(s.reg),
-	})
+	rc := cfg.ForRecovery()
+	rc.Logger, rc.Metrics = log, recovery.NewMetrics(s.reg)
+	s.recovery, err = recovery.New(s.store, rc)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.election, err = election.New(s.etcd, election.Config{
-		Prefix:     "/" + cfg.Namespace + "/",
-		ReplicaID:  s.replica,
-		Shards:     cfg.Shards,
-		TTL:        cfg.Scheduler.LeaseTTL,
-		Logger:     log,
-		Registerer: s.reg,
-	}, s.runShard)
+	ec := cfg.ForElection(s.replica)
+	ec.Logger, ec.Registerer = log, s.reg
+	s.election, err = election.New(s.etcd, ec, s.runShard)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -116,6 +112,23 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		}
 	}
 	return s, nil
+}
+
+// replicaIDFor is the replica id of process pid on host when none is
+// configured, "host-pid", made to fit election.ReplicaIDRule: characters
+// the rule does not allow become "-", and a long host name is cut.
+func replicaIDFor(host string, pid int) string {
+	host = strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '-'
+	}, host)
+	suffix := "-" + strconv.Itoa(pid)
+	if room := 64 - len(suffix); len(host) > room {
+		host = host[:room]
+	}
+	return host + suffix
 }
 
 // ReplicaID returns the replica's identity in the election.
@@ -200,15 +213,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // registerQueues writes the configured queue policies and the far tier's
 // settings to every shard, retrying while Redis is unreachable.
 func (s *Scheduler) registerQueues(ctx context.Context) error {
-	policies := make(map[string]shard.QueuePolicy, len(s.cfg.Queues))
-	for name, q := range s.cfg.Queues {
-		policies[name] = shard.QueuePolicy{
-			MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: s.cfg.MaxPayload,
-			Backoff: shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
-		}
-	}
+	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	far := shard.FarTier{Bucket: s.cfg.Scheduler.FarBucket, Lead: s.cfg.Scheduler.FarLead}
 	for {
 		err := s.store.RegisterQueues(ctx, policies)
 		if err == nil {

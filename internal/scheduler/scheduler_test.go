@@ -14,6 +14,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -105,5 +106,23 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 	resp, err := e.Client(t).Get(context.Background(), "/hourglass/shards/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("shard keys left after shutdown: %v %v", resp.Count, err)
+	}
+}
+
+// TestReplicaIDFor: the id a replica takes when none is configured
+// satisfies the election's rule whatever the host name.
+func TestReplicaIDFor(t *testing.T) {
+	for _, c := range []struct {
+		host, want string
+	}{
+		{"node-1.example.com", "node-1.example.com-42"},
+		{"", "-42"},
+		{"häst:with spaces/and*stars", "h-st-with-spaces-and-stars-42"},
+		{strings.Repeat("a", 100), strings.Repeat("a", 61) + "-42"},
+	} {
+		got := replicaIDFor(c.host, 42)
+		if got != c.want || !election.ValidReplicaID(got) {
+			t.Errorf("replicaIDFor(%q) = %q (valid %v), want %q", c.host, got, election.ValidReplicaID(got), c.want)
+		}
 	}
 }

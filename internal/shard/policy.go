@@ -125,10 +125,13 @@ type FarTier struct {
 	Lead   time.Duration
 }
 
-// MinFarBucket and MinFarLead bound a FarTier that is on.
+// Far-tier defaults (the schedulers' scheduler.far_bucket and far_lead)
+// and the least values of a FarTier that is on.
 const (
-	MinFarBucket = time.Second
-	MinFarLead   = time.Second
+	DefaultFarBucket = time.Minute
+	DefaultFarLead   = 15 * time.Second
+	MinFarBucket     = time.Second
+	MinFarLead       = time.Second
 )
 
 // Validate reports far-tier settings the scripts cannot use: Bucket 0

@@ -1,0 +1,224 @@
+package config
+
+import (
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/worker"
+)
+
+// QueueConfig configures one queue. MaxRetries, Timeout and Backoff are
+// registered in Redis by the schedulers; Concurrency, HandlerTimeout,
+// LeaseAfter, HTTP and Command are read by the worker binary only.
+type QueueConfig struct {
+	// MaxRetries is how often a failed task is retried, 0 to 1000.
+	// Default 25.
+	MaxRetries int `koanf:"max_retries"`
+	// Timeout is the lease (visibility timeout) of one processing attempt
+	// and the default timeout of a task enqueued without one, at least
+	// 100ms. Default 30s.
+	Timeout time.Duration `koanf:"timeout"`
+	// Backoff is the delay before each retry.
+	Backoff BackoffConfig `koanf:"backoff"`
+	// Concurrency is the most tasks of this queue one worker process
+	// runs at once, 1 to 10000. Default 10.
+	Concurrency int `koanf:"concurrency"`
+	// HandlerTimeout bounds one handler run in the worker, 0 or more; 0
+	// means no bound beyond the lease. Default 60s.
+	HandlerTimeout time.Duration `koanf:"handler_timeout"`
+	// LeaseAfter is how long a handler runs on a popped task before the
+	// worker leases it, 0 to 500ms: a handler done sooner costs no lease
+	// at all (see worker.QueueOptions.LeaseAfter); 0 leases every task
+	// before its handler starts. Default 100ms.
+	LeaseAfter time.Duration `koanf:"lease_after"`
+	// MaxConcurrency caps the handlers of this queue running at once
+	// across every worker process, 0 to 100000; 0 means no cluster-wide
+	// cap. Default 0.
+	MaxConcurrency int `koanf:"max_concurrency"`
+	// RateLimit caps dispatches of this queue across every worker process.
+	RateLimit RateLimitConfig `koanf:"rate_limit"`
+	// HTTP delivers the queue's tasks to an HTTP endpoint. Set HTTP.URL
+	// or Command, not both; with neither the worker binary does not
+	// consume the queue.
+	HTTP HTTPTarget `koanf:"http"`
+	// Command delivers the queue's tasks to a program: argv, run without
+	// a shell. If set, Command[0] must not be empty.
+	Command []string `koanf:"command"`
+}
+
+// RateLimitConfig is a cluster-wide token bucket (GCRA): Rate dispatches
+// per Period, bursts of up to Burst.
+type RateLimitConfig struct {
+	// Rate is the number of dispatches per Period, 0 to 1000000; 0 means
+	// no rate limit. Default 0.
+	Rate int `koanf:"rate"`
+	// Period is the rate's period, at least 1ms. Default 1s.
+	Period time.Duration `koanf:"period"`
+	// Burst is the most dispatches admitted at once, 1 to 1000000.
+	// Default 1.
+	Burst int `koanf:"burst"`
+}
+
+// BackoffConfig is an exponential retry delay: failed attempt n waits
+// about min(Cap, Base*Factor^(n-1)).
+type BackoffConfig struct {
+	// Base is the first delay, at least 1ms. Default 1s.
+	Base time.Duration `koanf:"base"`
+	// Cap is the longest delay, at least Base. Default 1h.
+	Cap time.Duration `koanf:"cap"`
+	// Factor multiplies the delay after each attempt, 1 to 100.
+	// Default 2.
+	Factor float64 `koanf:"factor"`
+}
+
+// HTTPTarget is the HTTP endpoint that a queue's tasks are delivered to
+// (see internal/executor).
+type HTTPTarget struct {
+	// URL is the http:// or https:// URL requested for each task; empty
+	// means the queue has no HTTP target. A password in it is secret.
+	URL string `koanf:"url"`
+	// Headers are added to every request. Their values are secret (they
+	// usually carry credentials). May only be set together with URL.
+	Headers map[string]string `koanf:"headers"`
+	// Method is POST or PUT. Default "POST".
+	Method string `koanf:"method"`
+}
+
+// DefaultQueue returns the settings a queue starts from before its
+// configured values are applied: the libraries' defaults (shard's for the
+// policy the schedulers register, worker's for consuming).
+func DefaultQueue() QueueConfig {
+	b := shard.DefaultBackoff
+	return QueueConfig{
+		MaxRetries:     shard.DefaultMaxRetries,
+		Timeout:        shard.DefaultTimeout,
+		Backoff:        BackoffConfig{Base: b.Base, Cap: b.Cap, Factor: b.Factor},
+		Concurrency:    worker.DefaultConcurrency,
+		HandlerTimeout: worker.DefaultHandlerTimeout,
+		LeaseAfter:     worker.DefaultLeaseAfter,
+		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst},
+		HTTP:           HTTPTarget{Method: "POST"},
+	}
+}
+
+var httpMethods = []string{"POST", "PUT"}
+
+func (v *validator) queues(queues map[string]QueueConfig) {
+	if len(queues) == 0 {
+		v.add("queues", "at least one queue is required")
+	}
+	for _, name := range slices.Sorted(maps.Keys(queues)) {
+		v.queue("queues."+name, name, queues[name])
+	}
+}
+
+func (v *validator) queue(key, name string, q QueueConfig) {
+	if !shard.ValidQueue(name) {
+		v.add(key, "queue name must match %s", shard.QueueRule)
+	}
+	v.intRange(key+".max_retries", int64(q.MaxRetries), 0, shard.MaxRetriesLimit)
+	v.durationRange(key+".timeout", q.Timeout, shard.MinTimeout, 0)
+	v.backoff(key+".backoff", q.Backoff)
+	v.intRange(key+".concurrency", int64(q.Concurrency), 1, worker.MaxConcurrency)
+	v.durationRange(key+".handler_timeout", q.HandlerTimeout, 0, 0)
+	v.durationRange(key+".lease_after", q.LeaseAfter, 0, worker.MaxLeaseAfter)
+	v.intRange(key+".max_concurrency", int64(q.MaxConcurrency), 0, worker.MaxClusterConcurrency)
+	v.intRange(key+".rate_limit.rate", int64(q.RateLimit.Rate), 0, worker.MaxRate)
+	v.durationRange(key+".rate_limit.period", q.RateLimit.Period, worker.MinRatePeriod, 0)
+	v.intRange(key+".rate_limit.burst", int64(q.RateLimit.Burst), 1, worker.MaxBurst)
+	v.target(key, q)
+}
+
+func (v *validator) backoff(prefix string, b BackoffConfig) {
+	v.durationRange(prefix+".base", b.Base, shard.MinBackoffBase, 0)
+	if b.Cap < b.Base {
+		v.add(prefix+".cap", "must be at least %s.base (%s) (got %s)", prefix, b.Base, b.Cap)
+	}
+	// The negated test also catches NaN.
+	if !(b.Factor >= 1 && b.Factor <= shard.MaxBackoffFactor) {
+		v.add(prefix+".factor", "must be between 1 and %d (got %g)", shard.MaxBackoffFactor, b.Factor)
+	}
+}
+
+// target checks a queue's delivery target: http or command, not both.
+func (v *validator) target(key string, q QueueConfig) {
+	h := q.HTTP
+	if h.URL != "" && len(q.Command) > 0 {
+		v.add(key, "set either http.url or command, not both")
+	}
+	if h.URL != "" {
+		u, err := url.Parse(h.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// The URL is not quoted: it may hold a password.
+			v.add(key+".http.url", "must be an http:// or https:// URL with a host")
+		}
+	}
+	if len(h.Headers) > 0 && h.URL == "" {
+		v.add(key+".http.headers", "must only be set together with %s.http.url", key)
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.Headers)) {
+		if !validHeaderName(name) {
+			v.add(key+".http.headers", "%q is not a valid header name", name)
+		} else if strings.ContainsAny(h.Headers[name], "\r\n\x00") {
+			// The value is not shown: it is a secret.
+			v.add(key+".http.headers", "the value of %q contains a line break or NUL", name)
+		}
+	}
+	if !slices.Contains(httpMethods, h.Method) {
+		v.add(key+".http.method", "must be one of %s (got %q)", strings.Join(httpMethods, ", "), h.Method)
+	}
+	if len(q.Command) > 0 && q.Command[0] == "" {
+		v.add(key+".command", "the program (the first element) must not be empty")
+	}
+}
+
+// validHeaderName reports whether s is an HTTP field name: a non-empty
+// token (RFC 9110, section 5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// QueuePolicies returns the policy of every queue as the schedulers
+// register it in Redis.
+func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
+	out := make(map[string]shard.QueuePolicy, len(c.Queues))
+	for name, q := range c.Queues {
+		out[name] = shard.QueuePolicy{
+			MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: c.MaxPayload,
+			Backoff: shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
+		}
+	}
+	return out
+}
+
+// ForWorker returns the worker library's options for consuming the
+// queue. A 0 in the file means "none" where the library reads 0 as "the
+// default": handler_timeout 0 is worker.NoTimeout, lease_after 0 is
+// worker.LeaseFirst.
+func (q QueueConfig) ForWorker() worker.QueueOptions {
+	return worker.QueueOptions{
+		Concurrency:    q.Concurrency,
+		HandlerTimeout: zeroMeansNone(q.HandlerTimeout, worker.NoTimeout),
+		LeaseAfter:     zeroMeansNone(q.LeaseAfter, worker.LeaseFirst),
+		MaxConcurrency: q.MaxConcurrency,
+		Rate:           q.RateLimit.Rate,
+		RatePeriod:     q.RateLimit.Period,
+		Burst:          q.RateLimit.Burst,
+		Backoff:        worker.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
+	}
+}

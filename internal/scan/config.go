@@ -1,0 +1,80 @@
+package scan
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// ErrInvalidConfig wraps every Config validation failure.
+var ErrInvalidConfig = errors.New("scan: invalid config")
+
+// Defaults for Config's zero fields and the limits Validate enforces;
+// internal/config states the scheduler's keys with them.
+const (
+	DefaultLimit = 512
+	MaxLimit     = 10000
+	// DefaultSafetyRecheck is the longest a mover sleeps without a
+	// wake-up; it is at least MinSafetyRecheck.
+	DefaultSafetyRecheck = 30 * time.Second
+	MinSafetyRecheck     = 100 * time.Millisecond
+)
+
+// Config configures a Mover. Zero fields take the defaults above.
+type Config struct {
+	// Limit is the most tasks one script call moves, at most MaxLimit.
+	Limit int
+	// SafetyRecheck bounds every sleep: the mover runs at least this
+	// often even if no wake-up arrives (a lost pub/sub message, a task
+	// written by hand without a wake-up).
+	SafetyRecheck time.Duration
+	// Prefetch moves tasks up to this long before they are due (0: when
+	// due), in whole milliseconds up to shard.MaxPrefetch. Workers hold
+	// each until its due time. The mover then sleeps until the next task
+	// is half the prefetch from due, so each call moves about half a
+	// prefetch's worth of tasks per shard: fewer, larger calls at a
+	// steady rate.
+	Prefetch time.Duration
+	// Logger receives the mover's logs; default: discard.
+	Logger hclog.Logger
+	// Metrics records the mover's figures; nil records nothing.
+	Metrics *Metrics
+}
+
+// Validate reports every field the mover cannot run with, each error
+// wrapping ErrInvalidConfig. Zero fields are valid: they mean the
+// defaults.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.Limit < 0 || c.Limit > MaxLimit {
+		bad("Limit %d not in 1..%d", c.Limit, MaxLimit)
+	}
+	if c.SafetyRecheck < 0 || (c.SafetyRecheck > 0 && c.SafetyRecheck < MinSafetyRecheck) {
+		bad("SafetyRecheck %s below %s", c.SafetyRecheck, MinSafetyRecheck)
+	}
+	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch || c.Prefetch%time.Millisecond != 0 {
+		bad("Prefetch %s: want whole milliseconds in 0..%s", c.Prefetch, shard.MaxPrefetch)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+	}
+	if c.SafetyRecheck == 0 {
+		c.SafetyRecheck = DefaultSafetyRecheck
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
