@@ -38,10 +38,8 @@ func noHub(t *testing.T, rdb redis.UniversalClient) {
 	t.Helper()
 	hubs.Lock()
 	defer hubs.Unlock()
-	for k, h := range hubs.m {
-		if k.rdb == rdb {
-			t.Fatalf("a wake hub is still open for the client (refs %d)", h.refs)
-		}
+	if h := hubs.m[rdb]; h != nil {
+		t.Fatalf("a wake hub is still open for the client (refs %d)", h.refs)
 	}
 }
 

@@ -3,17 +3,20 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/redis/go-redis/v9"
 )
 
 // Blocked acquirers wait without holding a Redis connection each: every
-// process shares one pub/sub connection per client (a hub; per channel
-// for a Ring), opened when the first acquirer on that client starts
-// waiting and closed when the last one stops. Release scripts PUBLISH on the primitive's wake channel;
-// the hub hands each message to local waiters:
+// process shares one pub/sub connection per client (internal/fanout; per
+// channel for a Ring), opened when the first acquirer on that client
+// starts waiting and closed when the last one stops. Release scripts
+// PUBLISH on the primitive's wake channel; the hub hands each message to
+// local waiters:
 //
 //   - wakeOne ("1", a lock or one permit was released): the oldest local
 //     waiter that has no wake-up pending. One waiter per process retries,
@@ -34,48 +37,34 @@ const (
 	wakeAll = "*"
 )
 
-// hubs holds the live hubs.
+// hubs holds the live hubs, one per client.
 var hubs = struct {
 	sync.Mutex
-	m map[hubKey]*hub
-}{m: map[hubKey]*hub{}}
+	m map[redis.UniversalClient]*hub
+}{m: map[redis.UniversalClient]*hub{}}
 
-// hubKey names a hub: one per client, except for a Ring, which shards
-// channels as it shards keys (a primitive's channel lands on the shard of
-// its keys, where its scripts publish): there, one hub per channel.
-type hubKey struct {
-	rdb     redis.UniversalClient
-	channel string
-}
-
-func hubKeyFor(rdb redis.UniversalClient, channel string) hubKey {
-	if _, ok := rdb.(*redis.Ring); ok {
-		return hubKey{rdb, channel}
-	}
-	return hubKey{rdb: rdb}
-}
-
-// hub is a shared pub/sub connection and its waiters.
-// Lifecycle: created by the first waiter, which takes a reference and
-// opens the PubSub (outside the hubs lock: it may dial); each waiter's
-// close drops its reference; the last one removes the hub from hubs,
-// closes the PubSub (which ends the dispatch goroutine) and waits for the
-// goroutine to return.
+// hub is one client's shared pub/sub (internal/fanout, which routes a
+// Ring's channels to their shards) and its waiters.
+// Lifecycle: created by the first waiter, which takes a reference; each
+// waiter's close drops its reference; the last one removes the hub from
+// hubs and closes its fanout hub.
 type hub struct {
-	key     hubKey
-	started chan struct{} // closed once ps is set and dispatch runs
-	ps      *redis.PubSub
-	done    chan struct{} // closed when dispatch returns
-	refs    int           // guarded by hubs
+	rdb  redis.UniversalClient
+	ps   *fanout.Hub
+	refs int // guarded by hubs
 
+	// sub serialises a channel's first subscription and last
+	// unsubscription with the changes of chans that decide them. It is
+	// never taken while mu is held, and listeners take only mu.
+	sub   sync.Mutex
 	mu    sync.Mutex
 	chans map[string]*wakeChan
 }
 
-// wakeChan is one channel's subscription state and waiters, oldest first.
+// wakeChan is one channel's subscription and waiters, oldest first.
 type wakeChan struct {
-	subscribed bool
-	waiters    []*waiter
+	sub     *fanout.Subscription // set and cleared under hub.sub
+	waiters []*waiter
 }
 
 // waiter is one blocked acquirer. c holds at most one wake-up; pending is
@@ -87,21 +76,21 @@ type waiter struct {
 	pending bool
 }
 
-// newWaiter registers a waiter on channel, subscribing a hub to it if
-// needed. The caller must close the waiter.
+// newWaiter registers a waiter on channel, subscribing the client's hub
+// to it if needed. The caller must close the waiter.
 func newWaiter(rdb redis.UniversalClient, channel string) *waiter {
-	k := hubKeyFor(rdb, channel)
 	hubs.Lock()
-	h := hubs.m[k]
-	create := h == nil
-	if create {
-		h = &hub{key: k, started: make(chan struct{}), done: make(chan struct{}), chans: map[string]*wakeChan{}}
-		hubs.m[k] = h
+	h := hubs.m[rdb]
+	if h == nil {
+		h = &hub{rdb: rdb, ps: fanout.New(rdb, fanout.Classic, nil), chans: map[string]*wakeChan{}}
+		hubs.m[rdb] = h
 	}
 	h.refs++
 	hubs.Unlock()
 
 	w := &waiter{h: h, channel: channel, c: make(chan struct{}, 1)}
+	h.sub.Lock()
+	defer h.sub.Unlock()
 	h.mu.Lock()
 	wc := h.chans[channel]
 	if wc == nil {
@@ -109,39 +98,15 @@ func newWaiter(rdb redis.UniversalClient, channel string) *waiter {
 		h.chans[channel] = wc
 	}
 	wc.waiters = append(wc.waiters, w)
-	subscribe := !wc.subscribed
-	wc.subscribed = true
 	h.mu.Unlock()
-
-	// go-redis records a channel even if the SUBSCRIBE write fails, and
-	// subscribes again on reconnect; the confirmation wakes the waiters.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if create {
-		h.ps = rdb.Subscribe(ctx, channel)
-		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelSize(256)))
-		close(h.started)
-	} else if subscribe {
-		<-h.started
-		_ = h.ps.Subscribe(ctx, channel)
+	if wc.sub == nil {
+		// The confirmation (the first one, and each one after go-redis
+		// reconnected) wakes every waiter of the channel.
+		wc.sub = h.ps.Subscribe(context.Background(), channel, func(e fanout.Event) {
+			h.wake(channel, e.Subscribed || e.Payload == wakeAll)
+		})
 	}
 	return w
-}
-
-// dispatch delivers messages and subscription confirmations to waiters
-// until the PubSub is closed.
-func (h *hub) dispatch(ch <-chan any) {
-	defer close(h.done)
-	for m := range ch {
-		switch m := m.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				h.wake(m.Channel, true)
-			}
-		case *redis.Message:
-			h.wake(m.Channel, m.Payload == wakeAll)
-		}
-	}
 }
 
 // wake signals the oldest idle waiter of channel, or all of them.
@@ -175,38 +140,41 @@ func (w *waiter) woken() {
 // a cancelled waiter does not swallow a release.
 func (w *waiter) close(passOn bool) {
 	h := w.h
+	h.sub.Lock()
 	h.mu.Lock()
 	wc := h.chans[w.channel]
-	for i, x := range wc.waiters {
-		if x == w {
-			wc.waiters = append(wc.waiters[:i], wc.waiters[i+1:]...)
-			break
-		}
-	}
+	wc.waiters = slices.DeleteFunc(wc.waiters, func(x *waiter) bool { return x == w })
 	passOn = passOn || w.pending
+	last := len(wc.waiters) == 0
+	if last {
+		delete(h.chans, w.channel)
+	}
 	h.mu.Unlock()
 	if passOn {
 		h.wake(w.channel, false)
 	}
+	if last {
+		wc.sub.Close()
+		wc.sub = nil
+	}
+	h.sub.Unlock()
 
 	hubs.Lock()
 	h.refs--
-	last := h.refs == 0
-	if last {
-		delete(hubs.m, h.key)
+	lastRef := h.refs == 0
+	if lastRef {
+		delete(hubs.m, h.rdb)
 	}
 	hubs.Unlock()
-	if last {
-		<-h.started
-		_ = h.ps.Close()
-		<-h.done
+	if lastRef {
+		h.ps.Close()
 	}
 }
 
 // waiting returns how many acquirers of rdb wait on channel (for tests).
 func waiting(rdb redis.UniversalClient, channel string) int {
 	hubs.Lock()
-	h := hubs.m[hubKeyFor(rdb, channel)]
+	h := hubs.m[rdb]
 	hubs.Unlock()
 	if h == nil {
 		return 0

@@ -1,0 +1,324 @@
+// Package fanout shares Redis pub/sub connections among the listeners of
+// one process. A Hub subscribes each channel once, on a connection it
+// opens when the first channel routed to that connection is subscribed
+// and closes when the last one is gone, and hands every message, and every
+// (re)subscription confirmation, to the channel's listeners.
+//
+// Two users share it: the scheduler's wake-ups (internal/scan, sharded
+// pub/sub, one channel per owned shard) and the blocked acquirers of the
+// coord primitives (classic pub/sub, one channel per primitive).
+//
+// Routing: a Hub keeps one connection per route. A plain client has one
+// route; a Ring routes a channel to the shard of its name, as it routes
+// keys, so there each channel gets a connection of its own. Redis Cluster
+// will route a sharded channel to the node that owns its slot (one
+// connection per node, not per shard).
+//
+// Reconnects: go-redis re-subscribes a connection's channels when it
+// reconnects, and a failed SUBSCRIBE is kept and sent again then. Each
+// confirmation reaches the listeners as an Event with Subscribed set:
+// messages published while the subscription was not in place are lost,
+// so a listener re-checks whatever it waits for.
+package fanout
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind is a pub/sub flavour.
+type Kind int
+
+const (
+	// Classic is SUBSCRIBE / PUBLISH.
+	Classic Kind = iota
+	// Sharded is SSUBSCRIBE / SPUBLISH (Redis 7): a message stays on the
+	// node that owns the channel's slot.
+	Sharded
+)
+
+// Event is what a listener receives: a message's payload, or, with
+// Subscribed set, Redis's confirmation that the channel is (again)
+// subscribed.
+type Event struct {
+	Payload    string
+	Subscribed bool
+}
+
+// Listener receives a channel's events on the hub's dispatch goroutine,
+// in order. It must not block, nor close a Subscription (closing the last
+// one waits for that goroutine).
+type Listener func(Event)
+
+// sendTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write.
+const sendTimeout = 5 * time.Second
+
+// Hub multiplexes subscriptions over shared pub/sub connections. It is
+// safe for concurrent use. Each connection is owned by the hub: opened by
+// the first Subscribe routed to it, closed (and its dispatch goroutine
+// waited for) when its last Subscription is closed, or by Close.
+type Hub struct {
+	rdb  redis.UniversalClient
+	kind Kind
+	log  hclog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*conn // by route
+}
+
+// conn is one pub/sub connection and the listeners of its channels.
+type conn struct {
+	// ready is closed once ps is set and dispatch runs (by the Subscribe
+	// that created the conn, outside Hub.mu: opening may do I/O).
+	ready chan struct{}
+	ps    *redis.PubSub // nil if no connection could be opened (see open)
+	done  chan struct{} // closed when dispatch returns
+	refs  int           // subscriptions on it, guarded by Hub.mu
+
+	// io serialises a channel's first SUBSCRIBE and last UNSUBSCRIBE with
+	// the changes of subs that decide them, so that they reach Redis in
+	// the order they were decided.
+	io sync.Mutex
+	mu sync.Mutex // guards subs
+	// subs holds each channel's listeners. A slice is never changed in
+	// place, only replaced, so dispatch can use it without the lock.
+	subs map[string][]*Subscription
+}
+
+// Subscription is one listener on one channel. Close it when done.
+type Subscription struct {
+	h       *Hub
+	c       *conn
+	route   string
+	channel string
+	fn      Listener
+	once    sync.Once
+}
+
+// New returns a Hub on rdb for pub/sub of the given kind. log (may be
+// nil) receives failed subscribe writes.
+func New(rdb redis.UniversalClient, kind Kind, log hclog.Logger) *Hub {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Hub{rdb: rdb, kind: kind, log: log, conns: map[string]*conn{}}
+}
+
+// route names the connection that channel is subscribed on.
+func (h *Hub) route(channel string) string {
+	if _, ok := h.rdb.(*redis.Ring); ok {
+		return channel // a Ring picks the shard by the channel's name
+	}
+	return ""
+}
+
+// Subscribe calls fn with every event of channel until the returned
+// Subscription is closed. It returns once the SUBSCRIBE is written, not
+// confirmed: the confirmation arrives as an event. A failed write is
+// logged and not returned: go-redis subscribes again when it reconnects,
+// and that confirmation reaches fn.
+func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subscription {
+	r := h.route(channel)
+	h.mu.Lock()
+	c := h.conns[r]
+	create := c == nil
+	if create {
+		c = &conn{ready: make(chan struct{}), done: make(chan struct{}), subs: map[string][]*Subscription{}}
+		h.conns[r] = c
+	}
+	c.refs++
+	h.mu.Unlock()
+	opened := false // the connection was opened subscribed to channel
+	if create {
+		opened = h.open(c, channel)
+	}
+	<-c.ready
+
+	s := &Subscription{h: h, c: c, route: r, channel: channel, fn: fn}
+	c.io.Lock()
+	defer c.io.Unlock()
+	c.mu.Lock()
+	first := len(c.subs[channel]) == 0
+	c.subs[channel] = append(slices.Clip(c.subs[channel]), s)
+	c.mu.Unlock()
+	if first && !opened {
+		ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		defer cancel()
+		if err := h.send(ctx, c.ps, true, channel); err != nil {
+			h.log.Warn("subscribe failed; go-redis subscribes again when it reconnects", "channel", channel, "error", err)
+		}
+	}
+	return s
+}
+
+// Signal subscribes channel and returns a channel that receives a signal
+// for every event (a message or a confirmation), with a buffer of one:
+// bursts coalesce and a slow receiver never blocks the connection. observe
+// (may be nil) sees each event first. The returned function ends the
+// subscription; it is idempotent.
+func (h *Hub) Signal(ctx context.Context, channel string, observe Listener) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	sub := h.Subscribe(ctx, channel, func(e Event) {
+		if observe != nil {
+			observe(e)
+		}
+		select {
+		case ch <- struct{}{}:
+		default: // a signal is already pending
+		}
+	})
+	return ch, sub.Close
+}
+
+// open sets c's PubSub, starts its dispatch goroutine and marks c ready;
+// it reports whether the PubSub was opened subscribed to channel. For a
+// plain client it does no I/O (go-redis dials on first use). A Ring needs
+// the channel to pick its shard, and subscribes to it at once; when the
+// Ring has no live shard (go-redis panics then) c stays without a
+// connection: its listeners hear nothing until their subscriptions close
+// and a later Subscribe opens a new one.
+func (h *Hub) open(c *conn, channel string) (withChannel bool) {
+	defer close(c.ready)
+	if ring, ok := h.rdb.(*redis.Ring); ok {
+		c.ps, withChannel = h.openRing(ring, channel)
+	} else if h.kind == Sharded {
+		c.ps = h.rdb.SSubscribe(context.Background())
+	} else {
+		c.ps = h.rdb.Subscribe(context.Background())
+	}
+	if c.ps == nil {
+		close(c.done)
+		return false
+	}
+	go c.dispatch(c.ps.ChannelWithSubscriptions(redis.WithChannelSize(256)))
+	return withChannel
+}
+
+func (h *Hub) openRing(ring *redis.Ring, channel string) (ps *redis.PubSub, withChannel bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("no live Ring shard to subscribe on; listeners hear nothing until they subscribe again", "channel", channel, "error", p)
+			ps, withChannel = nil, false
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	if h.kind == Sharded {
+		return ring.SSubscribe(ctx, channel), true
+	}
+	return ring.Subscribe(ctx, channel), true
+}
+
+func (h *Hub) send(ctx context.Context, ps *redis.PubSub, subscribe bool, channel string) error {
+	switch {
+	case ps == nil:
+		return nil // no connection (see open)
+	case h.kind == Sharded && subscribe:
+		return ps.SSubscribe(ctx, channel)
+	case h.kind == Sharded:
+		return ps.SUnsubscribe(ctx, channel)
+	case subscribe:
+		return ps.Subscribe(ctx, channel)
+	default:
+		return ps.Unsubscribe(ctx, channel)
+	}
+}
+
+// dispatch hands messages and subscription confirmations to listeners
+// until the PubSub is closed.
+func (c *conn) dispatch(ch <-chan any) {
+	defer close(c.done)
+	for m := range ch {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				c.deliver(m.Channel, Event{Subscribed: true})
+			}
+		case *redis.Message:
+			c.deliver(m.Channel, Event{Payload: m.Payload})
+		}
+	}
+}
+
+func (c *conn) deliver(channel string, e Event) {
+	c.mu.Lock()
+	subs := c.subs[channel]
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.fn(e)
+	}
+}
+
+// Close stops the subscription: fn is not called after Close returns,
+// except for an event already being delivered. The channel is
+// unsubscribed when its last listener closes, and the connection closed
+// with its last channel. Close is idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(s.close)
+}
+
+func (s *Subscription) close() {
+	c, h := s.c, s.h
+	c.io.Lock()
+	c.mu.Lock()
+	subs := slices.DeleteFunc(slices.Clone(c.subs[s.channel]), func(x *Subscription) bool { return x == s })
+	if len(subs) == 0 {
+		delete(c.subs, s.channel)
+	} else {
+		c.subs[s.channel] = subs
+	}
+	c.mu.Unlock()
+	if len(subs) == 0 {
+		// Best effort: a failed unsubscribe only costs ignored messages.
+		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+		_ = h.send(ctx, c.ps, false, s.channel)
+		cancel()
+	}
+	c.io.Unlock()
+
+	h.mu.Lock()
+	c.refs--
+	last := c.refs == 0 && h.conns[s.route] == c
+	if last {
+		delete(h.conns, s.route)
+	}
+	h.mu.Unlock()
+	if last {
+		c.close()
+	}
+}
+
+// close closes the PubSub and waits for dispatch to return.
+func (c *conn) close() {
+	<-c.ready
+	if c.ps != nil {
+		_ = c.ps.Close()
+	}
+	<-c.done
+}
+
+// Close closes every connection and waits for their dispatch goroutines;
+// subscriptions still open receive nothing more. The Hub can be used
+// again afterwards: a later Subscribe opens a new connection.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	conns := h.conns
+	h.conns = map[string]*conn{}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// Conns returns how many connections the hub holds open (for tests and
+// metrics).
+func (h *Hub) Conns() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
