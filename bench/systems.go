@@ -177,7 +177,8 @@ func (h *hgSystem) acks() float64 {
 	if err != nil {
 		return 0
 	}
-	return promread.Counter(famMap(fams), "hourglass_worker_acks_total")
+	n, _ := promread.Counter(famMap(fams), "hourglass_worker_acks_total") // exported from Handle on
+	return n
 }
 
 func (h *hgSystem) consumerLateness() (float64, float64, bool) {
@@ -189,7 +190,9 @@ func (h *hgSystem) consumerLateness() (float64, float64, bool) {
 		return 0, 0, false
 	}
 	var hist promread.Histogram
-	hist.Add(famMap(fams), "hourglass_worker_lateness_seconds")
+	if err := hist.Add(famMap(fams), "hourglass_worker_lateness_seconds"); err != nil {
+		return 0, 0, false
+	}
 	return hist.Quantile(0.5), hist.Quantile(0.99), hist.Count > 0
 }
 

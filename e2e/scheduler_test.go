@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // SIGKILLed replica's shards are taken over after the lease TTL, a
 // SIGTERMed replica's at once; a restarted replica gets its share back.
 func TestOwnershipFailover(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	a, b, d := c.start("r-a"), c.start("r-b"), c.start("r-c")
 	_ = b
@@ -117,6 +118,7 @@ func checkOnce(t *testing.T, ids []string, want map[string]bool) {
 // after SIGCONT ownership returns with newer epochs and no task is moved
 // twice.
 func TestEtcdPauseFencesMovers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	s1, s2 := c.start("p-1"), c.start("p-2")
 	testenv.WaitFor(t, 20*time.Second, "2 replicas own 8 each", func() (bool, string) { return c.settled("p-1", "p-2") })
@@ -191,6 +193,7 @@ func TestEtcdPauseFencesMovers(t *testing.T) {
 // TestTwentyThousandTasks: 20,000 tasks with random delays of 0-3 s reach
 // their ready lists exactly once; the move-time lateness is printed.
 func TestTwentyThousandTasks(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	s1, s2 := c.start("m-1"), c.start("m-2")
 	testenv.WaitFor(t, 20*time.Second, "2 replicas own 8 each", func() (bool, string) { return c.settled("m-1", "m-2") })
@@ -231,6 +234,7 @@ func TestTwentyThousandTasks(t *testing.T) {
 // are stored in bucket lists, not the delayed set; the scheduler promotes
 // them and moves each exactly once, and the tier ends empty.
 func TestFarTierThroughScheduler(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	s := c.start("far-1", "-set", "scheduler.far_bucket=1s", "-set", "scheduler.far_lead=1s")
 	testenv.WaitFor(t, 20*time.Second, "one replica owns all 16 shards", func() (bool, string) { return c.settled("far-1") })
@@ -306,6 +310,7 @@ func (c *cluster) commandCalls(t *testing.T) map[string]int64 {
 // TestIdleCostsAlmostNothing: an idle scheduler owning 16 shards sends
 // Redis only a handful of commands per second.
 func TestIdleCostsAlmostNothing(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	// Future tasks stored before the scheduler starts, so no wake-up is in
 	// flight when the window opens: the owner's first scan finds them and
@@ -345,6 +350,7 @@ func TestIdleCostsAlmostNothing(t *testing.T) {
 
 // TestInvalidConfigExits: a bad value exits 2 naming the key.
 func TestInvalidConfigExits(t *testing.T) {
+	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/scheduler")
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("scheduler: [unclosed\n"), 0o644); err != nil {

@@ -94,6 +94,7 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // 16 shards deliver 20,000 tasks with random delays of 0-3 s, each exactly
 // once; lateness at handler start is printed (no timing assertion).
 func TestEndToEndEveryTaskOnce(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 30*time.Second, 64)
@@ -134,6 +135,10 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every handler start is observed once, on the worker that ran it.
+	if h.Count != n {
+		t.Fatalf("handler-start lateness histogram counted %d starts, %d tasks were delivered once each", h.Count, n)
+	}
 	tg.mu.Lock()
 	p50, p99 := percentile(tg.late, 0.5), percentile(tg.late, 0.99)
 	tg.mu.Unlock()
@@ -148,6 +153,7 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 // the worker reports held deliveries (without the scheduler's prefetch it
 // would hold none; without the hold, targets would see tasks early).
 func TestPrefetchEndToEnd(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 30*time.Second, 64)
@@ -188,7 +194,10 @@ func TestPrefetchEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := promread.Counter(fams, "hourglass_worker_held_total")
+	held, err := promread.Counter(fams, "hourglass_worker_held_total")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if held == 0 {
 		t.Fatal("the worker held no task: nothing was moved ahead of its due time")
 	}
@@ -201,6 +210,7 @@ func TestPrefetchEndToEnd(t *testing.T) {
 // or through recovery's check for popped, unsettled tasks if the worker ran
 // them before leasing them (lease_after 500ms, killed before that).
 func TestWorkerKilledTasksRedelivered(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		leaseAfter time.Duration

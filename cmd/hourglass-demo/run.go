@@ -248,9 +248,13 @@ type statusLine struct {
 	deliveredPerSec                 float64
 	p50, p99                        float64
 	owners                          map[string]int
+	err                             error // a worker's metrics could not be read
 }
 
 func (s statusLine) String() string {
+	if s.err != nil {
+		return "metrics: " + s.err.Error()
+	}
 	return fmt.Sprintf("enqueued %d | due later %d | ready %d | delivered %.0f (%.0f/s) | acked %.0f | retried %.0f | dead %.0f | lateness p50 %.1fms p99 %.1fms | owners %s",
 		s.enqueued, s.scheduled, s.ready, s.delivered, s.deliveredPerSec, s.acked, s.retried, s.dead, 1000*s.p50, 1000*s.p99, formatOwners(s.owners))
 }
@@ -272,12 +276,24 @@ func (d *demo) status(enqueued int64, prev statusLine) statusLine {
 	}
 	var h promread.Histogram
 	for _, w := range d.workers {
-		if fams, err := promread.Families(ctx, "http://"+w.http+"/metrics"); err == nil {
-			h.Add(fams, "hourglass_worker_lateness_seconds")
-			st.delivered += promread.Counter(fams, "hourglass_worker_deliveries_total")
-			st.acked += promread.Counter(fams, "hourglass_worker_acks_total")
-			st.retried += promread.Counter(fams, "hourglass_worker_retries_total")
-			st.dead += promread.Counter(fams, "hourglass_worker_dead_total")
+		fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
+		if err != nil {
+			continue // a worker not up yet, or stopping
+		}
+		err = h.Add(fams, "hourglass_worker_lateness_seconds")
+		for _, c := range []struct {
+			v    *float64
+			name string
+		}{
+			{&st.delivered, "hourglass_worker_deliveries_total"}, {&st.acked, "hourglass_worker_acks_total"},
+			{&st.retried, "hourglass_worker_retries_total"}, {&st.dead, "hourglass_worker_dead_total"},
+		} {
+			n, cerr := promread.Counter(fams, c.name)
+			*c.v += n
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			st.err = err
 		}
 	}
 	st.p50, st.p99 = h.Quantile(0.5), h.Quantile(0.99)

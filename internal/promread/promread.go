@@ -7,6 +7,7 @@ package promread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -15,6 +16,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
+
+// ErrNoFamily reports a metric family that the scraped process does not
+// export: a misspelt name, or a series never created. Readers fail on it
+// rather than read it as zero.
+var ErrNoFamily = errors.New("promread: metric family not exported")
 
 // Families fetches and parses one /metrics URL.
 func Families(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
@@ -49,11 +55,16 @@ type Histogram struct {
 	Sum   float64
 }
 
-// Add merges every series of family name in fams into h.
-func (h *Histogram) Add(fams map[string]*dto.MetricFamily, name string) {
+// Add merges every series of histogram family name in fams into h. It
+// returns an error wrapping ErrNoFamily when fams has no such family, and
+// an error when the family is not a histogram; h is then unchanged.
+func (h *Histogram) Add(fams map[string]*dto.MetricFamily, name string) error {
 	f := fams[name]
 	if f == nil {
-		return
+		return fmt.Errorf("%w: %s", ErrNoFamily, name)
+	}
+	if f.GetType() != dto.MetricType_HISTOGRAM {
+		return fmt.Errorf("promread: %s is a %s, not a histogram", name, f.GetType())
 	}
 	agg := map[float64]uint64{}
 	for i, b := range h.Bounds {
@@ -79,6 +90,7 @@ func (h *Histogram) Add(fams map[string]*dto.MetricFamily, name string) {
 	for i, b := range h.Bounds {
 		h.Cumulative[i] = agg[b]
 	}
+	return nil
 }
 
 // Sub returns h minus an earlier snapshot of the same histogram: the
@@ -118,7 +130,8 @@ func (h Histogram) Quantile(q float64) float64 {
 	return prevB
 }
 
-// Scrape merges histogram name over the given /metrics URLs.
+// Scrape merges histogram name over the given /metrics URLs. A URL that
+// does not export it is an error (wrapping ErrNoFamily).
 func Scrape(ctx context.Context, name string, urls ...string) (Histogram, error) {
 	var h Histogram
 	for _, u := range urls {
@@ -126,25 +139,27 @@ func Scrape(ctx context.Context, name string, urls ...string) (Histogram, error)
 		if err != nil {
 			return h, err
 		}
-		h.Add(fams, name)
+		if err := h.Add(fams, name); err != nil {
+			return h, fmt.Errorf("%w (%s)", err, u)
+		}
 	}
 	return h, nil
 }
 
-// Counter sums every series of counter or gauge name in fams.
-func Counter(fams map[string]*dto.MetricFamily, name string) float64 {
+// Counter sums every series of counter or gauge family name in fams. It
+// returns an error wrapping ErrNoFamily when fams has no such family, and
+// an error when the family is neither a counter nor a gauge.
+func Counter(fams map[string]*dto.MetricFamily, name string) (float64, error) {
 	f := fams[name]
 	if f == nil {
-		return 0
+		return 0, fmt.Errorf("%w: %s", ErrNoFamily, name)
+	}
+	if t := f.GetType(); t != dto.MetricType_COUNTER && t != dto.MetricType_GAUGE {
+		return 0, fmt.Errorf("promread: %s is a %s, not a counter or gauge", name, t)
 	}
 	var sum float64
 	for _, m := range f.Metric {
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		}
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
-	return sum
+	return sum, nil
 }

@@ -2,6 +2,7 @@ package promread
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -47,8 +48,11 @@ func TestScrapeMergesAndEstimates(t *testing.T) {
 		t.Fatalf("empty quantile = %v", q)
 	}
 	fams, err := Families(context.Background(), b)
-	if err != nil || Counter(fams, "n_total") != 3 {
-		t.Fatalf("counter: %v %v", Counter(fams, "n_total"), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Counter(fams, "n_total"); n != 3 || err != nil {
+		t.Fatalf("counter: %v %v", n, err)
 	}
 	d := h.Sub(h)
 	if d.Count != 0 || d.Quantile(0.5) != 0 {
@@ -61,5 +65,31 @@ func TestFamiliesErrors(t *testing.T) {
 	defer srv.Close()
 	if _, err := Families(context.Background(), srv.URL); err == nil {
 		t.Fatal("404 accepted")
+	}
+}
+
+// TestMissingFamilyIsAnError: a family the process does not export, or
+// one of another type, is an error, never a zero.
+func TestMissingFamilyIsAnError(t *testing.T) {
+	u := serve(t, []float64{1}, 1)
+	if _, err := Scrape(context.Background(), "nope_seconds", u); !errors.Is(err, ErrNoFamily) {
+		t.Fatalf("Scrape of a missing histogram: %v, want ErrNoFamily", err)
+	}
+	fams, err := Families(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Histogram
+	if err := h.Add(fams, "nope_seconds"); !errors.Is(err, ErrNoFamily) {
+		t.Fatalf("Add of a missing histogram: %v, want ErrNoFamily", err)
+	}
+	if err := h.Add(fams, "n_total"); err == nil || h.Count != 0 {
+		t.Fatalf("Add of a counter: %v (count %d), want an error", err, h.Count)
+	}
+	if _, err := Counter(fams, "nope_total"); !errors.Is(err, ErrNoFamily) {
+		t.Fatalf("Counter of a missing family: %v, want ErrNoFamily", err)
+	}
+	if _, err := Counter(fams, "lat_seconds"); err == nil {
+		t.Fatal("Counter of a histogram: no error")
 	}
 }
