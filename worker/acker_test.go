@@ -15,28 +15,15 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// popped enqueues n due tasks and pops them, returning one AckArgs each
+// popped makes n tasks ready and pops them, returning one AckArgs each
 // for a delivery run before its lease (acks must follow within
 // shard.UnleasedGrace, or recovery takes the tasks back).
 func (e *env) popped(prefix string, n int) []shard.AckArgs {
 	e.t.Helper()
-	for i := range n {
-		e.enqueue(fmt.Sprintf("%s%d", prefix, i), 0)
-	}
-	ctx := testenv.Ctx(e.t, 10*time.Second)
 	var acks []shard.AckArgs
-	testenv.WaitFor(e.t, 10*time.Second, fmt.Sprintf("%d tasks ready and popped", n), func() (bool, string) {
-		key, es, err := e.store.Pop(ctx, e.store.Layout().ReadyKeys([]string{"q"}), n, time.Second)
-		for _, entry := range es {
-			sh, _, _ := e.store.Layout().ParseReady(key)
-			d, ok := shard.Popped(sh, entry, 0)
-			if !ok {
-				e.t.Fatalf("entry %q", entry)
-			}
-			acks = append(acks, shard.AckArgs{Shard: sh, ID: d.Task.ID, Token: d.Token, Queue: "q"})
-		}
-		return len(acks) == n, fmt.Sprint(len(acks), err)
-	})
+	for _, d := range e.Popped("q", prefix, n) {
+		acks = append(acks, d.AckArgs(true))
+	}
 	return acks
 }
 
@@ -61,21 +48,13 @@ func ackResult(t *testing.T, what string, ch <-chan error) {
 	}
 }
 
-func (e *env) gone(ids ...string) {
-	e.t.Helper()
-	for _, id := range ids {
-		if _, err := e.lookup(id); !errors.Is(err, shard.ErrNotFound) {
-			e.t.Fatalf("acked task %s still there: %v", id, err)
-		}
-	}
-}
-
 // TestAckLingerBatches: an ack waits for later ones and they settle
 // together; none returns before the last was sent.
 func TestAckLingerBatches(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	acks := e.popped("l", 3)
-	k := newAcker(e.store, 300*time.Millisecond)
+	k := newAcker(e.Store, 300*time.Millisecond)
 	var mu sync.Mutex
 	var batches []int
 	k.sent = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
@@ -94,7 +73,7 @@ func TestAckLingerBatches(t *testing.T) {
 	for i, ch := range res {
 		ackResult(t, fmt.Sprintf("ack %d", i), ch)
 	}
-	e.gone(acks[0].ID, acks[1].ID, acks[2].ID)
+	e.Gone(acks[0].ID, acks[1].ID, acks[2].ID)
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(batches, []int{3}) {
@@ -105,9 +84,10 @@ func TestAckLingerBatches(t *testing.T) {
 // TestAckLingerUrgentAndStop: an urgent ack sends the lingering batch at
 // once, and stop sends what lingers; neither waits out the linger.
 func TestAckLingerUrgentAndStop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	acks := e.popped("u", 3)
-	k := newAcker(e.store, time.Hour)
+	k := newAcker(e.Store, time.Hour)
 	k.start()
 	stopped := false
 	defer func() {
@@ -121,18 +101,19 @@ func TestAckLingerUrgentAndStop(t *testing.T) {
 	urgent := k.submit(context.Background(), acks[1], true)
 	wait("urgent ack", urgent)
 	wait("ack lingering before the urgent one", lazy)
-	e.gone(acks[0].ID, acks[1].ID)
+	e.Gone(acks[0].ID, acks[1].ID)
 
 	last := k.submit(context.Background(), acks[2], false)
 	queued(t, k)
 	k.stop()
 	stopped = true
 	wait("ack lingering at stop", last)
-	e.gone(acks[2].ID)
+	e.Gone(acks[2].ID)
 }
 
 // TestAckLingerBounds: Config.AckLinger above MaxAckLinger is refused.
 func TestAckLingerBounds(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	if _, err := New(rdb, Config{AckLinger: MaxAckLinger + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {

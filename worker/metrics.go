@@ -1,9 +1,8 @@
 package worker
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/hourglass-sched/hourglass/internal/scan"
 )
 
 // metrics are the worker's Prometheus collectors, labelled by queue.
@@ -49,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, q),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hourglass_worker_lateness_seconds", Help: "Handler start minus due time (Redis clock; local clock for tasks run before a lease or held until due).",
-			Buckets: scan.LatenessBuckets,
+			Buckets: telemetry.LatenessBuckets,
 		}, q),
 		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
 		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),

@@ -12,20 +12,12 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// moveAhead moves every task of the env's shards that is due within ahead,
-// as a scheduler with scheduler.prefetch does (the env's own movers run
-// without one). The epoch is the env movers' epoch.
+// moveAhead moves every task due within ahead, as a scheduler with
+// scheduler.prefetch does (the env's own movers run without one), and
+// checks that want were moved.
 func (e *env) moveAhead(ahead time.Duration, want int) {
 	e.t.Helper()
-	moved := 0
-	for sh := 0; sh < shards; sh++ {
-		res, err := e.store.MoveAhead(context.Background(), sh, 1, 1000, ahead)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		moved += res.Moved
-	}
-	if moved != want {
+	if moved := e.MoveAhead(ahead); moved != want {
 		e.t.Fatalf("moved %d tasks ahead of their due time, want %d", moved, want)
 	}
 }
@@ -38,6 +30,7 @@ func (e *env) moveAhead(ahead time.Duration, want int) {
 // after the handler ended, and later after the pop than recovery allows
 // for in the worst case.
 func TestHeldUntilDue(t *testing.T) {
+	t.Parallel()
 	for name, opts := range map[string]QueueOptions{
 		"run first":   {Concurrency: 20, LeaseAfter: MaxLeaseAfter},
 		"lease first": {Concurrency: 20, LeaseAfter: LeaseFirst},
@@ -48,7 +41,7 @@ func TestHeldUntilDue(t *testing.T) {
 			var mu sync.Mutex
 			early, runs := []string{}, map[string]int{}
 			var done atomic.Int32
-			_, reg, _ := e.start(e.rdb, opts, func(ctx context.Context, task *Task) error {
+			_, reg, _ := e.start(e.RDB, opts, func(ctx context.Context, task *Task) error {
 				now := time.Now()
 				mu.Lock()
 				runs[task.ID]++
@@ -90,7 +83,7 @@ func TestHeldUntilDue(t *testing.T) {
 			}
 			testenv.WaitFor(t, 10*time.Second, "every task acked and gone", func() (bool, string) {
 				for id := range runs {
-					if _, err := e.lookup(id); err == nil {
+					if _, err := e.Lookup(id); err == nil {
 						return false, id + " still stored"
 					}
 				}
@@ -105,9 +98,10 @@ func TestHeldUntilDue(t *testing.T) {
 // Redis's, as here where the test moves it 5 s ahead) is run at once, not
 // held for the skew, and counted.
 func TestClockBehindRunsAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	ran := make(chan time.Time, 1)
-	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		ran <- task.Due
 		return nil
 	})
@@ -132,13 +126,15 @@ func TestClockBehindRunsAtOnce(t *testing.T) {
 // TestHeldTaskReleasedAtShutdown: a worker that stops while it holds a
 // task for its due time gives the task back, unrun and with no attempt
 // counted, for another worker to run when due. The hold limit is raised
-// so that the task is surely still held when the worker stops.
+// so that the task is surely still held when the worker stops; the test
+// is not parallel because maxHold is package state (parallel tests start
+// only after it has restored it).
 func TestHeldTaskReleasedAtShutdown(t *testing.T) {
 	defer func(m time.Duration) { maxHold = m }(maxHold)
 	maxHold = time.Minute
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var ran atomic.Int32
-	_, reg, stop := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, stop := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		ran.Add(1)
 		return nil
 	}, func(c *Config) { c.ShutdownGrace = NoGrace })
@@ -151,7 +147,7 @@ func TestHeldTaskReleasedAtShutdown(t *testing.T) {
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("handler ran %d times before the task was due", n)
 	}
-	info, err := e.lookup("later")
+	info, err := e.Lookup("later")
 	if err != nil || info.State != "ready" || info.Task.Attempts != 0 {
 		t.Fatalf("after shutdown: state %q attempts %d err %v; want ready, 0", info.State, info.Task.Attempts, err)
 	}

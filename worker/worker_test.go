@@ -15,9 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -28,53 +30,30 @@ const (
 	shards = 2
 )
 
-// env is a Redis with an in-process owner (mover + recovery) on every
-// shard, as a scheduler would run them.
+// env is a Redis with queue "q" and an owner (mover + recovery, real
+// wake-ups) on every shard, as a scheduler would run them.
 type env struct {
-	t     *testing.T
-	redis *testenv.Redis
-	rdb   *redis.Client
-	store *shard.Store
+	*shardtest.Env
+	t *testing.T
 }
 
 func newEnv(t *testing.T, policy shard.QueuePolicy) *env {
 	t.Helper()
-	r := testenv.StartRedis(t)
-	e := &env{t: t, redis: r, rdb: r.Client(t)}
-	l, _ := shard.NewLayout(ns, shards)
-	e.store = shard.NewStore(e.rdb, l)
-	if policy.MaxPayload == 0 {
-		policy.MaxPayload = 1024
-	}
-	if err := e.store.RegisterQueues(context.Background(), map[string]shard.QueuePolicy{"q": policy}); err != nil {
+	e := &env{Env: shardtest.New(t, shardtest.Options{Namespace: ns, Shards: shards, Queues: map[string]shard.QueuePolicy{"q": policy}}), t: t}
+	mover, err := scan.NewMover(e.Store, scan.Config{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	mover, _ := scan.NewMover(e.store, scan.Config{SafetyRecheck: 100 * time.Millisecond})
-	rec, _ := recovery.New(e.store, recovery.Config{StrandCheck: 100 * time.Millisecond, SafetyRecheck: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for sh := 0; sh < shards; sh++ {
-		// As in the scheduler, the mover pokes the shard's recovery loop
-		// when it makes tasks ready (an idle loop sleeps IdleRecheck).
-		poke := make(chan struct{}, 1)
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = mover.Run(ctx, sh, 1, nil, poke) }()
-		go func() { defer wg.Done(); _ = rec.Run(ctx, sh, 1, poke) }()
+	rec, err := recovery.New(e.Store, recovery.Config{StrandCheck: 100 * time.Millisecond, SafetyRecheck: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	e.Own(owner.Loop{Name: "mover", Run: mover.Run}, owner.Loop{Name: "recovery", Run: rec.Run})
 	return e
 }
 
-func (e *env) enqueue(id string, delay time.Duration) {
-	e.t.Helper()
-	if r := e.store.Enqueue(context.Background(), shard.EnqueueArgs{ID: id, Queue: "q", Delay: delay, MaxRetries: -1, Payload: []byte("p-" + id)}); r.Err != nil {
-		e.t.Fatal(r.Err)
-	}
-}
-
-func (e *env) lookup(id string) (shard.Info, error) {
-	return e.store.Lookup(context.Background(), id)
-}
+// enqueue schedules task id of queue "q" due after delay.
+func (e *env) enqueue(id string, delay time.Duration) { e.Schedule("q", delay, id) }
 
 // start runs a worker with h on queue q until the test ends (or stop).
 // mod may adjust the Config (a func(*Config)) or the Worker before Run
@@ -109,29 +88,38 @@ func (e *env) start(rdb redis.UniversalClient, opts QueueOptions, h Handler, mod
 	return w, reg, stop
 }
 
-// counter sums a counter family of reg.
+// counter sums the series of counter family name in reg. A family reg
+// does not export fails the test: a misspelt or unregistered name must
+// not read as 0 (every queue's series exist from Handle on).
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
 	for _, f := range fams {
-		if f.GetName() == name {
-			for _, m := range f.Metric {
-				sum += m.GetCounter().GetValue()
-			}
+		if f.GetName() != name {
+			continue
 		}
+		var sum float64
+		for _, m := range f.Metric {
+			if m.Counter == nil {
+				t.Fatalf("metric %s is not a counter", name)
+			}
+			sum += m.GetCounter().GetValue()
+		}
+		return sum
 	}
-	return sum
+	t.Fatalf("metric family %s is not exported", name)
+	return 0
 }
 
 func TestEveryTaskOnceAndAcked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var mu sync.Mutex
 	seen := map[string]int{}
-	_, reg, _ := e.start(e.rdb, QueueOptions{Concurrency: 8}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{Concurrency: 8}, func(ctx context.Context, task *Task) error {
 		if string(task.Payload) != "p-"+task.ID || task.Attempt != 1 || task.Queue != "q" {
 			return NoRetry(fmt.Errorf("bad task %+v", task))
 		}
@@ -154,18 +142,19 @@ func TestEveryTaskOnceAndAcked(t *testing.T) {
 		if seen[id] != 1 {
 			t.Errorf("%s handled %d times", id, seen[id])
 		}
-		if _, err := e.lookup(id); !errors.Is(err, shard.ErrNotFound) {
+		if _, err := e.Lookup(id); !errors.Is(err, shard.ErrNotFound) {
 			t.Errorf("%s still stored after ack: %v", id, err)
 		}
 	}
 }
 
 func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second,
 		Backoff: shard.Backoff{Base: 200 * time.Millisecond, Cap: time.Minute, Factor: 2}})
 	var mu sync.Mutex
 	var starts []time.Time
-	e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		if task.ID == "poison" {
 			return NoRetry(errors.New("malformed order"))
 		}
@@ -177,10 +166,10 @@ func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
 	e.enqueue("flaky", 0)
 	e.enqueue("poison", 0)
 	testenv.WaitFor(t, 30*time.Second, "flaky task dead-lettered", func() (bool, string) {
-		info, err := e.lookup("flaky")
+		info, err := e.Lookup("flaky")
 		return err == nil && info.State == "dead", fmt.Sprintf("%s %v", info.State, err)
 	})
-	info, _ := e.lookup("flaky")
+	info, _ := e.Lookup("flaky")
 	if info.Task.Attempts != 4 || !strings.Contains(info.DeadInfo, "max retries exhausted") || !strings.Contains(info.DeadInfo, "attempt 4") {
 		t.Fatalf("dead task: attempts %d, info %s", info.Task.Attempts, info.DeadInfo)
 	}
@@ -201,17 +190,67 @@ func TestFailingHandlerBacksOffThenDeadLetters(t *testing.T) {
 	if len(gaps) != 3 || gaps[2] <= gaps[0] {
 		t.Errorf("intervals do not grow: %v", gaps)
 	}
-	info, _ = e.lookup("poison")
+	info, _ = e.Lookup("poison")
 	if info.State != "dead" || info.Task.Attempts != 1 || !strings.Contains(info.DeadInfo, "not retryable") || !strings.Contains(info.DeadInfo, "malformed order") {
 		t.Fatalf("NoRetry task: %+v", info)
 	}
 }
 
+// TestBackoffJitterVaries: failed tasks with the same attempt count are
+// retried after different delays, each within the equal-jitter range
+// (half to all of the backoff): the jitter is drawn per nack, not fixed.
+func TestBackoffJitterVaries(t *testing.T) {
+	t.Parallel()
+	const n, delay = 20, 10 * time.Second
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second,
+		Backoff: shard.Backoff{Base: delay, Cap: delay, Factor: 1}})
+	var mu sync.Mutex
+	failed := map[string]time.Time{} // latest moment each handler failed
+	e.start(e.RDB, QueueOptions{Concurrency: n}, func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		failed[task.ID] = time.Now()
+		mu.Unlock()
+		return errors.New("try again later")
+	})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("j%d", i)
+		e.enqueue(ids[i], 0)
+	}
+	testenv.WaitFor(t, 20*time.Second, "every task failed once and rescheduled", func() (bool, string) {
+		for _, id := range ids {
+			if info, err := e.Lookup(id); err != nil || info.State != "scheduled" || info.Task.Attempts != 1 {
+				return false, fmt.Sprintf("%s: %s attempts %d %v", id, info.State, info.Task.Attempts, err)
+			}
+		}
+		return true, ""
+	})
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for _, id := range ids {
+		info, _ := e.Lookup(id)
+		mu.Lock()
+		wait := info.Task.Due.Sub(failed[id])
+		mu.Unlock()
+		// Redis's clock and ms rounding: allow 100ms either side.
+		if wait < delay/2-100*time.Millisecond || wait > delay+100*time.Millisecond {
+			t.Errorf("%s retried %s after it failed, want %s..%s", id, wait, delay/2, delay)
+		}
+		lo, hi = min(lo, wait), max(hi, wait)
+	}
+	// 20 draws from a uniform 5 s range all within 1 s of each other: a
+	// chance of about 20 * 0.2^19, far below any flake.
+	if hi-lo < time.Second {
+		t.Fatalf("retry delays span only %s (%s..%s): the jitter does not vary", hi-lo, lo, hi)
+	}
+	t.Logf("20 retry delays of a 10 s backoff: %s..%s", lo, hi)
+}
+
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var mu sync.Mutex
 	var starts []time.Time
-	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		mu.Lock()
 		starts = append(starts, time.Now())
 		mu.Unlock()
@@ -232,9 +271,10 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestWatchdogKeepsLongHandlerLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 300 * time.Millisecond})
 	var runs atomic.Int32
-	_, reg, _ := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		runs.Add(1)
 		select { // four leases long
 		case <-time.After(1200 * time.Millisecond):
@@ -261,6 +301,7 @@ func TestWatchdogKeepsLongHandlerLease(t *testing.T) {
 // Leased first, the lease runs out; run before its lease, the worker
 // cannot take one and gives the task up before recovery may take it back.
 func TestCutOffWorkerLosesLease(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		leaseAfter time.Duration
@@ -271,7 +312,7 @@ func TestCutOffWorkerLosesLease(t *testing.T) {
 
 func testCutOff(t *testing.T, leaseAfter time.Duration) {
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 500 * time.Millisecond, Backoff: shard.Backoff{Base: time.Hour, Cap: time.Hour, Factor: 1}})
-	proxy := testenv.StartProxy(t, e.redis.Addr)
+	proxy := testenv.StartProxy(t, e.Redis.Addr)
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
 	defer wrdb.Close()
 	started := make(chan struct{})
@@ -296,7 +337,7 @@ func testCutOff(t *testing.T, leaseAfter time.Duration) {
 		t.Fatal("handler ctx not cancelled after the lease ran out")
 	}
 	testenv.WaitFor(t, 10*time.Second, "recovery rescheduled the task", func() (bool, string) {
-		info, err := e.lookup("cut")
+		info, err := e.Lookup("cut")
 		return err == nil && info.State == "scheduled" && info.Task.Attempts == 1, fmt.Sprintf("%s %v", info.State, err)
 	})
 	proxy.Restore()
@@ -308,7 +349,7 @@ func testCutOff(t *testing.T, leaseAfter time.Duration) {
 	if n := counter(t, reg, "hourglass_worker_acks_total"); n != 0 {
 		t.Fatalf("late ack counted as an ack")
 	}
-	if info, _ := e.lookup("cut"); info.State != "scheduled" {
+	if info, _ := e.Lookup("cut"); info.State != "scheduled" {
 		t.Fatalf("late ack changed the task: %s", info.State)
 	}
 }
@@ -316,11 +357,12 @@ func testCutOff(t *testing.T, leaseAfter time.Duration) {
 // TestCrashBetweenPopAndLease: ids popped by a worker that dies before
 // leasing them are delivered again.
 func TestCrashBetweenPopAndLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var dropped atomic.Int32
 	var mu sync.Mutex
 	seen := map[string]int{}
-	_, reg, _ := e.start(e.rdb, QueueOptions{Concurrency: 4}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{Concurrency: 4}, func(ctx context.Context, task *Task) error {
 		mu.Lock()
 		seen[task.ID]++
 		mu.Unlock()
@@ -357,10 +399,11 @@ func TestCrashBetweenPopAndLease(t *testing.T) {
 // finish within the grace go back to their ready lists at once, without
 // counting an attempt and without waiting for their (long) leases.
 func TestShutdownReleasesAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
 	var running atomic.Int32
 	causes := make(chan error, 2)
-	_, reg, stop := e.start(e.rdb, QueueOptions{Concurrency: 2}, func(ctx context.Context, task *Task) error {
+	_, reg, stop := e.start(e.RDB, QueueOptions{Concurrency: 2}, func(ctx context.Context, task *Task) error {
 		running.Add(1)
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
@@ -378,7 +421,7 @@ func TestShutdownReleasesAtOnce(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"s1", "s2"} {
-		info, err := e.lookup(id)
+		info, err := e.Lookup(id)
 		if err != nil || info.State != "ready" || info.Task.Attempts != 0 {
 			t.Fatalf("%s after shutdown: %s attempts %d %v", id, info.State, info.Task.Attempts, err)
 		}
@@ -389,9 +432,10 @@ func TestShutdownReleasesAtOnce(t *testing.T) {
 }
 
 func TestManualAck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 200 * time.Millisecond})
 	tasks := make(chan *Task, 1)
-	_, reg, _ := e.start(e.rdb, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
 		tasks <- task
 		return nil // finished asynchronously
 	})
@@ -399,7 +443,7 @@ func TestManualAck(t *testing.T) {
 	task := <-tasks
 	// Hold it past its lease: the watchdog keeps it.
 	testenv.WaitFor(t, 5*time.Second, "lease extended twice", func() (bool, string) {
-		info, _ := e.lookup("m")
+		info, _ := e.Lookup("m")
 		return info.State == "active" && time.Until(info.At) > 0 && time.Since(task.Due) > 600*time.Millisecond, info.State
 	})
 	if err := task.Ack(context.Background()); err != nil {
@@ -411,12 +455,13 @@ func TestManualAck(t *testing.T) {
 	if n := counter(t, reg, "hourglass_worker_acks_total"); n != 1 {
 		t.Fatalf("acks %v", n)
 	}
-	if _, err := e.lookup("m"); !errors.Is(err, shard.ErrNotFound) {
+	if _, err := e.Lookup("m"); !errors.Is(err, shard.ErrNotFound) {
 		t.Fatalf("acked task still stored: %v", err)
 	}
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -448,9 +493,10 @@ func TestConfigErrors(t *testing.T) {
 // after the shutdown grace cancelled its ctx is acknowledged, not
 // released to run again.
 func TestShutdownAcksHandlerThatFinished(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
 	started := make(chan struct{})
-	_, reg, stop := e.start(e.rdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+	_, reg, stop := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		close(started)
 		<-ctx.Done()
 		return nil // the work was done anyway
@@ -458,7 +504,7 @@ func TestShutdownAcksHandlerThatFinished(t *testing.T) {
 	e.enqueue("done", 0)
 	<-started
 	stop()
-	if _, err := e.lookup("done"); !errors.Is(err, shard.ErrNotFound) {
+	if _, err := e.Lookup("done"); !errors.Is(err, shard.ErrNotFound) {
 		t.Fatalf("finished task not acked at shutdown: %v", err)
 	}
 	if n := counter(t, reg, "hourglass_worker_released_total"); n != 0 {
@@ -469,9 +515,10 @@ func TestShutdownAcksHandlerThatFinished(t *testing.T) {
 // TestManualAckAfterReleaseIsRefused: a manual ack that comes after the
 // delivery was released at shutdown reports ErrAlreadySettled.
 func TestManualAckAfterReleaseIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Hour})
 	tasks := make(chan *Task, 1)
-	_, _, stop := e.start(e.rdb, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
+	_, _, stop := e.start(e.RDB, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
 		tasks <- task
 		return nil
 	}, func(c *Config) { c.ShutdownGrace = NoGrace })
@@ -481,7 +528,7 @@ func TestManualAckAfterReleaseIsRefused(t *testing.T) {
 	if err := task.Ack(context.Background()); !errors.Is(err, ErrAlreadySettled) {
 		t.Fatalf("ack after release = %v, want ErrAlreadySettled", err)
 	}
-	if info, err := e.lookup("late"); err != nil || info.State != "ready" {
+	if info, err := e.Lookup("late"); err != nil || info.State != "ready" {
 		t.Fatalf("released task: %s %v", info.State, err)
 	}
 }
@@ -490,11 +537,12 @@ func TestManualAckAfterReleaseIsRefused(t *testing.T) {
 // past its timeout stops having its lease extended, so the task is
 // delivered again instead of being held forever.
 func TestHungHandlerLosesLeaseAfterTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 300 * time.Millisecond, Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, Factor: 1}})
 	var runs atomic.Int32
 	release := make(chan struct{})
 	defer close(release)
-	e.start(e.rdb, QueueOptions{HandlerTimeout: 200 * time.Millisecond, Concurrency: 2}, func(ctx context.Context, task *Task) error {
+	e.start(e.RDB, QueueOptions{HandlerTimeout: 200 * time.Millisecond, Concurrency: 2}, func(ctx context.Context, task *Task) error {
 		if runs.Add(1) == 1 {
 			<-release // hung: ignores ctx
 		}
@@ -530,8 +578,9 @@ func (h slowAcks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // ever run at once, and no more than Concurrency acks are outstanding on
 // slots freed early.
 func TestConcurrencyBoundWithSlowAcks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
-	rdb := e.redis.Client(t)
+	rdb := e.Redis.Client(t)
 	rdb.AddHook(slowAcks{d: 30 * time.Millisecond})
 	const conc = 3
 	var running, maxRunning, maxSettling atomic.Int64
@@ -563,6 +612,7 @@ func TestConcurrencyBoundWithSlowAcks(t *testing.T) {
 }
 
 func TestReadyRingRotates(t *testing.T) {
+	t.Parallel()
 	r := &readyRing{keys: []string{"a", "b", "c"}}
 	var got []string
 	for i := 0; i < 4; i++ {
@@ -578,6 +628,7 @@ func TestReadyRingRotates(t *testing.T) {
 // 3 s timeout, the permit acquired with the 30 s default) or the permit
 // was acquired with that lease already (a queue lease of 2 s).
 func TestPermitFollowsDeliveryLease(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		lease time.Duration // queue option; 0: the task's timeout
@@ -587,7 +638,7 @@ func TestPermitFollowsDeliveryLease(t *testing.T) {
 			e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 3 * time.Second})
 			release := make(chan struct{})
 			started := make(chan struct{}, 1)
-			e.start(e.rdb, QueueOptions{MaxConcurrency: 1, Lease: c.lease}, func(ctx context.Context, task *Task) error {
+			e.start(e.RDB, QueueOptions{MaxConcurrency: 1, Lease: c.lease}, func(ctx context.Context, task *Task) error {
 				started <- struct{}{}
 				<-release
 				return nil
@@ -600,8 +651,8 @@ func TestPermitFollowsDeliveryLease(t *testing.T) {
 				t.Fatal("task not started")
 			}
 			ctx := context.Background()
-			now, _ := e.rdb.Time(ctx).Result()
-			zs, err := e.rdb.ZRangeWithScores(ctx, "{"+ns+":flow:q}:sem", 0, -1).Result()
+			now, _ := e.RDB.Time(ctx).Result()
+			zs, err := e.RDB.ZRangeWithScores(ctx, "{"+ns+":flow:q}:sem", 0, -1).Result()
 			if err != nil || len(zs) != 1 {
 				t.Fatalf("permits %v %v, want one", zs, err)
 			}
@@ -617,6 +668,7 @@ func TestPermitFollowsDeliveryLease(t *testing.T) {
 // handler done within LeaseAfter is acked without one, one still running
 // then is leased (and a cancel is refused throughout).
 func TestRunsBeforeLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	type seen struct {
 		info      shard.Info
@@ -624,14 +676,14 @@ func TestRunsBeforeLease(t *testing.T) {
 	}
 	quick := make(chan seen, 1)
 	slowStarted, slowRelease := make(chan struct{}), make(chan struct{})
-	_, reg, _ := e.start(e.rdb, QueueOptions{LeaseAfter: 50 * time.Millisecond}, func(ctx context.Context, task *Task) error {
+	_, reg, _ := e.start(e.RDB, QueueOptions{LeaseAfter: 50 * time.Millisecond}, func(ctx context.Context, task *Task) error {
 		if task.ID == "slow" {
 			close(slowStarted)
 			<-slowRelease
 			return nil
 		}
-		info, _ := e.lookup(task.ID)
-		_, err := e.store.Cancel(ctx, task.ID)
+		info, _ := e.Lookup(task.ID)
+		_, err := e.Store.Cancel(ctx, task.ID)
 		quick <- seen{info, err}
 		return nil
 	})
@@ -649,7 +701,7 @@ func TestRunsBeforeLease(t *testing.T) {
 		t.Fatalf("cancel while the handler ran: %v", s.cancelErr)
 	}
 	testenv.WaitFor(t, 10*time.Second, "quick task acked", func() (bool, string) {
-		_, err := e.lookup("quick")
+		_, err := e.Lookup("quick")
 		return counter(t, reg, "hourglass_worker_acks_total") == 1 && errors.Is(err, shard.ErrNotFound), fmt.Sprint(err)
 	})
 	if n := counter(t, reg, "hourglass_worker_late_leases_total"); n != 0 {
@@ -665,13 +717,13 @@ func TestRunsBeforeLease(t *testing.T) {
 	// The counter moves once the claim's reply is back, after Redis shows
 	// the lease: wait for both.
 	testenv.WaitFor(t, 10*time.Second, "slow task leased after LeaseAfter", func() (bool, string) {
-		info, err := e.lookup("slow")
+		info, err := e.Lookup("slow")
 		n := counter(t, reg, "hourglass_worker_late_leases_total")
 		return err == nil && info.State == "active" && !info.At.IsZero() && n == 1, fmt.Sprintf("%s %v %v, late leases %v", info.State, info.At, err, n)
 	})
 	close(slowRelease)
 	testenv.WaitFor(t, 10*time.Second, "slow task acked", func() (bool, string) {
-		_, err := e.lookup("slow")
+		_, err := e.Lookup("slow")
 		return counter(t, reg, "hourglass_worker_acks_total") == 2 && errors.Is(err, shard.ErrNotFound), fmt.Sprint(err)
 	})
 	if n := counter(t, reg, "hourglass_worker_stale_tokens_total") + counter(t, reg, "hourglass_worker_leases_lost_total"); n != 0 {
@@ -681,6 +733,7 @@ func TestRunsBeforeLease(t *testing.T) {
 
 // TestLeaseAfterBounds: LeaseAfter beyond MaxLeaseAfter is refused.
 func TestLeaseAfterBounds(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	w, err := New(rdb, Config{})
@@ -701,11 +754,12 @@ func TestLeaseAfterBounds(t *testing.T) {
 // TestAckOutsideRun: an ack after Run returned (a handler that outlived
 // the shutdown) still settles a delivery that was never leased.
 func TestAckOutsideRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	a := e.popped("late", 1)[0]
-	k := newAcker(e.store, DefaultAckLinger) // not started, as after Run
+	k := newAcker(e.Store, DefaultAckLinger) // not started, as after Run
 	if err := k.ack(testenv.Ctx(t, 30*time.Second), a, false); err != nil {
 		t.Fatalf("ack outside Run: %v", err)
 	}
-	e.gone(a.ID)
+	e.Gone(a.ID)
 }

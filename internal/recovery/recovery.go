@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -41,11 +42,13 @@ func New(store *shard.Store, cfg Config) (*Recoverer, error) {
 	return &Recoverer{store: store, cfg: cfg, log: cfg.Logger.Named("recovery")}, nil
 }
 
-// Run recovers shard sh with fencing epoch until ctx ends (nil) or a newer
-// owner fences the shard (an error wrapping shard.ErrStaleEpoch). Redis
-// errors are logged and retried with backoff. poke (may be nil) wakes the
-// loop early: the mover sends on it after making tasks ready.
-func (r *Recoverer) Run(ctx context.Context, sh int, epoch int64, poke <-chan struct{}) error {
+// Run recovers the owned shard s with its fencing epoch until ctx ends
+// (nil) or a newer owner fences the shard (an error wrapping
+// shard.ErrStaleEpoch): an owner.Loop. Redis errors are logged and
+// retried with backoff. s.Ready (may be nil) wakes the loop early: the
+// mover signals it after making tasks ready.
+func (r *Recoverer) Run(ctx context.Context, s owner.Shard) error {
+	sh, epoch, poke := s.ID, s.Epoch, s.Ready
 	log := r.log.With("shard", sh, "epoch", epoch)
 	met := r.cfg.Metrics
 	timer := time.NewTimer(time.Hour)

@@ -1,11 +1,9 @@
 package recovery
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,62 +11,43 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
-	store *shard.Store
-	met   *Metrics
+	*shardtest.Env
+	met *Metrics
 }
 
+// newFixture is a one-shard Redis with queue "q": one retry, a fast
+// backoff.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	r := testenv.StartRedis(t)
-	l, _ := shard.NewLayout("rectest", 1)
-	st := shard.NewStore(r.Client(t), l)
-	err := st.RegisterQueues(context.Background(), map[string]shard.QueuePolicy{
-		"q": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024, Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, Factor: 2}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{store: st, met: NewMetrics(prometheus.NewRegistry())}
+	e := shardtest.New(t, shardtest.Options{Shards: 1, Queues: map[string]shard.QueuePolicy{
+		"q": {MaxRetries: 1, Timeout: time.Second, Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond, Factor: 2}},
+	}})
+	return &fixture{Env: e, met: NewMetrics(prometheus.NewRegistry())}
 }
 
-// run starts a recovery loop on shard 0 and returns its poke channel.
+// run starts a recovery loop as the owner of shard 0 and returns the
+// shard's Ready channel, on which the test pokes it as the mover would.
 func (f *fixture) run(t *testing.T, cfg Config) chan struct{} {
 	t.Helper()
 	cfg.Metrics = f.met
-	r, err := New(f.store, cfg)
+	r, err := New(f.Store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	poke := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = r.Run(ctx, 0, 1, poke) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return poke
-}
-
-// ready enqueues a task due now and moves it.
-func (f *fixture) ready(t *testing.T, id string) {
-	t.Helper()
-	ctx := context.Background()
-	if r := f.store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", MaxRetries: -1}); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	if _, err := f.store.Move(ctx, 0, 1, 100); err != nil {
-		t.Fatal(err)
-	}
+	return f.Own(owner.Loop{Name: "recovery", Run: r.Run})[0].Ready
 }
 
 func (f *fixture) state(id string) (shard.Info, string) {
-	info, err := f.store.Lookup(context.Background(), id)
+	info, err := f.Lookup(id)
 	return info, fmt.Sprintf("%s attempts=%d %v", info.State, info.Task.Attempts, err)
 }
 
@@ -76,20 +55,21 @@ func (f *fixture) state(id string) (shard.Info, string) {
 // with attempts+1, then to the dead-letter set once retries are spent,
 // with reason "lease expired" and the last error kept.
 func TestExpiredLeasesRetryThenBury(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	// The loop learns a new lease's deadline on its next check of an
 	// active shard; the poke ends the idle sleep.
 	poke := f.run(t, Config{SafetyRecheck: time.Hour, StrandCheck: 200 * time.Millisecond})
-	f.ready(t, "t1")
+	f.Ready("q", "t1")
 	poke <- struct{}{}
-	keys := f.store.Layout().ReadyKeys([]string{"q"})
+	keys := f.Store.Layout().ReadyKeys([]string{"q"})
 	claim := func() shard.Delivery {
-		_, ids, err := f.store.Pop(ctx, keys, 1, time.Second)
+		_, ids, err := f.Store.Pop(ctx, keys, 1, time.Second)
 		if err != nil || len(ids) != 1 {
 			t.Fatalf("pop: %v %v", ids, err)
 		}
-		ds, err := f.store.Claim(ctx, 0, "q", ids, 100*time.Millisecond)
+		ds, err := f.Store.Claim(ctx, 0, "q", ids, 100*time.Millisecond)
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("claim: %v %v", ds, err)
 		}
@@ -100,11 +80,11 @@ func TestExpiredLeasesRetryThenBury(t *testing.T) {
 		info, s := f.state("t1")
 		return info.State == "scheduled" && info.Task.Attempts == 1, s
 	})
-	if err := f.store.Ack(ctx, shard.AckArgs{Shard: 0, ID: "t1", Token: d.Token}); !errors.Is(err, shard.ErrStaleToken) {
+	if err := f.Store.Ack(ctx, shard.AckArgs{Shard: 0, ID: "t1", Token: d.Token}); !errors.Is(err, shard.ErrStaleToken) {
 		t.Fatalf("late ack: %v", err)
 	}
 	testenv.WaitFor(t, 5*time.Second, "retry moved", func() (bool, string) {
-		_, err := f.store.Move(ctx, 0, 1, 100)
+		_, err := f.Store.Move(ctx, 0, 1, 100)
 		info, s := f.state("t1")
 		return err == nil && info.State == "ready", s
 	})
@@ -124,10 +104,11 @@ func TestExpiredLeasesRetryThenBury(t *testing.T) {
 // leased counts a failed attempt and is retried, no sooner than
 // shard.UnleasedGrace after the check that first saw it.
 func TestStrandedPopIsRedelivered(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	f.ready(t, "s1")
-	_, ids, err := f.store.Pop(ctx, f.store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
+	f.Ready("q", "s1")
+	_, ids, err := f.Store.Pop(ctx, f.Store.Layout().ReadyKeys([]string{"q"}), 1, time.Second)
 	if err != nil || len(ids) != 1 {
 		t.Fatal(ids, err)
 	}
@@ -148,13 +129,14 @@ func TestStrandedPopIsRedelivered(t *testing.T) {
 }
 
 func TestStaleEpochStops(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 10*time.Second)
-	if _, err := f.store.Move(ctx, 0, 5, 1); err != nil {
+	if _, err := f.Store.Move(ctx, 0, 5, 1); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := New(f.store, Config{Metrics: f.met})
-	if err := r.Run(ctx, 0, 4, nil); !errors.Is(err, shard.ErrStaleEpoch) {
+	r, _ := New(f.Store, Config{Metrics: f.met})
+	if err := r.Run(ctx, owner.Shard{ID: 0, Epoch: 4}); !errors.Is(err, shard.ErrStaleEpoch) {
 		t.Fatalf("Run = %v", err)
 	}
 	if n := testutil.ToFloat64(f.met.stale); n != 1 {
@@ -163,6 +145,7 @@ func TestStaleEpochStops(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []Config{{Limit: -1}, {StrandCheck: -1}, {DeadMaxSize: -1}, {DeadMaxAge: -time.Second}} {
 		if _, err := New(nil, c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v", c, err)
@@ -171,6 +154,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestIdleRecheckDefaults(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		cfg  Config
 		want time.Duration

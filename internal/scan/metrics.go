@@ -3,6 +3,7 @@ package scan
 import (
 	"strconv"
 
+	"github.com/hourglass-sched/hourglass/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -46,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shard"}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hourglass_move_lateness_seconds", Help: "Redis time at move minus due time, per moved task; a task moved ahead of its due time (scheduler.prefetch) counts 0.",
-			Buckets: LatenessBuckets,
+			Buckets: telemetry.LatenessBuckets,
 		}),
 		scanErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hourglass_scan_errors_total", Help: "Mover calls that failed (Redis unreachable, ...).",
@@ -62,13 +63,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.moved, m.buried, m.promoted, m.batch, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
 	}
 	return m
-}
-
-// LatenessBuckets are the histogram buckets for lateness, in seconds:
-// fine around the millisecond bars of the brief, coarse beyond a second.
-var LatenessBuckets = []float64{
-	0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02,
-	0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 }
 
 func label(sh int) string { return strconv.Itoa(sh) }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -28,13 +29,15 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan")}, nil
 }
 
-// Run moves shard sh's due tasks with fencing epoch until ctx ends (it
-// then returns nil) or the shard is fenced by a newer owner (it returns
-// an error wrapping shard.ErrStaleEpoch). wake delivers producers'
-// wake-ups; it may be nil. After a call that made tasks ready, Run sends
-// on poke without blocking (nil: none); the shard's recovery loop listens.
-// Redis errors are logged and retried with backoff; they never end Run.
-func (m *Mover) Run(ctx context.Context, sh int, epoch int64, wake <-chan struct{}, poke chan<- struct{}) error {
+// Run moves the due tasks of the owned shard s with its fencing epoch
+// until ctx ends (it then returns nil) or the shard is fenced by a newer
+// owner (it returns an error wrapping shard.ErrStaleEpoch): an
+// owner.Loop. s.Wake delivers producers' wake-ups (nil: none). After a
+// call that made tasks ready, Run signals s.Ready without blocking (nil:
+// none); the shard's recovery loop listens. Redis errors are logged and
+// retried with backoff; they never end Run.
+func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
+	sh, epoch, wake, poke := s.ID, s.Epoch, s.Wake, s.Ready
 	log := m.log.With("shard", sh, "epoch", epoch)
 	met := m.cfg.Metrics
 	timer := time.NewTimer(time.Hour)

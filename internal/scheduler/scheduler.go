@@ -1,14 +1,14 @@
 // Package scheduler assembles a scheduler replica: it joins the etcd
-// election for shards, runs a mover and a recovery loop for every shard
-// it owns, registers
-// the configured queues in Redis and serves /metrics, /healthz, /readyz
-// and /v1/status.
+// election for shards, runs the owner's loops (internal/owner: the mover
+// and the recovery loop) for every shard it owns, registers the
+// configured queues in Redis and serves /metrics, /healthz, /readyz and
+// /v1/status.
 //
 // Shutdown order (Run's ctx cancelled): the election cancels every
-// shard's mover and recovery loop and waits for them, then revokes the replica's lease so other
-// replicas take the shards at once; then the waker's pub/sub connection
-// closes; then the HTTP server; Close releases the Redis and etcd
-// clients.
+// shard's loops and waits for them (each unsubscribes its shard's
+// wake-ups), then revokes the replica's lease so other replicas take the
+// shards at once; then the waker closes what pub/sub connections remain;
+// then the HTTP server; Close releases the Redis and etcd clients.
 package scheduler
 
 import (
@@ -38,6 +38,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -54,6 +55,7 @@ type Scheduler struct {
 	waker    *scan.Waker
 	mover    *scan.Mover
 	recovery *recovery.Recoverer
+	loops    []owner.Loop
 	election *election.Manager
 	replica  string
 	listener net.Listener
@@ -98,6 +100,12 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
+	// The work of a shard's owner, started and stopped together under the
+	// shard's epoch (internal/owner): one line per loop.
+	s.loops = []owner.Loop{
+		{Name: "mover", Run: s.mover.Run},
+		{Name: "recovery", Run: s.recovery.Run},
+	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg
 	s.election, err = election.New(s.etcd, ec, s.runShard)
@@ -134,40 +142,16 @@ func replicaIDFor(host string, pid int) string {
 // ReplicaID returns the replica's identity in the election.
 func (s *Scheduler) ReplicaID() string { return s.replica }
 
-// runShard is the election's RunFunc: the mover and the recovery loop of
-// one owned shard. If either is fenced off by a newer owner, both stop
-// and the election gives the shard up.
+// runShard is the election's RunFunc: the owner's loops for one owned
+// shard, with its producers' wake-ups. If a loop is fenced off by a newer
+// owner, all stop and the election gives the shard up.
 func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 	log := s.log.With("shard", sh, "epoch", epoch)
 	log.Info("shard acquired")
 	defer log.Info("shard released")
-	wake, unsubscribe, err := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
-	if err != nil {
-		// Without wake-ups the mover still runs on its safety re-check.
-		log.Warn("wake-up subscription failed", "error", err)
-	} else {
-		defer unsubscribe()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	poke := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		defer cancel()
-		if err := s.mover.Run(ctx, sh, epoch, wake, poke); err != nil {
-			log.Warn("mover stopped", "error", err)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		defer cancel()
-		if err := s.recovery.Run(ctx, sh, epoch, poke); err != nil {
-			log.Warn("recovery stopped", "error", err)
-		}
-	}()
-	wg.Wait()
+	wake, unsubscribe := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
+	defer unsubscribe()
+	_ = owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops, s.log)
 }
 
 // Run runs the replica until ctx ends, then shuts down in the order the
@@ -189,16 +173,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}()
 		s.log.Info("serving http", "addr", s.listener.Addr().String())
 	}
-	wakerCtx, stopWaker := context.WithCancel(context.Background())
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = s.waker.Run(wakerCtx)
-	}()
-
 	err := s.election.Run(ctx) // returns after movers stopped and the lease is revoked
 
-	stopWaker()
+	s.waker.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)

@@ -563,3 +563,36 @@ func TestBatchesBeyondChunk(t *testing.T) {
 	}
 	ackAll(as)
 }
+
+// TestCancelDeadTask: a dead-lettered task can be cancelled: its data,
+// burial record and last error go, lookup no longer finds it, and its id
+// can be enqueued again.
+func TestCancelDeadTask(t *testing.T) {
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := readyTask(t, s, 3, "dead", "default", -1)
+	d := popClaim(t, s, []string{"default"}, time.Minute)
+	a := d.NackArgs(false, "poison")
+	a.Dead = true
+	if res, err := s.Nack(ctx, a); err != nil || !res.Dead {
+		t.Fatalf("bury: %+v %v", res, err)
+	}
+	if info, err := s.Lookup(ctx, id); err != nil || info.State != "dead" {
+		t.Fatalf("before cancel: %+v %v", info, err)
+	}
+	if st, err := s.Cancel(ctx, id); err != nil || st != "dead" {
+		t.Fatalf("cancel dead: %q %v, want state dead", st, err)
+	}
+	if _, err := s.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup after cancel: %v", err)
+	}
+	l := s.Layout()
+	for _, k := range []string{l.Tasks(3), l.Dead(3), l.DeadInfo(3), l.Errors(3)} {
+		if n := rdb.Exists(ctx, k).Val(); n != 0 {
+			t.Errorf("%s still holds data after the cancel", k)
+		}
+	}
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", MaxRetries: -1}); r.Err != nil {
+		t.Fatalf("re-enqueue after cancelling the dead task: %v", r.Err)
+	}
+}
