@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -53,27 +54,23 @@ type Config struct {
 // ErrInvalidConfig (and ErrInvalidArgument). Zero fields are valid: they
 // mean the defaults.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Namespace != "" && !shard.ValidNamespace(c.Namespace) {
-		errs = append(errs, invalidConfig("Namespace %q must match %s", c.Namespace, shard.NamespaceRule))
-	}
-	if c.Shards < 0 || c.Shards > shard.MaxShards {
-		errs = append(errs, invalidConfig("Shards %d not in 1..%d", c.Shards, shard.MaxShards))
+	p := confcheck.New(errInvalidConfig)
+	if _, err := shard.NewLayout(shard.LayoutDefaults(c.Namespace, c.Shards)); err != nil {
+		p.Addf("%w", err)
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > shard.MaxPayloadLimit {
-		errs = append(errs, invalidConfig("MaxPayload %d not in 1..%d", c.MaxPayload, shard.MaxPayloadLimit))
+		p.Addf("MaxPayload %d not in 1..%d", c.MaxPayload, shard.MaxPayloadLimit)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
+
+// errInvalidConfig is what a config error wraps: ErrInvalidConfig and
+// ErrInvalidArgument both.
+var errInvalidConfig = fmt.Errorf("%w: %w", ErrInvalidConfig, ErrInvalidArgument)
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
+	c.Namespace, c.Shards = shard.LayoutDefaults(c.Namespace, c.Shards)
 	if c.MaxPayload == 0 {
 		c.MaxPayload = DefaultMaxPayload
 	}
@@ -81,7 +78,7 @@ func (c Config) withDefaults() Config {
 }
 
 func invalidConfig(format string, args ...any) error {
-	return fmt.Errorf("%w: %w: "+format, append([]any{ErrInvalidConfig, ErrInvalidArgument}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{errInvalidConfig}, args...)...)
 }
 
 // Client enqueues, cancels and looks up tasks. It is safe for concurrent

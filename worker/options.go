@@ -1,13 +1,13 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -104,47 +104,28 @@ type Config struct {
 // Validate reports every field New cannot use, each error wrapping
 // ErrInvalidConfig. Zero fields are valid: they mean the defaults.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, invalid(format, args...)) }
-	if c.Namespace != "" && !shard.ValidNamespace(c.Namespace) {
-		bad("Namespace %q must match %s", c.Namespace, shard.NamespaceRule)
-	}
-	if c.Shards < 0 || c.Shards > shard.MaxShards {
-		bad("Shards %d not in 1..%d", c.Shards, shard.MaxShards)
+	p := confcheck.New(ErrInvalidConfig)
+	if _, err := shard.NewLayout(shard.LayoutDefaults(c.Namespace, c.Shards)); err != nil {
+		p.Addf("%w", err)
 	}
 	if ft := c.FetchTimeout; ft != 0 && (ft < MinFetchTimeout || ft > MaxFetchTimeout || ft%time.Second != 0) {
-		bad("FetchTimeout %s: want whole seconds from %s to %s", ft, MinFetchTimeout, MaxFetchTimeout)
+		p.Addf("FetchTimeout %s: want whole seconds from %s to %s", ft, MinFetchTimeout, MaxFetchTimeout)
 	}
 	if c.AckLinger > MaxAckLinger {
-		bad("AckLinger %s above %s", c.AckLinger, MaxAckLinger)
+		p.Addf("AckLinger %s above %s", c.AckLinger, MaxAckLinger)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // withDefaults returns c with zero fields set to their defaults and the
 // "none" sentinels to what the worker runs with (0: no grace, no linger).
 func (c Config) withDefaults() Config {
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
-	switch {
-	case c.ShutdownGrace == 0:
-		c.ShutdownGrace = DefaultShutdownGrace
-	case c.ShutdownGrace < 0:
-		c.ShutdownGrace = 0 // NoGrace: release at once
-	}
+	c.Namespace, c.Shards = shard.LayoutDefaults(c.Namespace, c.Shards)
+	c.ShutdownGrace = orNone(c.ShutdownGrace, DefaultShutdownGrace) // NoGrace: release at once
 	if c.FetchTimeout == 0 {
 		c.FetchTimeout = DefaultFetchTimeout
 	}
-	switch {
-	case c.AckLinger == 0:
-		c.AckLinger = DefaultAckLinger
-	case c.AckLinger < 0:
-		c.AckLinger = 0 // NoAckLinger
-	}
+	c.AckLinger = orNone(c.AckLinger, DefaultAckLinger) // NoAckLinger: send at once
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -210,8 +191,8 @@ type QueueOptions struct {
 // Validate reports every option Handle cannot use, each error wrapping
 // ErrInvalidConfig. Zero fields are valid: they mean the defaults.
 func (o QueueOptions) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, invalid(format, args...)) }
+	p := confcheck.New(ErrInvalidConfig)
+	bad := p.Addf
 	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
 		bad("Concurrency %d not in 1..%d", o.Concurrency, MaxConcurrency)
 	}
@@ -236,7 +217,7 @@ func (o QueueOptions) Validate() error {
 	if o.Burst < 0 || o.Burst > MaxBurst {
 		bad("Burst %d not in 0..%d", o.Burst, MaxBurst)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // withDefaults returns o with zero fields set to their defaults and the
@@ -246,12 +227,7 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 	}
-	switch {
-	case o.HandlerTimeout == 0:
-		o.HandlerTimeout = DefaultHandlerTimeout
-	case o.HandlerTimeout < 0:
-		o.HandlerTimeout = 0 // NoTimeout
-	}
+	o.HandlerTimeout = orNone(o.HandlerTimeout, DefaultHandlerTimeout) // NoTimeout: no bound
 	if o.LeaseAfter == 0 {
 		o.LeaseAfter = DefaultLeaseAfter
 	}
@@ -269,6 +245,18 @@ func (o QueueOptions) withDefaults() QueueOptions {
 
 // flowControlled reports whether the queue has a cluster-wide limit.
 func (o QueueOptions) flowControlled() bool { return o.MaxConcurrency > 0 || o.Rate > 0 }
+
+// orNone maps a duration option to what the worker runs with: 0 (unset)
+// is def, a negative sentinel (NoGrace, NoAckLinger, NoTimeout) is 0.
+func orNone(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
 
 // invalid returns a configuration error wrapping ErrInvalidConfig.
 func invalid(format string, args ...any) error {

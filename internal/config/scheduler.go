@@ -48,9 +48,8 @@ type SchedulerConfig struct {
 	FarLead time.Duration `koanf:"far_lead"`
 	// Prefetch moves tasks into ready lists up to this long before they
 	// are due, whole milliseconds from 0 to 250ms; workers hold each until
-	// its due time. Fewer,
-	// larger mover calls and fetches cut Redis's cost per task at steady
-	// rates. 0 (the default) moves tasks when due. See
+	// its due time. Fewer, larger mover calls and fetches cut Redis's cost
+	// per task at steady rates. 0 (the default) moves tasks when due. See
 	// docs/operations.md for what it changes (cancel, rate limits).
 	Prefetch time.Duration `koanf:"prefetch"`
 }

@@ -2,12 +2,12 @@ package election
 
 import (
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -84,10 +84,8 @@ func (c Config) withDefaults() Config {
 // ErrInvalidConfig. Zero values that New replaces with defaults (TTL,
 // Logger, Registerer) are valid.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
-	}
+	p := confcheck.New(ErrInvalidConfig)
+	bad := p.Addf
 	switch {
 	case c.Prefix == "":
 		bad("Prefix is required")
@@ -112,7 +110,7 @@ func (c Config) Validate() error {
 	case ttl%time.Second != 0:
 		bad("TTL %s is not a whole number of seconds", ttl)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // opTimeout bounds every etcd call, and is also the keep-alive period.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
@@ -36,24 +35,6 @@ const maxStaleLeases = 8
 // it saw a stale-epoch rejection), the manager releases the shard and may
 // campaign again later.
 type RunFunc func(ctx context.Context, shard int, epoch int64)
-
-// shardRun is one running RunFunc.
-type shardRun struct {
-	shard  int
-	epoch  int64
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when RunFunc has returned
-}
-
-func (r *shardRun) finished() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
 
 // Manager owns this replica's share of the shards. See the package
 // documentation for the protocol.
@@ -428,111 +409,6 @@ func (m *Manager) register(s *session) {
 	m.mu.Lock()
 	m.registered = true
 	m.mu.Unlock()
-}
-
-// start runs RunFunc for a shard just won.
-func (m *Manager) start(s *session, shard int, epoch int64) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	r := &shardRun{shard: shard, epoch: epoch, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	m.mu.Lock()
-	m.runs[shard] = r
-	m.met.owned.Set(float64(len(m.runs)))
-	m.mu.Unlock()
-	m.met.changes.WithLabelValues(changeAcquired).Inc()
-	m.log.Info("acquired shard", "shard", shard, "epoch", epoch)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.run(ctx, shard, epoch)
-		close(r.done)
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
-	}()
-}
-
-// removeRun forgets a RunFunc that has returned.
-func (m *Manager) removeRun(r *shardRun, change string) {
-	r.cancel()
-	m.mu.Lock()
-	delete(m.runs, r.shard)
-	m.met.owned.Set(float64(len(m.runs)))
-	m.mu.Unlock()
-	m.met.changes.WithLabelValues(change).Inc()
-}
-
-// wait waits for a cancelled RunFunc to return, with a warning if it
-// takes longer than the self-fencing margin.
-func (m *Manager) wait(r *shardRun) {
-	select {
-	case <-r.done:
-		return
-	case <-time.After(m.cfg.margin()):
-	}
-	m.log.Warn("shard work slow to stop after cancel", "shard", r.shard, "epoch", r.epoch)
-	<-r.done
-}
-
-// teardown ends a session: every RunFunc ctx is already cancelled (they
-// derive from the session's); wait for all of them, then revoke the lease
-// and wait for the session's goroutines.
-func (m *Manager) teardown(ctx context.Context, s *session) {
-	shutdown := ctx.Err() != nil
-	m.mu.Lock()
-	m.registered = false
-	m.mu.Unlock()
-	change := changeLost
-	if shutdown {
-		change = changeReleased
-	}
-	for _, shard := range slices.Sorted(maps.Keys(m.runs)) {
-		r := m.runs[shard]
-		m.wait(r)
-		m.removeRun(r, change)
-	}
-	if shutdown {
-		m.log.Info("shutting down, revoking lease", "lease", int64(s.lease))
-	} else {
-		m.met.leaseLost.Inc()
-		m.log.Warn("lease lost, starting over", "lease", int64(s.lease), "cause", context.Cause(s.ctx))
-	}
-	m.revokeOrRemember(s.lease)
-	s.wg.Wait()
-	m.mu.Lock()
-	m.sess = nil
-	m.mu.Unlock()
-}
-
-// revokeOrRemember revokes lease; if that fails it is retried after the
-// next lease is granted (a keep-alive delivered late may have renewed
-// it, keeping our old keys, which block other replicas, alive).
-func (m *Manager) revokeOrRemember(lease clientv3.LeaseID) {
-	if err := m.revoke(lease); err != nil {
-		m.log.Debug("revoke failed, will retry", "lease", int64(lease), "error", err)
-		m.stale = append(m.stale, lease)
-		if len(m.stale) > maxStaleLeases {
-			m.stale = m.stale[len(m.stale)-maxStaleLeases:]
-		}
-	}
-}
-
-// revokeStale retries the revokes that failed before.
-func (m *Manager) revokeStale() {
-	m.stale = slices.DeleteFunc(m.stale, func(l clientv3.LeaseID) bool { return m.revoke(l) == nil })
-}
-
-// revoke revokes lease within opTimeout. A lease that is already gone
-// counts as revoked. It does not use Run's ctx, which is cancelled at
-// shutdown, exactly when the revoke matters most.
-func (m *Manager) revoke(lease clientv3.LeaseID) error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout())
-	defer cancel()
-	_, err := m.cli.Revoke(ctx, lease)
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("election: revoke lease %x: %w", int64(lease), err)
-	}
-	return nil
 }
 
 // armCooldown sets the timer to the earliest cooldown end, forgetting

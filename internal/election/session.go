@@ -3,6 +3,9 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,4 +119,65 @@ func (m *Manager) watchdog(s *session) {
 		s.end(errValidityLost)
 		return
 	}
+}
+
+// teardown ends a session: every RunFunc ctx is already cancelled (they
+// derive from the session's); wait for all of them, then revoke the lease
+// and wait for the session's goroutines.
+func (m *Manager) teardown(ctx context.Context, s *session) {
+	shutdown := ctx.Err() != nil
+	m.mu.Lock()
+	m.registered = false
+	m.mu.Unlock()
+	change := changeLost
+	if shutdown {
+		change = changeReleased
+	}
+	for _, shard := range slices.Sorted(maps.Keys(m.runs)) {
+		r := m.runs[shard]
+		m.wait(r)
+		m.removeRun(r, change)
+	}
+	if shutdown {
+		m.log.Info("shutting down, revoking lease", "lease", int64(s.lease))
+	} else {
+		m.met.leaseLost.Inc()
+		m.log.Warn("lease lost, starting over", "lease", int64(s.lease), "cause", context.Cause(s.ctx))
+	}
+	m.revokeOrRemember(s.lease)
+	s.wg.Wait()
+	m.mu.Lock()
+	m.sess = nil
+	m.mu.Unlock()
+}
+
+// revokeOrRemember revokes lease; if that fails it is retried after the
+// next lease is granted (a keep-alive delivered late may have renewed
+// it, keeping our old keys, which block other replicas, alive).
+func (m *Manager) revokeOrRemember(lease clientv3.LeaseID) {
+	if err := m.revoke(lease); err != nil {
+		m.log.Debug("revoke failed, will retry", "lease", int64(lease), "error", err)
+		m.stale = append(m.stale, lease)
+		if len(m.stale) > maxStaleLeases {
+			m.stale = m.stale[len(m.stale)-maxStaleLeases:]
+		}
+	}
+}
+
+// revokeStale retries the revokes that failed before.
+func (m *Manager) revokeStale() {
+	m.stale = slices.DeleteFunc(m.stale, func(l clientv3.LeaseID) bool { return m.revoke(l) == nil })
+}
+
+// revoke revokes lease within opTimeout. A lease that is already gone
+// counts as revoked. It does not use Run's ctx, which is cancelled at
+// shutdown, exactly when the revoke matters most.
+func (m *Manager) revoke(lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout())
+	defer cancel()
+	_, err := m.cli.Revoke(ctx, lease)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("election: revoke lease %x: %w", int64(lease), err)
+	}
+	return nil
 }

@@ -2,10 +2,10 @@ package recovery
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 )
 
 // ErrInvalidConfig wraps every Config validation failure.
@@ -50,10 +50,8 @@ type Config struct {
 // wrapping ErrInvalidConfig. Zero fields are valid: they mean the
 // defaults (and no dead-letter bound).
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
-	}
+	p := confcheck.New(ErrInvalidConfig)
+	bad := p.Addf
 	if c.Limit < 0 || c.Limit > MaxLimit {
 		bad("Limit %d not in 1..%d", c.Limit, MaxLimit)
 	}
@@ -68,7 +66,7 @@ func (c Config) Validate() error {
 	if c.DeadMaxSize < 0 || c.DeadMaxAge < 0 {
 		bad("negative dead-letter bound")
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // withDefaults returns c with zero fields set to their defaults and

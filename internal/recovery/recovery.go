@@ -48,25 +48,15 @@ func New(store *shard.Store, cfg Config) (*Recoverer, error) {
 // retried with backoff. s.Ready (may be nil) wakes the loop early: the
 // mover signals it after making tasks ready.
 func (r *Recoverer) Run(ctx context.Context, s owner.Shard) error {
-	sh, epoch, poke := s.ID, s.Epoch, s.Ready
-	log := r.log.With("shard", sh, "epoch", epoch)
+	log := r.log.With("shard", s.ID, "epoch", s.Epoch)
 	met := r.cfg.Metrics
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	// Stranded candidates are confirmed by a later pass; it must come at
-	// least shard.StrandedMinAge after the pass that found them, so a
-	// worker that popped ids before that pass has had that long to settle
-	// or lease them (workers run popped tasks before leasing them).
-	minAge := shard.StrandedMinAge
-	var candidates []string
-	var candAt time.Time
+	var st strands
 	var bo backoff.Backoff
 	for {
-		pass := candidates
-		if time.Since(candAt) < minAge {
-			pass = nil
-		}
-		res, err := r.store.Recover(ctx, sh, epoch, shard.RecoverArgs{
+		pass := st.due()
+		res, err := r.store.Recover(ctx, s.ID, s.Epoch, shard.RecoverArgs{
 			Limit: r.cfg.Limit, Candidates: pass,
 			DeadMaxSize: r.cfg.DeadMaxSize, DeadMaxAge: r.cfg.DeadMaxAge,
 		})
@@ -90,38 +80,80 @@ func (r *Recoverer) Run(ctx context.Context, s owner.Shard) error {
 			log.Warn("recovery pass failed; retrying", "error", err, "retry_in", wait)
 		default:
 			bo.Reset()
-			if pass != nil || candidates == nil {
-				candidates, candAt = res.Candidates, time.Now()
-			}
+			st.found(pass, res.Candidates)
 			r.observe(log, res)
 			if res.Retried+res.Buried >= r.cfg.Limit || res.Trimmed >= r.cfg.Limit {
 				continue // more to do now
 			}
-			idle = res.NextDeadline < 0 && res.Pending == 0 && len(candidates) == 0
-			wait = r.cfg.SafetyRecheck
-			if idle {
-				wait = r.cfg.IdleRecheck
-			}
-			if res.NextDeadline >= 0 {
-				wait = min(wait, time.Duration(res.NextDeadline-res.Now+1)*time.Millisecond)
-			}
-			if res.Pending > 0 || len(candidates) > 0 || res.NextDeadline >= 0 {
-				wait = min(wait, r.cfg.StrandCheck)
-			}
-			wait = max(wait, time.Millisecond)
+			wait, idle = r.next(res, len(st.candidates) > 0)
 		}
-		timer.Reset(wait)
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-timer.C:
-				waiting = false
-			case <-poke:
-				if idle { // an active shard is checked on its own cadence
-					timer.Stop()
-					waiting = false
-				}
+		if !r.sleep(ctx, timer, wait, s.Ready, idle) {
+			return nil
+		}
+	}
+}
+
+// strands tracks the stranded candidates of the last pass. They are
+// confirmed by a later pass, which must come at least
+// shard.StrandedMinAge after the pass that found them, so a worker that
+// popped ids before that pass has had that long to settle or lease them
+// (workers run popped tasks before leasing them).
+type strands struct {
+	candidates []string
+	at         time.Time // when the pass that found them ran
+}
+
+// due returns the candidates to confirm in this pass: none while they are
+// younger than shard.StrandedMinAge.
+func (st *strands) due() []string {
+	if time.Since(st.at) < shard.StrandedMinAge {
+		return nil
+	}
+	return st.candidates
+}
+
+// found records the candidates a pass returned; a pass that was not given
+// the current ones (they were too young) keeps them, unless there were
+// none.
+func (st *strands) found(passed, found []string) {
+	if passed != nil || st.candidates == nil {
+		st.candidates, st.at = found, time.Now()
+	}
+}
+
+// next returns the wait after a pass: until the earliest lease deadline,
+// the next stranded-id check while the shard has ready or leased ids (or
+// candidates), else a safety re-check; idle reports a shard with nothing
+// ready or leased, whose longer sleep a poke may end.
+func (r *Recoverer) next(res shard.RecoverResult, candidates bool) (wait time.Duration, idle bool) {
+	idle = res.NextDeadline < 0 && res.Pending == 0 && !candidates
+	wait = r.cfg.SafetyRecheck
+	if idle {
+		wait = r.cfg.IdleRecheck
+	}
+	if res.NextDeadline >= 0 {
+		wait = min(wait, time.Duration(res.NextDeadline-res.Now+1)*time.Millisecond)
+	}
+	if !idle {
+		wait = min(wait, r.cfg.StrandCheck)
+	}
+	return max(wait, time.Millisecond), idle
+}
+
+// sleep waits for wait, or for a poke when idle (an active shard is
+// checked on its own cadence); it returns false when ctx ended.
+func (r *Recoverer) sleep(ctx context.Context, timer *time.Timer, wait time.Duration, poke <-chan struct{}, idle bool) bool {
+	timer.Reset(wait)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-poke:
+			if idle {
+				timer.Stop()
+				return true
 			}
 		}
 	}

@@ -2,11 +2,11 @@ package scan
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -49,10 +49,8 @@ type Config struct {
 // wrapping ErrInvalidConfig. Zero fields are valid: they mean the
 // defaults.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
-	}
+	p := confcheck.New(ErrInvalidConfig)
+	bad := p.Addf
 	if c.Limit < 0 || c.Limit > MaxLimit {
 		bad("Limit %d not in 1..%d", c.Limit, MaxLimit)
 	}
@@ -62,7 +60,7 @@ func (c Config) Validate() error {
 	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch || c.Prefetch%time.Millisecond != 0 {
 		bad("Prefetch %s: want whole milliseconds in 0..%s", c.Prefetch, shard.MaxPrefetch)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }
 
 // withDefaults returns c with zero fields set to their defaults.

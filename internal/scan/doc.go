@@ -5,6 +5,8 @@
 // re-check, whichever comes first. An idle shard costs Redis one script
 // call per safety interval.
 //
-// Waker multiplexes the wake-up channels of every owned shard over one
-// sharded pub/sub connection.
+// Mover.Run is one of the loops a shard's owner runs (internal/owner).
+// Waker delivers the wake-up channels of every owned shard over the
+// sharded pub/sub connections of an internal/fanout hub (one connection
+// for a standalone Redis).
 package scan

@@ -75,21 +75,8 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 				default:
 				}
 			}
-			if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
-				continue // a full batch, or far-tier tasks promoted: more may be due now
-			}
-			wait = m.cfg.SafetyRecheck
-			if res.NextDue >= 0 {
-				// Microseconds: a sleep in whole ms of the truncated
-				// clock would wake up to 1 ms late. With a prefetch, wake
-				// when the next task is half of it from due: the call
-				// then moves it, and what is due in the half after it,
-				// still ahead of time.
-				wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
-				wait = min(wait, time.Duration(wake-res.NowMicros)*time.Microsecond)
-			}
-			if wait <= 0 {
-				continue
+			if wait = m.next(res); wait <= 0 {
+				continue // a full batch, promoted far-tier tasks, or the next task due
 			}
 		}
 		timer.Reset(wait)
@@ -103,6 +90,26 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 			timer.Stop()
 		}
 	}
+}
+
+// next returns how long to sleep after a successful call: 0 or less to
+// call again at once (a full batch, or far-tier tasks promoted: more may
+// be due now), else until the next task is due (ahead by half the
+// prefetch), at most the safety re-check.
+func (m *Mover) next(res shard.MoveResult) time.Duration {
+	if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
+		return 0
+	}
+	wait := m.cfg.SafetyRecheck
+	if res.NextDue >= 0 {
+		// Microseconds: a sleep in whole ms of the truncated clock would
+		// wake up to 1 ms late. With a prefetch, wake when the next task
+		// is half of it from due: the call then moves it, and what is due
+		// in the half after it, still ahead of time.
+		wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
+		wait = min(wait, time.Duration(wake-res.NowMicros)*time.Microsecond)
+	}
+	return wait
 }
 
 func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {

@@ -6,4 +6,13 @@
 // the hash tag {namespace:s}, so each script touches exactly one Redis
 // Cluster slot. docs/protocol.md describes the layout, the encoding and
 // the enqueue protocol for producers written in other languages.
+//
+// Files by role: keys.go (every key name, the ready-list helpers and the
+// name of a queue's flow-control primitives), codec.go and errors.go (the
+// task encoding, name rules, protocol errors), policy.go (queue policies,
+// backoff, the far tier), tasks.go (enqueue, cancel, lookup), move.go
+// (the mover and epochs), delivery.go and settle.go (a delivery's life in
+// a worker: pop, claim, ack, nack, extend, release), recover.go (the
+// owner's recovery pass), scripts.go (the embedded Lua). timing.go holds
+// the protocol's timing bounds, which must compose.
 package shard

@@ -45,6 +45,19 @@ const (
 	DefaultShards    = 16
 )
 
+// LayoutDefaults returns ns and n with "" and 0 replaced by
+// DefaultNamespace and DefaultShards, for configs whose zero values mean
+// the defaults: NewLayout(LayoutDefaults(ns, n)) validates them.
+func LayoutDefaults(ns string, n int) (string, int) {
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	if n == 0 {
+		n = DefaultShards
+	}
+	return ns, n
+}
+
 // MaxShards is the largest supported shard count.
 const MaxShards = 4096
 
