@@ -8,6 +8,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/coord"
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // popBatchMax bounds the ids one fetch pops (and one claim leases): a
@@ -36,49 +37,89 @@ func (w *Worker) fetch(ctx context.Context, queues []*queue, run *runState) {
 }
 
 // fetchLoop pops and claims tasks for queues with free handler slots
-// until ctx ends.
+// until ctx ends. One blocking pop covers every queue with free slots;
+// when a slot of a queue that pop does not cover is freed (the queue was
+// full when the pop was sent), a second pop for that queue goes out at
+// once instead of waiting for the first to time out. Pops in flight never
+// cover the same queue, so each queue's free slots bound what is popped
+// for it.
 func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) {
-	// One key ring per set of queues with free slots (a bit mask over
-	// queues; almost always all of them), built once.
+	type popped struct {
+		covered []int // indexes into queues
+		err     error
+	}
+	done := make(chan popped, len(queues)) // never blocks a pop's goroutine
+	var pops sync.WaitGroup
+	defer pops.Wait()
+	inFlight := make([]bool, len(queues))
+	// One key ring per set of queues (a bit mask over their indexes;
+	// almost always all of them), built once.
 	rings := map[uint64]*readyRing{}
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
-		var avail []string
-		var mask uint64
-		count := 0
-		for i, q := range queues {
-			if f := q.free(); f > 0 {
-				avail = append(avail, q.name)
-				mask |= 1 << (i % 64)
-				if count == 0 || f < count {
-					count = f
-				}
+		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
+			// The ring's slice is reused only by the next pop for the same
+			// set, which cannot start before this one is done.
+			keys := ringFor(rings, w.deps.store.Layout(), queues, idx).rotated()
+			for _, i := range idx {
+				inFlight[i] = true
+			}
+			pops.Add(1)
+			go func() {
+				defer pops.Done()
+				done <- popped{idx, w.popClaim(ctx, keys, min(count, popBatchMax), nil, nil, run)}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.freed:
+		case p := <-done:
+			for _, i := range p.covered {
+				inFlight[i] = false
+			}
+			switch {
+			case p.err == nil:
+				bo.Reset()
+			case ctx.Err() == nil:
+				w.deps.met.fetchErrs.Inc()
+				w.deps.log.Warn("fetch failed; retrying", "error", p.err)
+				bo.Wait(ctx)
 			}
 		}
-		if len(avail) == 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.freed:
-			}
-			continue
-		}
-		ring := rings[mask]
-		if ring == nil || len(queues) > 64 { // beyond 64 queues masks collide: rebuild
-			ring = &readyRing{keys: w.deps.store.Layout().ReadyKeys(avail)}
-			rings[mask] = ring
-		}
-		if err := w.popClaim(ctx, ring.rotated(), min(count, popBatchMax), nil, nil, run); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			w.deps.met.fetchErrs.Inc()
-			w.deps.log.Warn("fetch failed; retrying", "error", err)
-			bo.Wait(ctx)
-			continue
-		}
-		bo.Reset()
 	}
+}
+
+// pickQueues returns the indexes of the queues with free slots that no
+// pop in flight covers, and the fewest free slots among them.
+func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
+	for i, q := range queues {
+		if f := q.free(); f > 0 && !inFlight[i] {
+			idx = append(idx, i)
+			if count == 0 || f < count {
+				count = f
+			}
+		}
+	}
+	return idx, count
+}
+
+// ringFor returns the key ring of the queues at idx, built on first use.
+func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, idx []int) *readyRing {
+	var mask uint64
+	for _, i := range idx {
+		mask |= 1 << (i % 64)
+	}
+	r := rings[mask]
+	if r == nil || len(queues) > 64 { // beyond 64 queues masks collide: rebuild
+		names := make([]string, 0, len(idx))
+		for _, i := range idx {
+			names = append(names, queues[i].name)
+		}
+		r = &readyRing{keys: layout.ReadyKeys(names)}
+		rings[mask] = r
+	}
+	return r
 }
 
 // readyRing hands out a fixed set of ready-list keys, rotated by one more
