@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/coord"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -13,21 +12,15 @@ import (
 // claims the others in the background, so the fetch loop can pop again
 // while the claim is in flight. Run waits for run.claims before it waits
 // for the handlers.
-func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, permit *coord.Permit, run *runState) {
-	sh, qname, ok := w.deps.store.Layout().ParseReady(key)
-	q := w.queue(qname)
-	if !ok || q == nil {
-		w.deps.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", len(entries))
-		if q != nil {
-			q.releasePermit(permit)
-		}
+func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, run *runState) {
+	q, sh, ok := w.poppedFrom(key, len(entries))
+	if !ok {
 		return
 	}
 	poppedAt := w.deps.now()
-	q.reserve(len(entries))
 	refs := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if permit == nil && q.opts.LeaseAfter > 0 {
+		if q.opts.LeaseAfter > 0 {
 			if sd, ok := shard.Popped(sh, e, q.opts.Lease); ok {
 				run.start(ctx, newDelivery(w.deps, q, sd, sd.Leased))
 				continue
@@ -43,15 +36,27 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, p
 	run.claims.Add(1)
 	go func() {
 		defer run.claims.Done()
-		w.claim(ctx, q, sh, refs, poppedAt, permit, run)
+		w.claim(ctx, q, sh, refs, poppedAt, run)
 	}()
 }
 
-// claim leases popped entries and starts their handlers; if the worker is
-// shutting down it gives them straight back. permit, if not nil, is the
-// concurrency permit acquired for the (single) popped entry; it follows
-// the delivery's lease and is released with it.
-func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, poppedAt time.Time, permit *coord.Permit, run *runState) {
+// poppedFrom returns the queue and shard of the ready list key that n
+// entries were popped from, and reserves a slot of the queue for each.
+func (w *Worker) poppedFrom(key string, n int) (*queue, int, bool) {
+	sh, qname, ok := w.deps.store.Layout().ParseReady(key)
+	q := w.queue(qname)
+	if !ok || q == nil {
+		w.deps.log.Error("popped from an unexpected key; ids left for recovery", "key", key, "ids", n)
+		return nil, 0, false
+	}
+	q.reserve(n)
+	return q, sh, true
+}
+
+// claim leases popped entries and starts their handlers (if the worker is
+// shutting down, start gives them straight back); it returns the
+// deliveries it started.
+func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, poppedAt time.Time, run *runState) []*delivery {
 	// The caller reserved one slot per popped entry; each entry that does
 	// not become a running handler gives its slot back.
 	unreserve := len(refs)
@@ -60,31 +65,25 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, pop
 			q.release(unreserve)
 		}
 	}()
-	defer func() { q.releasePermit(permit) }() // unless a delivery took it
 	ds, sent, err := claimPopped(w.deps.store, poppedAt, sh, q.name, refs, q.opts.Lease)
 	if err != nil {
 		w.deps.met.fetchErrs.Inc()
 		w.deps.log.Warn("claim failed; recovery will take the ids back, counting an attempt", "error", err, "shard", sh, "queue", q.name, "ids", len(refs))
-		return
+		return nil
 	}
+	started := make([]*delivery, 0, len(ds))
 	for _, sd := range ds {
 		d := newDelivery(w.deps, q, sd, sent)
 		unreserve-- // the delivery's finish frees this slot
-		if permit != nil {
-			d.permit, permit = permit, nil
-			// The permit was acquired a moment ago; it needs a round trip
-			// only if the delivery's lease differs from the permit's.
-			if d.lease != q.permitLease {
-				q.refreshPermit(d.permit, d.lease, sd.Task.ID)
-			}
-		}
 		if sd.DecodeErr != nil {
 			// Data this binary cannot read: never run it, dead-letter it.
 			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
 			continue
 		}
 		run.start(ctx, d)
+		started = append(started, d)
 	}
+	return started
 }
 
 // claimPopped leases entries popped at poppedAt (their "seq|id"

@@ -22,9 +22,14 @@ type delivery struct {
 	task  *Task
 	lease time.Duration
 
-	permit      *coord.Permit // cluster-wide concurrency permit, if the queue has one
-	validUntil  atomic.Int64  // local unix nanos until which the lease surely holds
-	extendUntil atomic.Int64  // local unix nanos after which the lease is not extended (0: no limit)
+	permit atomic.Pointer[coord.Permit] // cluster-wide concurrency permit, once admitted (flow.go)
+	// admitted is closed when a delivery of a queue under flow control is
+	// admitted (nil for other queues); stopping is closed when the worker
+	// starts shutting down.
+	admitted    chan struct{}
+	stopping    <-chan struct{}
+	validUntil  atomic.Int64 // local unix nanos until which the lease surely holds
+	extendUntil atomic.Int64 // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
 	// startAt is when the handler starts: at once, or at the task's due
@@ -61,6 +66,9 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	// the claim plus the lease, which is no earlier than sent + lease.
 	d.validUntil.Store(sent.Add(d.lease).UnixNano())
 	d.unleased.Store(sd.Unleased)
+	if q.opts.flowControlled() {
+		d.admitted = make(chan struct{})
+	}
 	d.startAt = k.now()
 	switch ahead := sd.Task.Due.Sub(d.startAt); {
 	case ahead <= 0:
@@ -89,6 +97,9 @@ func (d *delivery) run(parent context.Context) {
 	// while a task moved ahead of its due time waits for it.
 	d.startWatchdog()
 	held, err := d.hold(ctx)
+	if err == nil {
+		err = d.admit(ctx)
+	}
 	if err != nil {
 		_ = d.finish(context.Background(), err)
 		return
@@ -113,9 +124,10 @@ func (d *delivery) call(ctx context.Context, held bool) (err error) {
 	m := &d.q.met
 	// Lateness: claim time - due on Redis's clock, or for a task run
 	// before its lease, pop time on the local clock - due; for a task held
-	// until its due time, now on the local clock - due.
+	// until its due time or admitted by flow control after its claim, now
+	// on the local clock - due.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
-	if held {
+	if held || d.admitted != nil {
 		late = d.now().Sub(d.sd.Task.Due)
 	}
 	m.lateness.Observe(max(late, 0).Seconds())
@@ -173,12 +185,18 @@ func (d *delivery) hold(ctx context.Context) (bool, error) {
 	case <-t.C:
 		return true, nil
 	case <-ctx.Done():
-		err := context.Cause(ctx)
-		if errors.Is(err, ErrShuttingDown) {
-			err = ErrShuttingDown
-		}
-		return true, err
+		return true, stopCause(ctx)
 	}
+}
+
+// stopCause is the error to settle a delivery with whose ctx ended
+// before its handler started: ErrShuttingDown gives the task back.
+func stopCause(ctx context.Context) error {
+	err := context.Cause(ctx)
+	if errors.Is(err, ErrShuttingDown) {
+		return ErrShuttingDown
+	}
+	return err
 }
 
 // outcome is how a delivery was settled.

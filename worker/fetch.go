@@ -2,11 +2,8 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
-	"github.com/hourglass-sched/hourglass/coord"
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -17,8 +14,7 @@ import (
 const popBatchMax = 64
 
 // fetch runs the fetch loops until ctx ends. Queues under cluster-wide
-// flow control each get their own loop (it must hold a permit and a token
-// before popping); the others share one.
+// flow control each get their own loop (flow.go); the others share one.
 func (w *Worker) fetch(ctx context.Context, queues []*queue, run *runState) {
 	var plain []*queue
 	var loops sync.WaitGroup
@@ -67,7 +63,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 			pops.Add(1)
 			go func() {
 				defer pops.Done()
-				done <- popped{idx, w.popClaim(ctx, keys, min(count, popBatchMax), nil, nil, run)}
+				done <- popped{idx, w.popClaim(ctx, keys, min(count, popBatchMax), run)}
 			}()
 		}
 		select {
@@ -138,97 +134,22 @@ func (r *readyRing) rotated() []string {
 }
 
 // popClaim pops at most count ids from keys and claims them in the
-// background, with permit if the queue q is under flow control. When
-// nothing was popped (or the test hook dropped it) the permit is given
-// back; the error is the pop's.
-func (w *Worker) popClaim(ctx context.Context, keys []string, count int, permit *coord.Permit, q *queue, run *runState) error {
-	key, ids, err := w.deps.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
-	// afterPop is a test hook: false means the worker "crashed" between
-	// pop and lease.
-	if err == nil && len(ids) > 0 && (w.afterPop == nil || w.afterPop(ids)) {
-		w.claimAsync(ctx, key, ids, permit, run)
-		return nil
-	}
-	if q != nil {
-		q.releasePermit(permit)
+// background; the error is the pop's.
+func (w *Worker) popClaim(ctx context.Context, keys []string, count int, run *runState) error {
+	key, entries, err := w.pop(ctx, keys, count)
+	if len(entries) > 0 {
+		w.claimAsync(ctx, key, entries, run)
 	}
 	return err
 }
 
-// flowLoop fetches one queue under cluster-wide flow control, one task at
-// a time: wait for a local slot, then admission (a rate token and a
-// semaphore permit), and only then pop and claim.
-func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
-	ring := &readyRing{keys: w.deps.store.Layout().ReadyKeys([]string{q.name})}
-	for ctx.Err() == nil {
-		if q.free() <= 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-q.freed:
-			}
-			continue
-		}
-		permit, ok := w.admit(ctx, q)
-		if !ok {
-			continue
-		}
-		if err := w.popClaim(ctx, ring.rotated(), 1, permit, q, run); err != nil && ctx.Err() == nil {
-			w.flowRetry(ctx, q, err, "fetch")
-		}
+// pop pops at most count entries from keys.
+func (w *Worker) pop(ctx context.Context, keys []string, count int) (string, []string, error) {
+	key, entries, err := w.deps.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+	// afterPop is a test hook: false means the worker "crashed" between
+	// pop and lease.
+	if err != nil || len(entries) == 0 || (w.afterPop != nil && !w.afterPop(entries)) {
+		return "", nil, err
 	}
-}
-
-// admit takes a rate token (sleeping the time the limiter names, never
-// polling), then a semaphore permit (blocking until one is released or
-// expires). It reports false when the caller must start over: ctx ended,
-// the rate limit holds the fetch back, or a call failed (and was waited
-// out). The permit is nil for a queue without MaxConcurrency.
-func (w *Worker) admit(ctx context.Context, q *queue) (*coord.Permit, bool) {
-	if q.limit != nil {
-		res, err := q.limit.Allow(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				w.flowRetry(ctx, q, err, "rate limiter")
-			}
-			return nil, false
-		}
-		if !res.Allowed {
-			q.met.throttled.Inc()
-			select {
-			case <-ctx.Done():
-			case <-time.After(max(res.RetryAfter, time.Millisecond)):
-			}
-			return nil, false
-		}
-	}
-	if q.sem == nil {
-		return nil, true
-	}
-	start := time.Now()
-	p, err := q.sem.TryAcquire(ctx)
-	if errors.Is(err, coord.ErrNotAcquired) {
-		q.met.flowWaits.Inc()
-		p, err = q.sem.Acquire(ctx)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			w.flowRetry(ctx, q, err, "semaphore")
-		}
-		return nil, false
-	}
-	q.met.flowWait.Observe(time.Since(start).Seconds())
-	q.met.permits.Inc()
-	return &p, true
-}
-
-// flowRetry counts and logs a failed flow-control or fetch call, then
-// waits a moment before the loop tries again.
-func (w *Worker) flowRetry(ctx context.Context, q *queue, err error, what string) {
-	w.deps.met.fetchErrs.Inc()
-	w.deps.log.Warn("flow control: "+what+" failed; retrying", "queue", q.name, "error", err)
-	select {
-	case <-ctx.Done():
-	case <-time.After(500 * time.Millisecond):
-	}
+	return key, entries, nil
 }

@@ -55,12 +55,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		clockBehind: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_clock_behind_total",
 			Help: "Deliveries due further ahead of this worker's clock than scheduler.prefetch can move a task (the clock is behind Redis's); run at once, not held."}),
 		permits:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
-		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Times a fetch had to wait for a concurrency permit."}, q),
+		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
 		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hourglass_worker_permit_wait_seconds", Help: "Time to get a concurrency permit.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
 		}, q),
-		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Fetches held back by the queue's rate limit."}, q),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.flowWaits, m.flowWait, m.throttled} {

@@ -24,13 +24,13 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		// outstanding this way (a slow Redis holds slots again), and a
 		// queue under flow control keeps its slot and permit until the
 		// ack landed, so the cluster-wide bound holds.
-		early := d.outcome == outcomeAck && d.permit == nil && d.q.settleEarly()
+		early := d.outcome == outcomeAck && d.permit.Load() == nil && d.q.settleEarly()
 		if early {
 			d.q.release(1)
 		}
 		// An ack that still holds its slot (or permit) must not linger.
 		d.result = d.settle(err, !early)
-		d.q.releasePermit(d.permit)
+		d.q.releasePermit(d.permit.Load())
 		close(d.finished)
 		if early {
 			d.q.settling.Add(-1)

@@ -81,7 +81,7 @@ func (d *delivery) wdTick() {
 	switch {
 	case err == nil:
 		d.validUntil.Store(sent.Add(d.lease).UnixNano())
-		d.q.refreshPermit(d.permit, d.lease, d.sd.Task.ID)
+		d.q.refreshPermit(d.permit.Load(), d.lease, d.sd.Task.ID)
 	case errors.Is(err, shard.ErrStaleToken):
 		d.q.met.stale.Inc()
 		d.lost("lease taken back by recovery")

@@ -216,6 +216,7 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 		_ = d.finish(context.Background(), ErrShuttingDown)
 		return
 	}
+	d.stopping = ctx.Done()
 	r.mu.Lock()
 	r.active[d] = struct{}{}
 	r.mu.Unlock()

@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Cluster-wide flow control. A queue with MaxConcurrency or Rate has a
+// fetch loop of its own that takes one task at a time: it waits for a
+// local slot, pops (blocking until a task is ready), leases the task, and
+// starts its delivery, which waits for admission (a semaphore permit,
+// then a rate token) and only then calls the handler. The loop pops the
+// next task once this one is admitted (or settled), so each worker holds
+// at most one task per queue waiting for admission.
+//
+// Admission is taken right before the handler starts, never before the
+// wait for a task: a token taken before a blocking pop would be spent when
+// the pop began, and a task arriving late in that pop would start close to
+// the next token's task, exceeding the rate (#14).
+
+// flowLoop fetches queue q under flow control until ctx ends.
+func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
+	ring := &readyRing{keys: w.deps.store.Layout().ReadyKeys([]string{q.name})}
+	for ctx.Err() == nil {
+		if q.free() <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.freed:
+			}
+			continue
+		}
+		key, entries, err := w.pop(ctx, ring.rotated(), 1)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.flowRetry(ctx, q, err, "fetch")
+			}
+			continue
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		pq, sh, ok := w.poppedFrom(key, len(entries))
+		if !ok {
+			continue
+		}
+		for _, d := range w.claim(ctx, pq, sh, []string{shard.EntryRef(entries[0])}, w.deps.now(), run) {
+			select {
+			case <-ctx.Done():
+			case <-d.admitted:
+			case <-d.finished:
+			}
+		}
+	}
+}
+
+// admit waits for the delivery's admission under its queue's flow
+// control: a semaphore permit (blocking until one is released or
+// expires), then a rate token (sleeping the time the limiter names, never
+// polling). A failed call is retried after a pause; the lease is kept
+// meanwhile by the watchdog. It returns the error to settle the delivery
+// with instead of running it when ctx ends first (ErrShuttingDown: the
+// worker is stopping, the task goes back).
+func (d *delivery) admit(ctx context.Context) error {
+	if d.admitted == nil {
+		return nil
+	}
+	q := d.q
+	for q.sem != nil && d.permit.Load() == nil {
+		start := d.now()
+		p, err := q.sem.TryAcquire(ctx)
+		if errors.Is(err, coord.ErrNotAcquired) {
+			q.met.flowWaits.Inc()
+			p, err = q.sem.Acquire(ctx)
+		}
+		if err != nil {
+			if err := d.flowPause(ctx, err, "semaphore", 0); err != nil {
+				return err
+			}
+			continue
+		}
+		q.met.flowWait.Observe(d.now().Sub(start).Seconds())
+		q.met.permits.Inc()
+		d.permit.Store(&p)
+		// The permit follows the delivery's lease from now on.
+		if d.lease != q.permitLease {
+			q.refreshPermit(&p, d.lease, d.sd.Task.ID)
+		}
+	}
+	for q.limit != nil {
+		res, err := q.limit.Allow(ctx)
+		if err == nil && res.Allowed {
+			break
+		}
+		var wait time.Duration
+		if err == nil {
+			q.met.throttled.Inc()
+			wait = max(res.RetryAfter, time.Millisecond)
+		}
+		if err := d.flowPause(ctx, err, "rate limiter", wait); err != nil {
+			return err
+		}
+	}
+	close(d.admitted)
+	return nil
+}
+
+// flowPause waits before the next admission attempt: wait after a denied
+// one, or (err not nil) a moment after a failed call, which it counts and
+// logs. It returns the error to settle the delivery with if the worker
+// stops or ctx ends meanwhile.
+func (d *delivery) flowPause(ctx context.Context, err error, what string, wait time.Duration) error {
+	if ctx.Err() != nil {
+		return stopCause(ctx)
+	}
+	if err != nil {
+		d.met.fetchErrs.Inc()
+		d.log.Warn("flow control: "+what+" failed; retrying", "queue", d.q.name, "error", err)
+		wait = 500 * time.Millisecond
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-d.stopping:
+		return ErrShuttingDown
+	case <-ctx.Done():
+		return stopCause(ctx)
+	}
+}
+
+// flowRetry counts and logs a failed fetch of a queue under flow control,
+// then waits a moment before the loop tries again.
+func (w *Worker) flowRetry(ctx context.Context, q *queue, err error, what string) {
+	w.deps.met.fetchErrs.Inc()
+	w.deps.log.Warn("flow control: "+what+" failed; retrying", "queue", q.name, "error", err)
+	select {
+	case <-ctx.Done():
+	case <-time.After(500 * time.Millisecond):
+	}
+}
