@@ -216,7 +216,7 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		pops = append(pops, es...)
 	}
 	if err := phase("ack.lua", func(i int) error {
-		d, ok := shard.Popped(0, pops[i], 0)
+		d, ok := shard.Popped(0, pops[i], time.Now(), 0)
 		if !ok {
 			return fmt.Errorf("entry %q", pops[i])
 		}

@@ -68,16 +68,18 @@ func (c *cluster) start(id string, extra ...string) *sched {
 		"-set", "scheduler.replica_id=" + id,
 		"-set", fmt.Sprintf("scheduler.lease_ttl=%s", ttl),
 	}
-	return c.spawn(id, c.bin, append(args, extra...))
+	return c.spawn(id, c.bin, append(args, extra...), nil)
 }
 
 // startWorker starts the worker binary; extra carries its queue settings.
 func (c *cluster) startWorker(id string, extra ...string) *sched {
 	c.t.Helper()
-	return c.spawn(id, c.wbin, extra)
+	return c.spawn(id, c.wbin, extra, nil)
 }
 
-func (c *cluster) spawn(id, bin string, extra []string) *sched {
+// spawn starts bin with the cluster's connection settings, then extra;
+// env is added to the test's environment.
+func (c *cluster) spawn(id, bin string, extra, env []string) *sched {
 	c.t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(c.t))
 	args := []string{
@@ -87,7 +89,7 @@ func (c *cluster) spawn(id, bin string, extra []string) *sched {
 		"-set", "http.addr=" + addr,
 		"-set", "log.level=debug",
 	}
-	p := testenv.StartProcess(c.t, id, bin, append(args, extra...), nil)
+	p := testenv.StartProcess(c.t, id, bin, append(args, extra...), env)
 	return &sched{Process: p, id: id, http: addr}
 }
 

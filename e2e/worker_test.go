@@ -308,3 +308,61 @@ func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 		}
 	}
 }
+
+// TestPausedWorkerRunsNothingItLost: a worker process stopped (SIGSTOP)
+// right after a pop, while recovery re-delivers what it popped to another
+// worker, must not run those tasks when it continues: each task runs
+// exactly once, on the other worker. The stopped worker is built with
+// the faultinject tag and stops itself after its first pop that returned
+// tasks (HG_FAULT=stop-after-pop).
+func TestPausedWorkerRunsNothingItLost(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	paused, other := newTarget(t), newTarget(t)
+	const n = 6
+	args := workerArgs(other.URL, 5*time.Second, 8)
+	c.start("p-s", append(args, "-set", "scheduler.strand_check=500ms")...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("p-s") })
+	wa := c.spawn("p-wa", c.wbin, workerArgs(paused.URL, 5*time.Second, 8), []string{"HG_FAULT=stop-after-pop"})
+	ctx := testenv.Ctx(t, time.Minute)
+	for i := 0; i < n; i++ {
+		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("p%d", i), Queue: "default"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 20*time.Second, "worker a stopped itself after a pop", func() (bool, string) { return wa.Stopped(), "running" })
+	stopped := time.Now()
+	c.startWorker("p-wb", args...)
+	testenv.WaitFor(t, 30*time.Second, "every task run on worker b", func() (bool, string) {
+		d, _ := other.delivered()
+		return d == n, fmt.Sprint(d)
+	})
+	wa.Resume()
+	t.Logf("worker a resumed %v after it stopped; worker b had run all %d tasks", time.Since(stopped).Round(time.Millisecond), n)
+	var dropped float64
+	testenv.WaitFor(t, 20*time.Second, "worker a drops what it popped (or runs it)", func() (bool, string) {
+		if _, ran := paused.delivered(); ran > 0 {
+			return true, ""
+		}
+		fams, err := promread.Families(ctx, "http://"+wa.http+"/metrics")
+		if err != nil {
+			return false, err.Error()
+		}
+		dropped, err = promread.Counter(fams, "hourglass_worker_dropped_total")
+		if err != nil {
+			return false, err.Error()
+		}
+		return dropped > 0, fmt.Sprint(dropped)
+	})
+	if _, ran := paused.delivered(); ran > 0 {
+		t.Errorf("worker a ran %d tasks after it continued; recovery had given them to worker b", ran)
+	}
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("p%d", i); other.count[id] != 1 {
+			t.Errorf("%s ran %d times on worker b", id, other.count[id])
+		}
+	}
+	t.Logf("worker a dropped %v popped tasks without running them", dropped)
+}

@@ -11,23 +11,27 @@ import (
 // those it may run before leasing them (see QueueOptions.LeaseAfter) and
 // claims the others in the background, so the fetch loop can pop again
 // while the claim is in flight. Run waits for run.claims before it waits
-// for the handlers.
-func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, run *runState) {
+// for the handlers. sent is when the pop was sent: entries whose pop is
+// older than shard.MaxLeaseAfter (the pop blocked that long, or the
+// process was paused) are leased first, since recovery may have taken
+// them back already.
+func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, sent time.Time, run *runState) {
 	q, sh, ok := w.poppedFrom(key, len(entries))
 	if !ok {
 		return
 	}
-	poppedAt := w.deps.now()
+	fresh := w.deps.now().Sub(sent) <= shard.MaxLeaseAfter
 	refs := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if q.opts.LeaseAfter > 0 {
-			if sd, ok := shard.Popped(sh, e, q.opts.Lease); ok {
+		if fresh && q.opts.LeaseAfter > 0 {
+			if sd, ok := shard.Popped(sh, e, sent, q.opts.Lease); ok {
 				run.start(ctx, newDelivery(w.deps, q, sd, sd.Leased))
 				continue
 			}
 		}
-		// Lease first: the queue asks for it, or the entry does not carry
-		// a task this binary can read (claim.lua decides about those).
+		// Lease first: the queue asks for it, the pop is too old to run
+		// the entry unleased, or the entry does not carry a task this
+		// binary can read (claim.lua decides about those).
 		refs = append(refs, shard.EntryRef(e))
 	}
 	if len(refs) == 0 {
@@ -36,7 +40,7 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, r
 	run.claims.Add(1)
 	go func() {
 		defer run.claims.Done()
-		w.claim(ctx, q, sh, refs, poppedAt, run)
+		w.claim(ctx, q, sh, refs, sent, run)
 	}()
 }
 
@@ -71,6 +75,12 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, pop
 		w.deps.log.Warn("claim failed; recovery will take the ids back, counting an attempt", "error", err, "shard", sh, "queue", q.name, "ids", len(refs))
 		return nil
 	}
+	if n := len(refs) - len(ds); n > 0 {
+		// No longer pending under the popped entries' numbers: cancelled,
+		// or taken back by recovery while this worker was paused.
+		q.met.dropped.Add(float64(n))
+		w.deps.log.Warn("popped tasks no longer ours; dropped without running", "shard", sh, "queue", q.name, "ids", n)
+	}
 	started := make([]*delivery, 0, len(ds))
 	for _, sd := range ds {
 		d := newDelivery(w.deps, q, sd, sent)
@@ -90,14 +100,22 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, pop
 // references), retrying a failed claim while the ids are surely still
 // this worker's: recovery takes popped, unleased ids back no sooner than
 // shard.UnleasedGrace after the pop, and a retried claim of an entry
-// already leased returns that lease. sent is the first attempt's time:
-// Redis started the leases no earlier. Both the lease-first path and the
-// late lease of a running task (watchdog.go) use it.
+// already leased returns that lease. The first attempt is made however
+// old the pop: Redis decides, and leases only entries still pending under
+// their numbers. sent is the first attempt's time: Redis started the
+// leases no earlier. The lease-first path, the late lease of a running
+// task (watchdog.go) and the lease of a stale one before it starts
+// (delivery.go) use it.
 func claimPopped(store *shard.Store, poppedAt time.Time, sh int, queue string, refs []string, lease time.Duration) (ds []shard.Delivery, sent time.Time, err error) {
 	sent = time.Now()
 	until := poppedAt.Add(shard.UnleasedGrace - shard.LeaseMargin)
+	first := until
+	if f := sent.Add(shard.UnleasedGrace - shard.LeaseMargin); f.After(first) {
+		first = f
+	}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		ctx, cancel := context.WithDeadline(context.Background(), until)
+		ctx, cancel := context.WithDeadline(context.Background(), first)
+		first = until
 		ds, err = store.Claim(ctx, sh, queue, refs, lease)
 		cancel()
 		if err == nil || time.Now().Add(wait).After(until) {

@@ -100,6 +100,9 @@ func (d *delivery) run(parent context.Context) {
 	if err == nil {
 		err = d.admit(ctx)
 	}
+	if err == nil {
+		err = d.leaseIfStale()
+	}
 	if err != nil {
 		_ = d.finish(context.Background(), err)
 		return
@@ -122,12 +125,13 @@ func (d *delivery) run(parent context.Context) {
 // task was held until its due time.
 func (d *delivery) call(ctx context.Context, held bool) (err error) {
 	m := &d.q.met
-	// Lateness: claim time - due on Redis's clock, or for a task run
-	// before its lease, pop time on the local clock - due; for a task held
-	// until its due time or admitted by flow control after its claim, now
-	// on the local clock - due.
+	// Lateness: claim time - due on Redis's clock for a task leased
+	// first; now on the local clock - due for a task run before its lease
+	// (its pop time is when the pop was sent, before the task was there),
+	// held until its due time, or admitted by flow control after its
+	// claim.
 	late := d.sd.Leased.Sub(d.sd.Task.Due)
-	if held || d.admitted != nil {
+	if held || d.admitted != nil || d.sd.Unleased {
 		late = d.now().Sub(d.sd.Task.Due)
 	}
 	m.lateness.Observe(max(late, 0).Seconds())
@@ -199,6 +203,27 @@ func stopCause(ctx context.Context) error {
 	return err
 }
 
+// errDropped settles a delivery that is no longer this worker's without
+// running it and without telling Redis anything.
+var errDropped = errors.New("task no longer pending under its popped entry")
+
+// leaseIfStale leases a delivery still unleased whose pop is older than
+// shard.MaxLeaseAfter (the worker was paused, or slow, between the pop and
+// now), right before its handler would start: recovery may have taken
+// the task back and delivered it elsewhere. If the task is no longer
+// pending under its popped entry, or the lease cannot be taken, it
+// returns errDropped: the handler must not run.
+func (d *delivery) leaseIfStale() error {
+	if !d.unleased.Load() || d.now().Sub(d.sd.Leased) <= shard.MaxLeaseAfter {
+		return nil
+	}
+	if stale, err := d.takeLease(); stale || err != nil {
+		d.log.Warn("popped task no longer ours; dropped without running", "task", d.sd.Task.ID, "queue", d.q.name, "popped", d.now().Sub(d.sd.Leased), "error", err)
+		return errDropped
+	}
+	return nil
+}
+
 // outcome is how a delivery was settled.
 type outcome int
 
@@ -206,10 +231,11 @@ const (
 	outcomeAck outcome = iota + 1
 	outcomeNack
 	outcomeRelease
+	outcomeDrop
 )
 
 func (o outcome) String() string {
-	return [...]string{"", "acked", "nacked", "released"}[o]
+	return [...]string{"", "acked", "nacked", "released", "dropped"}[o]
 }
 
 func outcomeFor(err error) outcome {
@@ -218,6 +244,8 @@ func outcomeFor(err error) outcome {
 		return outcomeAck
 	case errors.Is(err, ErrShuttingDown):
 		return outcomeRelease
+	case errors.Is(err, errDropped):
+		return outcomeDrop
 	default:
 		return outcomeNack
 	}

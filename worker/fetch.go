@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -136,20 +137,29 @@ func (r *readyRing) rotated() []string {
 // popClaim pops at most count ids from keys and claims them in the
 // background; the error is the pop's.
 func (w *Worker) popClaim(ctx context.Context, keys []string, count int, run *runState) error {
-	key, entries, err := w.pop(ctx, keys, count)
+	key, entries, sent, err := w.pop(ctx, keys, count)
 	if len(entries) > 0 {
-		w.claimAsync(ctx, key, entries, run)
+		w.claimAsync(ctx, key, entries, sent, run)
 	}
 	return err
 }
 
-// pop pops at most count entries from keys.
-func (w *Worker) pop(ctx context.Context, keys []string, count int) (string, []string, error) {
-	key, entries, err := w.deps.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+// pop pops at most count entries from keys; sent is when the pop was
+// sent, the earliest the entries may have left their list (the reply may
+// be read much later: the pop blocked, or the process was paused).
+func (w *Worker) pop(ctx context.Context, keys []string, count int) (key string, entries []string, sent time.Time, err error) {
+	sent = w.deps.now()
+	key, entries, err = w.deps.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+	if err != nil || len(entries) == 0 {
+		return "", nil, sent, err
+	}
+	if faultAfterPop != nil {
+		faultAfterPop()
+	}
 	// afterPop is a test hook: false means the worker "crashed" between
 	// pop and lease.
-	if err != nil || len(entries) == 0 || (w.afterPop != nil && !w.afterPop(entries)) {
-		return "", nil, err
+	if w.afterPop != nil && !w.afterPop(entries) {
+		return "", nil, sent, nil
 	}
-	return key, entries, nil
+	return key, entries, sent, nil
 }

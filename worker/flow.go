@@ -34,7 +34,7 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 			}
 			continue
 		}
-		key, entries, err := w.pop(ctx, ring.rotated(), 1)
+		key, entries, sent, err := w.pop(ctx, ring.rotated(), 1)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.flowRetry(ctx, q, err, "fetch")
@@ -48,7 +48,7 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 		if !ok {
 			continue
 		}
-		for _, d := range w.claim(ctx, pq, sh, []string{shard.EntryRef(entries[0])}, w.deps.now(), run) {
+		for _, d := range w.claim(ctx, pq, sh, []string{shard.EntryRef(entries[0])}, sent, run) {
 			select {
 			case <-ctx.Done():
 			case <-d.admitted:

@@ -17,6 +17,7 @@ type metrics struct {
 	released   *prometheus.CounterVec
 	leaseLost  *prometheus.CounterVec
 	stale      *prometheus.CounterVec
+	dropped    *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	lateness   *prometheus.HistogramVec
 	running    *prometheus.GaugeVec
@@ -42,6 +43,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		released:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_released_total", Help: "Deliveries given back unfinished at shutdown."}, q),
 		leaseLost:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_leases_lost_total", Help: "Deliveries whose lease could not be kept; the handler ctx was cancelled."}, q),
 		stale:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_stale_tokens_total", Help: "Acks, nacks or extensions rejected because the delivery was no longer current."}, q),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_dropped_total",
+			Help: "Popped tasks dropped without running: no longer this worker's when it came to lease them (cancelled, or taken back by recovery while the worker was paused)."}, q),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hourglass_worker_handler_duration_seconds", Help: "Handler run time.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
@@ -63,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -79,6 +82,7 @@ type queueMetrics struct {
 	deliveries, acks, lateLeases, held prometheus.Counter
 	nacks, retries, dead, released     prometheus.Counter
 	leaseLost, stale, throttled        prometheus.Counter
+	dropped                            prometheus.Counter
 	flowWaits                          prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
 	running, permits                   prometheus.Gauge
@@ -96,6 +100,7 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		released:   m.released.WithLabelValues(q),
 		leaseLost:  m.leaseLost.WithLabelValues(q),
 		stale:      m.stale.WithLabelValues(q),
+		dropped:    m.dropped.WithLabelValues(q),
 		throttled:  m.throttled.WithLabelValues(q),
 		flowWaits:  m.flowWaits.WithLabelValues(q),
 		lateness:   m.lateness.WithLabelValues(q),

@@ -167,9 +167,13 @@ type QueueOptions struct {
 	// less per task), one still running then is leased and its lease
 	// extended as usual. Until then the task is covered by recovery,
 	// which takes a popped, unleased task back (counting a failed
-	// attempt) no sooner than shard.UnleasedGrace (1 s) after the pop: a
-	// worker that stalls that long, or whose ack cannot reach Redis for
-	// that long, may see the task run again, as after an expired lease. 0 means
+	// attempt) no sooner than shard.UnleasedGrace (1 s) after the pop,
+	// counted from when the pop was sent. A task whose pop is older than
+	// MaxLeaseAfter before its handler starts (the pop blocked, or the
+	// worker was paused) is leased first, and dropped unrun if recovery
+	// took it back meanwhile. A worker that stalls longer than the grace
+	// while the handler runs, or whose ack cannot reach Redis for that
+	// long, may see the task run again, as after an expired lease. 0 means
 	// DefaultLeaseAfter (100ms); LeaseFirst (any negative value) leases
 	// every task before its handler starts; at most MaxLeaseAfter. Queues
 	// under flow control (MaxConcurrency, Rate) always lease first.

@@ -75,6 +75,9 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 		if err = d.acks.ack(ctx, d.sd.AckArgs(d.unleased.Load()), urgent); err == nil {
 			d.q.met.acks.Inc()
 		}
+	case errors.Is(herr, errDropped):
+		d.q.met.dropped.Inc()
+		return nil
 	case errors.Is(herr, ErrShuttingDown):
 		if err = d.store.Release(ctx, d.sd); err == nil {
 			d.q.met.released.Inc()

@@ -104,7 +104,7 @@ func (d *delivery) wdTick() {
 // then the handler is cancelled too, since recovery may take the task
 // back.
 func (d *delivery) leaseLate() {
-	ds, sent, err := claimPopped(d.store, d.sd.Leased, d.sd.Shard, d.q.name, []string{d.sd.Ref()}, d.q.opts.Lease)
+	stale, err := d.takeLease()
 	if d.wdDone() {
 		return
 	}
@@ -112,15 +112,29 @@ func (d *delivery) leaseLate() {
 	case err != nil:
 		d.lost("could not lease the task within " + shard.UnleasedGrace.String() + " of its pop: " + err.Error())
 		return
-	case len(ds) != 1 || ds[0].Token != d.sd.Token:
+	case stale:
 		d.q.met.stale.Inc()
 		d.lost("task no longer pending: cancelled, or taken back by recovery")
 		return
 	}
-	d.validUntil.Store(sent.Add(d.lease).UnixNano())
-	d.unleased.Store(false)
 	d.q.met.lateLeases.Inc()
 	d.rearm(d.wdNext())
+}
+
+// takeLease leases a delivery run (or about to run) on its popped entry,
+// presenting the entry's number; stale reports that the task is no
+// longer pending under it.
+func (d *delivery) takeLease() (stale bool, err error) {
+	ds, sent, err := claimPopped(d.store, d.sd.Leased, d.sd.Shard, d.q.name, []string{d.sd.Ref()}, d.q.opts.Lease)
+	if err != nil {
+		return false, err
+	}
+	if len(ds) != 1 || ds[0].Token != d.sd.Token {
+		return true, nil
+	}
+	d.validUntil.Store(sent.Add(d.lease).UnixNano())
+	d.unleased.Store(false)
+	return false, nil
 }
 
 // rearm schedules the next watchdog tick unless the delivery was settled.

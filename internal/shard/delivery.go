@@ -36,9 +36,12 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 // the queue (AckArgs.Queue, NackArgs.Queue). It reports false for an
 // entry it cannot use so (no task part, an entry of the older form
 // "seq|id", or task data this binary cannot decode): Claim decides those.
-// Leased is the local time now; Deadline is Leased plus lease, or the
+// Leased is poppedAt, the local time the pop was sent: the entry may have
+// left the list at any time after it, and UnleasedGrace counts from then
+// at the earliest (a reply read late, by a paused process, says nothing
+// about when Redis popped it). Deadline is Leased plus lease, or the
 // task's timeout when lease is not positive.
-func Popped(sh int, entry string, lease time.Duration) (Delivery, bool) {
+func Popped(sh int, entry string, poppedAt time.Time, lease time.Duration) (Delivery, bool) {
 	seq, rest, ok := strings.Cut(entry, "|")
 	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil {
 		return Delivery{}, false
@@ -54,8 +57,7 @@ func Popped(sh int, entry string, lease time.Duration) (Delivery, bool) {
 	if lease <= 0 {
 		lease = t.Timeout
 	}
-	now := time.Now()
-	return Delivery{Task: t, Shard: sh, Token: seq, Unleased: true, Leased: now, Deadline: now.Add(lease)}, true
+	return Delivery{Task: t, Shard: sh, Token: seq, Unleased: true, Leased: poppedAt, Deadline: poppedAt.Add(lease)}, true
 }
 
 // EntryRef returns the "seq|id" part of a ready-list entry, what Claim

@@ -10,7 +10,9 @@ import "time"
 // defined together here so that the sums can be read, and
 // TestTimingBoundsCompose checks them:
 //
-//	pop ──LeaseAfter (≤ MaxLeaseAfter)──► late lease, retried until
+//	pop sent ──reply read, handler may start unleased only until
+//	    MaxLeaseAfter (later: leased first, dropped if taken back)
+//	pop sent ──LeaseAfter (≤ MaxLeaseAfter)──► late lease, retried until
 //	    UnleasedGrace − LeaseMargin ──► the worker gives the task up
 //	pop ──handler done ≤ MaxLeaseAfter──► ack waits ≤ MaxAckLinger ──► sent
 //	pop ──held until due (≤ MaxHold)──► handler starts; leased as above

@@ -36,7 +36,9 @@ var builds struct {
 
 // BuildBinary builds the main package at pkg (relative to the module
 // root, for example "./cmd/scheduler") with the race detector (unless
-// HGTEST_RACE=0, for measuring) and returns the binary's path. A test binary builds each package once; Main removes
+// HGTEST_RACE=0, for measuring) and the faultinject tag (fault points a
+// test switches on with HG_FAULT; inert otherwise), and returns
+// the binary's path. A test binary builds each package once; Main removes
 // the binaries when the tests end.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
@@ -53,9 +55,9 @@ func BuildBinary(t testing.TB, pkg string) string {
 		builds.dir, builds.bins = d, map[string]string{}
 	}
 	out := filepath.Join(builds.dir, filepath.Base(pkg))
-	args := []string{"build", "-race", "-o", out, pkg}
+	args := []string{"build", "-tags", "faultinject", "-race", "-o", out, pkg}
 	if os.Getenv("HGTEST_RACE") == "0" {
-		args = []string{"build", "-o", out, pkg}
+		args = []string{"build", "-tags", "faultinject", "-o", out, pkg}
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = ModuleRoot(t)

@@ -14,7 +14,10 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,6 +93,19 @@ func (p *Process) Pause() {
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		p.t.Fatalf("testenv: pause %s: %v", p.Name(), err)
 	}
+}
+
+// Stopped reports whether the process is stopped (by SIGSTOP, its own
+// or another's), from its state in /proc.
+func (p *Process) Stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
 }
 
 // Resume continues a paused process with SIGCONT.
