@@ -48,7 +48,23 @@ type Config struct {
 	// most 512 MiB; default 1 MiB. The queue's limit registered by the
 	// schedulers is enforced in Redis as well.
 	MaxPayload int64
+	// RetryFor is how long Enqueue and EnqueueBatch keep sending again,
+	// with the same ids, tasks whose call failed with a transient error
+	// (connection lost or refused, Redis loading its data after a
+	// restart, a failover): such an error leaves the outcome unknown,
+	// since the script may have run. Default DefaultRetryFor; NoRetry
+	// (any negative value) returns the first error. The ctx bounds it too.
+	RetryFor time.Duration
 }
+
+// Retry settings.
+const (
+	// DefaultRetryFor is Config.RetryFor's default: about one Redis
+	// restart with a small data set, or one failover.
+	DefaultRetryFor = 5 * time.Second
+	// NoRetry turns the client's retries off (Config.RetryFor).
+	NoRetry = -1
+)
 
 // Validate reports every field New cannot use, each error wrapping
 // ErrInvalidConfig (and ErrInvalidArgument). Zero fields are valid: they
@@ -74,6 +90,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxPayload == 0 {
 		c.MaxPayload = DefaultMaxPayload
 	}
+	switch {
+	case c.RetryFor == 0:
+		c.RetryFor = DefaultRetryFor
+	case c.RetryFor < 0:
+		c.RetryFor = 0
+	}
 	return c
 }
 
@@ -86,6 +108,7 @@ func invalidConfig(format string, args ...any) error {
 type Client struct {
 	store      *shard.Store
 	maxPayload int64
+	retryFor   time.Duration // 0: no retry
 }
 
 // New returns a Client on rdb.
@@ -101,7 +124,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, invalidConfig("%w", err)
 	}
-	return &Client{store: shard.NewStore(rdb, l), maxPayload: cfg.MaxPayload}, nil
+	return &Client{store: shard.NewStore(rdb, l), maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
 }
 
 // Task describes one task to enqueue.
@@ -144,6 +167,13 @@ type Result struct {
 
 // Enqueue schedules one task. On ErrDuplicate the returned Result
 // describes the live task, which is left unchanged.
+//
+// A transient error (connection lost, Redis restarting or failing over)
+// leaves the outcome unknown: the task may have been stored. The client
+// retries such errors itself for Config.RetryFor, with the same id; an
+// error that remains after that is still of unknown outcome, and calling
+// again with the same Task.ID (set one if you let the client generate
+// it: Result.ID) is safe: ErrDuplicate then means the task is stored.
 func (c *Client) Enqueue(ctx context.Context, t Task) (Result, error) {
 	rs, _ := c.EnqueueBatch(ctx, []Task{t})
 	return rs[0], rs[0].Err
@@ -172,6 +202,7 @@ func (e *BatchError) Unwrap() error { return e.First }
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
 	out := make([]Result, len(tasks))
 	args := make([]shard.EnqueueArgs, 0, len(tasks))
+	generated := make([]bool, 0, len(tasks))
 	idx := make([]int, 0, len(tasks))
 	for i, t := range tasks {
 		a, err := c.toArgs(t)
@@ -181,10 +212,11 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, erro
 			continue
 		}
 		args = append(args, a)
+		generated = append(generated, t.ID == "")
 		idx = append(idx, i)
 	}
 	if len(args) > 0 {
-		for j, r := range c.store.EnqueueBatch(ctx, args) {
+		for j, r := range c.enqueueRetrying(ctx, args, generated) {
 			out[idx[j]].Due, out[idx[j]].Err = r.Due, r.Err
 		}
 	}

@@ -12,4 +12,11 @@
 // Errors are sentinel values to test with errors.Is: ErrDuplicate,
 // ErrUnknownQueue, ErrPayloadTooLarge, ErrInvalidArgument, ErrNotFound,
 // ErrActive.
+//
+// Any other error from Enqueue or EnqueueBatch (a broken connection,
+// Redis restarting or failing over) leaves the outcome unknown: the
+// script may have stored the task before its reply was lost. The client
+// retries such errors with the same ids for Config.RetryFor; retrying
+// yourself with the same Task.ID is safe too, and ErrDuplicate then
+// means the task is stored. Never retry with a new id.
 package client

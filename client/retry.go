@@ -1,0 +1,108 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// An enqueue that fails with a transport error has an unknown outcome:
+// the script may have run in Redis and only its reply been lost (a
+// connection cut, or Redis answering LOADING while it restarts). Sending
+// the same task again with the same id is safe: the enqueue script stores
+// an id at most once and reports ErrDuplicate for a live one. EnqueueBatch
+// does that itself for Config.RetryFor.
+
+// transient reports whether err leaves an enqueue's outcome unknown and
+// is worth another attempt: the connection failed, or Redis is loading,
+// failing over or busy. Protocol answers (duplicate, unknown queue, ...)
+// and the caller's ctx are final.
+func transient(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, redis.ErrClosed),
+		errors.Is(err, ErrDuplicate), errors.Is(err, ErrUnknownQueue),
+		errors.Is(err, ErrPayloadTooLarge), errors.Is(err, ErrInvalidArgument):
+		return false
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueRetrying sends args and sends again, with the same ids, those
+// whose outcome is unknown (transient errors), for up to c.retryFor or
+// until ctx ends. A duplicate means the task is stored, perhaps by an
+// earlier attempt whose reply was lost (ours, or one the Redis client
+// retried on its own): for an id this client generated (generated[i]),
+// which nobody else can have used, that is success. A caller's id keeps
+// ErrDuplicate, with a note when a retry reported it, since the id may
+// also have been live before this call.
+func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, generated []bool) []shard.EnqueueResult {
+	out := c.store.EnqueueBatch(ctx, args)
+	for i := range out {
+		if generated[i] && errors.Is(out[i].Err, ErrDuplicate) {
+			out[i].Err = nil
+		}
+	}
+	var bo backoff.Backoff
+	deadline := time.Now().Add(c.retryFor)
+	for {
+		var again []int
+		for i, r := range out {
+			if transient(r.Err) {
+				again = append(again, i)
+			}
+		}
+		wait := bo.Next()
+		if len(again) == 0 || time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
+			return out
+		}
+		sub := make([]shard.EnqueueArgs, len(again))
+		for j, i := range again {
+			sub[j] = args[i]
+		}
+		for j, r := range c.store.EnqueueBatch(ctx, sub) {
+			i := again[j]
+			if errors.Is(r.Err, ErrDuplicate) {
+				if generated[i] {
+					r.Err = nil
+				} else {
+					r.Err = fmt.Errorf("%w (reported by a retry after %v: this call may have stored it)", r.Err, out[i].Err)
+				}
+			}
+			out[i] = r
+		}
+	}
+}
+
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
