@@ -9,6 +9,7 @@
 package connect
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
@@ -118,12 +120,24 @@ func tlsConfig(c config.TLSConfig) (*tls.Config, error) {
 var errNoCertificates = errors.New("no PEM certificates found")
 
 // Logger returns the binary's root logger as the log section configures
-// it: level, text or JSON, on w.
+// it: level, text or JSON, on w. go-redis's own lines (a failed dial of
+// its pool, ...) go through it too, at Warn under the name "redis", so
+// that they follow log.format; go-redis has one logger per process.
 func Logger(cfg config.LogConfig, name string, w io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
+	log := hclog.New(&hclog.LoggerOptions{
 		Name:       name,
 		Level:      hclog.LevelFromString(cfg.Level),
 		JSONFormat: cfg.Format == "json",
 		Output:     w,
 	})
+	redis.SetLogger(redisLogger{log.Named("redis")})
+	return log
+}
+
+// redisLogger is go-redis's logger on hclog.
+type redisLogger struct{ log hclog.Logger }
+
+// Printf logs one go-redis line at Warn.
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn(strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
 }

@@ -1,12 +1,16 @@
 package connect_test
 
 import (
+	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,4 +268,45 @@ func checkErr(t *testing.T, what string, err error, fragments []string, notExist
 	if notExist && !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s: error %q does not wrap os.ErrNotExist", what, err)
 	}
+}
+
+// go-redis's own log lines (here: its pool failing to dial) come out of
+// the binary's logger, as JSON when log.format is json, not as go-redis's
+// plain-text lines on stderr.
+func TestRedisLogsGoThroughLogger(t *testing.T) {
+	var buf syncBuffer
+	connect.Logger(config.LogConfig{Level: "info", Format: "json"}, "test", &buf)
+	cfg := redisConfig("127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))) // nothing listens
+	cfg.DialTimeout = 200 * time.Millisecond
+	if err := pingRedis(t, cfg); err == nil {
+		t.Fatal("ping of a closed port succeeded")
+	}
+	testenv.WaitFor(t, 10*time.Second, "go-redis's dial failure logged as JSON", func() (bool, string) {
+		for _, line := range strings.Split(buf.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["@module"] == "test.redis" &&
+				strings.Contains(fmt.Sprint(rec["@message"]), "failed to dial") {
+				return true, ""
+			}
+		}
+		return false, buf.String()
+	})
+}
+
+// syncBuffer is a log output safe to read while the logger writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -146,9 +146,10 @@ func (s *Scheduler) ReplicaID() string { return s.replica }
 // shard, with its producers' wake-ups. If a loop is fenced off by a newer
 // owner, all stop and the election gives the shard up.
 func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
+	// The election logs the acquisition and the release at Info.
 	log := s.log.With("shard", sh, "epoch", epoch)
-	log.Info("shard acquired")
-	defer log.Info("shard released")
+	log.Debug("owner loops starting")
+	defer log.Debug("owner loops stopped")
 	wake, unsubscribe := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
 	defer unsubscribe()
 	_ = owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops, s.log)

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +47,8 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 	cfg.Scheduler.ReplicaID = "inproc"
 	cfg.Scheduler.LeaseTTL = 2 * time.Second
 	cfg.HTTP.Addr = "127.0.0.1:0"
-	s, err := New(&cfg, hclog.NewNullLogger())
+	logs := &syncBuffer{}
+	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +71,11 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 		st := s.Status()
 		return code == 200 && len(st.Shards) == cfg.Shards, st.Replica
 	})
+	// Each acquisition is logged once at Info (it used to be twice: by
+	// the election and by the scheduler).
+	if n := strings.Count(logs.String(), "acquired shard"); n != cfg.Shards || strings.Contains(logs.String(), "shard acquired") {
+		t.Errorf("%d Info lines for %d shard acquisitions:\n%s", n+strings.Count(logs.String(), "shard acquired"), cfg.Shards, logs.String())
+	}
 	_, body := get(t, base+"/v1/status")
 	if !strings.Contains(body, `"replica":"inproc"`) || !strings.Contains(body, `"epoch":`) {
 		t.Fatalf("/v1/status = %s", body)
@@ -138,4 +146,22 @@ func TestReplicaIDFor(t *testing.T) {
 			t.Errorf("replicaIDFor(%q) = %q (valid %v), want %q", c.host, got, election.ValidReplicaID(got), c.want)
 		}
 	}
+}
+
+// syncBuffer is a log output safe to read while the logger writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
