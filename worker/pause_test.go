@@ -58,3 +58,34 @@ func TestStalledAfterPopDropsTaskTakenBack(t *testing.T) {
 		t.Errorf("dropped %v deliveries, want 1", n)
 	}
 }
+
+// The shutdown grace starts at the signal, not when the fetch loops have
+// returned: with a blocking pop in flight (fetch timeout 5 s) a handler
+// that ignores the shutdown is cancelled about one grace (1 s) after it,
+// not after the pop's timeout plus the grace.
+func TestShutdownGraceStartsAtSignal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	const fetchTimeout, grace = 5 * time.Second, time.Second
+	started := make(chan struct{})
+	cancelled := make(chan time.Time, 1)
+	_, _, stop := e.start(e.RDB, QueueOptions{Concurrency: 2}, func(ctx context.Context, task *Task) error {
+		close(started)
+		<-ctx.Done()
+		cancelled <- time.Now()
+		return ctx.Err()
+	}, func(c *Config) { c.FetchTimeout, c.ShutdownGrace = fetchTimeout, grace })
+	e.enqueue("g0", 0)
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("handler never started")
+	}
+	signalled := time.Now()
+	stop()
+	took := (<-cancelled).Sub(signalled)
+	t.Logf("handler cancelled %v after the shutdown signal (grace %v, fetch timeout %v)", took.Round(time.Millisecond), grace, fetchTimeout)
+	if took < grace || took >= fetchTimeout {
+		t.Errorf("handler cancelled %v after the signal, want the grace %v (not the fetch timeout %v on top)", took, grace, fetchTimeout)
+	}
+}

@@ -151,7 +151,10 @@ func TestHeldTaskReleasedAtShutdown(t *testing.T) {
 	if err != nil || info.State != "ready" || info.Task.Attempts != 0 {
 		t.Fatalf("after shutdown: state %q attempts %d err %v; want ready, 0", info.State, info.Task.Attempts, err)
 	}
-	if n := counter(t, reg, "hourglass_worker_released_total"); n != 1 {
-		t.Fatalf("released %v, want 1", n)
+	// Released once by the hold, and perhaps once more: the grace starts
+	// at the signal, so a pop still in flight may take the task again and
+	// give it straight back.
+	if n := counter(t, reg, "hourglass_worker_released_total"); n < 1 || n > 2 {
+		t.Fatalf("released %v, want 1 (or 2)", n)
 	}
 }

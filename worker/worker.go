@@ -142,10 +142,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.deps.acks.start()
 	defer w.deps.acks.stop() // after the handlers: their acks go out first
 	w.deps.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
-	w.fetch(ctx, queues, run)
-	run.claims.Wait() // every popped id is now running, settled or left for recovery
-
+	// The fetch loops run beside this goroutine, so that the shutdown
+	// grace starts at the signal (ctx ending): a blocking pop in flight
+	// may take up to FetchTimeout to come back, and what it pops then is
+	// given back at once.
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		w.fetch(ctx, queues, run)
+		run.claims.Wait() // every popped id is now running, settled or left for recovery
+	}()
+	<-ctx.Done()
 	w.shutdown(run, stopHandlers)
+	<-fetched
 	w.deps.ticks.Wait() // lease extensions still in flight (each bounded by its timeout)
 	w.deps.log.Info("worker stopped")
 	return nil
@@ -170,18 +179,21 @@ func (w *Worker) start() ([]*queue, error) {
 	return queues, nil
 }
 
-// shutdown gives running handlers the grace period, then cancels them
-// with ErrShuttingDown so that each releases its task, and returns once
-// they have (or, for handlers that ignore their ctx, after opTimeout).
+// shutdown stops new handlers from starting, gives running ones the
+// grace period, then cancels them with ErrShuttingDown so that each
+// releases its task, and returns once they have (or, for handlers that
+// ignore their ctx, after opTimeout).
 func (w *Worker) shutdown(run *runState, stopHandlers context.CancelCauseFunc) {
 	log := w.deps.log
-	log.Info("shutting down; waiting for running handlers", "grace", w.cfg.ShutdownGrace, "running", run.count())
+	log.Info("shutting down; waiting for running handlers", "grace", w.cfg.ShutdownGrace, "running", run.close())
 	done := make(chan struct{})
 	go func() { run.handlers.Wait(); close(done) }()
+	grace := time.NewTimer(w.cfg.ShutdownGrace) // fires at once for NoGrace
+	defer grace.Stop()
 	select {
 	case <-done:
 		return
-	case <-time.After(w.cfg.ShutdownGrace): // fires at once for NoGrace
+	case <-grace.C:
 	}
 	log.Warn("shutdown grace over; releasing unfinished tasks", "running", run.count())
 	stopHandlers(ErrShuttingDown)
@@ -204,23 +216,25 @@ type runState struct {
 	handlers sync.WaitGroup
 	claims   sync.WaitGroup // claims in flight
 
-	mu     sync.Mutex
-	active map[*delivery]struct{}
+	mu      sync.Mutex
+	active  map[*delivery]struct{}
+	closing bool // no handler starts any more
 }
 
 // start runs the delivery's handler in a goroutine of its own; if the
 // worker is shutting down (ctx ended) it gives the task back instead.
 func (r *runState) start(ctx context.Context, d *delivery) {
-	if ctx.Err() != nil {
+	d.stopping = ctx.Done()
+	r.mu.Lock()
+	if ctx.Err() != nil || r.closing {
+		r.mu.Unlock()
 		// Popped while shutting down: give it back at once.
 		_ = d.finish(context.Background(), ErrShuttingDown)
 		return
 	}
-	d.stopping = ctx.Done()
-	r.mu.Lock()
 	r.active[d] = struct{}{}
+	r.handlers.Add(1) // under mu: never after close, so never during handlers.Wait from zero
 	r.mu.Unlock()
-	r.handlers.Add(1)
 	go func() {
 		defer r.handlers.Done()
 		d.run(r.hctx)
@@ -228,6 +242,14 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 		delete(r.active, d)
 		r.mu.Unlock()
 	}()
+}
+
+// close stops handlers from starting and returns how many run.
+func (r *runState) close() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closing = true
+	return len(r.active)
 }
 
 func (r *runState) count() int {
