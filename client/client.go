@@ -75,7 +75,7 @@ func (c Config) Validate() error {
 		p.Addf("%w", err)
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > shard.MaxPayloadLimit {
-		p.Addf("MaxPayload %d not in 1..%d", c.MaxPayload, shard.MaxPayloadLimit)
+		p.Addf("MaxPayload %d not in 1..%d (0: the default)", c.MaxPayload, shard.MaxPayloadLimit)
 	}
 	return p.Err()
 }

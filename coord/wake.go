@@ -153,11 +153,12 @@ func (w *waiter) close(passOn bool) {
 	if passOn {
 		h.wake(w.channel, false)
 	}
-	if last {
-		wc.sub.Close()
-		wc.sub = nil
-	}
 	h.sub.Unlock()
+	if last {
+		// Outside h.sub: a waiter arriving now makes a new wakeChan with a
+		// subscription of its own, and fanout orders the two.
+		wc.sub.Close()
+	}
 
 	hubs.Lock()
 	h.refs--

@@ -198,7 +198,7 @@ func (o QueueOptions) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
 	bad := p.Addf
 	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
-		bad("Concurrency %d not in 1..%d", o.Concurrency, MaxConcurrency)
+		bad("Concurrency %d not in 1..%d (0: the default)", o.Concurrency, MaxConcurrency)
 	}
 	if o.Lease < 0 || (o.Lease > 0 && o.Lease < MinLease) {
 		bad("Lease %s below %s", o.Lease, MinLease)

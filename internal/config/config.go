@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -129,11 +128,6 @@ func defaultsWithoutQueues() Config {
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464"},
 		Log:        LogConfig{Level: "info", Format: "text"},
 	}
-}
-
-// ForClient returns the producer client's settings for this deployment.
-func (c *Config) ForClient() client.Config {
-	return client.Config{Namespace: c.Namespace, Shards: c.Shards, MaxPayload: c.MaxPayload}
 }
 
 // Redacted returns a deep copy of c in which every secret is replaced by

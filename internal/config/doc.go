@@ -64,11 +64,13 @@
 //
 // Each section's keys, defaults, validation and translation to the
 // library it configures live together in one file (scheduler.go,
-// worker.go, queue.go, connection.go). Defaults and limits are the
-// libraries' own exported constants (scan.DefaultLimit,
-// worker.MaxAckLinger, shard.MaxRetriesLimit, election.MinTTL, ...), so
-// each is stated once; the For* methods (ForMover, ForRecovery,
-// ForElection, ForWorker, QueueConfig.ForWorker, ForClient) and
+// worker.go, queue.go, connection.go). Defaults and limits of what a
+// library configures are that library's own exported constants
+// (scan.DefaultLimit, worker.MaxAckLinger, shard.MaxRetriesLimit,
+// election.MinTTL, ...), so each is stated once; the binaries' own
+// settings (Redis and etcd connections, dead-letter retention, http) are
+// stated in their section's file; the For* methods (ForMover, ForRecovery,
+// ForElection, ForWorker, QueueConfig.ForWorker) and
 // QueuePolicies and FarTier hand each library its settings. Where a key's
 // 0 means "none" and the library's 0 means "the default", the
 // translation says so (worker.shutdown_grace, worker.ack_linger,

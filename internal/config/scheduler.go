@@ -12,7 +12,8 @@ import (
 // SchedulerConfig configures the scheduler process.
 type SchedulerConfig struct {
 	// ReplicaID names this replica in etcd and in logs. Empty means the
-	// binary picks hostname-pid at start. If set it must match
+	// binary picks hostname-pid at start (other characters become "-", a
+	// long hostname loses its start). If set it must match
 	// ^[A-Za-z0-9_.-]{1,64}$.
 	ReplicaID string `koanf:"replica_id"`
 	// LeaseTTL is the TTL of the etcd lease that holds this replica's

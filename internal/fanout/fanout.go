@@ -11,8 +11,9 @@
 // Routing: a Hub keeps one connection per route. A plain client has one
 // route; a Ring routes a channel to the shard of its name, as it routes
 // keys, so there each channel gets a connection of its own. Redis Cluster
-// will route a sharded channel to the node that owns its slot (one
-// connection per node, not per shard).
+// is not routed yet (a ClusterClient gets one connection, to a node that
+// answers MOVED for other slots' sharded channels): the topology work adds
+// a route per node owning a channel's slot, one connection per node.
 //
 // Reconnects: go-redis re-subscribes a connection's channels when it
 // reconnects, and a failed SUBSCRIBE is kept and sent again then. Each
@@ -80,14 +81,17 @@ type conn struct {
 	done  chan struct{} // closed when dispatch returns
 	refs  int           // subscriptions on it, guarded by Hub.mu
 
-	// io serialises a channel's first SUBSCRIBE and last UNSUBSCRIBE with
-	// the changes of subs that decide them, so that they reach Redis in
-	// the order they were decided.
+	// io serialises a channel's first SUBSCRIBE (with the change of subs
+	// that decides it) and its last UNSUBSCRIBE (which re-checks subs
+	// under io), so that they reach Redis in the order they were decided.
 	io sync.Mutex
-	mu sync.Mutex // guards subs
+	mu sync.Mutex // guards subs and closed
 	// subs holds each channel's listeners. A slice is never changed in
 	// place, only replaced, so dispatch can use it without the lock.
-	subs map[string][]*Subscription
+	subs   map[string][]*Subscription
+	closed bool // close has begun: no UNSUBSCRIBE is sent any more
+	// pending counts background UNSUBSCRIBEs; close waits for them.
+	pending sync.WaitGroup
 }
 
 // Subscription is one listener on one channel. Close it when done.
@@ -264,7 +268,6 @@ func (s *Subscription) Close() {
 
 func (s *Subscription) close() {
 	c, h := s.c, s.h
-	c.io.Lock()
 	c.mu.Lock()
 	subs := slices.DeleteFunc(slices.Clone(c.subs[s.channel]), func(x *Subscription) bool { return x == s })
 	if len(subs) == 0 {
@@ -272,14 +275,11 @@ func (s *Subscription) close() {
 	} else {
 		c.subs[s.channel] = subs
 	}
-	c.mu.Unlock()
-	if len(subs) == 0 {
-		// Best effort: a failed unsubscribe only costs ignored messages.
-		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-		_ = h.send(ctx, c.ps, false, s.channel)
-		cancel()
+	unsub := len(subs) == 0 && !c.closed
+	if unsub {
+		c.pending.Add(1) // while this subscription still holds its ref: close waits for it
 	}
-	c.io.Unlock()
+	c.mu.Unlock()
 
 	h.mu.Lock()
 	c.refs--
@@ -288,17 +288,51 @@ func (s *Subscription) close() {
 		delete(h.conns, s.route)
 	}
 	h.mu.Unlock()
-	if last {
+	switch {
+	case last:
+		if unsub {
+			c.pending.Done() // closing the connection ends its subscriptions
+		}
 		c.close()
+	case unsub:
+		// The UNSUBSCRIBE goes out in the background: Close never waits
+		// for Redis (which may be down for a while).
+		go func() {
+			defer c.pending.Done()
+			c.unsubscribe(h, s.channel)
+		}()
 	}
 }
 
-// close closes the PubSub and waits for dispatch to return.
+// unsubscribe sends channel's UNSUBSCRIBE unless it was subscribed again
+// meanwhile (under io, so that it cannot overtake that SUBSCRIBE) or the
+// connection is closing. Best effort: a failed unsubscribe only costs
+// ignored messages.
+func (c *conn) unsubscribe(h *Hub, channel string) {
+	c.io.Lock()
+	defer c.io.Unlock()
+	c.mu.Lock()
+	still := len(c.subs[channel]) == 0 && !c.closed
+	c.mu.Unlock()
+	if !still {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	_ = h.send(ctx, c.ps, false, channel)
+}
+
+// close closes the PubSub (which fails an UNSUBSCRIBE in flight at once)
+// and waits for the background UNSUBSCRIBEs and dispatch to return.
 func (c *conn) close() {
 	<-c.ready
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	if c.ps != nil {
 		_ = c.ps.Close()
 	}
+	c.pending.Wait()
 	<-c.done
 }
 

@@ -53,7 +53,7 @@ func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
 	bad := p.Addf
 	if c.Limit < 0 || c.Limit > MaxLimit {
-		bad("Limit %d not in 1..%d", c.Limit, MaxLimit)
+		bad("Limit %d not in 1..%d (0: the default)", c.Limit, MaxLimit)
 	}
 	for _, f := range []struct {
 		name string

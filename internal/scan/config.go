@@ -52,7 +52,7 @@ func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
 	bad := p.Addf
 	if c.Limit < 0 || c.Limit > MaxLimit {
-		bad("Limit %d not in 1..%d", c.Limit, MaxLimit)
+		bad("Limit %d not in 1..%d (0: the default)", c.Limit, MaxLimit)
 	}
 	if c.SafetyRecheck < 0 || (c.SafetyRecheck > 0 && c.SafetyRecheck < MinSafetyRecheck) {
 		bad("SafetyRecheck %s below %s", c.SafetyRecheck, MinSafetyRecheck)

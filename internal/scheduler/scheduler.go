@@ -124,7 +124,9 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 
 // replicaIDFor is the replica id of process pid on host when none is
 // configured, "host-pid", made to fit election.ReplicaIDRule: characters
-// the rule does not allow become "-", and a long host name is cut.
+// the rule does not allow become "-", and a long host name loses its
+// start (generated names, as a Kubernetes pod's, end in their unique
+// part; a container's pid is often 1).
 func replicaIDFor(host string, pid int) string {
 	host = strings.Map(func(r rune) rune {
 		if r < utf8.RuneSelf && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
@@ -134,7 +136,7 @@ func replicaIDFor(host string, pid int) string {
 	}, host)
 	suffix := "-" + strconv.Itoa(pid)
 	if room := 64 - len(suffix); len(host) > room {
-		host = host[:room]
+		host = host[len(host)-room:]
 	}
 	return host + suffix
 }

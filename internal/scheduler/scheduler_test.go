@@ -140,6 +140,9 @@ func TestReplicaIDFor(t *testing.T) {
 		{"", "-42"},
 		{"häst:with spaces/and*stars", "h-st-with-spaces-and-stars-42"},
 		{strings.Repeat("a", 100), strings.Repeat("a", 61) + "-42"},
+		// A long name is cut at its start: pod names end in their
+		// unique part.
+		{"hourglass-scheduler-production-europe-west-4-deployment-7d9f8b6c5d-x2k9p", "cheduler-production-europe-west-4-deployment-7d9f8b6c5d-x2k9p-42"},
 	} {
 		got := replicaIDFor(c.host, 42)
 		if got != c.want || !election.ValidReplicaID(got) {
