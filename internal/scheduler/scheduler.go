@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -59,7 +60,13 @@ type Scheduler struct {
 	election *election.Manager
 	replica  string
 	listener net.Listener
+	// starting is set until the queues are registered (nil after), with
+	// the last registration error: /readyz reports it.
+	starting atomic.Pointer[startState]
 }
+
+// startState is what a starting replica waits for.
+type startState struct{ err error }
 
 // New connects to Redis and etcd (lazily: nothing is sent yet) and builds
 // the replica's components. It binds the HTTP listener so an address in
@@ -70,6 +77,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
 	if s.replica == "" {
@@ -161,9 +169,9 @@ func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 // package comment gives. It returns nil after a clean shutdown.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.log.Info("starting scheduler", "replica", s.replica, "shards", s.cfg.Shards, "namespace", s.cfg.Namespace)
-	if err := s.registerQueues(ctx); err != nil {
-		return err
-	}
+	// HTTP first: /healthz and /readyz answer from the first second,
+	// also while Redis is unreachable and the queues wait to be
+	// registered (/readyz then says why).
 	var wg sync.WaitGroup
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	if s.listener != nil {
@@ -176,7 +184,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}()
 		s.log.Info("serving http", "addr", s.listener.Addr().String())
 	}
-	err := s.election.Run(ctx) // returns after movers stopped and the lease is revoked
+	err := s.registerQueues(ctx)
+	if err == nil {
+		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
+	}
 
 	s.waker.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -196,13 +207,19 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		err := s.store.RegisterQueues(ctx, policies)
+		// Each attempt within a second, so that /readyz says within about
+		// a second why the replica is not ready.
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		err := s.store.RegisterQueues(actx, policies)
 		if err == nil {
-			err = s.store.SetFarTier(ctx, far)
+			err = s.store.SetFarTier(actx, far)
 		}
+		cancel()
 		if err == nil {
+			s.starting.Store(nil)
 			return nil
 		}
+		s.starting.Store(&startState{err: err})
 		s.log.Warn("registering queues failed; retrying", "error", err)
 		if bo.Wait(ctx); ctx.Err() != nil {
 			return fmt.Errorf("scheduler: register queues: %w", err)
@@ -256,6 +273,14 @@ func (s *Scheduler) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
+		if st := s.starting.Load(); st != nil {
+			msg := "not ready: starting: registering queues"
+			if st.err != nil {
+				msg += " failed (retrying): " + st.err.Error()
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
 		if !s.election.Ready() {
 			http.Error(w, "not ready: no valid etcd lease", http.StatusServiceUnavailable)
 			return

@@ -168,3 +168,67 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestHealthTellsTheTruthEarly: a replica started while Redis does not
+// answer serves /healthz at once and says on /readyz why it is not ready;
+// once it is ready, /readyz answers 503 within about its 1 s budget when
+// Redis stops answering (SIGSTOP), not after go-redis's own timeouts.
+func TestHealthTellsTheTruthEarly(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	r := shardtest.New(t, shardtest.Options{Namespace: cfg.Namespace, Shards: cfg.Shards, NoQueues: true})
+	e := testenv.StartEtcd(t)
+	cfg.Redis.Addr = r.Redis.Addr
+	cfg.Etcd.Endpoints = []string{e.Endpoint}
+	cfg.Scheduler.ReplicaID = "early"
+	cfg.Scheduler.LeaseTTL = 2 * time.Second
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	s, err := New(&cfg, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + s.listener.Addr().String()
+
+	r.Redis.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			r.Redis.Resume()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	testenv.WaitFor(t, 5*time.Second, "/healthz served while Redis does not answer", func() (bool, string) {
+		code, body := get(t, base+"/healthz")
+		return code == 200, body
+	})
+	t.Logf("/healthz answered %v after start, Redis paused", time.Since(start).Round(time.Millisecond))
+	testenv.WaitFor(t, 10*time.Second, "/readyz says why", func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == 503 && strings.Contains(body, "registering queues failed"), body
+	})
+	t.Logf("/readyz said why %v after start", time.Since(start).Round(time.Millisecond))
+	r.Redis.Resume()
+	paused = false
+	testenv.WaitFor(t, 20*time.Second, "ready once Redis answers", func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == 200, body
+	})
+
+	r.Redis.Pause()
+	paused = true
+	asked := time.Now()
+	code, body := get(t, base+"/readyz")
+	took := time.Since(asked)
+	t.Logf("/readyz answered %d in %v with Redis paused", code, took.Round(time.Millisecond))
+	if code != 503 || !strings.Contains(body, "redis") || took > 2500*time.Millisecond {
+		t.Errorf("/readyz with Redis paused: %d %q after %v; want 503 about redis within its 1 s budget", code, body, took)
+	}
+}
