@@ -21,6 +21,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/version"
 )
 
 func main() {
@@ -32,7 +34,12 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 200, "tasks enqueued per second")
 	flag.DurationVar(&o.maxDelay, "max-delay", 5*time.Second, "largest random delay of a demo task")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, data) after exit")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String())
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -25,6 +25,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/scheduler"
+	"github.com/hourglass-sched/hourglass/internal/version"
 )
 
 func main() {
@@ -35,6 +36,10 @@ func run(args []string) int {
 	cfg, err := config.Load(args, os.Environ())
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, config.Usage())
+		return 0
+	}
+	if errors.Is(err, config.ErrVersion) {
+		fmt.Println(version.String())
 		return 0
 	}
 	if err != nil {

@@ -47,6 +47,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/executor"
+	"github.com/hourglass-sched/hourglass/internal/version"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
@@ -65,6 +66,10 @@ func run(args []string) int {
 	cfg, err := config.Load(args, os.Environ(), config.WithDefaults(config.WorkerDefaults))
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, config.Usage())
+		return 0
+	}
+	if errors.Is(err, config.ErrVersion) {
+		fmt.Println(version.String())
 		return 0
 	}
 	if err != nil {
@@ -146,6 +151,9 @@ func handleQueues(w *worker.Worker, cfg *config.Config, log hclog.Logger) error 
 			h = executor.HTTP(q.HTTP, client)
 			log.Info("consuming queue", "queue", name, "target", "http", "method", q.HTTP.Method, "concurrency", q.Concurrency)
 		case len(q.Command) > 0:
+			if err := executor.CheckCommand(q.Command); err != nil {
+				return fmt.Errorf("queue %s: %w", name, err)
+			}
 			h = executor.Command(q.Command)
 			log.Info("consuming queue", "queue", name, "target", "command", "program", q.Command[0], "concurrency", q.Concurrency)
 		default:

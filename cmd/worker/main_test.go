@@ -99,6 +99,22 @@ func TestConfigErrorsExit2(t *testing.T) {
 	}
 }
 
+// A command target whose program does not exist fails the start (exit
+// 1, naming the queue and the program) instead of failing every task.
+func TestMissingProgramFailsStart(t *testing.T) {
+	code, out := runWorker(t, []string{"-set", "queues.q.command=/no/such/program", "-set", "http.addr="}, nil)
+	if code != 1 || !strings.Contains(out, "queue q: command: program") || !strings.Contains(out, "/no/such/program") || !strings.Contains(out, "cannot be run") {
+		t.Errorf("exit %d, output:\n%s\nwant exit 1 naming the program", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out := runWorker(t, []string{"-version"}, nil)
+	if code != 0 || !strings.HasPrefix(out, "hourglass ") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+}
+
 func TestHelp(t *testing.T) {
 	code, out := runWorker(t, []string{"-h"}, nil)
 	if code != 0 || !strings.Contains(out, "-set key=value") {

@@ -15,6 +15,10 @@ import (
 // Errors reading or parsing the file or the flags do not wrap it.
 var ErrInvalid = errors.New("config: invalid")
 
+// ErrVersion is what [Load] returns for -version: the binary prints its
+// version (internal/version) and exits 0.
+var ErrVersion = errors.New("config: -version")
+
 // FieldError reports a problem with one configuration key. Its message
 // has the form "config: <key>: <problem>". It matches [ErrInvalid] with
 // errors.Is.

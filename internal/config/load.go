@@ -28,7 +28,8 @@ const EnvPrefix = "HOURGLASS_"
 // args are the command-line arguments without the program name
 // (os.Args[1:]); env is a list of KEY=VALUE strings (os.Environ()). Load
 // reads no other environment. With -h or -help it returns an error
-// matching flag.ErrHelp; [Usage] describes the flags.
+// matching flag.ErrHelp, with -version [ErrVersion]; [Usage] describes
+// the flags.
 //
 // Errors about keys and values wrap [ErrInvalid] and name the full dotted
 // key; several are joined with errors.Join.
@@ -43,6 +44,7 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 	fs := flag.NewFlagSet("hourglass", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", "", "YAML configuration file")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	var sets setFlag
 	fs.Var(&sets, "set", "set one key, as key=value; repeatable")
 	if err := fs.Parse(args); err != nil {
@@ -50,6 +52,9 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("config: unexpected argument %q", fs.Arg(0))
+	}
+	if *showVersion {
+		return nil, ErrVersion
 	}
 
 	var layers []*layer
@@ -85,9 +90,63 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 		cfg.Queues = map[string]QueueConfig{"default": DefaultQueue()}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, withSources(err, layers)
 	}
 	return &cfg, nil
+}
+
+// withSources appends to each FieldError of err the source that set its
+// key last (the file, the environment variable, -set, or "default"), as
+// unknown keys name theirs.
+func withSources(err error, layers []*layer) error {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			src := "default"
+			for j := len(layers) - 1; j >= 0; j-- {
+				if layers[j].has(fe.Key) {
+					src = layers[j].where(fe.Key)
+					break
+				}
+			}
+			out[i] = &FieldError{Key: fe.Key, Msg: fe.Msg + " (" + src + ")"}
+		}
+	}
+	return errors.Join(out...)
+}
+
+// has reports whether the layer sets key (a dotted key, perhaps with an
+// index: "etcd.endpoints[1]"). Queue names may hold dots, so each level
+// tries the longest name first.
+func (l *layer) has(key string) bool {
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		key = key[:i]
+	}
+	return hasPath(l.data, strings.Split(key, "."))
+}
+
+func hasPath(m map[string]any, parts []string) bool {
+	for n := len(parts); n >= 1; n-- {
+		v, ok := m[strings.Join(parts[:n], ".")]
+		if !ok {
+			continue
+		}
+		if n == len(parts) {
+			return true
+		}
+		if sub, ok := v.(map[string]any); ok && hasPath(sub, parts[n:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Option changes how [Load] builds the configuration.
@@ -115,6 +174,7 @@ func Usage() string {
                    and configs/worker.example.yaml)
   -set key=value   set one configuration key, e.g. -set scheduler.scan_limit=1000;
                    repeatable, later flags win
+  -version         print the version and exit
   -h               show this help
 
 Environment:

@@ -50,6 +50,20 @@ func Command(argv []string) worker.Handler {
 	}
 }
 
+// CheckCommand reports whether argv's program can be started: found on
+// PATH (a name without "/") or an executable file (a path). The worker
+// checks every command target at start, so that a typo fails the start
+// instead of every task, retry after retry.
+func CheckCommand(argv []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return errors.New("command: no program configured")
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return fmt.Errorf("command: program %q cannot be run: %w", argv[0], err)
+	}
+	return nil
+}
+
 // runCommand runs one task. The pipes are made here rather than by
 // os/exec so that Wait returns when the program exits, not when the last
 // process holding its stderr does: the group is killed first, then the

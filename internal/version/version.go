@@ -1,0 +1,48 @@
+// Package version names the build a binary runs, for its -version flag:
+// the module version (or the one set at link time), the VCS revision and
+// whether the tree was modified, and the Go version.
+package version
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// version may be set at link time:
+// go build -ldflags "-X github.com/hourglass-sched/hourglass/internal/version.version=v1.2.3".
+var version string
+
+// String describes the build, for example
+// "hourglass v1.2.3 (rev 1a2b3c4d5e6f, modified) go1.26.8".
+func String() string {
+	v, rev, modified, goVersion := version, "", false, ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	out := "hourglass " + v
+	if rev != "" {
+		out += fmt.Sprintf(" (rev %.12s", rev)
+		if modified {
+			out += ", modified"
+		}
+		out += ")"
+	}
+	if goVersion != "" {
+		out += " " + goVersion
+	}
+	return out
+}
