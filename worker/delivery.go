@@ -77,7 +77,7 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	default:
 		// No scheduler moves a task this far ahead: this worker's clock is
 		// behind Redis's. Holding would delay the task by the skew; run it.
-		k.met.clockBehind.Inc()
+		q.met.clockBehind.Inc()
 	}
 	t := sd.Task
 	d.task = &Task{

@@ -23,7 +23,7 @@ type metrics struct {
 	running    *prometheus.GaugeVec
 	fetchErrs  prometheus.Counter
 	// clockBehind counts deliveries due further ahead than any prefetch.
-	clockBehind prometheus.Counter
+	clockBehind *prometheus.CounterVec
 	permits     *prometheus.GaugeVec
 	flowWaits   *prometheus.CounterVec
 	flowWait    *prometheus.HistogramVec
@@ -55,8 +55,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, q),
 		running:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_running", Help: "Handlers running now."}, q),
 		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),
-		clockBehind: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_clock_behind_total",
-			Help: "Deliveries due further ahead of this worker's clock than scheduler.prefetch can move a task (the clock is behind Redis's); run at once, not held."}),
+		clockBehind: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_clock_behind_total",
+			Help: "Deliveries due further ahead of this worker's clock than scheduler.prefetch can move a task (the clock is behind Redis's); run at once, not held."}, q),
 		permits:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
 		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
 		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -82,7 +82,7 @@ type queueMetrics struct {
 	deliveries, acks, lateLeases, held prometheus.Counter
 	nacks, retries, dead, released     prometheus.Counter
 	leaseLost, stale, throttled        prometheus.Counter
-	dropped                            prometheus.Counter
+	dropped, clockBehind               prometheus.Counter
 	flowWaits                          prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
 	running, permits                   prometheus.Gauge
@@ -90,23 +90,24 @@ type queueMetrics struct {
 
 func (m *metrics) forQueue(q string) queueMetrics {
 	return queueMetrics{
-		deliveries: m.deliveries.WithLabelValues(q),
-		acks:       m.acks.WithLabelValues(q),
-		lateLeases: m.lateLeases.WithLabelValues(q),
-		held:       m.held.WithLabelValues(q),
-		nacks:      m.nacks.WithLabelValues(q),
-		retries:    m.retries.WithLabelValues(q),
-		dead:       m.dead.WithLabelValues(q),
-		released:   m.released.WithLabelValues(q),
-		leaseLost:  m.leaseLost.WithLabelValues(q),
-		stale:      m.stale.WithLabelValues(q),
-		dropped:    m.dropped.WithLabelValues(q),
-		throttled:  m.throttled.WithLabelValues(q),
-		flowWaits:  m.flowWaits.WithLabelValues(q),
-		lateness:   m.lateness.WithLabelValues(q),
-		duration:   m.duration.WithLabelValues(q),
-		flowWait:   m.flowWait.WithLabelValues(q),
-		running:    m.running.WithLabelValues(q),
-		permits:    m.permits.WithLabelValues(q),
+		deliveries:  m.deliveries.WithLabelValues(q),
+		acks:        m.acks.WithLabelValues(q),
+		lateLeases:  m.lateLeases.WithLabelValues(q),
+		held:        m.held.WithLabelValues(q),
+		nacks:       m.nacks.WithLabelValues(q),
+		retries:     m.retries.WithLabelValues(q),
+		dead:        m.dead.WithLabelValues(q),
+		released:    m.released.WithLabelValues(q),
+		leaseLost:   m.leaseLost.WithLabelValues(q),
+		stale:       m.stale.WithLabelValues(q),
+		dropped:     m.dropped.WithLabelValues(q),
+		clockBehind: m.clockBehind.WithLabelValues(q),
+		throttled:   m.throttled.WithLabelValues(q),
+		flowWaits:   m.flowWaits.WithLabelValues(q),
+		lateness:    m.lateness.WithLabelValues(q),
+		duration:    m.duration.WithLabelValues(q),
+		flowWait:    m.flowWait.WithLabelValues(q),
+		running:     m.running.WithLabelValues(q),
+		permits:     m.permits.WithLabelValues(q),
 	}
 }

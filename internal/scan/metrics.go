@@ -66,3 +66,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func label(sh int) string { return strconv.Itoa(sh) }
+
+// initShard creates shard sh's series at zero, so that they are exported
+// from the moment the shard is owned, before their first event:
+// dashboards and alerts (rate(), absent()) work from the start.
+func (m *Metrics) initShard(sh int) {
+	if m == nil {
+		return
+	}
+	l := label(sh)
+	for _, v := range []*prometheus.CounterVec{m.moved, m.buried, m.promoted, m.stale, m.scanErrors} {
+		v.WithLabelValues(l)
+	}
+}

@@ -40,6 +40,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	sh, epoch, wake, poke := s.ID, s.Epoch, s.Wake, s.Ready
 	log := m.log.With("shard", sh, "epoch", epoch)
 	met := m.cfg.Metrics
+	met.initShard(sh)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var bo backoff.Backoff

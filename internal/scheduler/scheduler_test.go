@@ -85,6 +85,17 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 		t.Fatalf("FetchStatus = %+v, %v", st, err)
 	}
 
+	// Every owned shard's series exist from the start, at zero.
+	fams0, err := promread.Families(ctx, base+"/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hourglass_moved_total", "hourglass_move_buried_total", "hourglass_far_promoted_total", "hourglass_scan_errors_total", "hourglass_stale_epoch_rejections_total"} {
+		if f := fams0[name]; f == nil || len(f.Metric) != cfg.Shards {
+			t.Errorf("%s: %v series before any event, want one per shard (%d)", name, f, cfg.Shards)
+		}
+	}
+
 	// The replica registered the configured queue "default"; one task
 	// through it shows in the mover's figures.
 	r.Schedule("default", 0, "x")
