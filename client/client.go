@@ -219,6 +219,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, erro
 		for j, r := range c.enqueueRetrying(ctx, args, generated) {
 			out[idx[j]].Due, out[idx[j]].Err = r.Due, r.Err
 		}
+		c.explainUnknownQueues(ctx, tasks, out)
 	}
 	var be *BatchError
 	for _, r := range out {
@@ -233,6 +234,32 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, erro
 		return out, be
 	}
 	return out, nil
+}
+
+// explainUnknownQueues adds to each ErrUnknownQueue why the queue is
+// unknown, when the registrations say more: registered in some shards
+// only (this client's Shards differ from the schedulers'), or in no shard
+// of this namespace. It costs a round trip per unknown queue, on the
+// error path only.
+func (c *Client) explainUnknownQueues(ctx context.Context, tasks []Task, out []Result) {
+	why := map[string]string{}
+	for i := range out {
+		if !errors.Is(out[i].Err, ErrUnknownQueue) {
+			continue
+		}
+		q := tasks[i].Queue
+		w, ok := why[q]
+		if !ok {
+			if reg, err := c.store.Registration(ctx, []string{q}); err == nil {
+				l := c.store.Layout()
+				w = reg.Problem(q, l.Namespace(), l.Shards())
+			}
+			why[q] = w
+		}
+		if w != "" {
+			out[i].Err = fmt.Errorf("%w (%s)", out[i].Err, w)
+		}
+	}
 }
 
 func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {

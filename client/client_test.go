@@ -151,3 +151,33 @@ func TestEnqueueBatchMixed(t *testing.T) {
 		}
 	}
 }
+
+// A producer configured with more shards than the schedulers gets an
+// unknown-queue error that says so, not only "unknown queue"; a queue no
+// scheduler registered is named with the namespace to check.
+func TestUnknownQueueExplained(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	l, _ := shard.NewLayout("hourglass", 4) // the schedulers run 4 shards
+	if err := shard.NewStore(rdb, l).RegisterQueues(context.Background(), map[string]shard.QueuePolicy{
+		"emails": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rdb, client.Config{Shards: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var wrongShards error
+	for i := 0; wrongShards == nil && i < 100; i++ { // some id lands in shards 4..15
+		_, wrongShards = c.Enqueue(ctx, client.Task{Queue: "emails"})
+	}
+	if !errors.Is(wrongShards, client.ErrUnknownQueue) || !strings.Contains(wrongShards.Error(), "registered in 4 of this process's 16 shards") {
+		t.Errorf("enqueue with too many shards: %v", wrongShards)
+	}
+	_, err = c.Enqueue(ctx, client.Task{Queue: "nobody"})
+	if !errors.Is(err, client.ErrUnknownQueue) || !strings.Contains(err.Error(), `not registered by any scheduler in namespace "hourglass"`) {
+		t.Errorf("enqueue to an unregistered queue: %v", err)
+	}
+}

@@ -25,6 +25,8 @@ type metrics struct {
 	// clockBehind counts deliveries due further ahead than any prefetch.
 	clockBehind *prometheus.CounterVec
 	permits     *prometheus.GaugeVec
+	registered  *prometheus.GaugeVec
+	mismatch    prometheus.Gauge
 	flowWaits   *prometheus.CounterVec
 	flowWait    *prometheus.HistogramVec
 	throttled   *prometheus.CounterVec
@@ -57,7 +59,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fetchErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "hourglass_worker_fetch_errors_total", Help: "Failed fetches or claims (Redis unreachable, ...)."}),
 		clockBehind: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_clock_behind_total",
 			Help: "Deliveries due further ahead of this worker's clock than scheduler.prefetch can move a task (the clock is behind Redis's); run at once, not held."}, q),
-		permits:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
+		permits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
+		registered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_registered",
+			Help: "1 when the schedulers registered the queue in every shard of this worker's namespace and shard count (checked every minute), else 0."}, q),
+		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hourglass_worker_setup_mismatch",
+			Help: "1 when a queue, the namespace or the shard count of this worker differs from the schedulers' (see the log), else 0."}),
 		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
 		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hourglass_worker_permit_wait_seconds", Help: "Time to get a concurrency permit.",
@@ -66,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.mismatch, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -85,7 +91,7 @@ type queueMetrics struct {
 	dropped, clockBehind               prometheus.Counter
 	flowWaits                          prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
-	running, permits                   prometheus.Gauge
+	running, permits, registered       prometheus.Gauge
 }
 
 func (m *metrics) forQueue(q string) queueMetrics {
@@ -109,5 +115,6 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		flowWait:    m.flowWait.WithLabelValues(q),
 		running:     m.running.WithLabelValues(q),
 		permits:     m.permits.WithLabelValues(q),
+		registered:  m.registered.WithLabelValues(q),
 	}
 }

@@ -146,6 +146,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// grace starts at the signal (ctx ending): a blocking pop in flight
 	// may take up to FetchTimeout to come back, and what it pops then is
 	// given back at once.
+	checked := make(chan struct{})
+	go func() { defer close(checked); w.checkSetup(ctx, queues) }()
+	defer func() { <-checked }()
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)

@@ -495,9 +495,15 @@ func TestExampleFile(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// The example documents the defaults, so it must load to them.
-	if want := config.Default(); !reflect.DeepEqual(*c, want) {
-		t.Errorf("example differs from Default():\n got  %+v\n want %+v", *c, want)
+	// The example documents the defaults, so it must load to them, with
+	// the worker example's queues registered besides "default".
+	got, want := *c, config.Default()
+	if !reflect.DeepEqual(got.Queues["default"], want.Queues["default"]) {
+		t.Errorf("example's default queue differs from Default():\n got  %+v\n want %+v", got.Queues["default"], want.Queues["default"])
+	}
+	got.Queues, want.Queues = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("example differs from Default():\n got  %+v\n want %+v", got, want)
 	}
 }
 
@@ -554,6 +560,26 @@ func walkKeys(t reflect.Type, prefix string, fn func(string)) {
 			walkKeys(f.Type.Elem(), key+".default.", fn)
 		default:
 			fn(key)
+		}
+	}
+}
+
+// TestExamplesAgree: every queue the worker example consumes is registered
+// by the scheduler example, with the same registered settings, so that a
+// newcomer running both gets no "unknown queue".
+func TestExamplesAgree(t *testing.T) {
+	s := mustLoad(t, []string{"-config", "../../configs/scheduler.example.yaml"}, nil)
+	w := mustLoad(t, []string{"-config", "../../configs/worker.example.yaml"}, nil)
+	if s.Namespace != w.Namespace || s.Shards != w.Shards {
+		t.Errorf("namespace/shards: scheduler %s/%d, worker %s/%d", s.Namespace, s.Shards, w.Namespace, w.Shards)
+	}
+	for name, wq := range w.Queues {
+		sq, ok := s.Queues[name]
+		switch {
+		case !ok:
+			t.Errorf("the worker example consumes %q, which the scheduler example does not register", name)
+		case sq.MaxRetries != wq.MaxRetries || sq.Timeout != wq.Timeout || sq.Backoff != wq.Backoff:
+			t.Errorf("queue %q registered as %+v, the worker's %+v", name, sq, wq)
 		}
 	}
 }

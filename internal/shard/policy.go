@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Queue policy defaults and limits. The schedulers register each queue's
@@ -167,3 +169,57 @@ func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
 // farField is the field of the queues hash that holds the far tier's
 // settings, "bucket_ms|lead_ms"; no queue name contains "|".
 const farField = "|far"
+
+// Registration is what the schedulers registered, as seen through this
+// store's layout: it tells a worker or producer whose namespace, shard
+// count or queues differ from the schedulers'.
+type Registration struct {
+	// Missing maps each queue asked about that is not registered in every
+	// shard of the layout to the shards that lack it (all of them: no
+	// scheduler registered it in this namespace; the last ones only: the
+	// schedulers run fewer shards than this layout).
+	Missing map[string][]int
+	// Beyond reports that the shard after the layout's last one holds
+	// registrations: the schedulers run more shards than this layout (or
+	// an earlier deployment did).
+	Beyond bool
+}
+
+// Registration looks up the registration of queues in every shard (one
+// pipelined round trip).
+func (s *Store) Registration(ctx context.Context, queues []string) (Registration, error) {
+	pipe := s.rdb.Pipeline()
+	exists := make([][]*redis.BoolCmd, s.l.shards)
+	for sh := range s.l.shards {
+		for _, q := range queues {
+			exists[sh] = append(exists[sh], pipe.HExists(ctx, s.l.Queues(sh), q))
+		}
+	}
+	beyond := pipe.Exists(ctx, s.l.Queues(s.l.shards))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Registration{}, fmt.Errorf("shard: registration: %w", err)
+	}
+	r := Registration{Missing: map[string][]int{}, Beyond: beyond.Val() > 0}
+	for sh, cmds := range exists {
+		for i, c := range cmds {
+			if !c.Val() {
+				r.Missing[queues[i]] = append(r.Missing[queues[i]], sh)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Problem describes what r says about queue q, or "" if q is registered
+// in every shard of a layout of n shards and namespace ns.
+func (r Registration) Problem(q, ns string, n int) string {
+	switch missing := r.Missing[q]; {
+	case len(missing) == n:
+		return fmt.Sprintf("queue %q is not registered by any scheduler in namespace %q: check the schedulers' queues and namespace", q, ns)
+	case len(missing) > 0:
+		return fmt.Sprintf("queue %q is registered in %d of this process's %d shards only: the schedulers run fewer shards", q, n-len(missing), n)
+	case r.Beyond:
+		return fmt.Sprintf("shard %d has registered queues: the schedulers run more shards than this process's %d (or an earlier deployment did); tasks in those shards are not seen here", n, n)
+	}
+	return ""
+}
