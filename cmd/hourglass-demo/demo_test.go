@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,30 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // processesMentioning returns the pids whose command line contains s.
 func processesMentioning(s string) []string {
@@ -51,7 +31,7 @@ func processesMentioning(s string) []string {
 // flow (delivered to the workers, some retried), and afterwards no process
 // it started may be left and its directory must be gone.
 func TestDemoRunsAndCleansUp(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package connect_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -274,7 +272,7 @@ func checkErr(t *testing.T, what string, err error, fragments []string, notExist
 // the binary's logger, as JSON when log.format is json, not as go-redis's
 // plain-text lines on stderr.
 func TestRedisLogsGoThroughLogger(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.Buffer
 	connect.Logger(config.LogConfig{Level: "info", Format: "json"}, "test", &buf)
 	cfg := redisConfig("127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))) // nothing listens
 	cfg.DialTimeout = 200 * time.Millisecond
@@ -291,22 +289,4 @@ func TestRedisLogsGoThroughLogger(t *testing.T) {
 		}
 		return false, buf.String()
 	})
-}
-
-// syncBuffer is a log output safe to read while the logger writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,12 +1,10 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,21 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// replicaConfig returns the default configuration of replica id on a
+// fresh Redis and etcd (both returned), with a 2 s lease and HTTP on a
+// free port.
+func replicaConfig(t *testing.T, id string) (config.Config, *shardtest.Env, *testenv.Etcd) {
+	cfg := config.Default()
+	r := shardtest.New(t, shardtest.Options{Namespace: cfg.Namespace, Shards: cfg.Shards, NoQueues: true})
+	e := testenv.StartEtcd(t)
+	cfg.Redis.Addr = r.Redis.Addr
+	cfg.Etcd.Endpoints = []string{e.Endpoint}
+	cfg.Scheduler.ReplicaID = id
+	cfg.Scheduler.LeaseTTL = 2 * time.Second
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	return cfg, r, e
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -39,15 +52,8 @@ func get(t *testing.T, url string) (int, string) {
 // shards, moves a task, reports through its endpoints, turns unready when
 // Redis dies, and on shutdown frees its shards in etcd and leaks nothing.
 func TestReplicaEndpointsAndShutdown(t *testing.T) {
-	cfg := config.Default()
-	r := shardtest.New(t, shardtest.Options{Namespace: cfg.Namespace, Shards: cfg.Shards, NoQueues: true})
-	e := testenv.StartEtcd(t)
-	cfg.Redis.Addr = r.Redis.Addr
-	cfg.Etcd.Endpoints = []string{e.Endpoint}
-	cfg.Scheduler.ReplicaID = "inproc"
-	cfg.Scheduler.LeaseTTL = 2 * time.Second
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	logs := &syncBuffer{}
+	cfg, r, e := replicaConfig(t, "inproc")
+	logs := &testenv.Buffer{}
 	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
 	if err != nil {
 		t.Fatal(err)
@@ -162,38 +168,13 @@ func TestReplicaIDFor(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log output safe to read while the logger writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestHealthTellsTheTruthEarly: a replica started while Redis does not
 // answer serves /healthz at once and says on /readyz why it is not ready;
 // once it is ready, /readyz answers 503 within about its 1 s budget when
 // Redis stops answering (SIGSTOP), not after go-redis's own timeouts.
 func TestHealthTellsTheTruthEarly(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default()
-	r := shardtest.New(t, shardtest.Options{Namespace: cfg.Namespace, Shards: cfg.Shards, NoQueues: true})
-	e := testenv.StartEtcd(t)
-	cfg.Redis.Addr = r.Redis.Addr
-	cfg.Etcd.Endpoints = []string{e.Endpoint}
-	cfg.Scheduler.ReplicaID = "early"
-	cfg.Scheduler.LeaseTTL = 2 * time.Second
-	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg, r, _ := replicaConfig(t, "early")
 	s, err := New(&cfg, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -242,4 +223,8 @@ func TestHealthTellsTheTruthEarly(t *testing.T) {
 	if code != 503 || !strings.Contains(body, "redis") || took > 2500*time.Millisecond {
 		t.Errorf("/readyz with Redis paused: %d %q after %v; want 503 about redis within its 1 s budget", code, body, took)
 	}
+	// Resume before the replica shuts down: calls in flight to a paused
+	// Redis end only with their own timeouts.
+	r.Redis.Resume()
+	paused = false
 }
