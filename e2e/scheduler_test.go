@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -394,4 +396,65 @@ func TestEveryBinaryPrintsVersion(t *testing.T) {
 			t.Errorf("%s -version: %v, output %q", pkg, err, out)
 		}
 	}
+}
+
+// TestGrafanaDashboardMetricNames: every metric a panel of
+// deploy/grafana/hourglass.json queries is exported by a running
+// scheduler or worker binary (from their start: every series exists at
+// zero before its first event).
+func TestGrafanaDashboardMetricNames(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	tg := newTarget(t)
+	args := workerArgs(tg.URL, 5*time.Second, 2)
+	s := c.start("g-s", args...)
+	w := c.startWorker("g-w", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("g-s") })
+	ctx := testenv.Ctx(t, time.Minute)
+	exported := map[string]bool{}
+	testenv.WaitFor(t, 20*time.Second, "both binaries serve /metrics", func() (bool, string) {
+		for _, p := range []*sched{s, w} {
+			fams, err := promread.Families(ctx, "http://"+p.http+"/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			for name := range fams {
+				exported[name] = true
+			}
+		}
+		return true, ""
+	})
+	b, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(t), "deploy/grafana/hourglass.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Type    string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	queried := 0
+	for _, p := range dash.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, name := range regexp.MustCompile(`hourglass_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				queried++
+				base := name
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					base = strings.TrimSuffix(base, suffix)
+				}
+				if !exported[base] {
+					t.Errorf("panel %q queries %s, which no binary exports", p.Title, name)
+				}
+			}
+		}
+	}
+	t.Logf("%d panels query %d metric references, all exported", len(dash.Panels), queried)
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Hourglass's tests and demo need and a fresh machine may
-# lack: redis-server, etcd, and gcc/make (the race detector needs cgo).
+# lack: redis-server, etcd, gcc/make (the race detector needs cgo), and
+# systemd-analyze (deploy/'s unit checks).
 # Uses Debian's packages; run as root (or with sudo available).
 set -euo pipefail
 
@@ -9,6 +10,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
+command -v systemd-analyze >/dev/null || need+=(systemd) # deploy/ unit checks
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
