@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Hourglass's tests and demo need and a fresh machine may
 # lack: redis-server, etcd, gcc/make (the race detector needs cgo), and
-# systemd-analyze (deploy/'s unit checks).
+# the tools deploy/'s checks run: systemd-analyze and docker-compose (its
+# offline schema check only; no daemon is used).
 # Uses Debian's packages; run as root (or with sudo available).
 set -euo pipefail
 
@@ -10,7 +11,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
-command -v systemd-analyze >/dev/null || need+=(systemd) # deploy/ unit checks
+command -v systemd-analyze >/dev/null || need+=(systemd)               # deploy/: unit checks
+command -v docker-compose >/dev/null || need+=(docker-compose)         # deploy/: compose file check
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -1,0 +1,139 @@
+package deploy_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hourglass-sched/hourglass/internal/config"
+)
+
+// TestKubernetesManifests decodes every document of deploy/kubernetes
+// strictly (unknown or misspelt fields fail) into the Kubernetes API type
+// its kind names, then checks what Hourglass needs: probes on /healthz
+// and /readyz, a non-root hardened container, disruption budgets that
+// select the Deployments' pods, and a ConfigMap the binaries load.
+func TestKubernetesManifests(t *testing.T) {
+	files, err := filepath.Glob("kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("manifests: %v %v", files, err)
+	}
+	deployments := map[string]*appsv1.Deployment{}
+	var pdbs []*policyv1.PodDisruptionBudget
+	var cm *corev1.ConfigMap
+	kinds := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range strings.Split(string(b), "\n---\n") {
+			var meta struct{ APIVersion, Kind string }
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				t.Fatalf("%s #%d: %v", f, i, err)
+			}
+			var obj any
+			switch meta.APIVersion + " " + meta.Kind {
+			case "apps/v1 Deployment":
+				d := &appsv1.Deployment{}
+				deployments[f] = d
+				obj = d
+			case "policy/v1 PodDisruptionBudget":
+				p := &policyv1.PodDisruptionBudget{}
+				pdbs = append(pdbs, p)
+				obj = p
+			case "v1 ConfigMap":
+				cm = &corev1.ConfigMap{}
+				obj = cm
+			case "v1 Service":
+				obj = &corev1.Service{}
+			default:
+				t.Fatalf("%s #%d: unexpected %s %s", f, i, meta.APIVersion, meta.Kind)
+			}
+			strict(t, f, doc, obj)
+			kinds[meta.Kind]++
+		}
+	}
+	if kinds["Deployment"] != 2 || kinds["PodDisruptionBudget"] != 2 || kinds["ConfigMap"] != 1 || kinds["Service"] != 1 {
+		t.Errorf("kinds: %v", kinds)
+	}
+	for f, d := range deployments {
+		checkDeployment(t, f, d)
+		if !slicesAnySelects(pdbs, d.Spec.Template.Labels) {
+			t.Errorf("%s: no PodDisruptionBudget selects its pods", f)
+		}
+	}
+	if cm == nil {
+		t.Fatal("no ConfigMap")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load([]string{"-config", path}, nil); err != nil {
+		t.Errorf("the ConfigMap's config.yaml does not load: %v", err)
+	}
+}
+
+// strict decodes a YAML document into obj as the API server does in its
+// strict mode: unknown fields, duplicate fields and fields spelt with
+// another case (encoding/json would accept those) fail.
+func strict(t *testing.T, f, doc string, obj any) {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	strictErrs, err := kjson.UnmarshalStrict(j, obj)
+	if err != nil || len(strictErrs) > 0 {
+		t.Errorf("%s: not a valid %T: %v %v", f, obj, err, strictErrs)
+	}
+}
+
+func checkDeployment(t *testing.T, f string, d *appsv1.Deployment) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%s: %d containers", f, len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "http" {
+			t.Errorf("%s: want an HTTP probe on %s of port http, got %+v", f, path, probe)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9464 {
+		t.Errorf("%s: ports %+v", f, c.Ports)
+	}
+	sc := c.SecurityContext
+	if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot ||
+		sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("%s: container not hardened: pod %+v container %+v", f, spec.SecurityContext, sc)
+	}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("%s: selector %s=%s does not match the pod labels", f, k, v)
+		}
+	}
+}
+
+func slicesAnySelects(pdbs []*policyv1.PodDisruptionBudget, labels map[string]string) bool {
+	for _, p := range pdbs {
+		all := p.Spec.Selector != nil && len(p.Spec.Selector.MatchLabels) > 0
+		for k, v := range p.Spec.Selector.MatchLabels {
+			all = all && labels[k] == v
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
