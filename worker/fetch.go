@@ -79,9 +79,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 			case p.err == nil:
 				bo.Reset()
 			case ctx.Err() == nil:
-				w.deps.met.fetchErrs.Inc()
-				w.deps.log.Warn("fetch failed; retrying", "error", p.err)
-				bo.Wait(ctx)
+				w.fetchFailed(ctx, &bo, p.err)
 			}
 		}
 	}
@@ -162,4 +160,12 @@ func (w *Worker) pop(ctx context.Context, keys []string, count int) (key string,
 		return "", nil, sent, nil
 	}
 	return key, entries, sent, nil
+}
+
+// fetchFailed counts and logs a failed fetch, then waits out the backoff
+// before the loop tries again (both fetch loops retry this way).
+func (w *Worker) fetchFailed(ctx context.Context, bo *backoff.Backoff, err error, queue ...string) {
+	w.deps.met.fetchErrs.Inc()
+	w.deps.log.Warn("fetch failed; retrying", "queue", queue, "error", err)
+	bo.Wait(ctx)
 }

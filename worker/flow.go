@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -25,6 +26,7 @@ import (
 // flowLoop fetches queue q under flow control until ctx ends.
 func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 	ring := &readyRing{keys: w.deps.store.Layout().ReadyKeys([]string{q.name})}
+	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		if q.free() <= 0 {
 			select {
@@ -37,10 +39,11 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 		key, entries, sent, err := w.pop(ctx, ring.rotated(), 1)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.flowRetry(ctx, q, err, "fetch")
+				w.fetchFailed(ctx, &bo, err, q.name)
 			}
 			continue
 		}
+		bo.Reset()
 		if len(entries) == 0 {
 			continue
 		}
@@ -131,16 +134,5 @@ func (d *delivery) flowPause(ctx context.Context, err error, what string, wait t
 		return ErrShuttingDown
 	case <-ctx.Done():
 		return stopCause(ctx)
-	}
-}
-
-// flowRetry counts and logs a failed fetch of a queue under flow control,
-// then waits a moment before the loop tries again.
-func (w *Worker) flowRetry(ctx context.Context, q *queue, err error, what string) {
-	w.deps.met.fetchErrs.Inc()
-	w.deps.log.Warn("flow control: "+what+" failed; retrying", "queue", q.name, "error", err)
-	select {
-	case <-ctx.Done():
-	case <-time.After(500 * time.Millisecond):
 	}
 }
