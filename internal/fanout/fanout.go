@@ -81,8 +81,8 @@ type conn struct {
 	done  chan struct{} // closed when dispatch returns
 	refs  int           // subscriptions on it, guarded by Hub.mu
 
-	// io serialises a channel's first SUBSCRIBE (with the change of subs
-	// that decides it) and its last UNSUBSCRIBE (which re-checks subs
+	// io serialises a channel's SUBSCRIBEs (with the change of subs
+	// that precedes each) and its last UNSUBSCRIBE (which re-checks subs
 	// under io), so that they reach Redis in the order they were decided.
 	io sync.Mutex
 	mu sync.Mutex // guards subs and closed
@@ -123,7 +123,8 @@ func (h *Hub) route(channel string) string {
 
 // Subscribe calls fn with every event of channel until the returned
 // Subscription is closed. It returns once the SUBSCRIBE is written, not
-// confirmed: the confirmation arrives as an event. A failed write is
+// confirmed: the confirmation arrives as an event, also when the channel
+// already had listeners. A failed write is
 // logged and not returned: go-redis subscribes again when it reconnects,
 // and that confirmation reaches fn.
 func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subscription {
@@ -147,10 +148,14 @@ func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subsc
 	c.io.Lock()
 	defer c.io.Unlock()
 	c.mu.Lock()
-	first := len(c.subs[channel]) == 0
 	c.subs[channel] = append(slices.Clip(c.subs[channel]), s)
 	c.mu.Unlock()
-	if first && !opened {
+	// A listener joining a channel already subscribed needs a
+	// confirmation of its own (the earlier one may have been delivered
+	// before it joined): SUBSCRIBE again, which Redis confirms again; the
+	// other listeners hear one more confirmation, which only makes them
+	// re-check.
+	if !opened {
 		ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 		defer cancel()
 		if err := h.send(ctx, c.ps, true, channel); err != nil {

@@ -136,6 +136,31 @@ func TestSharesOneConnection(t *testing.T) {
 	}
 }
 
+// TestLateListenerIsConfirmed: a listener that joins a channel whose
+// subscription was confirmed before it joined still hears a
+// confirmation of its own (it re-checks on it).
+func TestLateListenerIsConfirmed(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	h := New(rdb, Classic, nil)
+	defer h.Close()
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var early, late recorder
+	defer h.Subscribe(ctx, "c", early.listen).Close()
+	testenv.WaitFor(t, 10*time.Second, "the first listener confirmed", func() (bool, string) {
+		_, c := early.payloads()
+		return c == 1, fmt.Sprint(c)
+	})
+	defer h.Subscribe(ctx, "c", late.listen).Close()
+	testenv.WaitFor(t, 10*time.Second, "the late listener confirmed", func() (bool, string) {
+		_, c := late.payloads()
+		return c == 1, fmt.Sprint(c)
+	})
+	if n := subscribers(t, rdb, Classic, "c"); n != 1 {
+		t.Fatalf("c has %d subscribed connections, want 1", n)
+	}
+}
+
 // TestResubscribeAfterLastClose: a channel whose last listener closes and
 // which is subscribed again at once, many times over and from several
 // goroutines, ends up subscribed: the UNSUBSCRIBE of one round never
