@@ -1,0 +1,210 @@
+// Package inspect is Hourglass's administration API: queue depths and
+// policies, task listing, lookup and cancel, the dead-letter queue (list,
+// show, replay, purge), pause and resume, and shard owners. The admin CLI
+// (cmd/hourglass) and the scheduler's web dashboard are two faces of it;
+// users' own tools can use it the same way.
+//
+// Every Redis operation is one bounded Lua script call per shard (see
+// internal/shard): a listing returns a page and a cursor, and a bulk
+// operation (replay or purge by filter) is many bounded calls, each
+// reported to an optional progress function. Nothing here scans a whole
+// shard in one call.
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Sentinel errors callers can test with errors.Is.
+var (
+	// ErrNotFound: no task, dead letter or queue of that name.
+	ErrNotFound = errors.New("inspect: not found")
+	// ErrInvalidArgument: a bad queue name, policy, cursor or filter.
+	ErrInvalidArgument = errors.New("inspect: invalid argument")
+	// ErrTaskActive: the task is running and cannot be cancelled.
+	ErrTaskActive = errors.New("inspect: task is running")
+	// ErrNoEtcd: the call needs the etcd client Options did not give.
+	ErrNoEtcd = errors.New("inspect: no etcd client configured")
+)
+
+// Options configure an Inspector. Namespace and Shards must be the
+// deployment's (the same as the schedulers'); zero values mean the
+// defaults ("hourglass", 16).
+type Options struct {
+	Redis     redis.UniversalClient
+	Namespace string
+	Shards    int
+	// Etcd, when set, gives shard owners and epochs (Shards); ElectionPrefix
+	// is the schedulers' election.prefix (default "/hourglass/").
+	Etcd           *clientv3.Client
+	ElectionPrefix string
+}
+
+// Inspector reads and administers one deployment. It is safe for
+// concurrent use.
+type Inspector struct {
+	store  *shard.Store
+	layout shard.Layout
+	etcd   *clientv3.Client
+	prefix string
+}
+
+// New returns an Inspector for the deployment opts describe. It does no
+// I/O.
+func New(opts Options) (*Inspector, error) {
+	if opts.Redis == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
+	}
+	l, err := shard.NewLayout(shard.LayoutDefaults(opts.Namespace, opts.Shards))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	prefix := opts.ElectionPrefix
+	if prefix == "" {
+		prefix = "/hourglass/"
+	}
+	return &Inspector{store: shard.NewStore(opts.Redis, l), layout: l, etcd: opts.Etcd, prefix: prefix}, nil
+}
+
+// ShardCount returns the deployment's shard count.
+func (i *Inspector) ShardCount() int { return i.layout.Shards() }
+
+// Namespace returns the deployment's namespace.
+func (i *Inspector) Namespace() string { return i.layout.Namespace() }
+
+// Counts are the tasks of a queue (or of all queues) by state.
+type Counts struct {
+	// Scheduled tasks wait for their due time (the far tier included).
+	Scheduled int64 `json:"scheduled"`
+	// Ready tasks are due and wait in a ready list for a worker.
+	Ready int64 `json:"ready"`
+	// InFlight tasks are taken by a worker: leased, or popped and not yet
+	// leased.
+	InFlight int64 `json:"in_flight"`
+	// Dead tasks are in the dead-letter queue.
+	Dead int64 `json:"dead"`
+}
+
+// Total is the sum of every state.
+func (c Counts) Total() int64 { return c.Scheduled + c.Ready + c.InFlight + c.Dead }
+
+func (c *Counts) add(o Counts) {
+	c.Scheduled += o.Scheduled
+	c.Ready += o.Ready
+	c.InFlight += o.InFlight
+	c.Dead += o.Dead
+}
+
+// Policy is a queue's registered policy: enqueue defaults and limits and
+// the backoff of retries.
+type Policy struct {
+	MaxRetries int           `json:"max_retries"`
+	Timeout    time.Duration `json:"timeout"`
+	MaxPayload int64         `json:"max_payload"`
+	// Backoff of retries; zero fields mean the default (1s base, 1h cap,
+	// factor 2).
+	BackoffBase   time.Duration `json:"backoff_base"`
+	BackoffCap    time.Duration `json:"backoff_cap"`
+	BackoffFactor float64       `json:"backoff_factor"`
+}
+
+// QueueState is a queue's administrative state.
+type QueueState string
+
+// Queue states.
+const (
+	// QueueActive: enqueues accepted, tasks delivered.
+	QueueActive QueueState = "active"
+	// QueuePaused: enqueues accepted and moved to ready lists, but workers
+	// start no new task of the queue until it is resumed.
+	QueuePaused QueueState = "paused"
+	// QueueRemoved: enqueues refused; stored tasks drain, then the queue's
+	// registration disappears (shard by shard).
+	QueueRemoved QueueState = "removed"
+)
+
+// Queue describes one registered queue.
+type Queue struct {
+	Name   string     `json:"name"`
+	State  QueueState `json:"state"`
+	Policy Policy     `json:"policy"`
+	// PausedAt is when the queue was paused (zero unless paused).
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	Counts   Counts    `json:"counts"`
+	// Shards holds the per-shard counts, in shard order, when asked for.
+	Shards []Counts `json:"shards,omitempty"`
+}
+
+// Task states, as listed and looked up.
+type State string
+
+// States of a task.
+const (
+	StateScheduled State = "scheduled"
+	StateReady     State = "ready"
+	StateActive    State = "active"
+	StateDead      State = "dead"
+)
+
+// Task describes one stored task.
+type Task struct {
+	ID         string        `json:"id"`
+	Queue      string        `json:"queue"`
+	State      State         `json:"state"`
+	Shard      int           `json:"shard"`
+	Attempts   int           `json:"attempts"`
+	MaxRetries int           `json:"max_retries"`
+	Timeout    time.Duration `json:"timeout"`
+	Due        time.Time     `json:"due"`
+	Enqueued   time.Time     `json:"enqueued"`
+	Payload    []byte        `json:"payload"`
+	// LastError is the error of the last failed attempt, if any.
+	LastError string `json:"last_error,omitempty"`
+	// LeaseDeadline is when an active task's lease ends (zero: not leased).
+	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
+	// Dead is set for a dead-lettered task.
+	Dead *DeadInfo `json:"dead,omitempty"`
+	// Problem explains task data that could not be decoded (the other
+	// fields are then empty).
+	Problem string `json:"problem,omitempty"`
+}
+
+// DeadInfo is why and when a task was dead-lettered.
+type DeadInfo struct {
+	Reason string    `json:"reason"`
+	Error  string    `json:"error"`
+	At     time.Time `json:"at"`
+}
+
+// Shard describes one shard: its owner (from etcd, when configured) and
+// its depths.
+type Shard struct {
+	Shard int `json:"shard"`
+	// Owner is the owning scheduler replica ("" when unowned or unknown).
+	Owner string `json:"owner"`
+	// Epoch is the owner's fencing epoch in etcd; StoredEpoch the one the
+	// shard's scripts last saw in Redis.
+	Epoch       int64  `json:"epoch"`
+	StoredEpoch int64  `json:"stored_epoch"`
+	Counts      Counts `json:"counts"`
+}
+
+// Progress reports a bulk operation: shards finished of all, calls made,
+// entries examined and acted on so far.
+type Progress struct {
+	ShardsDone int   `json:"shards_done"`
+	Shards     int   `json:"shards"`
+	Calls      int   `json:"calls"`
+	Scanned    int64 `json:"scanned"`
+	Done       int64 `json:"done"`
+}
+
+// ProgressFunc receives a bulk operation's progress after each call.
+type ProgressFunc func(Progress)
