@@ -112,7 +112,7 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 	}
 	v, err := claimScript.Run(ctx, s.rdb, []string{
 		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh),
-		s.l.Pending(sh, queue), s.l.Dead(sh), s.l.DeadInfo(sh),
+		s.l.Pending(sh, queue), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: claim on shard %d: %w", sh, err)

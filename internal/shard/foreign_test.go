@@ -45,7 +45,7 @@ func TestForeignConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Eval(ctx, string(src), []string{key("tasks"), key("inflight"), key("leases"), key("pending:q"), key("dead"), key("dead:info")}, "", "1|x").Err(); err == nil || !strings.Contains(err.Error(), "nonexistent global variable") {
+	if err := rdb.Eval(ctx, string(src), []string{key("tasks"), key("inflight"), key("leases"), key("pending:q"), key("dead"), key("dead:info"), key("counts")}, "", "1|x").Err(); err == nil || !strings.Contains(err.Error(), "nonexistent global variable") {
 		t.Errorf("claim.lua alone: %v, want the error the docs describe", err)
 	}
 
@@ -62,7 +62,7 @@ func TestForeignConsumer(t *testing.T) {
 		}
 		// Lease: claim.lua with the entry's "seq|id".
 		res, err := rdb.Eval(ctx, script("claim.lua"),
-			[]string{key("tasks"), key("inflight"), key("leases"), key("pending:q"), key("dead"), key("dead:info")},
+			[]string{key("tasks"), key("inflight"), key("leases"), key("pending:q"), key("dead"), key("dead:info"), key("counts")},
 			"", parts[0]+"|"+parts[1]).Slice()
 		if err != nil || len(res) != 5 || res[1] != parts[1] {
 			t.Fatalf("claim %s: %v %v", parts[1], res, err)
@@ -77,7 +77,7 @@ func TestForeignConsumer(t *testing.T) {
 	}
 
 	// Ack one (a leased delivery: queue "").
-	acked, err := rdb.Eval(ctx, script("ack.lua"), []string{key("tasks"), key("inflight"), key("leases"), key("errors")},
+	acked, err := rdb.Eval(ctx, script("ack.lua"), []string{key("tasks"), key("inflight"), key("leases"), key("errors"), key("counts")},
 		key("pending:"), "f-ack", tokens["f-ack"], "").Int64Slice()
 	if err != nil || len(acked) != 1 || acked[0] != 1 {
 		t.Fatalf("ack: %v %v", acked, err)
@@ -85,7 +85,7 @@ func TestForeignConsumer(t *testing.T) {
 
 	// Nack the other: rescheduled with the queue's backoff.
 	nacked, err := rdb.Eval(ctx, script("nack.lua"),
-		[]string{key("delayed"), key("tasks"), key("inflight"), key("leases"), key("errors"), key("dead"), key("dead:info"), key("queues")},
+		[]string{key("delayed"), key("tasks"), key("inflight"), key("leases"), key("errors"), key("dead"), key("dead:info"), key("queues"), key("counts")},
 		"f-nack", tokens["f-nack"], "boom", "retry", "", "", "0.5", key("wake")).Int64Slice()
 	if err != nil || len(nacked) != 3 || nacked[0] != 1 || nacked[2] != 1 {
 		t.Fatalf("nack: %v %v", nacked, err)
@@ -102,5 +102,10 @@ func TestForeignConsumer(t *testing.T) {
 	info, err := e.Lookup("f-nack")
 	if err != nil || info.State != "scheduled" || info.Task.Attempts != 1 {
 		t.Errorf("f-nack after its nack: %+v %v; want scheduled, 1 attempt", info, err)
+	}
+	// The counts the scripts kept: f-nack scheduled again, nothing leased.
+	counts, err := rdb.HGetAll(ctx, key("counts")).Result()
+	if err != nil || counts["s|q"] != "1" || counts["l|q"] != "0" {
+		t.Errorf("counts %v %v, want s|q 1 and l|q 0", counts, err)
 	}
 }

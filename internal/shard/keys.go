@@ -137,6 +137,22 @@ func (l Layout) Dead(s int) string { return l.Tag(s) + ":dead" }
 // DeadInfo is the hash of task id to a JSON record of why it was buried.
 func (l Layout) DeadInfo(s int) string { return l.Tag(s) + ":dead:info" }
 
+// Counts is the hash of the shard's task counts by state and queue:
+// field "s|<queue>" scheduled (the far tier included), "l|<queue>" leased,
+// "d|<queue>" dead ("d|" for dead data that names no queue). The scripts
+// keep them as tasks change state; ready tasks are counted by the lengths
+// of their lists instead.
+func (l Layout) Counts(s int) string { return l.Tag(s) + ":counts" }
+
+// Paused is the hash of paused queues to the time they were paused (unix
+// ms), one key for the deployment (its own Cluster slot).
+func (l Layout) Paused() string { return "{" + l.ns + "}:paused" }
+
+// ControlChannel is the classic pub/sub channel on which pause and resume
+// are announced ("pause <queue>", "resume <queue>"); workers re-read
+// Paused when they hear it, and when they (re)subscribe.
+func (l Layout) ControlChannel() string { return "{" + l.ns + "}:control" }
+
 // Epoch holds the fencing epoch of the shard's current owner.
 func (l Layout) Epoch(s int) string { return l.Tag(s) + ":epoch" }
 

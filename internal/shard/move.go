@@ -36,7 +36,7 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 // before the next remaining task is within prefetch of being due.
 func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh)},
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh), s.l.Counts(sh)},
 		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)

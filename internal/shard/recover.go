@@ -47,7 +47,7 @@ func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs)
 	}
 	v, err := recoverScript.Run(ctx, s.rdb, []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.ReadyQueues(sh),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.ReadyQueues(sh), s.l.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: %w", sh, err)

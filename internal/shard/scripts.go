@@ -31,16 +31,23 @@ func newScript(name string, withLib bool) script {
 }
 
 var (
-	enqueueScript = newScript("enqueue.lua", false)
-	moveScript    = newScript("move.lua", true)
-	cancelScript  = newScript("cancel.lua", true)
-	lookupScript  = newScript("lookup.lua", true)
-	claimScript   = newScript("claim.lua", true)
-	ackScript     = newScript("ack.lua", true)
-	extendScript  = newScript("extend.lua", true)
-	nackScript    = newScript("nack.lua", true)
-	releaseScript = newScript("release.lua", true)
-	recoverScript = newScript("recover.lua", true)
+	enqueueScript   = newScript("enqueue.lua", false)
+	moveScript      = newScript("move.lua", true)
+	cancelScript    = newScript("cancel.lua", true)
+	lookupScript    = newScript("lookup.lua", true)
+	claimScript     = newScript("claim.lua", true)
+	ackScript       = newScript("ack.lua", true)
+	extendScript    = newScript("extend.lua", true)
+	nackScript      = newScript("nack.lua", true)
+	releaseScript   = newScript("release.lua", true)
+	recoverScript   = newScript("recover.lua", true)
+	depthScript     = newScript("depth.lua", false)
+	registryScript  = newScript("registry.lua", false)
+	pauseScript     = newScript("pause.lua", false)
+	pageScript      = newScript("page.lua", true)
+	pageFarScript   = newScript("pagefar.lua", false)
+	pageReadyScript = newScript("pageready.lua", true)
+	deadOpsScript   = newScript("deadops.lua", true)
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that

@@ -56,7 +56,7 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 		for _, i := range idx {
 			args = append(args, acks[i].ID, acks[i].Token, acks[i].Queue)
 		}
-		calls = append(calls, scriptCall{keys: []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh)}, args: args})
+		calls = append(calls, scriptCall{keys: []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh), s.l.Counts(sh)}, args: args})
 		members = append(members, idx)
 	}
 	cmds, err := ackScript.runPipelined(ctx, s.rdb, calls)
@@ -148,7 +148,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 	}
 	keys := []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Counts(sh),
 	}
 	if a.Queue != "" {
 		keys = append(keys, s.l.Pending(sh, a.Queue))
@@ -175,7 +175,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 func (s *Store) Release(ctx context.Context, d Delivery) error {
 	sh, id, queue := d.Shard, d.Task.ID, d.Task.Queue
 	n, err := releaseScript.Run(ctx, s.rdb, []string{
-		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue), s.l.Tasks(sh),
+		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue), s.l.Tasks(sh), s.l.Counts(sh),
 	}, id, d.Token).Int64()
 	if err != nil {
 		return fmt.Errorf("shard: release %q: %w", id, err)

@@ -77,7 +77,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			for _, i := range idx[:n] {
 				args = append(args, enqueueArgs(as[i])...)
 			}
-			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh)}, args: args})
+			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh)}, args: args})
 			members = append(members, idx[:n])
 			idx = idx[n:]
 		}
@@ -135,7 +135,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	}
 	sh := s.l.ShardOf(id)
 	v, err := cancelScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)},
 		id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
 	if err != nil {
 		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
@@ -162,6 +162,8 @@ type Info struct {
 	At time.Time
 	// DeadInfo is the JSON burial record of a dead task.
 	DeadInfo string
+	// LastError is the error of the task's last failed attempt, if any.
+	LastError string
 	// DecodeErr is set when the stored data is not decodable.
 	DecodeErr error
 }
@@ -173,15 +175,15 @@ func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	}
 	sh := s.l.ShardOf(id)
 	v, err := lookupScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh)},
+		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
 		id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}
-	if len(v) != 4 || v[0] == "" {
+	if len(v) != 5 || v[0] == "" {
 		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	info := Info{State: v[0], DeadInfo: v[3], Task: Task{ID: id}}
+	info := Info{State: v[0], DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
 	if v[1] != "" {
 		info.Task, info.DecodeErr = Decode(id, []byte(v[1]))
 		if info.DecodeErr != nil {

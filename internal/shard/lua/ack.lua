@@ -4,6 +4,8 @@
 -- KEYS[2] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[3] leases     HASH  task id -> delivery token
 -- KEYS[4] errors     HASH  task id -> last error
+-- KEYS[5] counts     HASH  task counts (see lib.lua's count): an acked
+--                          leased task leaves "l|<queue>"
 -- ARGV[1] pending key prefix of this shard (the queue name is appended)
 -- ARGV[2..] triples: task id, delivery token, queue. The queue is "" for a
 --   leased delivery; for a delivery run without a lease (yet) it names the
@@ -20,8 +22,12 @@
 -- without building the batch tables.
 if #ARGV == 4 then
   local pk = ARGV[4] ~= "" and ARGV[1] .. ARGV[4] or nil
-  if not end_delivery(KEYS[2], KEYS[3], pk, ARGV[2], ARGV[3]) then
+  local ended = end_delivery(KEYS[2], KEYS[3], pk, ARGV[2], ARGV[3])
+  if not ended then
     return {0}
+  end
+  if ended == "lease" then
+    count(KEYS[5], "l", blob_queue(redis.call("HGET", KEYS[1], ARGV[2])), -1)
   end
   redis.call("HDEL", KEYS[1], ARGV[2])
   redis.call("HDEL", KEYS[4], ARGV[2])
@@ -72,6 +78,12 @@ end
 if #held > 0 then
   bulk("ZREM", KEYS[2], held)
   bulk("HDEL", KEYS[3], held)
+  local byq = {}
+  for _, blob in ipairs(bulk_read("HMGET", KEYS[1], held)) do
+    local q = blob_queue(blob or nil)
+    byq[q] = (byq[q] or 0) + 1
+  end
+  for q, c in pairs(byq) do count(KEYS[5], "l", q, -c) end
   for _, id in ipairs(held) do done[#done + 1] = id end
 end
 if #done > 0 then

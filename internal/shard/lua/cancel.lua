@@ -6,6 +6,7 @@
 -- KEYS[4] dead       ZSET  task id -> time buried
 -- KEYS[5] dead info  HASH  task id -> JSON
 -- KEYS[6] errors     HASH  task id -> last error
+-- KEYS[7] counts     HASH  task counts (see lib.lua's count)
 -- ARGV[1] task id
 -- ARGV[2] ready-list key prefix of this shard
 -- ARGV[3] pending key prefix of this shard
@@ -27,6 +28,7 @@ if not blob then
   if redis.call("ZREM", KEYS[1], id) == 1 then return {1, "scheduled"} end
   if redis.call("ZREM", KEYS[4], id) == 1 then
     redis.call("HDEL", KEYS[5], id)
+    count(KEYS[7], "d", "", -1) -- the mover buried it, counted under no queue
     return {1, "dead"}
   end
   return {0, ""}
@@ -36,6 +38,7 @@ if redis.call("ZSCORE", KEYS[3], id) then
 end
 
 local state = "ready"
+local queue = blob_queue(blob)
 -- A task in no set and no pending list is in the far tier (see
 -- enqueue.lua): deleting its data is enough, its bucket entry is then
 -- dropped at promotion.
@@ -62,6 +65,11 @@ else
       state = "scheduled"
     end
   end
+end
+if state == "scheduled" then
+  count(KEYS[7], "s", queue, -1)
+elseif state == "dead" then
+  count(KEYS[7], "d", queue, -1)
 end
 redis.call("HDEL", KEYS[2], id)
 redis.call("HDEL", KEYS[6], id)

@@ -7,6 +7,8 @@
 -- KEYS[4] pending    ZSET  task id -> sequence, of the popped list's queue
 -- KEYS[5] dead       ZSET  task id -> time buried
 -- KEYS[6] dead info  HASH  task id -> JSON
+-- KEYS[7] counts     HASH  task counts (see lib.lua's count): each leased
+--                          task enters "l|<queue>", a buried one "d|<queue>"
 -- ARGV[1] lease in ms, or "" for each task's own timeout
 -- ARGV[2..n] popped ready-list entries, "seq|id" or "seq|id|task" (the
 --            task part is ignored: the lease reads the stored data)
@@ -70,7 +72,7 @@ local blobs = bulk_read("HMGET", KEYS[1], live)
 -- ever shares it. With a fixed lease every deadline is the same.
 local fixed = tonumber(ARGV[1])
 local fixed_s = fixed and string.format("%d", now + fixed)
-local deadlines, tokens = {}, {}
+local deadlines, tokens, leased = {}, {}, {}
 for i, id in ipairs(live) do
   local blob = blobs[i]
   -- Only what the lease needs is read here; the worker decodes the rest
@@ -87,11 +89,14 @@ for i, id in ipairs(live) do
     out[#out + 1] = token
     out[#out + 1] = deadline
     out[#out + 1] = blob
+    local q = blob_queue(blob)
+    leased[q] = (leased[q] or 0) + 1
   else
     local _, why = decode(blob or nil)
-    bury(KEYS[5], KEYS[6], id, now, why or "undecodable task data", "")
+    bury(KEYS[5], KEYS[6], id, now, why or "undecodable task data", "", KEYS[7], blob_queue(blob or nil))
   end
 end
+for q, n in pairs(leased) do count(KEYS[7], "l", q, n) end
 if #deadlines > 0 then
   bulk("ZADD", KEYS[2], deadlines)
   bulk("HSET", KEYS[3], tokens)

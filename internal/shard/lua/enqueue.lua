@@ -17,6 +17,10 @@
 --                        time rounded down to bucket_ms) goes there when
 --                        b - lead_ms is still in the future; the member "|far"
 --                        of KEYS[1] is then scored by the earliest promotion.
+-- KEYS[5] counts   HASH  optional (needs KEYS[4]): the shard's task counts;
+--                        field "s|<queue>" counts the queue's scheduled
+--                        tasks (see docs/protocol.md). A producer that
+--                        leaves it out makes those counts low.
 -- ARGV[1] wake channel of this shard: when a call makes a task the shard's
 --         earliest (or ties the earliest), that due time is published
 --         there with SPUBLISH
@@ -32,7 +36,8 @@
 -- Returns, per task, three values {code, due_ms, detail}:
 --   { 1, due, ""}            enqueued
 --   { 0, due or -1, state}   duplicate: the id is live; nothing changed
---   {-1, 0, queue}           unknown queue
+--   {-1, 0, queue}           unknown queue, or a removed queue (its policy
+--                            is "drain|..."; it takes no new tasks)
 --   {-2, 0, max_payload}     payload larger than the queue allows
 --   {-3, 0, message}         invalid argument
 if (#ARGV - 1) % 6 ~= 0 or #ARGV < 7 then
@@ -59,6 +64,7 @@ local function far_tier()
   return far
 end
 local far_lists, far_order = {}, {}
+local stored = {} -- tasks stored by this call, per queue
 
 local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if id == "" or #id > 256 or string.find(id, "|", 1, true) then
@@ -69,7 +75,7 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     policy = redis.call("HGET", KEYS[3], queue) or false
     policies[queue] = policy
   end
-  if not policy then
+  if not policy or string.sub(policy, 1, 6) == "drain|" then
     return -1, 0, queue
   end
   local def_retries, def_timeout, max_payload = string.match(policy, "^(%d+)|(%d+)|(%d+)")
@@ -113,6 +119,7 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     if score then return 0, score, "scheduled" end
     return 0, -1, "ready"
   end
+  stored[queue] = (stored[queue] or 0) + 1
   local ft = due - now > 1000 and far_tier()
   local bucket = ft and due - due % ft.bucket
   if bucket and bucket - ft.lead > now then
@@ -149,6 +156,11 @@ for _, b in ipairs(far_order) do
   -- "|far" is a wake candidate only when this call moved it earlier.
   if redis.call("ZADD", KEYS[1], "LT", "CH", promote, "|far") == 1 then
     if earliest == nil or p < earliest then earliest = p end
+  end
+end
+if KEYS[5] then
+  for q, n in pairs(stored) do
+    redis.call("HINCRBY", KEYS[5], "s|" .. q, n)
   end
 end
 -- Wake the owner when nothing in KEYS[1] is due before this call's

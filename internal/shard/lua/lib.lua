@@ -41,10 +41,32 @@ local function fence(epoch_key, stats_key, epoch_arg)
   return true, epoch
 end
 
+-- blob_queue returns the queue named by encoded task data, or "" when
+-- there is none to read. Every count of a dead or leased task uses it, so
+-- that the count taken when a task enters a state is the one given back
+-- when it leaves.
+local function blob_queue(blob)
+  return blob and string.match(blob, "^1|([^|]+)|") or ""
+end
+
+-- count adds delta to the number of queue's tasks in one state, in the
+-- shard's counts hash: field "<kind>|<queue>", kind "s" scheduled (the
+-- far tier included), "l" leased, "d" dead. Ready tasks are not counted:
+-- their lists and pending sets have lengths. A nil key does nothing.
+local function count(counts_key, kind, queue, delta)
+  if counts_key and delta ~= 0 then
+    redis.call("HINCRBY", counts_key, kind .. "|" .. queue, delta)
+  end
+end
+
 -- bury moves a task id to the dead-letter set with a reason, keeping its
--- data (if any) so it can be inspected and replayed.
-local function bury(dead_key, info_key, id, now, reason, last_error)
-  redis.call("ZADD", dead_key, now, id)
+-- data (if any) so it can be inspected and replayed, and counts it dead
+-- in counts_key (may be nil) under queue, the queue of its data
+-- (blob_queue).
+local function bury(dead_key, info_key, id, now, reason, last_error, counts_key, queue)
+  if redis.call("ZADD", dead_key, now, id) == 1 then
+    count(counts_key, "d", queue, 1)
+  end
   redis.call("HSET", info_key, id,
     cjson.encode({reason = reason, error = last_error or "", at = now}))
 end
@@ -74,9 +96,11 @@ end
 
 -- policy_backoff extracts "base|cap|factor" from a queue policy
 -- "max_retries|timeout_ms|max_payload|base|cap|factor".
+-- A removed queue's policy keeps its backoff behind "drain|".
 local function policy_backoff(policy)
   if not policy then return nil end
-  return string.match(policy, "^%d+|%d+|%d+|(%d+|%d+|[%d%.]+)$")
+  return string.match(policy, "^%d+|%d+|%d+|(%d+|%d+|[%d%.]+)$") or
+    string.match(policy, "^drain|%d+|%d+|%d+|(%d+|%d+|[%d%.]+)$")
 end
 
 -- schedule puts a task back in the delayed set at due, publishing the due
@@ -124,8 +148,9 @@ end
 -- end_delivery ends the current delivery of id if token is its token:
 -- either a leased one (token in leases_key) or one a worker runs without a
 -- lease yet (id pending in pending_key under the number token, its entry
--- popped). pending_key may be nil: leased deliveries only. Returns false,
--- changing nothing, when token is stale.
+-- popped). pending_key may be nil: leased deliveries only. Returns
+-- "pending" or "lease", the kind of delivery ended, or false, changing
+-- nothing, when token is stale.
 local function end_delivery(inflight_key, leases_key, pending_key, id, token)
   if pending_key then
     local s = redis.call("ZSCORE", pending_key, id)
@@ -133,7 +158,7 @@ local function end_delivery(inflight_key, leases_key, pending_key, id, token)
     -- written: equal strings spare the parsing.
     if s and (s == token or tonumber(s) == tonumber(token)) then
       redis.call("ZREM", pending_key, id)
-      return true
+      return "pending"
     end
   end
   if redis.call("HGET", leases_key, id) ~= token then
@@ -141,7 +166,7 @@ local function end_delivery(inflight_key, leases_key, pending_key, id, token)
   end
   redis.call("ZREM", inflight_key, id)
   redis.call("HDEL", leases_key, id)
-  return true
+  return "lease"
 end
 
 -- bulk runs cmd on key with args in chunks of at most 1000 arguments
@@ -168,4 +193,70 @@ local function bulk_read(cmd, key, args)
     end
   end
   return out
+end
+
+-- page_start returns the rank at which a page of sorted set key starts,
+-- for a cursor (score cs, member cm; cs "" for the first page) and a
+-- lower score bound min ("-inf" for none): right after the cursor member
+-- if it is still there with that score (anchored true), else at the first
+-- member scored at least cs; then the caller skips members scored cs that
+-- sort no later than cm (ties are ordered by member). Never before the
+-- first member scored at least min.
+local function page_start(key, cs, cm, min)
+  local start, anchored = 0, false
+  if cs ~= "" then
+    local r = redis.call("ZRANK", key, cm)
+    local s = r and redis.call("ZSCORE", key, cm)
+    if s and tonumber(s) == tonumber(cs) then
+      start, anchored = r + 1, true
+    else
+      start = redis.call("ZCOUNT", key, "-inf", "(" .. cs)
+    end
+  end
+  if min ~= "-inf" then
+    local m = redis.call("ZCOUNT", key, "-inf", "(" .. min)
+    if m > start then start, anchored = m, true end
+  end
+  return start, anchored
+end
+
+-- page_rows reads up to limit members of key from rank start, with their
+-- scores, dropping those at or before the cursor (cs, cm) when the start
+-- is not anchored, and stopping before the first scored above max
+-- ("+inf" for none). Returns the members, their scores (strings), the
+-- last member and score examined (the next cursor) and whether the set
+-- is exhausted.
+local function page_rows(key, start, anchored, cs, cm, limit, max)
+  local rows = redis.call("ZRANGE", key, start, start + limit - 1, "WITHSCORES")
+  local ids, scores = {}, {}
+  local last_s, last_m = cs, cm
+  local maxn = tonumber(max)
+  local done = #rows < 2 * limit
+  for i = 1, #rows, 2 do
+    local m, s = rows[i], rows[i + 1]
+    local sn = tonumber(s)
+    if sn > maxn then
+      done = true
+      break
+    end
+    last_s, last_m = s, m
+    if anchored or sn ~= tonumber(cs) or m > cm then
+      ids[#ids + 1] = m
+      scores[#scores + 1] = s
+    end
+  end
+  return ids, scores, last_s, last_m, done
+end
+
+-- dead_match reports whether a dead letter matches the filter: queue
+-- ("" any) against its data, reason ("" any) and error substring ("" any)
+-- against its record (JSON {reason, error, at}).
+local function dead_match(blob, info, queue, reason, err_sub)
+  if queue ~= "" and blob_queue(blob) ~= queue then return false end
+  if reason == "" and err_sub == "" then return true end
+  local ok, rec = pcall(cjson.decode, info or "")
+  if not ok or type(rec) ~= "table" then rec = {} end
+  if reason ~= "" and rec.reason ~= reason then return false end
+  if err_sub ~= "" and not string.find(tostring(rec.error or ""), err_sub, 1, true) then return false end
+  return true
 end

@@ -5,33 +5,36 @@
 -- KEYS[3] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[4] dead       ZSET  task id -> time buried
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
+-- KEYS[6] errors     HASH  task id -> last error (optional)
 -- ARGV[1] task id
 -- ARGV[2] pending key prefix of this shard (the queue name is appended)
 -- ARGV[3] ready-list key prefix of this shard (the queue name is appended)
 --
--- Returns {state, encoded task or "", score or "", dead info or ""}:
+-- Returns {state, encoded task or "", score or "", dead info or "", last
+-- error or ""}:
 --   state is "scheduled" (score = due; a task in the far tier is in no set,
 --   its due time is read from its data), "ready", "active" (score = lease
 --   deadline, or "" for a task a worker popped and runs without a lease), "dead" (score = time buried) or "" when unknown.
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
 local info = redis.call("HGET", KEYS[5], id) or ""
+local last = KEYS[6] and redis.call("HGET", KEYS[6], id) or ""
 local s = redis.call("ZSCORE", KEYS[3], id)
-if s then return {"active", blob, s, info} end
+if s then return {"active", blob, s, info, last} end
 s = redis.call("ZSCORE", KEYS[4], id)
-if s then return {"dead", blob, s, info} end
+if s then return {"dead", blob, s, info, last} end
 s = redis.call("ZSCORE", KEYS[1], id)
-if s then return {"scheduled", blob, s, info} end
+if s then return {"scheduled", blob, s, info, last} end
 if blob ~= "" then
   local q, due = string.match(blob, "^1|([^|]+)|%d+|%d+|%d+|(%d+)|")
   local seq = q and ARGV[2] and redis.call("ZSCORE", ARGV[2] .. q, id)
   if q and ARGV[2] and not seq then
-    return {"scheduled", blob, due, info}
+    return {"scheduled", blob, due, info, last}
   end
   -- Popped from its ready list: a worker runs it (not leased yet).
   if seq and ARGV[3] and popped(ARGV[3] .. q, tonumber(seq)) then
-    return {"active", blob, "", info}
+    return {"active", blob, "", info, last}
   end
-  return {"ready", blob, "", info}
+  return {"ready", blob, "", info, last}
 end
-return {"", "", "", ""}
+return {"", "", "", "", ""}

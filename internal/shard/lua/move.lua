@@ -11,6 +11,8 @@
 -- KEYS[7] seq        STRING sequence counter of the shard
 -- KEYS[8] ready queues SET  queues that have had ready ids in this shard
 -- KEYS[9] far        ZSET  far-tier buckets (see enqueue.lua)
+-- KEYS[10] counts    HASH  task counts (see lib.lua's count): each moved
+--                          task leaves "s|<queue>"; a buried one enters "d|"
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
 -- ARGV[2] LIMIT: most tasks to move in this call, 1 or more
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
@@ -81,6 +83,7 @@ elseif #due == 2 and due[1] ~= "|far" then
     redis.call("ZREM", KEYS[1], id)
     make_ready(KEYS[7], ARGV[4] .. q, ARGV[3] .. q, id, blob)
     redis.call("SADD", KEYS[8], q)
+    redis.call("HINCRBY", KEYS[10], "s|" .. q, -1)
     return {1, 1, next_due, now_us, 0, 0, now - due[2]}
   end
 end
@@ -161,7 +164,7 @@ if #ids > 0 then
       ok = ok + 1
     else
       local _, why = decode(blobs[i] or nil)
-      bury(KEYS[4], KEYS[5], id, now, why or "undecodable task data", "")
+      bury(KEYS[4], KEYS[5], id, now, why or "undecodable task data", "", KEYS[10], blob_queue(blobs[i] or nil))
       buried = buried + 1
     end
   end
@@ -187,6 +190,7 @@ if #ids > 0 then
       bulk("ZADD", ARGV[4] .. q, pending[q])
       bulk("RPUSH", ARGV[3] .. q, e)
       redis.call("SADD", KEYS[8], q)
+      redis.call("HINCRBY", KEYS[10], "s|" .. q, -#e)
     end
   end
 end

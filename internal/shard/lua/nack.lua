@@ -8,7 +8,8 @@
 -- KEYS[6] dead       ZSET  task id -> time buried
 -- KEYS[7] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[8] queues     HASH  queue -> policy (for the default backoff)
--- KEYS[9] pending    ZSET  pending ids of the task's queue; optional, for
+-- KEYS[9] counts     HASH  task counts (see lib.lua's count)
+-- KEYS[10] pending   ZSET  pending ids of the task's queue; optional, for
 --                          a delivery run without a lease yet
 -- ARGV[1] task id
 -- ARGV[2] delivery token (a lease's, or the popped entry's number)
@@ -22,26 +23,29 @@
 -- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
 local id, err = ARGV[1], ARGV[3]
-if not end_delivery(KEYS[3], KEYS[4], KEYS[9], id, ARGV[2]) then
+local ended = end_delivery(KEYS[3], KEYS[4], KEYS[10], id, ARGV[2])
+if not ended then
   return {0, 0, 0}
 end
 local now = now_ms()
 local blob = redis.call("HGET", KEYS[2], id)
+local queue = blob_queue(blob)
+if ended == "lease" then count(KEYS[9], "l", queue, -1) end
 local task, why = decode(blob)
 if not task then
-  bury(KEYS[6], KEYS[7], id, now, why, err)
+  bury(KEYS[6], KEYS[7], id, now, why, err, KEYS[9], queue)
   return {-1, 0, 0}
 end
 task.attempts = task.attempts + 1
 if ARGV[4] == "dead" then
   redis.call("HSET", KEYS[2], id, encode(task, blob))
-  bury(KEYS[6], KEYS[7], id, now, "not retryable", err)
+  bury(KEYS[6], KEYS[7], id, now, "not retryable", err, KEYS[9], queue)
   redis.call("HDEL", KEYS[5], id)
   return {2, 0, task.attempts}
 end
 if task.attempts > task.max_retries then
   redis.call("HSET", KEYS[2], id, encode(task, blob))
-  bury(KEYS[6], KEYS[7], id, now, "max retries exhausted", err)
+  bury(KEYS[6], KEYS[7], id, now, "max retries exhausted", err, KEYS[9], queue)
   redis.call("HDEL", KEYS[5], id)
   return {2, 0, task.attempts}
 end
@@ -55,4 +59,5 @@ task.due = now + delay
 redis.call("HSET", KEYS[2], id, encode(task, blob))
 redis.call("HSET", KEYS[5], id, err)
 schedule(KEYS[1], ARGV[8], id, task.due)
+count(KEYS[9], "s", queue, 1)
 return {1, task.due, task.attempts}

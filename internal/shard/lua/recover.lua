@@ -13,11 +13,14 @@
 --      the next candidates.
 --   3. Dead-letter retention: entries older than the age bound or beyond
 --      the size bound are deleted with their data.
+--   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
+--      left in this shard lose their registration and counters here.
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
 -- KEYS[9] epoch    KEYS[10] stats KEYS[11] ready queues
 --   (SET of the queues that have had ready ids in this shard)
+-- KEYS[12] counts (HASH of task counts, see lib.lua's count)
 -- ARGV[1] caller's epoch
 -- ARGV[2] LIMIT per part
 -- ARGV[3] random seed (integer 1..2147483646) for backoff jitter
@@ -50,16 +53,17 @@ local retried, buried, redelivered, trimmed = 0, 0, 0, 0
 -- once its retries are spent. Returns true when rescheduled.
 local function fail(id, why)
   local blob = redis.call("HGET", KEYS[2], id)
+  local queue = blob_queue(blob)
   local task, bad = decode(blob)
   if not task then
-    bury(KEYS[6], KEYS[7], id, now, bad, "")
+    bury(KEYS[6], KEYS[7], id, now, bad, "", KEYS[12], queue)
     return false
   end
   task.attempts = task.attempts + 1
   if task.attempts > task.max_retries then
     local last = redis.call("HGET", KEYS[5], id) or ""
     redis.call("HSET", KEYS[2], id, encode(task, blob))
-    bury(KEYS[6], KEYS[7], id, now, why, last)
+    bury(KEYS[6], KEYS[7], id, now, why, last, KEYS[12], queue)
     redis.call("HDEL", KEYS[5], id)
     return false
   end
@@ -68,6 +72,7 @@ local function fail(id, why)
   redis.call("HSET", KEYS[2], id, encode(task, blob))
   redis.call("HSET", KEYS[5], id, why)
   schedule(KEYS[1], ARGV[4], id, task.due)
+  count(KEYS[12], "s", queue, 1)
   return true
 end
 
@@ -76,6 +81,7 @@ local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
+  count(KEYS[12], "l", blob_queue(redis.call("HGET", KEYS[2], id)), -1)
   if fail(id, "lease expired") then
     retried = retried + 1
   else
@@ -127,6 +133,7 @@ end
 
 -- 3. dead-letter retention
 local function drop(id)
+  count(KEYS[12], "d", blob_queue(redis.call("HGET", KEYS[2], id)), -1)
   redis.call("ZREM", KEYS[6], id)
   redis.call("HDEL", KEYS[7], id)
   redis.call("HDEL", KEYS[2], id)
@@ -146,6 +153,23 @@ if max_size > 0 then
     if excess > limit then excess = limit end
     for _, id in ipairs(redis.call("ZRANGE", KEYS[6], 0, excess - 1)) do
       drop(id)
+    end
+  end
+end
+
+-- 4. removed queues without tasks left in this shard
+local qs = redis.call("HGETALL", KEYS[8])
+for i = 1, #qs, 2 do
+  local q = qs[i]
+  if string.sub(qs[i + 1], 1, 6) == "drain|" then
+    local c = redis.call("HMGET", KEYS[12], "s|" .. q, "l|" .. q, "d|" .. q)
+    local left = 0
+    for _, v in ipairs(c) do left = left + math.max(0, tonumber(v or "0") or 0) end
+    left = left + redis.call("LLEN", ARGV[5] .. q) + redis.call("ZCARD", ARGV[6] .. q)
+    if left == 0 then
+      redis.call("HDEL", KEYS[8], q)
+      redis.call("HDEL", KEYS[12], "s|" .. q, "l|" .. q, "d|" .. q)
+      redis.call("SREM", KEYS[11], q)
     end
   end
 end

@@ -7,13 +7,17 @@
 -- KEYS[4] pending    ZSET  pending ids of the task's queue
 -- KEYS[5] ready      LIST  ready list of the task's queue
 -- KEYS[6] tasks      HASH  task id -> encoded task
+-- KEYS[7] counts     HASH  task counts (see lib.lua's count)
 -- ARGV[1] task id
 -- ARGV[2] delivery token (a lease's, or the number of the popped entry of
 --         a task run without a lease yet)
 --
 -- Returns 1 when released, 0 when the token is stale.
-if not end_delivery(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2]) then
+local ended = end_delivery(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
+if not ended then
   return 0
 end
-make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1], redis.call("HGET", KEYS[6], ARGV[1]) or "")
+local blob = redis.call("HGET", KEYS[6], ARGV[1])
+if ended == "lease" then count(KEYS[7], "l", blob_queue(blob), -1) end
+make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1], blob or "")
 return 1

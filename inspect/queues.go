@@ -1,0 +1,209 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Queues returns every queue, by name, with its counts, and the totals
+// over all of them: one pipelined round trip of one bounded script call
+// per shard, and one read of the paused queues. Queues that are no longer
+// registered but still hold tasks (dead letters, say) are listed as
+// removed; dead data that names no queue is listed under the name "".
+func (i *Inspector) Queues(ctx context.Context) ([]Queue, Counts, error) {
+	qs, err := i.queues(ctx, false)
+	if err != nil {
+		return nil, Counts{}, err
+	}
+	var total Counts
+	for _, q := range qs {
+		total.add(q.Counts)
+	}
+	return qs, total, nil
+}
+
+// Queue returns one queue with its per-shard counts (Queue.Shards).
+// ErrNotFound when no shard has it registered or counts tasks of it.
+func (i *Inspector) Queue(ctx context.Context, name string) (Queue, error) {
+	qs, err := i.queues(ctx, true)
+	if err != nil {
+		return Queue{}, err
+	}
+	for _, q := range qs {
+		if q.Name == name {
+			return q, nil
+		}
+	}
+	return Queue{}, fmt.Errorf("%w: queue %q", ErrNotFound, name)
+}
+
+// queues gathers the depth of every shard and the paused set.
+func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) {
+	depths, err := i.store.Depth(ctx, i.allShards())
+	if err != nil {
+		return nil, err
+	}
+	paused, err := i.store.Paused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*Queue{}
+	for sh, ds := range depths {
+		for _, d := range ds {
+			q := byName[d.Queue]
+			if q == nil {
+				q = &Queue{Name: d.Queue, State: QueueRemoved}
+				if perShard {
+					q.Shards = make([]Counts, len(depths))
+				}
+				byName[d.Queue] = q
+			}
+			if d.Registered && !d.Removed {
+				q.State, q.Policy = QueueActive, policyOf(d.Policy)
+			} else if d.Registered && q.Policy == (Policy{}) {
+				q.Policy = policyOf(d.Policy)
+			}
+			c := countsOf(d)
+			q.Counts.add(c)
+			if perShard {
+				q.Shards[sh] = c
+			}
+		}
+	}
+	out := make([]Queue, 0, len(byName))
+	for _, q := range byName {
+		if at, ok := paused[q.Name]; ok && q.State == QueueActive {
+			q.State, q.PausedAt = QueuePaused, at
+		}
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b Queue) int { return cmpString(a.Name, b.Name) })
+	return out, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func countsOf(d shard.QueueDepth) Counts {
+	return Counts{Scheduled: d.Scheduled, Ready: d.Ready, InFlight: d.Leased + d.Popped, Dead: d.Dead}
+}
+
+func (i *Inspector) allShards() []int {
+	s := make([]int, i.layout.Shards())
+	for k := range s {
+		s[k] = k
+	}
+	return s
+}
+
+func policyOf(p shard.QueuePolicy) Policy {
+	return Policy{
+		MaxRetries: p.MaxRetries, Timeout: p.Timeout, MaxPayload: p.MaxPayload,
+		BackoffBase: p.Backoff.Base, BackoffCap: p.Backoff.Cap, BackoffFactor: p.Backoff.Factor,
+	}
+}
+
+// shardPolicy converts p, filling zero fields with the defaults.
+func (p Policy) shardPolicy() shard.QueuePolicy {
+	sp := shard.QueuePolicy{MaxRetries: p.MaxRetries, Timeout: p.Timeout, MaxPayload: p.MaxPayload,
+		Backoff: shard.Backoff{Base: p.BackoffBase, Cap: p.BackoffCap, Factor: p.BackoffFactor}}
+	if sp.Timeout == 0 {
+		sp.Timeout = shard.DefaultTimeout
+	}
+	if sp.MaxPayload == 0 {
+		sp.MaxPayload = shard.DefaultMaxPayload
+	}
+	if sp.Backoff == (shard.Backoff{}) {
+		sp.Backoff = shard.DefaultBackoff
+	}
+	return sp
+}
+
+// DefaultPolicy is the policy of a queue registered without settings: the
+// same defaults as the schedulers' queues config.
+func DefaultPolicy() Policy {
+	return Policy{MaxRetries: shard.DefaultMaxRetries, Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload,
+		BackoffBase: shard.DefaultBackoff.Base, BackoffCap: shard.DefaultBackoff.Cap, BackoffFactor: shard.DefaultBackoff.Factor}
+}
+
+// SetQueue registers queue name with policy p in every shard, or changes
+// its policy; it takes effect at once for new enqueues and retries, with
+// no scheduler restart. Zero Timeout, MaxPayload and backoff fields mean
+// the defaults (DefaultPolicy); MaxRetries is taken as given. A removed
+// queue that is still draining becomes active again. A scheduler that
+// starts re-registers the queues of its own config with the config's
+// policies: make lasting changes there too.
+func (i *Inspector) SetQueue(ctx context.Context, name string, p Policy) error {
+	_, err := i.store.SetQueue(ctx, name, p.shardPolicy())
+	return mapErr(err)
+}
+
+// RemoveQueue marks queue name removed: enqueues to it are refused from
+// now on, its stored tasks (scheduled, ready, running, dead) drain as
+// usual, and each shard's owner deletes the registration once the
+// queue's tasks in that shard are gone. ErrNotFound if not registered.
+func (i *Inspector) RemoveQueue(ctx context.Context, name string) error {
+	return mapErr(i.store.RemoveQueue(ctx, name))
+}
+
+// Pause pauses queue name cluster-wide: workers start no new task of it
+// (within a second; tasks already running finish), while enqueues and
+// moves to ready lists go on. Idempotent. ErrNotFound if the queue is
+// not registered.
+func (i *Inspector) Pause(ctx context.Context, name string) error {
+	if err := i.mustExist(ctx, name); err != nil {
+		return err
+	}
+	_, err := i.store.SetPaused(ctx, name, true)
+	return mapErr(err)
+}
+
+// Resume resumes a paused queue; workers are told at once (an event, not
+// a poll) and deliver everything that waited. Idempotent.
+func (i *Inspector) Resume(ctx context.Context, name string) error {
+	_, err := i.store.SetPaused(ctx, name, false)
+	return mapErr(err)
+}
+
+// PausedQueues returns the paused queues and when each was paused.
+func (i *Inspector) PausedQueues(ctx context.Context) (map[string]time.Time, error) {
+	return i.store.Paused(ctx)
+}
+
+func (i *Inspector) mustExist(ctx context.Context, name string) error {
+	reg, err := i.store.Registration(ctx, []string{name})
+	if err != nil {
+		return err
+	}
+	if len(reg.Missing[name]) == i.layout.Shards() {
+		return fmt.Errorf("%w: queue %q is not registered", ErrNotFound, name)
+	}
+	return nil
+}
+
+// mapErr translates the store's sentinel errors into this package's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, shard.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, shard.ErrActive):
+		return fmt.Errorf("%w: %w", ErrTaskActive, err)
+	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return err
+}

@@ -1,0 +1,42 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hourglass-sched/hourglass/internal/election"
+)
+
+// Shards returns every shard with its counts and the epoch its scripts
+// last saw in Redis, and its owner and etcd epoch when an etcd client was
+// given (otherwise Owner is "" and Epoch 0).
+func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
+	depths, err := i.store.Depth(ctx, i.allShards())
+	if err != nil {
+		return nil, err
+	}
+	stored, err := i.store.StoredEpochs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Shard, len(depths))
+	for sh, ds := range depths {
+		out[sh] = Shard{Shard: sh, StoredEpoch: stored[sh]}
+		for _, d := range ds {
+			out[sh].Counts.add(countsOf(d))
+		}
+	}
+	if i.etcd == nil {
+		return out, nil
+	}
+	owners, err := election.Owners(ctx, i.etcd, i.prefix)
+	if err != nil {
+		return out, fmt.Errorf("inspect: shard owners: %w", err)
+	}
+	for sh, o := range owners {
+		if sh >= 0 && sh < len(out) {
+			out[sh].Owner, out[sh].Epoch = o.Replica, o.Epoch
+		}
+	}
+	return out, nil
+}

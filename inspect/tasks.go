@@ -1,0 +1,252 @@
+package inspect
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// ListOptions select a page of tasks.
+type ListOptions struct {
+	// Queue restricts the listing to one queue ("" all; required for
+	// StateReady).
+	Queue string
+	// State is the state to list (required).
+	State State
+	// Cursor continues a listing: the Cursor of the previous Page, ""
+	// to start.
+	Cursor string
+	// Limit bounds the tasks returned and the entries each script call
+	// examines (default 100, at most 1000). With a Queue filter a page
+	// may be short, or empty with a non-empty Cursor: keep paging until
+	// the Cursor is "".
+	Limit int
+}
+
+// Page is one page of a listing. Cursor is "" when the listing is
+// complete. A listing visits the shards in turn (for scheduled tasks: a
+// shard's far tier, then its delayed set); a task that stays put is
+// listed exactly once, a task that changes state while the listing runs
+// may be listed in neither state or in both.
+type Page struct {
+	Tasks  []Task `json:"tasks"`
+	Cursor string `json:"cursor"`
+}
+
+// DefaultLimit and MaxLimit bound a page.
+const (
+	DefaultLimit = 100
+	MaxLimit     = shard.MaxPage
+)
+
+// cursor is a listing's position, opaque to callers (base64 of JSON).
+type cursor struct {
+	State State             `json:"st"`
+	Queue string            `json:"q,omitempty"`
+	Dead  *DeadFilter       `json:"df,omitempty"`
+	Shard int               `json:"sh"`
+	Far   bool              `json:"far,omitempty"` // scheduled: in the shard's far tier
+	Set   shard.Cursor      `json:"c"`
+	FarC  shard.FarCursor   `json:"f"`
+	Ready shard.ReadyCursor `json:"r"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
+	}
+	return c, nil
+}
+
+// start returns the cursor of a listing's first entry in shard sh.
+func (c cursor) start(sh int) cursor {
+	return cursor{State: c.State, Queue: c.Queue, Dead: c.Dead, Shard: sh, Far: c.State == StateScheduled}
+}
+
+// ListTasks returns a page of the tasks in opts.State.
+func (i *Inspector) ListTasks(ctx context.Context, opts ListOptions) (Page, error) {
+	switch opts.State {
+	case StateScheduled, StateActive, StateDead:
+	case StateReady:
+		if opts.Queue == "" {
+			return Page{}, fmt.Errorf("%w: listing ready tasks needs a queue", ErrInvalidArgument)
+		}
+	default:
+		return Page{}, fmt.Errorf("%w: state %q (want scheduled, ready, active or dead)", ErrInvalidArgument, opts.State)
+	}
+	c := cursor{State: opts.State, Queue: opts.Queue}.start(0)
+	if opts.Cursor != "" {
+		var err error
+		if c, err = decodeCursor(opts.Cursor); err != nil {
+			return Page{}, err
+		}
+		if c.State != opts.State || c.Queue != opts.Queue || c.Dead != nil {
+			return Page{}, fmt.Errorf("%w: the cursor belongs to another listing", ErrInvalidArgument)
+		}
+	}
+	return i.page(ctx, c, opts.Limit)
+}
+
+// page continues the listing at c: script calls of at most the room left
+// on the page each, until the page is full, the listing ends, or every
+// shard was visited once (at most two calls per shard).
+func (i *Inspector) page(ctx context.Context, c cursor, limit int) (Page, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	if c.Shard < 0 || c.Shard >= i.layout.Shards() {
+		return Page{}, fmt.Errorf("%w: cursor names shard %d of %d", ErrInvalidArgument, c.Shard, i.layout.Shards())
+	}
+	p := Page{Tasks: []Task{}}
+	for calls := 0; calls < 2*i.layout.Shards() && len(p.Tasks) < limit; calls++ {
+		tasks, done, err := i.step(ctx, &c, limit-len(p.Tasks))
+		if err != nil {
+			return Page{}, err
+		}
+		p.Tasks = append(p.Tasks, tasks...)
+		if !done {
+			continue
+		}
+		switch {
+		case c.Far:
+			c.Far, c.FarC = false, shard.FarCursor{}
+		case c.Shard+1 < i.layout.Shards():
+			c = c.start(c.Shard + 1)
+		default:
+			return p, nil // the listing is complete
+		}
+	}
+	p.Cursor = c.encode()
+	return p, nil
+}
+
+// step makes one bounded script call at c and advances c.
+func (i *Inspector) step(ctx context.Context, c *cursor, limit int) ([]Task, bool, error) {
+	var (
+		es   []shard.Entry
+		done bool
+		err  error
+	)
+	switch {
+	case c.State == StateReady:
+		es, c.Ready, done, err = i.store.PageReady(ctx, c.Shard, c.Queue, c.Ready, limit)
+	case c.Far:
+		es, c.FarC, done, err = i.store.PageFar(ctx, c.Shard, c.FarC, limit, c.Queue)
+	default:
+		kind := map[State]shard.SetKind{StateScheduled: shard.SetDelayed, StateActive: shard.SetInflight, StateDead: shard.SetDead}[c.State]
+		es, c.Set, done, err = i.store.PageSet(ctx, c.Shard, kind, c.Set, limit, c.filter())
+	}
+	if err != nil {
+		return nil, false, mapErr(err)
+	}
+	out := make([]Task, len(es))
+	for k, e := range es {
+		out[k] = taskOf(e, c.State, c.Shard)
+	}
+	return out, done, nil
+}
+
+func (c cursor) filter() shard.Filter {
+	f := shard.Filter{Queue: c.Queue}
+	if d := c.Dead; d != nil {
+		f.Queue, f.Reason, f.ErrorContains = d.Queue, d.Reason, d.ErrorContains
+		if !d.Since.IsZero() {
+			f.Min = d.Since.UnixMilli()
+		}
+		if !d.Until.IsZero() {
+			f.Max = d.Until.UnixMilli() - 1 // Until is exclusive
+		}
+	}
+	return f
+}
+
+// taskOf builds a listed task from its entry.
+func taskOf(e shard.Entry, st State, sh int) Task {
+	t := Task{ID: e.ID, State: st, Shard: sh, LastError: e.LastError}
+	fillData(&t, e.Blob)
+	switch st {
+	case StateActive:
+		t.LeaseDeadline = time.UnixMilli(e.Score)
+	case StateDead:
+		t.Dead = deadInfo(e.DeadInfo, e.Score)
+	}
+	return t
+}
+
+// fillData decodes a task's stored data into t, or explains why not.
+func fillData(t *Task, blob string) {
+	if blob == "" {
+		t.Problem = "no task data"
+		return
+	}
+	d, err := shard.Decode(t.ID, []byte(blob))
+	if err != nil {
+		t.Problem = err.Error()
+		return
+	}
+	t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
+	t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
+}
+
+// deadInfo parses a burial record; at (unix ms) is the burial time from
+// the dead-letter set, used when the record lacks one.
+func deadInfo(js string, at int64) *DeadInfo {
+	var rec struct {
+		Reason string `json:"reason"`
+		Error  string `json:"error"`
+		At     int64  `json:"at"`
+	}
+	_ = json.Unmarshal([]byte(js), &rec) // a missing or bad record leaves it empty
+	if rec.At == 0 {
+		rec.At = at
+	}
+	return &DeadInfo{Reason: rec.Reason, Error: rec.Error, At: time.UnixMilli(rec.At)}
+}
+
+// Task looks up one task by id, in any state. ErrNotFound if no such
+// task is stored.
+func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
+	info, err := i.store.Lookup(ctx, id)
+	if err != nil {
+		return Task{}, mapErr(err)
+	}
+	t := Task{ID: id, State: State(info.State), Shard: i.layout.ShardOf(id), LastError: info.LastError}
+	if info.DecodeErr != nil {
+		t.Problem = info.DecodeErr.Error()
+	} else {
+		d := info.Task
+		t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
+		t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
+	}
+	switch t.State {
+	case StateActive:
+		t.LeaseDeadline = info.At
+	case StateDead:
+		t.Dead = deadInfo(info.DeadInfo, info.At.UnixMilli())
+	}
+	return t, nil
+}
+
+// Cancel deletes a task that is not running, whatever its state
+// (scheduled, ready or dead), and returns the state it was in. Its id can
+// be enqueued again afterwards. ErrNotFound if no such task,
+// ErrTaskActive if it is running.
+func (i *Inspector) Cancel(ctx context.Context, id string) (State, error) {
+	st, err := i.store.Cancel(ctx, id)
+	return State(st), mapErr(err)
+}

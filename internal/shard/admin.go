@@ -1,0 +1,238 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Administration: depths, the queue registry, pause and resume. The
+// listing and dead-letter scripts are in page.go.
+
+// QueueDepth is one queue's task counts in one shard (depth.lua).
+type QueueDepth struct {
+	Queue string
+	// Policy is the registered policy; Registered is false for a queue
+	// only the counts name (its registration is gone, or "" for dead data
+	// that names no queue); Removed marks a queue removed and draining.
+	Policy     QueuePolicy
+	Registered bool
+	Removed    bool
+	// Scheduled (far tier included), Ready (in the ready list), Leased,
+	// Popped (taken by a worker, not leased yet) and Dead. Counters that
+	// hand edits drove below zero read as zero.
+	Scheduled, Ready, Leased, Popped, Dead int64
+}
+
+// Depth returns the task counts of every queue in each of shards (one
+// pipelined round trip, one bounded script call per shard), in the order
+// of shards.
+func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error) {
+	calls := make([]scriptCall, len(shards))
+	for i, sh := range shards {
+		calls[i] = scriptCall{keys: []string{s.l.Counts(sh), s.l.Queues(sh)}, args: []any{s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)}}
+	}
+	cmds, err := depthScript.runPipelined(ctx, s.rdb, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]QueueDepth, len(shards))
+	for i, c := range cmds {
+		v, err := c.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("shard: depth of shard %d: %w", shards[i], err)
+		}
+		if out[i], err = parseDepth(v); err != nil {
+			return nil, fmt.Errorf("shard: depth of shard %d: %w", shards[i], err)
+		}
+	}
+	return out, nil
+}
+
+func parseDepth(v []any) ([]QueueDepth, error) {
+	if len(v)%7 != 0 {
+		return nil, fmt.Errorf("unexpected reply of %d values", len(v))
+	}
+	out := make([]QueueDepth, 0, len(v)/7)
+	for i := 0; i < len(v); i += 7 {
+		name, _ := v[i].(string)
+		raw, _ := v[i+1].(string)
+		d := QueueDepth{Queue: name}
+		if raw != "" {
+			d.Registered = true
+			var rest string
+			rest, d.Removed = strings.CutPrefix(raw, removedPrefix)
+			if p, err := DecodePolicy(rest); err == nil {
+				d.Policy = p
+			}
+		}
+		n := func(k int) int64 { x, _ := v[i+k].(int64); return max(0, x) }
+		d.Scheduled, d.Ready, d.Leased, d.Popped, d.Dead = n(2), n(3), n(4), n(5), n(6)
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// removedPrefix marks a removed queue's policy in the registry.
+const removedPrefix = "drain|"
+
+// DecodePolicy parses a policy as the registry stores it,
+// "max_retries|timeout_ms|max_payload|base_ms|cap_ms|factor".
+func DecodePolicy(s string) (QueuePolicy, error) {
+	f := strings.Split(s, "|")
+	if len(f) != 6 {
+		return QueuePolicy{}, fmt.Errorf("%w: policy %q", ErrInvalidArgument, s)
+	}
+	var n [5]int64
+	for i := range n {
+		x, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return QueuePolicy{}, fmt.Errorf("%w: policy %q", ErrInvalidArgument, s)
+		}
+		n[i] = x
+	}
+	factor, err := strconv.ParseFloat(f[5], 64)
+	if err != nil {
+		return QueuePolicy{}, fmt.Errorf("%w: policy %q", ErrInvalidArgument, s)
+	}
+	return QueuePolicy{
+		MaxRetries: int(n[0]), Timeout: time.Duration(n[1]) * time.Millisecond, MaxPayload: n[2],
+		Backoff: Backoff{Base: time.Duration(n[3]) * time.Millisecond, Cap: time.Duration(n[4]) * time.Millisecond, Factor: factor},
+	}, nil
+}
+
+// Validate reports a policy the scripts cannot use.
+func (p QueuePolicy) Validate() error {
+	switch {
+	case p.MaxRetries < 0 || p.MaxRetries > MaxRetriesLimit:
+		return fmt.Errorf("%w: max retries %d not in 0..%d", ErrInvalidArgument, p.MaxRetries, MaxRetriesLimit)
+	case p.Timeout < MinTimeout:
+		return fmt.Errorf("%w: timeout %s below %s", ErrInvalidArgument, p.Timeout, MinTimeout)
+	case p.MaxPayload < 1 || p.MaxPayload > MaxPayloadLimit:
+		return fmt.Errorf("%w: max payload %d not in 1..%d", ErrInvalidArgument, p.MaxPayload, MaxPayloadLimit)
+	}
+	return p.Backoff.Validate()
+}
+
+// SetQueue registers queue with policy p in every shard, or changes its
+// policy (a removed queue becomes active again). It reports whether the
+// queue was new (or removed) in any shard.
+func (s *Store) SetQueue(ctx context.Context, queue string, p QueuePolicy) (bool, error) {
+	if !ValidQueue(queue) {
+		return false, fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	v, err := s.registry(ctx, "set", queue, p.encode())
+	if err != nil {
+		return false, err
+	}
+	return slicesContain(v, 1), nil
+}
+
+// RemoveQueue marks queue removed in every shard: enqueues to it are
+// refused, and each shard's owner deletes its registration once its tasks
+// in that shard are gone. It returns ErrNotFound when no shard has it
+// registered.
+func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
+	if !ValidQueue(queue) {
+		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	v, err := s.registry(ctx, "remove", queue, "")
+	if err != nil {
+		return err
+	}
+	if !slicesContain(v, 1) && !slicesContain(v, 2) {
+		return fmt.Errorf("%w: queue %q is not registered", ErrNotFound, queue)
+	}
+	return nil
+}
+
+// registry runs registry.lua on every shard (one pipelined round trip).
+func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64, error) {
+	calls := make([]scriptCall, s.l.shards)
+	for sh := range calls {
+		calls[sh] = scriptCall{keys: []string{s.l.Queues(sh)}, args: []any{op, queue, policy}}
+	}
+	cmds, err := registryScript.runPipelined(ctx, s.rdb, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(cmds))
+	for sh, c := range cmds {
+		if out[sh], err = c.Int64(); err != nil {
+			return nil, fmt.Errorf("shard: %s queue %q in shard %d: %w", op, queue, sh, err)
+		}
+	}
+	return out, nil
+}
+
+func slicesContain(v []int64, x int64) bool {
+	for _, y := range v {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// SetPaused pauses (paused true) or resumes queue for the deployment and
+// announces it on the control channel. It reports whether the state
+// changed.
+func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool, error) {
+	if !ValidQueue(queue) {
+		return false, fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	op := "resume"
+	if paused {
+		op = "pause"
+	}
+	n, err := pauseScript.Run(ctx, s.rdb, []string{s.l.Paused()}, op, queue, s.l.ControlChannel()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("shard: %s queue %q: %w", op, queue, err)
+	}
+	return n == 1, nil
+}
+
+// Paused returns the paused queues and when each was paused. It reads one
+// hash of at most one field per queue.
+func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.Paused()).Result()
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("shard: read paused queues: %w", err)
+	}
+	out := make(map[string]time.Time, len(m))
+	for q, ms := range m {
+		n, _ := strconv.ParseInt(ms, 10, 64)
+		out[q] = time.UnixMilli(n)
+	}
+	return out, nil
+}
+
+// StoredEpochs returns the fencing epoch each shard's scripts last
+// recorded (0: none yet), in shard order: one pipelined GET per shard.
+func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, s.l.shards)
+	for sh := range cmds {
+		cmds[sh] = pipe.Get(ctx, s.l.Epoch(sh))
+	}
+	_, _ = pipe.Exec(ctx)
+	out := make([]int64, len(cmds))
+	for sh, c := range cmds {
+		v, err := c.Result()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shard: stored epoch of shard %d: %w", sh, err)
+		}
+		out[sh], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return out, nil
+}

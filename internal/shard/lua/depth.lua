@@ -1,0 +1,52 @@
+-- depth.lua: a shard's task counts per queue, read-only. Bounded by the
+-- number of queues (those registered, and those the counts name).
+--
+-- KEYS[1] counts   HASH  "s|<queue>", "l|<queue>", "d|<queue>" (see lib.lua's count)
+-- KEYS[2] queues   HASH  queue -> policy (field "|far" is not a queue)
+-- ARGV[1] ready-list key prefix of the shard (the queue name is appended)
+-- ARGV[2] pending key prefix of the shard (the queue name is appended)
+--
+-- Returns, per queue, seven values: name, policy ("" when not registered:
+-- only counts name it, "" is the queue of dead data that names none),
+-- scheduled, ready, leased, popped, dead. ready is the length of the queue's
+-- ready list; popped the ids pending but no longer in it (taken by a
+-- worker, not leased yet): pending minus ready, at least 0. Counters may
+-- be negative after hand edits; the caller clamps them.
+local names, policy = {}, {}
+local qs = redis.call("HGETALL", KEYS[2])
+for i = 1, #qs, 2 do
+  if qs[i] ~= "|far" then
+    names[#names + 1] = qs[i]
+    policy[qs[i]] = qs[i + 1]
+  end
+end
+local counts = {}
+local cs = redis.call("HGETALL", KEYS[1])
+for i = 1, #cs, 2 do
+  local kind, q = string.match(cs[i], "^(%a)|(.*)$")
+  if kind then
+    if counts[q] == nil then
+      counts[q] = {}
+      if policy[q] == nil then
+        policy[q] = ""
+        names[#names + 1] = q
+      end
+    end
+    counts[q][kind] = tonumber(cs[i + 1])
+  end
+end
+local out = {}
+for _, q in ipairs(names) do
+  local c = counts[q] or {}
+  local ready = redis.call("LLEN", ARGV[1] .. q)
+  local popped = redis.call("ZCARD", ARGV[2] .. q) - ready
+  if popped < 0 then popped = 0 end
+  out[#out + 1] = q
+  out[#out + 1] = policy[q]
+  out[#out + 1] = c.s or 0
+  out[#out + 1] = ready
+  out[#out + 1] = c.l or 0
+  out[#out + 1] = popped
+  out[#out + 1] = c.d or 0
+end
+return out

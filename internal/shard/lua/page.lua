@@ -1,0 +1,39 @@
+-- page.lua: one page of a shard's sorted set of tasks (the delayed set,
+-- the in-flight set or the dead-letter set), read-only, for listings.
+-- Bounded: at most LIMIT members are examined.
+--
+-- KEYS[1] set        ZSET  task id -> score (due, lease deadline or burial ms)
+-- KEYS[2] tasks      HASH  task id -> encoded task
+-- KEYS[3] dead info  HASH  task id -> JSON {reason, error, at}
+-- KEYS[4] errors     HASH  task id -> last error
+-- ARGV[1] cursor score, "" for the first page
+-- ARGV[2] cursor member (the last one examined by the previous page)
+-- ARGV[3] LIMIT, members examined at most (1..1000)
+-- ARGV[4] queue filter, "" for every queue
+-- ARGV[5] lowest score listed, "-inf" for none
+-- ARGV[6] highest score listed, "+inf" for none
+-- ARGV[7] dead-letter reason filter, "" for any
+-- ARGV[8] last-error substring filter, "" for any
+--
+-- Returns {next_score, next_member, done, then per matching task: id,
+-- score, encoded task or "", dead info or "", last error or ""}. done is
+-- 1 when the set holds nothing after this page; the member "|far" (the
+-- far tier's marker in the delayed set) is never listed.
+local limit = tonumber(ARGV[3])
+local start, anchored = page_start(KEYS[1], ARGV[1], ARGV[2], ARGV[5])
+local ids, scores, ns, nm, done = page_rows(KEYS[1], start, anchored, ARGV[1], ARGV[2], limit, ARGV[6])
+local out = {ns, nm, done and 1 or 0}
+if #ids == 0 then return out end
+local blobs = redis.call("HMGET", KEYS[2], unpack(ids))
+local infos = redis.call("HMGET", KEYS[3], unpack(ids))
+local errs = redis.call("HMGET", KEYS[4], unpack(ids))
+for i, id in ipairs(ids) do
+  if id ~= "|far" and dead_match(blobs[i] or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8]) then
+    out[#out + 1] = id
+    out[#out + 1] = scores[i]
+    out[#out + 1] = blobs[i] or ""
+    out[#out + 1] = infos[i] or ""
+    out[#out + 1] = errs[i] or ""
+  end
+end
+return out
