@@ -103,6 +103,9 @@ func (d *delivery) run(parent context.Context) {
 	if err == nil {
 		err = d.leaseIfStale()
 	}
+	if err == nil && d.q.paused.Load() {
+		err = errPaused // popped as the queue was paused: give it back
+	}
 	if err != nil {
 		_ = d.finish(context.Background(), err)
 		return
@@ -202,6 +205,10 @@ func stopCause(ctx context.Context) error {
 	}
 	return err
 }
+
+// errPaused settles a delivery whose queue was paused before its handler
+// started: the task is given back (released, no attempt counted).
+var errPaused = fmt.Errorf("queue paused: %w", ErrShuttingDown)
 
 // errDropped settles a delivery that is no longer this worker's without
 // running it and without telling Redis anything.

@@ -26,6 +26,7 @@ type metrics struct {
 	clockBehind *prometheus.CounterVec
 	permits     *prometheus.GaugeVec
 	registered  *prometheus.GaugeVec
+	paused      *prometheus.GaugeVec
 	mismatch    prometheus.Gauge
 	flowWaits   *prometheus.CounterVec
 	flowWait    *prometheus.HistogramVec
@@ -42,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		nacks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_nacks_total", Help: "Deliveries that failed (retried or dead-lettered)."}, q),
 		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_retries_total", Help: "Failed deliveries rescheduled with backoff."}, q),
 		dead:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_dead_total", Help: "Failed deliveries sent to the dead-letter queue."}, q),
-		released:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_released_total", Help: "Deliveries given back unfinished at shutdown."}, q),
+		released:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_released_total", Help: "Deliveries given back unfinished: at shutdown, or popped just as their queue was paused."}, q),
 		leaseLost:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_leases_lost_total", Help: "Deliveries whose lease could not be kept; the handler ctx was cancelled."}, q),
 		stale:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_stale_tokens_total", Help: "Acks, nacks or extensions rejected because the delivery was no longer current."}, q),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_dropped_total",
@@ -62,6 +63,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		permits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_permits_in_use", Help: "Cluster-wide concurrency permits this worker holds."}, q),
 		registered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_registered",
 			Help: "1 when the schedulers registered the queue in every shard of this worker's namespace and shard count (checked every minute), else 0."}, q),
+		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_paused",
+			Help: "1 while the queue is paused (hourglass queue pause): this worker starts none of its tasks, else 0."}, q),
 		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hourglass_worker_setup_mismatch",
 			Help: "1 when a queue, the namespace or the shard count of this worker differs from the schedulers' (see the log), else 0."}),
 		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
@@ -72,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.mismatch, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.mismatch, m.flowWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -92,6 +95,7 @@ type queueMetrics struct {
 	flowWaits                          prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
 	running, permits, registered       prometheus.Gauge
+	paused                             prometheus.Gauge
 }
 
 func (m *metrics) forQueue(q string) queueMetrics {
@@ -116,5 +120,6 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		running:     m.running.WithLabelValues(q),
 		permits:     m.permits.WithLabelValues(q),
 		registered:  m.registered.WithLabelValues(q),
+		paused:      m.paused.WithLabelValues(q),
 	}
 }

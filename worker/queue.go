@@ -26,6 +26,9 @@ type queue struct {
 	// flight whose slot was freed early (see settleEarly).
 	running  atomic.Int64
 	settling atomic.Int64
+	// paused is set while the queue is paused cluster-wide (paused.go):
+	// it has no free slot, and a delivery popped meanwhile is given back.
+	paused atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).
 	freed, anyFreed chan struct{}
@@ -78,8 +81,14 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 	return q, nil
 }
 
-// free returns how many handler slots are free.
-func (q *queue) free() int { return q.opts.Concurrency - int(q.running.Load()) }
+// free returns how many handler slots are free: none while the queue is
+// paused.
+func (q *queue) free() int {
+	if q.paused.Load() {
+		return 0
+	}
+	return q.opts.Concurrency - int(q.running.Load())
+}
 
 // reserve takes n slots for popped entries; each is given back with
 // release unless a delivery takes it over.

@@ -149,6 +149,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	checked := make(chan struct{})
 	go func() { defer close(checked); w.checkSetup(ctx, queues) }()
 	defer func() { <-checked }()
+	// Paused queues start nothing, from the first fetch on (paused.go).
+	w.readPaused(ctx, queues)
+	watched := make(chan struct{})
+	go func() { defer close(watched); w.watchPauses(ctx, queues) }()
+	defer func() { <-watched }()
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)

@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/fanout"
+)
+
+// Pause and resume (inspect.Pause, hourglass queue pause): the paused
+// queues are a hash in Redis, and each change is announced on the
+// deployment's control channel. A worker reads the hash at start, then
+// again on every announcement and every (re)subscription to the channel
+// (a reconnect may have lost announcements): no polling. A paused queue
+// has no free slot, so the fetch loops stop popping it; a delivery
+// popped just before is given back before its handler starts. Tasks
+// already running finish. A resume wakes the queue's fetch loops at once.
+
+// readPaused sets each queue's paused flag from Redis and reports
+// whether it could read them.
+func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	paused, err := w.deps.store.Paused(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.deps.log.Warn("could not read the paused queues; retrying", "error", err)
+		}
+		return false
+	}
+	for _, q := range queues {
+		_, now := paused[q.name]
+		if q.paused.Swap(now) == now {
+			continue
+		}
+		q.met.paused.Set(flag(now))
+		if now {
+			w.deps.log.Info("queue paused: starting none of its tasks until it is resumed", "queue", q.name)
+		} else {
+			w.deps.log.Info("queue resumed", "queue", q.name)
+			q.release(0) // wake the fetch loops waiting for a free slot
+		}
+	}
+	return true
+}
+
+// watchPauses keeps the queues' paused flags current until ctx ends.
+func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
+	hub := fanout.New(w.rdb, fanout.Classic, w.deps.log)
+	defer hub.Close()
+	changed, stop := hub.Signal(ctx, w.deps.store.Layout().ControlChannel(), nil)
+	defer stop()
+	var bo backoff.Backoff
+	retry := make(<-chan time.Time) // never fires until a read failed
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-retry:
+		}
+		if w.readPaused(ctx, queues) {
+			bo.Reset()
+			retry = make(<-chan time.Time)
+		} else {
+			retry = time.After(bo.Next())
+		}
+	}
+}
