@@ -38,6 +38,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
+	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
@@ -121,6 +122,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
+	s.reg.MustRegister(depth.New(s.store, s.ownedShards, log))
 	if cfg.HTTP.Addr != "" {
 		if s.listener, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
 			s.Close()
@@ -306,6 +308,16 @@ func (s *Scheduler) Status() Status {
 	}
 	sort.Slice(st.Shards, func(i, j int) bool { return st.Shards[i].Shard < st.Shards[j].Shard })
 	return st
+}
+
+// ownedShards returns the shards this replica owns now.
+func (s *Scheduler) ownedShards() []int {
+	owned := s.election.Owned()
+	out := make([]int, 0, len(owned))
+	for sh := range owned {
+		out = append(out, sh)
+	}
+	return out
 }
 
 // Close releases the Redis and etcd clients and the listener if Run did
