@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -183,27 +184,35 @@ type Registration struct {
 	// registrations: the schedulers run more shards than this layout (or
 	// an earlier deployment did).
 	Beyond bool
+	// Removed holds each queue asked about that was removed (inspect's
+	// RemoveQueue) and still drains in some shard: it takes no new tasks.
+	Removed map[string]bool
 }
 
 // Registration looks up the registration of queues in every shard (one
 // pipelined round trip).
 func (s *Store) Registration(ctx context.Context, queues []string) (Registration, error) {
 	pipe := s.rdb.Pipeline()
-	exists := make([][]*redis.BoolCmd, s.l.shards)
+	policies := make([][]*redis.StringCmd, s.l.shards)
 	for sh := range s.l.shards {
 		for _, q := range queues {
-			exists[sh] = append(exists[sh], pipe.HExists(ctx, s.l.Queues(sh), q))
+			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.l.Queues(sh), q))
 		}
 	}
 	beyond := pipe.Exists(ctx, s.l.Queues(s.l.shards))
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return Registration{}, fmt.Errorf("shard: registration: %w", err)
 	}
-	r := Registration{Missing: map[string][]int{}, Beyond: beyond.Val() > 0}
-	for sh, cmds := range exists {
+	r := Registration{Missing: map[string][]int{}, Beyond: beyond.Val() > 0, Removed: map[string]bool{}}
+	for sh, cmds := range policies {
 		for i, c := range cmds {
-			if !c.Val() {
+			switch p, err := c.Result(); {
+			case err == redis.Nil:
 				r.Missing[queues[i]] = append(r.Missing[queues[i]], sh)
+			case err != nil:
+				return Registration{}, fmt.Errorf("shard: registration: %w", err)
+			case strings.HasPrefix(p, removedPrefix):
+				r.Removed[queues[i]] = true
 			}
 		}
 	}
@@ -214,6 +223,8 @@ func (s *Store) Registration(ctx context.Context, queues []string) (Registration
 // in every shard of a layout of n shards and namespace ns.
 func (r Registration) Problem(q, ns string, n int) string {
 	switch missing := r.Missing[q]; {
+	case r.Removed[q]:
+		return fmt.Sprintf("queue %q was removed (hourglass queue rm): it takes no new tasks while its stored ones drain", q)
 	case len(missing) == n:
 		return fmt.Sprintf("queue %q is not registered by any scheduler in namespace %q: check the schedulers' queues and namespace", q, ns)
 	case len(missing) > 0:
