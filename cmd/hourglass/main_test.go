@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+)
+
+func TestExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", inspect.ErrNotFound), exitNotFound},
+		{fmt.Errorf("x: %w", inspect.ErrTaskActive), exitRefused},
+		{fmt.Errorf("x: %w", errRefused), exitRefused},
+		{fmt.Errorf("x: %w", inspect.ErrInvalidArgument), exitUsage},
+		{fmt.Errorf("unknown command %q for %q", "x", "hourglass"), exitUsage},
+		{fmt.Errorf("redis down"), exitFailed},
+	} {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("%v: exit %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	now := time.Now()
+	ago, err := parseWhen("1h", true)
+	if err != nil || ago.After(now.Add(-time.Hour+time.Minute)) || ago.Before(now.Add(-time.Hour-time.Minute)) {
+		t.Errorf("1h ago: %v %v", ago, err)
+	}
+	later, err := parseWhen("10m", false)
+	if err != nil || later.Before(now.Add(9*time.Minute)) {
+		t.Errorf("in 10m: %v %v", later, err)
+	}
+	abs, err := parseWhen("2026-01-02T03:04:05Z", true)
+	if err != nil || abs.Unix() != 1767323045 {
+		t.Errorf("absolute: %v %v", abs, err)
+	}
+	if _, err := parseWhen("yesterday", true); exitCode(err) != exitUsage {
+		t.Errorf("garbage: %v", err)
+	}
+}
+
+// TestUsageErrorsNeedNoRedis: bad flags and arguments fail before any
+// connection, with exit code 2.
+func TestUsageErrorsNeedNoRedis(t *testing.T) {
+	for _, args := range [][]string{
+		{"-o", "yaml", "queue", "ls"},
+		{"queue", "show"},
+		{"queue", "nope"},
+		{"dlq", "replay", "--at", "soon", "x"},
+		{"dlq", "purge"},
+		{"task", "ls", "--limit", "many"},
+		{"--set", "no_such_key=1", "queue", "ls"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &errOut); code != exitUsage || !strings.HasPrefix(errOut.String(), "hourglass: ") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}

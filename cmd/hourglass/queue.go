@@ -1,0 +1,240 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+)
+
+func (a *app) queueCmd() *cobra.Command {
+	return noun("queue", "List, inspect, pause, resume, add, change and remove queues",
+		a.queueLs(), a.queueShow(), a.queuePause(true), a.queuePause(false), a.queueSet(), a.queueRm())
+}
+
+// queueList is the JSON of queue ls and stats.
+type queueList struct {
+	Queues []inspect.Queue `json:"queues"`
+	Total  inspect.Counts  `json:"total"`
+}
+
+func (a *app) listQueues(cmd *cobra.Command) (queueList, error) {
+	in, err := a.inspector(false)
+	if err != nil {
+		return queueList{}, err
+	}
+	ctx, cancel := a.ctx(cmd)
+	defer cancel()
+	qs, total, err := in.Queues(ctx)
+	return queueList{Queues: qs, Total: total}, err
+}
+
+func queueTable(w io.Writer, l queueList) {
+	row(w, "QUEUE", "STATE", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
+	for _, q := range l.Queues {
+		name := q.Name
+		if name == "" {
+			name = "(no queue)"
+		}
+		row(w, name, q.State, q.Counts.Scheduled, q.Counts.Ready, q.Counts.InFlight, q.Counts.Dead)
+	}
+	row(w, "TOTAL", "", l.Total.Scheduled, l.Total.Ready, l.Total.InFlight, l.Total.Dead)
+}
+
+func (a *app) queueLs() *cobra.Command {
+	return &cobra.Command{
+		Use: "ls", Short: "List queues with their state and counts", Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := a.listQueues(cmd)
+			if err != nil {
+				return err
+			}
+			return a.emit(l, func(w io.Writer) { queueTable(w, l) })
+		},
+	}
+}
+
+func (a *app) statsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "stats", Short: "Totals per state, and per queue (as queue ls)", Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := a.listQueues(cmd)
+			if err != nil {
+				return err
+			}
+			return a.emit(l, func(w io.Writer) {
+				t := l.Total
+				row(w, "scheduled", t.Scheduled)
+				row(w, "ready", t.Ready)
+				row(w, "in flight", t.InFlight)
+				row(w, "dead", t.Dead)
+				row(w, "queues", len(l.Queues))
+				row(w, "")
+				queueTable(w, l)
+			})
+		},
+	}
+}
+
+func (a *app) queueShow() *cobra.Command {
+	return &cobra.Command{
+		Use: "show QUEUE", Short: "Show a queue's policy and per-shard counts", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := a.inspector(false)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			q, err := in.Queue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return a.emit(q, func(w io.Writer) {
+				p := q.Policy
+				row(w, "queue", q.Name)
+				row(w, "state", q.State)
+				if !q.PausedAt.IsZero() {
+					row(w, "paused since", when(q.PausedAt))
+				}
+				row(w, "policy", fmt.Sprintf("max retries %d, timeout %s, max payload %d, backoff %s..%s x%g",
+					p.MaxRetries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor))
+				row(w, "")
+				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
+				for sh, c := range q.Shards {
+					row(w, sh, c.Scheduled, c.Ready, c.InFlight, c.Dead)
+				}
+				row(w, "TOTAL", q.Counts.Scheduled, q.Counts.Ready, q.Counts.InFlight, q.Counts.Dead)
+			})
+		},
+	}
+}
+
+// actionResult is the JSON of a single-item action.
+type actionResult struct {
+	Action string `json:"action"`
+	Queue  string `json:"queue,omitempty"`
+	ID     string `json:"id,omitempty"`
+	State  string `json:"state,omitempty"`
+}
+
+func (a *app) done(r actionResult) error {
+	return a.emit(r, func(w io.Writer) {
+		target := r.Queue
+		if r.ID != "" {
+			target = r.ID
+		}
+		if r.State != "" {
+			fmt.Fprintf(w, "%s %s (was %s)\n", r.Action, target, r.State)
+		} else {
+			fmt.Fprintf(w, "%s %s\n", r.Action, target)
+		}
+	})
+}
+
+func (a *app) queuePause(pause bool) *cobra.Command {
+	use, short, verb := "resume QUEUE", "Resume a paused queue: workers deliver what waited", "resumed"
+	if pause {
+		use, short, verb = "pause QUEUE", "Pause a queue cluster-wide: workers start none of its tasks", "paused"
+	}
+	return &cobra.Command{
+		Use: use, Short: short, Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := a.inspector(false)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			if pause {
+				err = in.Pause(ctx, args[0])
+			} else {
+				err = in.Resume(ctx, args[0])
+			}
+			if err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: verb, Queue: args[0]})
+		},
+	}
+}
+
+func (a *app) queueSet() *cobra.Command {
+	p := inspect.DefaultPolicy()
+	cmd := &cobra.Command{
+		Use:   "set QUEUE",
+		Short: "Add a queue, or change its policy, at run time (no scheduler restart)",
+		Long: `Add a queue, or change its policy, in every shard at run time: the next
+enqueue and retry use it. Flags not given keep the defaults (not the
+queue's current values). A scheduler that starts re-registers the queues
+of its own config: put lasting changes in the config too.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := a.inspector(false)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			if err := in.SetQueue(ctx, args[0], p); err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: "set", Queue: args[0]})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&p.MaxRetries, "max-retries", p.MaxRetries, "retries before a task is dead-lettered")
+	f.DurationVar(&p.Timeout, "timeout", p.Timeout, "lease of one attempt")
+	f.Int64Var(&p.MaxPayload, "max-payload", p.MaxPayload, "largest payload, bytes")
+	f.DurationVar(&p.BackoffBase, "backoff-base", p.BackoffBase, "first retry delay")
+	f.DurationVar(&p.BackoffCap, "backoff-cap", p.BackoffCap, "longest retry delay")
+	f.Float64Var(&p.BackoffFactor, "backoff-factor", p.BackoffFactor, "growth of the retry delay per attempt")
+	return cmd
+}
+
+func (a *app) queueRm() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rm QUEUE",
+		Short: "Remove a queue: it refuses enqueues while its stored tasks drain",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.confirm(fmt.Sprintf("remove queue %q (new enqueues are refused)", args[0])); err != nil {
+				return err
+			}
+			in, err := a.inspector(false)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			if err := in.RemoveQueue(ctx, args[0]); err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: "removed", Queue: args[0]})
+		},
+	}
+	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// parseWhen reads an absolute time (RFC 3339) or a duration: ago true
+// makes "1h" an hour ago, else an hour from now.
+func parseWhen(s string, ago bool) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration", errUsage, s)
+	}
+	if ago {
+		d = -d
+	}
+	return time.Now().Add(d), nil
+}

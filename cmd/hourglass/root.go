@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/connect"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitRefused  = 4
+)
+
+// Sentinel errors mapped to exit codes.
+var (
+	errUsage   = errors.New("usage")
+	errRefused = errors.New("refused")
+)
+
+// app is one invocation: its flags, streams and lazily built clients.
+type app struct {
+	in          io.Reader
+	out, errOut io.Writer
+
+	configPath string
+	sets       []string
+	output     string
+	timeout    time.Duration
+	yes        bool
+
+	cfg    *config.Config
+	insp   *inspect.Inspector
+	closer []func()
+}
+
+// run executes the command line args and returns the exit code.
+func run(args []string, in io.Reader, out, errOut io.Writer) int {
+	a := &app{in: in, out: out, errOut: errOut}
+	defer a.close()
+	root := a.rootCmd()
+	for i, arg := range args { // -version, as the other binaries take it
+		if arg == "-version" {
+			args[i] = "--version"
+		}
+	}
+	root.SetArgs(args)
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(errOut, "hourglass: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	switch {
+	case strings.HasPrefix(err.Error(), "unknown command"): // cobra's
+		return exitUsage
+	case errors.Is(err, errUsage), errors.Is(err, config.ErrInvalid), errors.Is(err, inspect.ErrInvalidArgument):
+		return exitUsage
+	case errors.Is(err, inspect.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrTaskActive):
+		return exitRefused
+	}
+	return exitFailed
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hourglass",
+		Short: "Administer an Hourglass deployment",
+		Long: `Administer an Hourglass deployment: queues, tasks, dead letters, shards.
+
+Reads the same configuration as the scheduler and worker: --config FILE,
+HOURGLASS_* environment variables, --set key=value (in rising precedence).
+
+Exit codes: 0 done, 1 failed, 2 usage error, 3 not found, 4 refused
+(a running task, or a destructive bulk operation not confirmed).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.output != "table" && a.output != "json" {
+				return fmt.Errorf("%w: -o %q: want table or json", errUsage, a.output)
+			}
+			return nil
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVarP(&a.configPath, "config", "c", "", "YAML configuration file (as the scheduler's)")
+	f.StringArrayVar(&a.sets, "set", nil, "set one config key, key=value; repeatable")
+	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of each Redis or etcd call")
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
+	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.statsCmd(), a.versionCmd())
+	return root
+}
+
+// load reads the configuration once.
+func (a *app) load() (*config.Config, error) {
+	if a.cfg != nil {
+		return a.cfg, nil
+	}
+	var args []string
+	if a.configPath != "" {
+		args = append(args, "-config", a.configPath)
+	}
+	for _, s := range a.sets {
+		args = append(args, "-set", s)
+	}
+	cfg, err := config.Load(args, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	a.cfg = cfg
+	// go-redis logs failed dials itself; the command reports the error.
+	connect.Logger(config.LogConfig{Level: "error", Format: cfg.Log.Format}, "hourglass", a.errOut)
+	return cfg, nil
+}
+
+// inspector returns the Inspector; withEtcd also connects to etcd (for
+// shard owners).
+func (a *app) inspector(withEtcd bool) (*inspect.Inspector, error) {
+	if a.insp != nil && !withEtcd {
+		return a.insp, nil
+	}
+	cfg, err := a.load()
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := connect.Redis(cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	a.closer = append(a.closer, func() { _ = rdb.Close() })
+	var etcd *clientv3.Client
+	if withEtcd {
+		if etcd, err = connect.Etcd(cfg.Etcd); err != nil {
+			return nil, err
+		}
+		a.closer = append(a.closer, func() { _ = etcd.Close() })
+	}
+	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
+		Etcd: etcd, ElectionPrefix: cfg.ForElection("hourglass-cli").Prefix})
+	if err != nil {
+		return nil, err
+	}
+	a.insp = in
+	return in, nil
+}
+
+// ctx bounds one command's calls by --timeout.
+func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), a.timeout)
+}
+
+func (a *app) close() {
+	for _, f := range a.closer {
+		f()
+	}
+}
+
+// noun returns a command grouping verbs: run without a verb it prints its
+// help; with an unknown one it is a usage error.
+func noun(use, short string, verbs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, RunE: func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: unknown command %q for %q", errUsage, args[0], cmd.CommandPath())
+		}
+		return cmd.Help()
+	}}
+	cmd.AddCommand(verbs...)
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with the usage exit code.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%w: %s takes %d argument(s), got %d", errUsage, cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
