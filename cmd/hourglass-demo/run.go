@@ -119,7 +119,7 @@ func (d *demo) start(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker")
+	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build binaries: %w\n%s", err, b)
@@ -161,6 +161,8 @@ func (d *demo) start(ctx context.Context, o options) error {
 		if n == o.shards {
 			fmt.Fprintf(d.out, "hourglass-demo: all %d shards owned: %s; %d workers; enqueueing %d tasks/s with delays 0-%s (about 15%% fail once or twice, 2%% always fail)\n",
 				o.shards, formatOwners(owners), o.workers, o.rate, o.maxDelay)
+			fmt.Fprintf(d.out, "hourglass-demo: admin CLI, in another terminal: %s/hourglass --set redis.addr=%s --set etcd.endpoints=%s --set shards=%d queue ls   (also: shards, dlq ls, queue pause %s, ...)\n",
+				d.dir, d.redis.Addr, d.etcd.Endpoint, o.shards, queue)
 			return nil
 		}
 		if time.Now().After(deadline) {
