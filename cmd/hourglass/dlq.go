@@ -86,12 +86,11 @@ func (a *app) dlqShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show ID", Short: "Show a dead letter: payload, attempts, reason, last error, time", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			t, err := in.Dead(ctx, args[0])
 			if err != nil {
 				return err
@@ -161,12 +160,11 @@ func (a *app) dlqBulk(replay bool) *cobra.Command {
 }
 
 func (a *app) dlqOne(cmd *cobra.Command, replay bool, id string, at time.Time) error {
-	in, err := a.inspector(false)
+	in, ctx, done, err := a.session(cmd, false)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := a.ctx(cmd)
-	defer cancel()
+	defer done()
 	verb := "purged"
 	if replay {
 		verb, err = "replayed", in.Replay(ctx, id, at)

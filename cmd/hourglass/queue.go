@@ -22,12 +22,11 @@ type queueList struct {
 }
 
 func (a *app) listQueues(cmd *cobra.Command) (queueList, error) {
-	in, err := a.inspector(false)
+	in, ctx, done, err := a.session(cmd, false)
 	if err != nil {
 		return queueList{}, err
 	}
-	ctx, cancel := a.ctx(cmd)
-	defer cancel()
+	defer done()
 	qs, total, err := in.Queues(ctx)
 	return queueList{Queues: qs, Total: total}, err
 }
@@ -83,12 +82,11 @@ func (a *app) queueShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show QUEUE", Short: "Show a queue's policy and per-shard counts", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			q, err := in.Queue(ctx, args[0])
 			if err != nil {
 				return err
@@ -143,12 +141,11 @@ func (a *app) queuePause(pause bool) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			if pause {
 				err = in.Pause(ctx, args[0])
 			} else {
@@ -173,12 +170,11 @@ queue's current values). A scheduler that starts re-registers the queues
 of its own config: put lasting changes in the config too.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			if err := in.SetQueue(ctx, args[0], p); err != nil {
 				return err
 			}
@@ -204,12 +200,11 @@ func (a *app) queueRm() *cobra.Command {
 			if err := a.confirm(fmt.Sprintf("remove queue %q (new enqueues are refused)", args[0])); err != nil {
 				return err
 			}
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			if err := in.RemoveQueue(ctx, args[0]); err != nil {
 				return err
 			}

@@ -174,9 +174,15 @@ func (a *app) inspector(withEtcd bool) (*inspect.Inspector, error) {
 	return in, nil
 }
 
-// ctx bounds one command's calls by --timeout.
-func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), a.timeout)
+// session returns the Inspector (withEtcd: connected to etcd too) and
+// the command's ctx bounded by --timeout; call done when finished.
+func (a *app) session(cmd *cobra.Command, withEtcd bool) (*inspect.Inspector, context.Context, context.CancelFunc, error) {
+	in, err := a.inspector(withEtcd)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, done := context.WithTimeout(cmd.Context(), a.timeout)
+	return in, ctx, done, nil
 }
 
 func (a *app) close() {

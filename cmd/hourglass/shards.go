@@ -15,12 +15,11 @@ func (a *app) shardsCmd() *cobra.Command {
 		Short: "Each shard's owner and epoch (from etcd) and depths",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := a.inspector(true)
+			in, ctx, done, err := a.session(cmd, true)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			shards, err := in.Shards(ctx)
 			if err != nil && shards == nil {
 				return err

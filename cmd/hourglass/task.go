@@ -91,12 +91,11 @@ func (a *app) taskShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show ID", Short: "Show a task in any state", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			t, err := in.Task(ctx, args[0])
 			if err != nil {
 				return err
@@ -110,12 +109,11 @@ func (a *app) taskCancel() *cobra.Command {
 	return &cobra.Command{
 		Use: "cancel ID", Short: "Delete a task that is not running (scheduled, ready or dead)", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := a.inspector(false)
+			in, ctx, done, err := a.session(cmd, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
+			defer done()
 			st, err := in.Cancel(ctx, args[0])
 			if err != nil {
 				return err
