@@ -53,7 +53,7 @@ func (a *app) dlqLs() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := a.inspector(false)
+			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func (a *app) dlqShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show ID", Short: "Show a dead letter: payload, attempts, reason, last error, time", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
@@ -121,7 +121,7 @@ func (a *app) dlqBulk(replay bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   verb + " [ID | --all | filters]",
 		Short: short,
-		Args:  cobra.MaximumNArgs(1),
+		Args:  maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			due, err := parseWhen(at, false)
 			if err != nil {
@@ -160,7 +160,7 @@ func (a *app) dlqBulk(replay bool) *cobra.Command {
 }
 
 func (a *app) dlqOne(cmd *cobra.Command, replay bool, id string, at time.Time) error {
-	in, ctx, done, err := a.session(cmd, false)
+	in, ctx, done, err := a.session(cmd)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (a *app) dlqOne(cmd *cobra.Command, replay bool, id string, at time.Time) e
 }
 
 func (a *app) dlqMany(cmd *cobra.Command, replay bool, f inspect.DeadFilter, at time.Time, past string) error {
-	in, err := a.inspector(false)
+	in, err := a.inspector()
 	if err != nil {
 		return err
 	}

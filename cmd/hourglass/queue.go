@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -22,7 +24,7 @@ type queueList struct {
 }
 
 func (a *app) listQueues(cmd *cobra.Command) (queueList, error) {
-	in, ctx, done, err := a.session(cmd, false)
+	in, ctx, done, err := a.session(cmd)
 	if err != nil {
 		return queueList{}, err
 	}
@@ -82,7 +84,7 @@ func (a *app) queueShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show QUEUE", Short: "Show a queue's policy and per-shard counts", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
@@ -92,14 +94,12 @@ func (a *app) queueShow() *cobra.Command {
 				return err
 			}
 			return a.emit(q, func(w io.Writer) {
-				p := q.Policy
 				row(w, "queue", q.Name)
 				row(w, "state", q.State)
 				if !q.PausedAt.IsZero() {
 					row(w, "paused since", when(q.PausedAt))
 				}
-				row(w, "policy", fmt.Sprintf("max retries %d, timeout %s, max payload %d, backoff %s..%s x%g",
-					p.MaxRetries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor))
+				row(w, "policy", policyText(q.Policy))
 				row(w, "")
 				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
 				for sh, c := range q.Shards {
@@ -117,6 +117,8 @@ type actionResult struct {
 	Queue  string `json:"queue,omitempty"`
 	ID     string `json:"id,omitempty"`
 	State  string `json:"state,omitempty"`
+	// Policy is the policy queue set registered.
+	Policy *inspect.Policy `json:"policy,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {
@@ -125,9 +127,12 @@ func (a *app) done(r actionResult) error {
 		if r.ID != "" {
 			target = r.ID
 		}
-		if r.State != "" {
+		switch {
+		case r.State != "":
 			fmt.Fprintf(w, "%s %s (was %s)\n", r.Action, target, r.State)
-		} else {
+		case r.Policy != nil:
+			fmt.Fprintf(w, "%s %s: %s\n", r.Action, target, policyText(*r.Policy))
+		default:
 			fmt.Fprintf(w, "%s %s\n", r.Action, target)
 		}
 	})
@@ -141,7 +146,7 @@ func (a *app) queuePause(pause bool) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
@@ -160,35 +165,85 @@ func (a *app) queuePause(pause bool) *cobra.Command {
 }
 
 func (a *app) queueSet() *cobra.Command {
-	p := inspect.DefaultPolicy()
+	var given inspect.Policy // the flags' values; only flags given are applied
 	cmd := &cobra.Command{
 		Use:   "set QUEUE",
 		Short: "Add a queue, or change its policy, at run time (no scheduler restart)",
 		Long: `Add a queue, or change its policy, in every shard at run time: the next
-enqueue and retry use it. Flags not given keep the defaults (not the
-queue's current values). A scheduler that starts re-registers the queues
-of its own config: put lasting changes in the config too.`,
+enqueue and retry use it. Flags given change the queue's current policy;
+the others keep their current values (for a new queue: the defaults).
+A scheduler that starts re-registers the queues of its own config: put
+lasting changes in the config too.
+
+--timeout here is the queue's lease timeout, not the command's bound
+(which stays at its default of 30s for this verb).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
+			p, err := currentPolicy(ctx, in, args[0])
+			if err != nil {
+				return err
+			}
+			p = applyGiven(cmd, p, given)
 			if err := in.SetQueue(ctx, args[0], p); err != nil {
 				return err
 			}
-			return a.done(actionResult{Action: "set", Queue: args[0]})
+			return a.done(actionResult{Action: "set", Queue: args[0], Policy: &p})
 		},
 	}
+	d := inspect.DefaultPolicy()
 	f := cmd.Flags()
-	f.IntVar(&p.MaxRetries, "max-retries", p.MaxRetries, "retries before a task is dead-lettered")
-	f.DurationVar(&p.Timeout, "timeout", p.Timeout, "lease of one attempt")
-	f.Int64Var(&p.MaxPayload, "max-payload", p.MaxPayload, "largest payload, bytes")
-	f.DurationVar(&p.BackoffBase, "backoff-base", p.BackoffBase, "first retry delay")
-	f.DurationVar(&p.BackoffCap, "backoff-cap", p.BackoffCap, "longest retry delay")
-	f.Float64Var(&p.BackoffFactor, "backoff-factor", p.BackoffFactor, "growth of the retry delay per attempt")
+	f.IntVar(&given.MaxRetries, "max-retries", d.MaxRetries, "retries before a task is dead-lettered")
+	f.DurationVar(&given.Timeout, "timeout", d.Timeout, "lease of one attempt (the queue's, not the command's)")
+	f.Int64Var(&given.MaxPayload, "max-payload", d.MaxPayload, "largest payload, bytes")
+	f.DurationVar(&given.BackoffBase, "backoff-base", d.BackoffBase, "first retry delay")
+	f.DurationVar(&given.BackoffCap, "backoff-cap", d.BackoffCap, "longest retry delay")
+	f.Float64Var(&given.BackoffFactor, "backoff-factor", d.BackoffFactor, "growth of the retry delay per attempt")
 	return cmd
+}
+
+// currentPolicy returns queue name's registered policy, or the defaults
+// for a queue no shard knows.
+func currentPolicy(ctx context.Context, in *inspect.Inspector, name string) (inspect.Policy, error) {
+	q, err := in.Queue(ctx, name)
+	switch {
+	case errors.Is(err, inspect.ErrNotFound):
+		return inspect.DefaultPolicy(), nil
+	case err != nil:
+		return inspect.Policy{}, err
+	case q.Policy == (inspect.Policy{}): // holds tasks, registered nowhere
+		return inspect.DefaultPolicy(), nil
+	}
+	return q.Policy, nil
+}
+
+// applyGiven returns p with the fields whose flags cmd was given set
+// from given.
+func applyGiven(cmd *cobra.Command, p, given inspect.Policy) inspect.Policy {
+	f := cmd.Flags()
+	if f.Changed("max-retries") {
+		p.MaxRetries = given.MaxRetries
+	}
+	if f.Changed("timeout") {
+		p.Timeout = given.Timeout
+	}
+	if f.Changed("max-payload") {
+		p.MaxPayload = given.MaxPayload
+	}
+	if f.Changed("backoff-base") {
+		p.BackoffBase = given.BackoffBase
+	}
+	if f.Changed("backoff-cap") {
+		p.BackoffCap = given.BackoffCap
+	}
+	if f.Changed("backoff-factor") {
+		p.BackoffFactor = given.BackoffFactor
+	}
+	return p
 }
 
 func (a *app) queueRm() *cobra.Command {
@@ -200,7 +255,7 @@ func (a *app) queueRm() *cobra.Command {
 			if err := a.confirm(fmt.Sprintf("remove queue %q (new enqueues are refused)", args[0])); err != nil {
 				return err
 			}
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
@@ -213,6 +268,12 @@ func (a *app) queueRm() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
+}
+
+// policyText renders a policy for people.
+func policyText(p inspect.Policy) string {
+	return fmt.Sprintf("max retries %d, timeout %s, max payload %d, backoff %s..%s x%g",
+		p.MaxRetries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor)
 }
 
 // parseWhen reads an absolute time (RFC 3339) or a duration: ago true

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,12 +56,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	a := &app{in: in, out: out, errOut: errOut}
 	defer a.close()
 	root := a.rootCmd()
-	for i, arg := range args { // -version, as the other binaries take it
-		if arg == "-version" {
-			args[i] = "--version"
-		}
-	}
-	root.SetArgs(args)
+	root.SetArgs(goFlags(args))
 	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)
@@ -72,6 +68,27 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	}
 	fmt.Fprintf(errOut, "hourglass: %v\n", err)
 	return exitCode(err)
+}
+
+// singleDash are the flags the scheduler and worker binaries take with one
+// dash (Go's flag package); pflag would read "-config" as "-c onfig".
+var singleDash = []string{"config", "set", "version"}
+
+// goFlags returns args with -config, -set and -version (and their
+// -name=value forms) spelled with two dashes, up to a "--", so that
+// command lines written for the other binaries work here too.
+func goFlags(args []string) []string {
+	out := slices.Clone(args)
+	for i, arg := range out {
+		if arg == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "-"), "=")
+		if strings.HasPrefix(arg, "-") && !strings.HasPrefix(arg, "--") && slices.Contains(singleDash, name) {
+			out[i] = "-" + arg
+		}
+	}
+	return out
 }
 
 // exitCode maps an error to the documented exit codes.
@@ -134,8 +151,8 @@ func (a *app) load() (*config.Config, error) {
 		args = append(args, "-set", s)
 	}
 	cfg, err := config.Load(args, os.Environ())
-	if err != nil {
-		return nil, err
+	if err != nil { // a bad file, key or value: exit 2, as the other binaries
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	a.cfg = cfg
 	// go-redis logs failed dials itself; the command reports the error.
@@ -143,12 +160,23 @@ func (a *app) load() (*config.Config, error) {
 	return cfg, nil
 }
 
-// inspector returns the Inspector; withEtcd also connects to etcd (for
-// shard owners).
-func (a *app) inspector(withEtcd bool) (*inspect.Inspector, error) {
-	if a.insp != nil && !withEtcd {
+// inspector returns the Inspector on Redis, without etcd (see
+// ownersInspector).
+func (a *app) inspector() (*inspect.Inspector, error) {
+	if a.insp != nil {
 		return a.insp, nil
 	}
+	in, err := a.newInspector(nil)
+	if err != nil {
+		return nil, err
+	}
+	a.insp = in
+	return in, nil
+}
+
+// newInspector connects to Redis and returns an Inspector that reads
+// shard owners from etcd when etcd is not nil.
+func (a *app) newInspector(etcd *clientv3.Client) (*inspect.Inspector, error) {
 	cfg, err := a.load()
 	if err != nil {
 		return nil, err
@@ -158,26 +186,14 @@ func (a *app) inspector(withEtcd bool) (*inspect.Inspector, error) {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { _ = rdb.Close() })
-	var etcd *clientv3.Client
-	if withEtcd {
-		if etcd, err = connect.Etcd(cfg.Etcd); err != nil {
-			return nil, err
-		}
-		a.closer = append(a.closer, func() { _ = etcd.Close() })
-	}
-	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
+	return inspect.New(inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
 		Etcd: etcd, ElectionPrefix: cfg.ForElection("hourglass-cli").Prefix})
-	if err != nil {
-		return nil, err
-	}
-	a.insp = in
-	return in, nil
 }
 
-// session returns the Inspector (withEtcd: connected to etcd too) and
-// the command's ctx bounded by --timeout; call done when finished.
-func (a *app) session(cmd *cobra.Command, withEtcd bool) (*inspect.Inspector, context.Context, context.CancelFunc, error) {
-	in, err := a.inspector(withEtcd)
+// session returns the Inspector and the command's ctx bounded by
+// --timeout; call done when finished.
+func (a *app) session(cmd *cobra.Command) (*inspect.Inspector, context.Context, context.CancelFunc, error) {
+	in, err := a.inspector()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -202,6 +218,16 @@ func noun(use, short string, verbs ...*cobra.Command) *cobra.Command {
 	}}
 	cmd.AddCommand(verbs...)
 	return cmd
+}
+
+// maxArgs is cobra.MaximumNArgs with the usage exit code.
+func maxArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > n {
+			return fmt.Errorf("%w: %s takes at most %d argument(s), got %d", errUsage, cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
 }
 
 // exactArgs is cobra.ExactArgs with the usage exit code.

@@ -1,24 +1,37 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/connect"
 )
 
 func (a *app) shardsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "shards",
 		Short: "Each shard's owner and epoch (from etcd) and depths",
-		Args:  exactArgs(0),
+		Long: `Each shard's owner and epoch (from etcd), the epoch its scripts last saw
+in Redis, and its counts. etcd is only used here: when it cannot be
+reached within etcd.dial_timeout (or --timeout, if shorter) the depths
+are printed with the owners unknown, and a warning goes to stderr.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, ctx, done, err := a.session(cmd, true)
+			etcd, warn := a.etcdClient(cmd.Context())
+			if warn != nil {
+				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %v\n", warn)
+			}
+			in, err := a.newInspector(etcd) // without etcd when it is nil
 			if err != nil {
 				return err
 			}
+			ctx, done := context.WithTimeout(cmd.Context(), a.timeout)
 			defer done()
 			shards, err := in.Shards(ctx)
 			if err != nil && shards == nil {
@@ -30,6 +43,40 @@ func (a *app) shardsCmd() *cobra.Command {
 			return a.emit(shards, func(w io.Writer) { shardTable(w, shards) })
 		},
 	}
+}
+
+// etcdClient returns an etcd client for shard owners, or nil and why not
+// when etcd cannot be reached within min(--timeout, etcd.dial_timeout):
+// an unreachable etcd would otherwise hold the owners' read for the
+// whole --timeout. A config error comes back as nil, nil, for the
+// caller's newInspector to report.
+func (a *app) etcdClient(ctx context.Context) (*clientv3.Client, error) {
+	cfg, err := a.load()
+	if err != nil {
+		return nil, nil
+	}
+	etcd, err := connect.Etcd(cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	a.closer = append(a.closer, func() { _ = etcd.Close() })
+	ctx, done := context.WithTimeout(ctx, min(a.timeout, cfg.Etcd.DialTimeout))
+	defer done()
+	if err := probeEtcd(ctx, etcd, cfg.ForElection("hourglass-cli").Prefix); err != nil {
+		return nil, err
+	}
+	return etcd, nil
+}
+
+// probeEtcd reads the count of the election's keys: the smallest read
+// that needs what reading the owners needs (a connection, and read
+// access to prefix).
+func probeEtcd(ctx context.Context, etcd *clientv3.Client, prefix string) error {
+	start := time.Now()
+	if _, err := etcd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd %v not reachable after %s: %w", etcd.Endpoints(), time.Since(start).Round(time.Millisecond), err)
+	}
+	return nil
 }
 
 func shardTable(w io.Writer, shards []inspect.Shard) {

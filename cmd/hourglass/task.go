@@ -66,7 +66,7 @@ func (a *app) taskLs() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Short: "List tasks in one state, a page at a time", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := a.inspector(false)
+			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func (a *app) taskShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show ID", Short: "Show a task in any state", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func (a *app) taskCancel() *cobra.Command {
 	return &cobra.Command{
 		Use: "cancel ID", Short: "Delete a task that is not running (scheduled, ready or dead)", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd, false)
+			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
