@@ -87,6 +87,23 @@ type HTTPConfig struct {
 	// Addr is the host:port to listen on; empty disables the endpoint.
 	// Default "127.0.0.1:9464".
 	Addr string `koanf:"addr"`
+	// Dashboard configures the scheduler's web dashboard on Addr (the
+	// worker has none).
+	Dashboard DashboardConfig `koanf:"dashboard"`
+}
+
+// DashboardConfig configures the scheduler's web dashboard (/ui/).
+type DashboardConfig struct {
+	// Enabled serves the dashboard. Default true.
+	Enabled bool `koanf:"enabled"`
+	// ReadOnly refuses every change (pause, resume, replay, purge,
+	// cancel) and hides its buttons. Default false.
+	ReadOnly bool `koanf:"read_only"`
+	// Username and Password, when set (both or neither), protect the
+	// dashboard with HTTP basic auth. Default empty (none: the endpoint
+	// binds loopback by default).
+	Username string `koanf:"username"`
+	Password string `koanf:"password"`
 }
 
 // LogConfig configures logging.
@@ -129,7 +146,7 @@ func defaultsWithoutQueues() Config {
 		Scheduler:  defaultScheduler(),
 		Worker:     defaultWorker(),
 		DLQ:        DLQConfig{MaxSize: 100000, MaxAge: 7 * 24 * time.Hour},
-		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464"},
+		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true}},
 		Log:        LogConfig{Level: "info", Format: "text"},
 	}
 }
@@ -142,6 +159,7 @@ func (c Config) Redacted() Config {
 	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
 	redact(&c.Redis.Password)
 	redact(&c.Etcd.Password)
+	redact(&c.HTTP.Dashboard.Password)
 	if c.Queues != nil {
 		qs := make(map[string]QueueConfig, len(c.Queues))
 		for name, q := range c.Queues {

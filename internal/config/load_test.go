@@ -260,7 +260,7 @@ log:
 				return q
 			}(),
 		},
-		HTTP: config.HTTPConfig{Addr: ""},
+		HTTP: config.HTTPConfig{Addr: "", Dashboard: config.DashboardConfig{Enabled: true}},
 		Log:  config.LogConfig{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(*c, want) {
@@ -471,10 +471,14 @@ func TestLoadFlagErrors(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
-	c := mustLoad(t, []string{"-set", "redis.password=s3cret", "-set", "etcd.password=hunter2"}, nil)
+	c := mustLoad(t, []string{"-set", "redis.password=s3cret", "-set", "etcd.password=hunter2",
+		"-set", "http.dashboard.username=ops", "-set", "http.dashboard.password=b4sic"}, nil)
 	r := c.Redacted()
-	if r.Redis.Password != "[redacted]" || r.Etcd.Password != "[redacted]" {
-		t.Errorf("passwords not redacted: %q %q", r.Redis.Password, r.Etcd.Password)
+	if r.Redis.Password != "[redacted]" || r.Etcd.Password != "[redacted]" || r.HTTP.Dashboard.Password != "[redacted]" {
+		t.Errorf("passwords not redacted: %q %q %q", r.Redis.Password, r.Etcd.Password, r.HTTP.Dashboard.Password)
+	}
+	if _, err := config.Load([]string{"-set", "http.dashboard.username=ops"}, nil); err == nil || !strings.Contains(err.Error(), "http.dashboard.password") {
+		t.Errorf("a username without a password: %v", err)
 	}
 	if c.Redis.Password != "s3cret" || c.Etcd.Password != "hunter2" {
 		t.Errorf("Redacted changed the original: %q %q", c.Redis.Password, c.Etcd.Password)

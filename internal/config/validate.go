@@ -42,6 +42,9 @@ func (c *Config) Validate() error {
 	if c.HTTP.Addr != "" {
 		v.hostPort("http.addr", c.HTTP.Addr, false)
 	}
+	if d := c.HTTP.Dashboard; (d.Username == "") != (d.Password == "") {
+		v.add("http.dashboard.password", "username and password must be set together (basic auth)")
+	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.add("log.level", "must be one of %s (got %q)", strings.Join(logLevels, ", "), c.Log.Level)
 	}
