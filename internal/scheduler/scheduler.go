@@ -1,8 +1,8 @@
 // Package scheduler assembles a scheduler replica: it joins the etcd
 // election for shards, runs the owner's loops (internal/owner: the mover
 // and the recovery loop) for every shard it owns, registers the
-// configured queues in Redis and serves /metrics, /healthz, /readyz and
-// /v1/status.
+// configured queues in Redis and serves /metrics, /healthz, /readyz,
+// /v1/status and the web dashboard (/ui/, internal/dashboard).
 //
 // Shutdown order (Run's ctx cancelled): the election cancels every
 // shard's loops and waits for them (each unsubscribes its shard's
@@ -35,9 +35,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
+	"github.com/hourglass-sched/hourglass/internal/dashboard"
 	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/owner"
@@ -59,8 +61,10 @@ type Scheduler struct {
 	recovery *recovery.Recoverer
 	loops    []owner.Loop
 	election *election.Manager
-	replica  string
-	listener net.Listener
+	// inspector serves the dashboard.
+	inspector *inspect.Inspector
+	replica   string
+	listener  net.Listener
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
 	starting atomic.Pointer[startState]
@@ -123,6 +127,12 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s.reg.MustRegister(depth.New(s.store, s.ownedShards, log))
+	s.inspector, err = inspect.New(inspect.Options{Redis: s.rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
+		Etcd: s.etcd, ElectionPrefix: ec.Prefix})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	if cfg.HTTP.Addr != "" {
 		if s.listener, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
 			s.Close()
@@ -269,6 +279,12 @@ type ShardStatus struct {
 func (s *Scheduler) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	if d := s.cfg.HTTP.Dashboard; d.Enabled {
+		ui := dashboard.New(dashboard.Options{Inspector: s.inspector, Gatherer: s.reg, ReadOnly: d.ReadOnly,
+			Username: d.Username, Password: d.Password, Log: s.log.Named("dashboard")})
+		mux.Handle("/ui/", ui)
+		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

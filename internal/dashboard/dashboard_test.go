@@ -1,0 +1,144 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newServer serves a dashboard over a fresh Redis with queue "q", two
+// scheduled tasks and two dead letters.
+func newServer(t *testing.T, o Options) (*httptest.Server, *inspect.Inspector) {
+	t.Helper()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
+	e.Schedule(shardtest.Queue, time.Hour, "s1", "s2")
+	e.Dead(shardtest.Queue, "d", 2)
+	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Inspector = in
+	srv := httptest.NewServer(New(o))
+	t.Cleanup(srv.Close)
+	return srv, in
+}
+
+// do sends a request and returns the status and body.
+func do(t *testing.T, method, url string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testenv.Ctx(t, 10*time.Second), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k != "auth" {
+			req.Header.Set(k, v)
+		}
+	}
+	if u, p, ok := strings.Cut(hdr["auth"], ":"); ok {
+		req.SetBasicAuth(u, p)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var ui = map[string]string{CSRFHeader: "1"}
+
+func TestReadsAndChanges(t *testing.T) {
+	t.Parallel()
+	srv, in := newServer(t, Options{})
+	ctx := testenv.Ctx(t, 10*time.Second)
+	code, body := do(t, "GET", srv.URL+"/ui/api/queues", nil)
+	var qs struct {
+		Queues []inspect.Queue
+		Total  inspect.Counts
+	}
+	if err := json.Unmarshal([]byte(body), &qs); code != 200 || err != nil || len(qs.Queues) != 1 || qs.Total.Scheduled != 2 || qs.Total.Dead != 2 {
+		t.Fatalf("queues: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/", nil); code != 200 || !strings.Contains(body, "<title>Hourglass</title>") {
+		t.Fatalf("page: %d %.100s", code, body)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/dead?error=shardtest", nil); code != 200 || !strings.Contains(body, `"d0"`) {
+		t.Fatalf("dead: %d %s", code, body)
+	}
+	if code, _ := do(t, "GET", srv.URL+"/ui/api/task?id=nope", nil); code != 404 {
+		t.Fatalf("unknown task: %d", code)
+	}
+	if code, _ := do(t, "GET", srv.URL+"/ui/api/dead?cursor=garbage", nil); code != 400 {
+		t.Fatalf("bad cursor: %d", code)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/dead/d0/replay", nil); code != 403 || !strings.Contains(body, CSRFHeader) {
+		t.Fatalf("replay without the CSRF header: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/dead/d0/replay", ui); code != 200 {
+		t.Fatalf("replay: %d %s", code, body)
+	}
+	if tk, err := in.Task(ctx, "d0"); err != nil || tk.State != inspect.StateScheduled {
+		t.Fatalf("after replay: %+v %v", tk, err)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/dead/d1/purge", ui); code != 200 {
+		t.Fatalf("purge: %d", code)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/dead/d1/purge", ui); code != 404 {
+		t.Fatalf("purge again: %d", code)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/queues/q/pause", ui); code != 200 {
+		t.Fatalf("pause: %d", code)
+	}
+	if q, err := in.Queue(ctx, "q"); err != nil || q.State != inspect.QueuePaused {
+		t.Fatalf("after pause: %+v %v", q, err)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/queues/q/explode", ui); code != 400 {
+		t.Fatalf("unknown action: %d", code)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/tasks/s1/cancel", ui); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	srv, in := newServer(t, Options{ReadOnly: true})
+	if code, body := do(t, "GET", srv.URL+"/ui/api/config", nil); code != 200 || !strings.Contains(body, `"read_only":true`) {
+		t.Fatalf("config: %d %s", code, body)
+	}
+	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/queues/q/pause", "/ui/api/tasks/s1/cancel"} {
+		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
+			t.Errorf("%s in read-only mode: %d", path, code)
+		}
+	}
+	if tk, err := in.Task(testenv.Ctx(t, 10*time.Second), "d0"); err != nil || tk.State != inspect.StateDead {
+		t.Fatalf("d0 changed in read-only mode: %+v %v", tk, err)
+	}
+}
+
+func TestBasicAuth(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t, Options{Username: "ops", Password: "s3cret"})
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"ops:wrong", 401}, {"other:s3cret", 401}, {"ops:s3cret", 200}} {
+		if code, _ := do(t, "GET", srv.URL+"/ui/api/queues", map[string]string{"auth": c.auth}); code != c.want {
+			t.Errorf("auth %q: %d, want %d", c.auth, code, c.want)
+		}
+	}
+}
