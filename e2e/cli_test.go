@@ -157,7 +157,7 @@ func TestCLIEveryVerb(t *testing.T) {
 	if task.State != inspect.StateScheduled || string(task.Payload) != "hello" {
 		t.Fatalf("task show: %+v", task)
 	}
-	var act map[string]string
+	var act map[string]any
 	h.json(&act, "task", "cancel", "later-3")
 	if act["action"] != "cancelled" || act["state"] != "scheduled" {
 		t.Fatalf("task cancel: %v", act)
@@ -213,6 +213,12 @@ func TestCLIEveryVerb(t *testing.T) {
 	h.json(&show, "queue", "show", "reports")
 	if show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.State != inspect.QueueActive {
 		t.Fatalf("queue set: %+v", show)
+	}
+	// A second set changes only the flag it is given.
+	h.json(&act, "queue", "set", "reports", "--backoff-base", "3s")
+	h.json(&show, "queue", "show", "reports")
+	if show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.Policy.BackoffBase != 3*time.Second {
+		t.Fatalf("queue set kept the other fields? %+v", show.Policy)
 	}
 	h.code(4, "--yes", "queue", "rm", "reports")
 	h.json(&act, "queue", "rm", "reports", "--yes")

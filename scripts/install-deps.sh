@@ -2,7 +2,8 @@
 # Installs what Hourglass's tests and demo need and a fresh machine may
 # lack: redis-server, etcd, gcc/make (the race detector needs cgo), and
 # the tools deploy/'s checks run: systemd-analyze and docker-compose (its
-# offline schema check only; no daemon is used).
+# offline schema check only; no daemon is used), and chromium (headless,
+# for the dashboard's browser test).
 # Uses Debian's packages; run as root (or with sudo available).
 set -euo pipefail
 
@@ -13,6 +14,7 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
 command -v systemd-analyze >/dev/null || need+=(systemd)               # deploy/: unit checks
 command -v docker-compose >/dev/null || need+=(docker-compose)         # deploy/: compose file check
+command -v chromium >/dev/null || need+=(chromium)                     # the dashboard's browser test
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -65,3 +65,13 @@ func TestUsageErrorsNeedNoRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestGoFlags: the binaries' one-dash flags work here too; other flags
+// and everything after "--" are left alone.
+func TestGoFlags(t *testing.T) {
+	got := goFlags([]string{"-config", "a.yaml", "-set=x=1", "-version", "-o", "json", "-c", "b", "--set", "y=2", "--", "-config"})
+	want := []string{"--config", "a.yaml", "--set=x=1", "--version", "-o", "json", "-c", "b", "--set", "y=2", "--", "-config"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("goFlags:\n got %q\nwant %q", got, want)
+	}
+}

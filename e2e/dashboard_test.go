@@ -1,0 +1,160 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// browser starts headless Chromium for the test. Without chromium on the
+// PATH it skips, unless HGTEST_BROWSER is set (CI sets it):
+// then the test fails.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("HGTEST_BROWSER") != "" {
+			t.Fatal("chromium not found (HGTEST_BROWSER is set): run scripts/install-deps.sh")
+		}
+		t.Skip("chromium not found; scripts/install-deps.sh installs it")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// Start the browser on ctx itself: a browser started by a step would
+	// live only as long as that step's deadline context.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// step runs browser actions with a deadline.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// click clicks the element sel. The page redraws a table when its data
+// changes, so the node found may be replaced before the click lands
+// ("Could not find node"): then it looks sel up again, up to three times.
+// A click that reached the page is never repeated.
+func click(t *testing.T, ctx context.Context, what, sel string) {
+	t.Helper()
+	var err error
+	for range 3 {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = chromedp.Do(sctx, chromedp.WaitVisible(sel), chromedp.Click(sel))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Could not find node") {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// value runs one browser action that returns a value, with a deadline.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, a)
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+	return v
+}
+
+// TestDashboardInBrowser: a real scheduler serves the dashboard; headless
+// Chromium shows the queue the test created, its Replay button brings a
+// dead task back and the worker delivers it, its Pause button pauses the
+// queue.
+func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
+	bctx := browser(t)
+	c := newCluster(t)
+	tg := newTarget(t)
+	tg.setBehave(func(w http.ResponseWriter, _ *http.Request, id string, _ int) bool {
+		if strings.HasPrefix(id, "bad-") {
+			http.Error(w, "partner down", http.StatusBadGateway)
+			return true
+		}
+		return false
+	})
+	args := append(workerArgs(tg.URL, 5*time.Second, 4), "-set", "queues.default.max_retries=0")
+	s := c.start("ui-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("ui-s") })
+	c.startWorker("ui-w", args...)
+	in, err := inspect.New(inspect.Options{Redis: c.rdb, Shards: nShards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	for _, id := range []string{"bad-1", "bad-2"} {
+		if _, err := c.cli.Enqueue(ctx, client.Task{ID: id, Queue: "default", Payload: []byte("order " + id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("later-%d", i), Queue: "default", Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 20*time.Second, "two dead letters", func() (bool, string) {
+		q, err := in.Queue(ctx, "default")
+		return err == nil && q.Counts.Dead == 2, fmt.Sprintf("%+v %v", q.Counts, err)
+	})
+	tg.setBehave(nil) // the partner is back
+
+	url := "http://" + s.http + "/"
+	step(t, bctx, "open the dashboard and see the queue", chromedp.Navigate(url),
+		chromedp.WaitVisible(`#queues tr[data-queue="default"]`),
+		chromedp.WaitVisible(`#dead button[data-action="replay"][data-id="bad-1"]`))
+	cells := value(t, bctx, "read the queue's row", chromedp.Text(`#queues tr[data-queue="default"]`))
+	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") {
+		t.Fatalf("queue row %q", cells)
+	}
+	if path := os.Getenv("HGTEST_SCREENSHOT"); path != "" {
+		png := value(t, bctx, "screenshot", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	click(t, bctx, "click Replay", `#dead button[data-action="replay"][data-id="bad-1"]`)
+	testenv.WaitFor(t, 20*time.Second, "the replayed task delivered and acked", func() (bool, string) {
+		_, err := in.Task(ctx, "bad-1")
+		return errors.Is(err, inspect.ErrNotFound), fmt.Sprint(err)
+	})
+	if tk, err := in.Task(ctx, "bad-2"); err != nil || tk.State != inspect.StateDead {
+		t.Fatalf("bad-2 should still be dead: %+v %v", tk, err)
+	}
+
+	click(t, bctx, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`)
+	step(t, bctx, "see Resume", chromedp.WaitVisible(`#queues button[data-action="resume"][data-queue="default"]`))
+	if q, err := in.Queue(ctx, "default"); err != nil || q.State != inspect.QueuePaused {
+		t.Fatalf("after Pause: %+v %v", q, err)
+	}
+}
