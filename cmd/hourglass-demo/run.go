@@ -163,6 +163,7 @@ func (d *demo) start(ctx context.Context, o options) error {
 				o.shards, formatOwners(owners), o.workers, o.rate, o.maxDelay)
 			fmt.Fprintf(d.out, "hourglass-demo: admin CLI, in another terminal: %s/hourglass --set redis.addr=%s --set etcd.endpoints=%s --set shards=%d queue ls   (also: shards, dlq ls, queue pause %s, ...)\n",
 				d.dir, d.redis.Addr, d.etcd.Endpoint, o.shards, queue)
+			fmt.Fprintf(d.out, "hourglass-demo: web dashboard: http://%s/ui/\n", d.scheds[0].http)
 			return nil
 		}
 		if time.Now().After(deadline) {
