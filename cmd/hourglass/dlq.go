@@ -53,13 +53,7 @@ func (a *app) dlqLs() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in, err := a.inspector()
-			if err != nil {
-				return err
-			}
-			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, cur string) (inspect.Page, error) {
-				ctx, cancel := context.WithTimeout(ctx, a.timeout)
-				defer cancel()
+			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
 				return in.ListDead(ctx, f, cur, p.limit)
 			})
 			if err != nil {
@@ -83,21 +77,7 @@ func (a *app) dlqLs() *cobra.Command {
 }
 
 func (a *app) dlqShow() *cobra.Command {
-	return &cobra.Command{
-		Use: "show ID", Short: "Show a dead letter: payload, attempts, reason, last error, time", Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			in, ctx, done, err := a.session(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			t, err := in.Dead(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return a.emit(t, func(w io.Writer) { showTask(w, t) })
-		},
-	}
+	return a.showCmd("Show a dead letter: payload, attempts, reason, last error, time", (*inspect.Inspector).Dead)
 }
 
 // bulkResult is the JSON of a bulk replay or purge.

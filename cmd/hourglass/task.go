@@ -27,11 +27,18 @@ func (p *pageFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.all, "all", false, "page through to the end")
 }
 
-// collect pages with next until the listing ends (--all) or once.
-func (a *app) collect(ctx context.Context, p pageFlags, next func(ctx context.Context, cursor string) (inspect.Page, error)) (inspect.Page, error) {
+// collect lists with next, each call bounded by --timeout, one page or
+// (--all) through to the end.
+func (a *app) collect(ctx context.Context, p pageFlags, next func(ctx context.Context, in *inspect.Inspector, cursor string) (inspect.Page, error)) (inspect.Page, error) {
+	in, err := a.inspector()
+	if err != nil {
+		return inspect.Page{}, err
+	}
 	out := inspect.Page{Tasks: []inspect.Task{}, Cursor: p.cursor}
 	for {
-		page, err := next(ctx, out.Cursor)
+		cctx, cancel := context.WithTimeout(ctx, a.timeout)
+		page, err := next(cctx, in, out.Cursor)
+		cancel()
 		if err != nil {
 			return out, err
 		}
@@ -66,13 +73,7 @@ func (a *app) taskLs() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Short: "List tasks in one state, a page at a time", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := a.inspector()
-			if err != nil {
-				return err
-			}
-			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, cur string) (inspect.Page, error) {
-				ctx, cancel := context.WithTimeout(ctx, a.timeout)
-				defer cancel()
+			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
 				return in.ListTasks(ctx, inspect.ListOptions{Queue: queue, State: inspect.State(state), Cursor: cur, Limit: p.limit})
 			})
 			if err != nil {
@@ -88,15 +89,20 @@ func (a *app) taskLs() *cobra.Command {
 }
 
 func (a *app) taskShow() *cobra.Command {
+	return a.showCmd("Show a task in any state", (*inspect.Inspector).Task)
+}
+
+// showCmd is a "show ID" verb that prints the task lookup returns.
+func (a *app) showCmd(short string, lookup func(*inspect.Inspector, context.Context, string) (inspect.Task, error)) *cobra.Command {
 	return &cobra.Command{
-		Use: "show ID", Short: "Show a task in any state", Args: exactArgs(1),
+		Use: "show ID", Short: short, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
-			t, err := in.Task(ctx, args[0])
+			t, err := lookup(in, ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -72,44 +72,35 @@ func (d *dash) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, d.rates.sample(time.Now()))
 }
 
-func (d *dash) queueAction(w http.ResponseWriter, r *http.Request) {
-	name, action := r.PathValue("name"), r.PathValue("action")
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	var err error
-	switch action {
-	case "pause":
-		err = d.o.Inspector.Pause(ctx, name)
-	case "resume":
-		err = d.o.Inspector.Resume(ctx, name)
-	default:
-		err = fmt.Errorf("%w: action %q (want pause or resume)", inspect.ErrInvalidArgument, action)
+// actions maps an action name in a change's path to what it does to the
+// target named by the path.
+type actions map[string]func(ctx context.Context, target string) error
+
+// act serves POST .../{param}/{action} with one of acts.
+func (d *dash) act(param string, acts actions) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		target, action := r.PathValue(param), r.PathValue("action")
+		ctx, cancel := reqCtx(r)
+		defer cancel()
+		do, ok := acts[action]
+		if !ok {
+			d.fail(w, fmt.Errorf("%w: action %q", inspect.ErrInvalidArgument, action))
+			return
+		}
+		d.acted(w, r, do(ctx, target), action, target)
 	}
-	d.acted(w, r, err, action, name)
 }
 
-func (d *dash) deadAction(w http.ResponseWriter, r *http.Request) {
-	id, action := r.PathValue("id"), r.PathValue("action")
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	var err error
-	switch action {
-	case "replay":
-		err = d.o.Inspector.Replay(ctx, id, time.Time{})
-	case "purge":
-		err = d.o.Inspector.Purge(ctx, id)
-	default:
-		err = fmt.Errorf("%w: action %q (want replay or purge)", inspect.ErrInvalidArgument, action)
+// changes returns the dashboard's changes by route, each on in.
+func changes(in *inspect.Inspector) map[string]actions {
+	return map[string]actions{
+		"queues/{name}": {"pause": in.Pause, "resume": in.Resume},
+		"dead/{id}": {
+			"replay": func(ctx context.Context, id string) error { return in.Replay(ctx, id, time.Time{}) },
+			"purge":  in.Purge,
+		},
+		"tasks/{id}": {"cancel": func(ctx context.Context, id string) error { _, err := in.Cancel(ctx, id); return err }},
 	}
-	d.acted(w, r, err, action, id)
-}
-
-func (d *dash) cancel(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	id := r.PathValue("id")
-	_, err := d.o.Inspector.Cancel(ctx, id)
-	d.acted(w, r, err, "cancel", id)
 }
 
 // acted answers a change and logs it (who: the remote address).

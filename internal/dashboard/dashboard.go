@@ -18,6 +18,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -62,9 +63,10 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /ui/api/dead", d.dead)
 	mux.HandleFunc("GET /ui/api/task", d.task)
 	mux.HandleFunc("GET /ui/api/stats", d.stats)
-	mux.HandleFunc("POST /ui/api/queues/{name}/{action}", d.change(d.queueAction))
-	mux.HandleFunc("POST /ui/api/dead/{id}/{action}", d.change(d.deadAction))
-	mux.HandleFunc("POST /ui/api/tasks/{id}/cancel", d.change(d.cancel))
+	for route, acts := range changes(o.Inspector) {
+		param := strings.Trim(route[strings.IndexByte(route, '{'):], "{}")
+		mux.HandleFunc("POST /ui/api/"+route+"/{action}", d.change(d.act(param, acts)))
+	}
 	return d.auth(mux)
 }
 
