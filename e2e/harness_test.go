@@ -39,10 +39,27 @@ type cluster struct {
 	cli   *client.Client
 }
 
-func newCluster(t *testing.T) *cluster {
+// clusterOption adjusts how newCluster starts the servers.
+type clusterOption func(*clusterOptions)
+
+type clusterOptions struct {
+	redis []testenv.RedisOption
+}
+
+// withRedis starts redis-server with opts (for example
+// testenv.WithRedisArgs("--appendonly", "yes")).
+func withRedis(opts ...testenv.RedisOption) clusterOption {
+	return func(o *clusterOptions) { o.redis = append(o.redis, opts...) }
+}
+
+func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	t.Helper()
+	var o clusterOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler"), wbin: testenv.BuildBinary(t, "./cmd/worker")}
-	c.redis = testenv.StartRedis(t)
+	c.redis = testenv.StartRedis(t, o.redis...)
 	c.etcd = testenv.StartEtcd(t)
 	c.rdb = c.redis.Client(t)
 	c.ecli = c.etcd.Client(t)
