@@ -182,7 +182,7 @@ func httpClient(cfg *config.Config) *http.Client {
 }
 
 // handler serves the worker's metrics and health endpoints.
-func handler(reg *prometheus.Registry, rdb *redis.Client) http.Handler {
+func handler(reg *prometheus.Registry, rdb redis.UniversalClient) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -157,7 +157,9 @@ func defaultsWithoutQueues() Config {
 // queue's http.headers.
 func (c Config) Redacted() Config {
 	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
+	c.Redis.Addrs = slices.Clone(c.Redis.Addrs)
 	redact(&c.Redis.Password)
+	redact(&c.Redis.SentinelPassword)
 	redact(&c.Etcd.Password)
 	redact(&c.HTTP.Dashboard.Password)
 	if c.Queues != nil {

@@ -6,20 +6,53 @@ import (
 	"time"
 )
 
-// RedisConfig configures the connection to a standalone Redis server.
+// Redis topologies (RedisConfig.Mode).
+const (
+	// RedisStandalone is one server (with replicas or not) at Addr.
+	RedisStandalone = "standalone"
+	// RedisSentinel is a primary found through the Sentinels at Addrs,
+	// followed across failovers.
+	RedisSentinel = "sentinel"
+	// RedisCluster is a Redis Cluster reached through the seed nodes at
+	// Addrs; each shard's keys live in the slot of its hash tag.
+	RedisCluster = "cluster"
+)
+
+// RedisConfig configures the connection to Redis: a standalone server,
+// a primary watched by Sentinels, or a Redis Cluster.
 type RedisConfig struct {
-	// Addr is the server's host:port. Default "127.0.0.1:6379".
+	// Mode is the topology: standalone, sentinel or cluster. Default
+	// standalone.
+	Mode string `koanf:"mode"`
+	// Addr is the standalone server's host:port. Default
+	// "127.0.0.1:6379". Ignored (and must be left at its default or
+	// empty) in the other modes.
 	Addr string `koanf:"addr"`
-	// Username is the ACL user; empty means the default user.
+	// Addrs are host:port addresses: the Sentinels (mode sentinel) or
+	// some of the cluster's nodes, from which the rest is discovered
+	// (mode cluster).
+	Addrs []string `koanf:"addrs"`
+	// MasterName is the name the Sentinels monitor the primary under
+	// (mode sentinel).
+	MasterName string `koanf:"master_name"`
+	// SentinelUsername and SentinelPassword authenticate to the
+	// Sentinels themselves when they require it (mode sentinel); the
+	// password is a secret.
+	SentinelUsername string `koanf:"sentinel_username"`
+	SentinelPassword string `koanf:"sentinel_password"`
+	// Username is the ACL user of the data nodes; empty means the
+	// default user.
 	Username string `koanf:"username"`
 	// Password is the ACL user's password or the AUTH password. Secret.
 	Password string `koanf:"password"`
-	// DB is the logical database, 0 to 15. Default 0.
+	// DB is the logical database, 0 to 15 (always 0 on a cluster).
+	// Default 0.
 	DB int `koanf:"db"`
-	// TLS configures TLS to the server.
+	// TLS configures TLS to every server: the data nodes and, in mode
+	// sentinel, the Sentinels.
 	TLS TLSConfig `koanf:"tls"`
-	// PoolSize is the maximum number of connections; 0 means the
-	// go-redis default (10 per CPU). Default 0.
+	// PoolSize is the maximum number of connections (per node on a
+	// cluster); 0 means the go-redis default (10 per CPU). Default 0.
 	PoolSize int `koanf:"pool_size"`
 	// DialTimeout bounds establishing a connection. Default 5s.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
@@ -65,8 +98,11 @@ type TLSConfig struct {
 // maxRedisDB is the highest logical database of a default Redis server.
 const maxRedisDB = 15
 
+// defaultRedisAddr is redis.addr's default.
+const defaultRedisAddr = "127.0.0.1:6379"
+
 func defaultRedis() RedisConfig {
-	return RedisConfig{Addr: "127.0.0.1:6379", DialTimeout: 5 * time.Second}
+	return RedisConfig{Mode: RedisStandalone, Addr: defaultRedisAddr, Addrs: []string{}, DialTimeout: 5 * time.Second}
 }
 
 func defaultEtcd() EtcdConfig {
@@ -74,7 +110,38 @@ func defaultEtcd() EtcdConfig {
 }
 
 func (v *validator) redis(r RedisConfig) {
-	v.hostPort("redis.addr", r.Addr, true)
+	switch r.Mode {
+	case RedisStandalone:
+		v.hostPort("redis.addr", r.Addr, true)
+		if len(r.Addrs) > 0 {
+			v.add("redis.addrs", "is for modes sentinel and cluster; mode standalone uses redis.addr")
+		}
+	case RedisSentinel, RedisCluster:
+		if r.Addr != "" && r.Addr != defaultRedisAddr {
+			v.add("redis.addr", "is for mode standalone; mode %s uses redis.addrs", r.Mode)
+		}
+		if len(r.Addrs) == 0 {
+			v.add("redis.addrs", "at least one address is required in mode %s", r.Mode)
+		}
+		for i, a := range r.Addrs {
+			v.hostPort(fmt.Sprintf("redis.addrs[%d]", i), a, true)
+		}
+	default:
+		v.add("redis.mode", "must be standalone, sentinel or cluster (got %q)", r.Mode)
+	}
+	if (r.Mode == RedisSentinel) != (r.MasterName != "") {
+		if r.Mode == RedisSentinel {
+			v.add("redis.master_name", "is required in mode sentinel")
+		} else {
+			v.add("redis.master_name", "is for mode sentinel only")
+		}
+	}
+	if r.Mode != RedisSentinel && (r.SentinelUsername != "" || r.SentinelPassword != "") {
+		v.add("redis.sentinel_password", "sentinel credentials are for mode sentinel only")
+	}
+	if r.Mode == RedisCluster && r.DB != 0 {
+		v.add("redis.db", "must be 0 in mode cluster (a cluster has one database)")
+	}
 	v.intRange("redis.db", int64(r.DB), 0, maxRedisDB)
 	if r.PoolSize < 0 {
 		v.add("redis.pool_size", "must be 0 (the go-redis default) or more (got %d)", r.PoolSize)

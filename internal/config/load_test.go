@@ -222,7 +222,7 @@ log:
 		Shards:     64,
 		MaxPayload: 4096,
 		Redis: config.RedisConfig{
-			Addr: "redis.internal:6380", Username: "svc", Password: "pw", DB: 3,
+			Mode: "standalone", Addr: "redis.internal:6380", Addrs: []string{}, Username: "svc", Password: "pw", DB: 3,
 			PoolSize: 20, DialTimeout: 250 * time.Millisecond,
 			TLS: config.TLSConfig{Enabled: true, CAFile: "/etc/ca.pem", ServerName: "redis.internal"},
 		},
@@ -476,6 +476,13 @@ func TestRedacted(t *testing.T) {
 	r := c.Redacted()
 	if r.Redis.Password != "[redacted]" || r.Etcd.Password != "[redacted]" || r.HTTP.Dashboard.Password != "[redacted]" {
 		t.Errorf("passwords not redacted: %q %q %q", r.Redis.Password, r.Etcd.Password, r.HTTP.Dashboard.Password)
+	}
+	s := mustLoad(t, []string{"-set", "redis.mode=sentinel", "-set", "redis.addrs=s1:26379,s2:26379",
+		"-set", "redis.master_name=main", "-set", "redis.sentinel_password=watch3r", "-set", "redis.addr="}, nil)
+	if rs := s.Redacted(); rs.Redis.SentinelPassword != "[redacted]" || s.Redis.SentinelPassword != "watch3r" {
+		t.Errorf("sentinel password: redacted %q, original %q", rs.Redis.SentinelPassword, s.Redis.SentinelPassword)
+	} else if rs.Redis.Addrs[0] = "changed"; s.Redis.Addrs[0] == "changed" {
+		t.Errorf("Redacted shares redis.addrs with the original")
 	}
 	if _, err := config.Load([]string{"-set", "http.dashboard.username=ops"}, nil); err == nil || !strings.Contains(err.Error(), "http.dashboard.password") {
 		t.Errorf("a username without a password: %v", err)

@@ -31,6 +31,30 @@ func TestValidate(t *testing.T) {
 		{"redis.db 16", func(c *config.Config) { c.Redis.DB = 16 }, "config: redis.db: must be between 0 and 15 (got 16)"},
 		{"redis.pool_size negative", func(c *config.Config) { c.Redis.PoolSize = -1 }, "config: redis.pool_size:"},
 		{"redis.dial_timeout zero", func(c *config.Config) { c.Redis.DialTimeout = 0 }, "config: redis.dial_timeout: must be positive"},
+		{"redis.mode unknown", func(c *config.Config) { c.Redis.Mode = "replicated" }, `config: redis.mode: must be standalone, sentinel or cluster (got "replicated")`},
+		{"redis.addrs in standalone", func(c *config.Config) { c.Redis.Addrs = []string{"a:1"} }, "config: redis.addrs: is for modes sentinel and cluster"},
+		{"sentinel", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName = "sentinel", []string{"s1:26379", "s2:26379"}, "main"
+			c.Redis.SentinelPassword = "pw"
+		}, ""},
+		{"sentinel without master_name", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.Addrs = "sentinel", []string{"s1:26379"}
+		}, "config: redis.master_name: is required in mode sentinel"},
+		{"sentinel without addrs", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.MasterName = "sentinel", "main"
+		}, "config: redis.addrs: at least one address is required in mode sentinel"},
+		{"sentinel with a bad addr", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName = "sentinel", []string{"s1:26379", "s2"}, "main"
+		}, "config: redis.addrs[1]: must be host:port"},
+		{"sentinel with redis.addr", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName, c.Redis.Addr = "sentinel", []string{"s1:26379"}, "main", "r:6379"
+		}, "config: redis.addr: is for mode standalone"},
+		{"cluster", func(c *config.Config) { c.Redis.Mode, c.Redis.Addrs = "cluster", []string{"n1:6379"} }, ""},
+		{"cluster with db", func(c *config.Config) { c.Redis.Mode, c.Redis.Addrs, c.Redis.DB = "cluster", []string{"n1:6379"}, 2 }, "config: redis.db: must be 0 in mode cluster"},
+		{"cluster with master_name", func(c *config.Config) {
+			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName = "cluster", []string{"n1:6379"}, "main"
+		}, "config: redis.master_name: is for mode sentinel only"},
+		{"standalone with sentinel credentials", func(c *config.Config) { c.Redis.SentinelPassword = "pw" }, "config: redis.sentinel_password: sentinel credentials are for mode sentinel only"},
 		{"redis.tls cert without key", func(c *config.Config) {
 			c.Redis.TLS = config.TLSConfig{Enabled: true, CertFile: "c.pem"}
 		}, "config: redis.tls.key_file: must be set when redis.tls.cert_file is set"},

@@ -28,15 +28,15 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 )
 
-// Redis returns a client for the standalone Redis server described by
-// cfg. The caller closes it.
-func Redis(cfg config.RedisConfig) (*redis.Client, error) {
+// Redis returns a client for the Redis topology described by cfg: a
+// standalone server, a primary found through Sentinels (followed across
+// failovers), or a Redis Cluster. The caller closes it.
+func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) {
 	tc, err := tlsConfig(cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("connect: redis: %w", err)
 	}
-	return redis.NewClient(&redis.Options{
-		Addr:        cfg.Addr,
+	o := &redis.UniversalOptions{
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		DB:          cfg.DB,
@@ -52,7 +52,22 @@ func Redis(cfg config.RedisConfig) (*redis.Client, error) {
 		// Cloud) during upgrades. Hourglass talks to a self-run server, so
 		// skip the extra handshake and its effect on pool sizing.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}), nil
+	}
+	switch cfg.Mode {
+	case config.RedisSentinel:
+		o.Addrs = slices.Clone(cfg.Addrs)
+		o.MasterName = cfg.MasterName
+		o.SentinelUsername = cfg.SentinelUsername
+		o.SentinelPassword = cfg.SentinelPassword
+		return redis.NewFailoverClient(o.Failover()), nil
+	case config.RedisCluster:
+		o.Addrs = slices.Clone(cfg.Addrs)
+		return redis.NewClusterClient(o.Cluster()), nil
+	case config.RedisStandalone, "":
+		o.Addrs = []string{cfg.Addr}
+		return redis.NewClient(o.Simple()), nil
+	}
+	return nil, fmt.Errorf("connect: redis: unknown mode %q", cfg.Mode)
 }
 
 // Etcd returns a client for the etcd cluster described by cfg. The

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
@@ -86,7 +87,7 @@ func TestRedisACLUserAndDB(t *testing.T) {
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatalf("set: %v", err)
 	}
-	if got := c.Options().PoolSize; got != 3 {
+	if got := c.(*redis.Client).Options().PoolSize; got != 3 {
 		t.Errorf("pool size = %d, want 3", got)
 	}
 

@@ -52,7 +52,7 @@ import (
 type Scheduler struct {
 	cfg      *config.Config
 	log      hclog.Logger
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	etcd     *clientv3.Client
 	store    *shard.Store
 	reg      *prometheus.Registry
