@@ -144,12 +144,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	click(t, bctx, "click Replay", `#dead button[data-action="replay"][data-id="bad-1"]`)
-	testenv.WaitFor(t, 20*time.Second, "the replayed task delivered and acked", func() (bool, string) {
+	testenv.WaitFor(t, 20*time.Second, "the replayed task delivered again and acked", func() (bool, string) {
+		tg.mu.Lock()
+		runs := tg.count["bad-1"]
+		tg.mu.Unlock()
 		_, err := in.Task(ctx, "bad-1")
-		return errors.Is(err, inspect.ErrNotFound), fmt.Sprint(err)
+		return runs == 2 && errors.Is(err, inspect.ErrNotFound), fmt.Sprintf("%d runs, lookup: %v", runs, err)
 	})
 	if tk, err := in.Task(ctx, "bad-2"); err != nil || tk.State != inspect.StateDead {
 		t.Fatalf("bad-2 should still be dead: %+v %v", tk, err)
+	}
+
+	step(t, bctx, "look up a task", chromedp.SendKeys(`#lookup input[name="id"]`, "later-0"),
+		chromedp.Click(`#lookup button[type="submit"]`), chromedp.WaitVisible(`#taskcancel`))
+	if shown := value(t, bctx, "read the task", chromedp.Text(`#task`)); !strings.Contains(shown, `"id": "later-0"`) ||
+		!strings.Contains(shown, `"state": "scheduled"`) {
+		t.Fatalf("task lookup shows %q", shown)
 	}
 
 	click(t, bctx, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`)

@@ -104,6 +104,11 @@ type DashboardConfig struct {
 	// binds loopback by default).
 	Username string `koanf:"username"`
 	Password string `koanf:"password"`
+	// AllowedHosts are host names (no port) the dashboard answers under
+	// besides IP addresses and localhost, for example a proxy's name.
+	// Requests naming another host are refused: a DNS-rebinding page
+	// reaches a loopback dashboard under its own name. Default empty.
+	AllowedHosts []string `koanf:"allowed_hosts"`
 }
 
 // LogConfig configures logging.
@@ -146,7 +151,7 @@ func defaultsWithoutQueues() Config {
 		Scheduler:  defaultScheduler(),
 		Worker:     defaultWorker(),
 		DLQ:        DLQConfig{MaxSize: 100000, MaxAge: 7 * 24 * time.Hour},
-		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true}},
+		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
 		Log:        LogConfig{Level: "info", Format: "text"},
 	}
 }
@@ -158,6 +163,7 @@ func defaultsWithoutQueues() Config {
 func (c Config) Redacted() Config {
 	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
 	c.Redis.Addrs = slices.Clone(c.Redis.Addrs)
+	c.HTTP.Dashboard.AllowedHosts = slices.Clone(c.HTTP.Dashboard.AllowedHosts)
 	redact(&c.Redis.Password)
 	redact(&c.Redis.SentinelPassword)
 	redact(&c.Etcd.Password)

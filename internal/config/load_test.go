@@ -260,7 +260,7 @@ log:
 				return q
 			}(),
 		},
-		HTTP: config.HTTPConfig{Addr: "", Dashboard: config.DashboardConfig{Enabled: true}},
+		HTTP: config.HTTPConfig{Addr: "", Dashboard: config.DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
 		Log:  config.LogConfig{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(*c, want) {

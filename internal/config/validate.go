@@ -45,6 +45,11 @@ func (c *Config) Validate() error {
 	if d := c.HTTP.Dashboard; (d.Username == "") != (d.Password == "") {
 		v.add("http.dashboard.password", "username and password must be set together (basic auth)")
 	}
+	for i, h := range c.HTTP.Dashboard.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			v.add(fmt.Sprintf("http.dashboard.allowed_hosts[%d]", i), "must be a host name without scheme or port (got %q)", h)
+		}
+	}
 	if !slices.Contains(logLevels, c.Log.Level) {
 		v.add("log.level", "must be one of %s (got %q)", strings.Join(logLevels, ", "), c.Log.Level)
 	}

@@ -31,6 +31,10 @@ func TestValidate(t *testing.T) {
 		{"redis.db 16", func(c *config.Config) { c.Redis.DB = 16 }, "config: redis.db: must be between 0 and 15 (got 16)"},
 		{"redis.pool_size negative", func(c *config.Config) { c.Redis.PoolSize = -1 }, "config: redis.pool_size:"},
 		{"redis.dial_timeout zero", func(c *config.Config) { c.Redis.DialTimeout = 0 }, "config: redis.dial_timeout: must be positive"},
+		{"dashboard allowed host", func(c *config.Config) { c.HTTP.Dashboard.AllowedHosts = []string{"hg.example.com"} }, ""},
+		{"dashboard allowed host with port", func(c *config.Config) {
+			c.HTTP.Dashboard.AllowedHosts = []string{"hg.example.com:443"}
+		}, "config: http.dashboard.allowed_hosts[0]: must be a host name without scheme or port"},
 		{"redis.mode unknown", func(c *config.Config) { c.Redis.Mode = "replicated" }, `config: redis.mode: must be standalone, sentinel or cluster (got "replicated")`},
 		{"redis.addrs in standalone", func(c *config.Config) { c.Redis.Addrs = []string{"a:1"} }, "config: redis.addrs: is for modes sentinel and cluster"},
 		{"sentinel", func(c *config.Config) {

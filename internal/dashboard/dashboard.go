@@ -5,19 +5,27 @@
 // dead letters and task lookup, and offers pause, resume, replay, purge
 // and cancel unless it is read-only.
 //
-// Protection: the scheduler's HTTP address binds loopback by default;
-// optional basic auth (constant-time comparison); changes need POST with
-// the header X-Hourglass-UI (a cross-site form cannot send it), and are
-// refused with 403 in read-only mode.
+// Protection, in the order a request meets it: the Host header must be an
+// IP address, localhost or an allowed host name (a DNS-rebinding page
+// reaches a loopback server under its own name); optional basic auth;
+// changes need POST with the header X-Hourglass-UI and, from a browser
+// that says, a same-origin Sec-Fetch-Site (a cross-site form or fetch can
+// send neither), and are refused in read-only mode. Every change, and
+// every refused one, is logged. The scheduler's HTTP address binds
+// loopback by default.
 package dashboard
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,77 +41,139 @@ var assets embed.FS
 // Options configure a dashboard.
 type Options struct {
 	Inspector *inspect.Inspector
-	// Gatherer is the scheduler's metrics registry (rates and lateness).
+	// Gatherer is the scheduler's metrics registry (move figures).
 	Gatherer prometheus.Gatherer
 	// ReadOnly refuses every change.
 	ReadOnly bool
 	// Username and Password, when set, require HTTP basic auth.
 	Username, Password string
-	Log                hclog.Logger
+	// AllowedHosts are host names (no port) the dashboard answers under
+	// besides IP addresses and localhost, for example the name of a
+	// proxy in front of it.
+	AllowedHosts []string
+	Log          hclog.Logger
 }
 
-// CSRFHeader must be set on every POST (the page's fetch does).
+// CSRFHeader must be set to "1" on every POST (the page's fetch does).
 const CSRFHeader = "X-Hourglass-UI"
 
-// callTimeout bounds the inspect calls of one request.
-const callTimeout = 10 * time.Second
+const (
+	// callTimeout bounds the inspect calls of one request.
+	callTimeout = 10 * time.Second
+	// ownersTimeout bounds the shard table's read, etcd's owners
+	// included: an unreachable etcd costs a refresh this long, not
+	// callTimeout.
+	ownersTimeout = 3 * time.Second
+)
 
 // New returns the dashboard's handler, to be mounted at /ui/.
 func New(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
 	}
-	d := &dash{o: o, rates: newRates(o.Gatherer)}
+	d := &dash{o: o}
+	in := o.Inspector
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(static)))
+	notFound := func(w http.ResponseWriter, _ *http.Request) {
+		writeErr(w, http.StatusNotFound, errors.New("no such API route"))
+	}
+	mux.HandleFunc("GET /ui/api/", notFound)
+	mux.HandleFunc("POST /ui/api/", notFound)
 	mux.HandleFunc("GET /ui/api/config", d.config)
 	mux.HandleFunc("GET /ui/api/queues", d.queues)
 	mux.HandleFunc("GET /ui/api/shards", d.shards)
 	mux.HandleFunc("GET /ui/api/dead", d.dead)
 	mux.HandleFunc("GET /ui/api/task", d.task)
 	mux.HandleFunc("GET /ui/api/stats", d.stats)
-	for route, acts := range changes(o.Inspector) {
-		param := strings.Trim(route[strings.IndexByte(route, '{'):], "{}")
-		mux.HandleFunc("POST /ui/api/"+route+"/{action}", d.change(d.act(param, acts)))
+	for path, do := range map[string]func(context.Context, string) error{
+		"queues/{target}/pause":  in.Pause,
+		"queues/{target}/resume": in.Resume,
+		"dead/{target}/replay":   func(ctx context.Context, id string) error { return in.Replay(ctx, id, time.Time{}) },
+		"dead/{target}/purge":    in.Purge,
+		"tasks/{target}/cancel":  func(ctx context.Context, id string) error { _, err := in.Cancel(ctx, id); return err },
+	} {
+		mux.HandleFunc("POST /ui/api/"+path, d.change(do))
 	}
-	return d.auth(mux)
+	return d.hostCheck(d.auth(mux))
 }
 
 type dash struct {
-	o     Options
-	rates *rates
+	o Options
 }
 
-// auth requires basic auth when a username is configured.
-func (d *dash) auth(next http.Handler) http.Handler {
-	if d.o.Username == "" {
-		return next
-	}
+// hostCheck refuses a Host that is neither an IP address, localhost nor
+// an allowed name.
+func (d *dash) hostCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		uOK := subtle.ConstantTimeCompare([]byte(u), []byte(d.o.Username)) == 1
-		pOK := subtle.ConstantTimeCompare([]byte(p), []byte(d.o.Password)) == 1
-		if !ok || !uOK || !pOK {
-			w.Header().Set("WWW-Authenticate", `Basic realm="hourglass", charset="UTF-8"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		ok := net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
+			slices.ContainsFunc(d.o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
+		if !ok {
+			d.o.Log.Warn("dashboard request refused: host not allowed", "host", r.Host, "remote", r.RemoteAddr)
+			writeErr(w, http.StatusForbidden, errors.New("host "+r.Host+" is not allowed: add it to http.dashboard.allowed_hosts"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// change guards a mutating handler: read-only mode and the CSRF header.
-func (d *dash) change(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case d.o.ReadOnly:
-			writeErr(w, http.StatusForbidden, errors.New("the dashboard is read-only (http.dashboard.read_only)"))
-		case r.Header.Get(CSRFHeader) != "1":
-			writeErr(w, http.StatusForbidden, errors.New("missing header "+CSRFHeader))
-		default:
-			h(w, r)
+// auth requires basic auth when a username is configured. The
+// credentials are compared as SHA-256 sums, in constant time and without
+// revealing their lengths.
+func (d *dash) auth(next http.Handler) http.Handler {
+	if d.o.Username == "" {
+		return next
+	}
+	wantU, wantP := sha256.Sum256([]byte(d.o.Username)), sha256.Sum256([]byte(d.o.Password))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+		uOK := subtle.ConstantTimeCompare(gotU[:], wantU[:]) == 1
+		pOK := subtle.ConstantTimeCompare(gotP[:], wantP[:]) == 1
+		if !ok || !uOK || !pOK {
+			w.Header().Set("WWW-Authenticate", `Basic realm="hourglass", charset="UTF-8"`)
+			writeErr(w, http.StatusUnauthorized, errors.New("authentication required"))
+			return
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// change serves a change of the target named by the path: refused in
+// read-only mode, without the CSRF header, or from another site; logged
+// either way.
+func (d *dash) change(do func(ctx context.Context, target string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		target := r.PathValue("target")
+		action := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		var refused error
+		switch site := r.Header.Get("Sec-Fetch-Site"); {
+		case d.o.ReadOnly:
+			refused = errors.New("the dashboard is read-only (http.dashboard.read_only)")
+		case r.Header.Get(CSRFHeader) != "1":
+			refused = errors.New("missing header " + CSRFHeader + ": 1")
+		case site != "" && site != "same-origin":
+			refused = errors.New("cross-site request (Sec-Fetch-Site: " + site + ")")
+		}
+		if refused != nil {
+			d.o.Log.Warn("dashboard change refused", "action", action, "target", target, "remote", r.RemoteAddr, "reason", refused)
+			writeErr(w, http.StatusForbidden, refused)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+		defer cancel()
+		if err := do(ctx, target); err != nil {
+			d.fail(w, err)
+			return
+		}
+		d.o.Log.Info("dashboard change", "action", action, "target", target, "remote", r.RemoteAddr)
+		writeJSON(w, map[string]string{"action": action, "target": target})
 	}
 }
 
@@ -115,6 +185,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func writeErr(w http.ResponseWriter, code int, err error) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
@@ -129,6 +200,11 @@ func (d *dash) fail(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, inspect.ErrInvalidArgument):
 		code = http.StatusBadRequest
+	case errors.Is(err, context.Canceled):
+		return // the client went away (or the scheduler is stopping)
+	case errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusGatewayTimeout
+		d.o.Log.Warn("dashboard request timed out", "error", err)
 	default:
 		d.o.Log.Warn("dashboard request failed", "error", err)
 	}

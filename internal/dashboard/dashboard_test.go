@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,7 +44,11 @@ func do(t *testing.T, method, url string, hdr map[string]string) (int, string) {
 		t.Fatal(err)
 	}
 	for k, v := range hdr {
-		if k != "auth" {
+		switch k {
+		case "auth":
+		case "Host":
+			req.Host = v
+		default:
 			req.Header.Set(k, v)
 		}
 	}
@@ -106,11 +111,88 @@ func TestReadsAndChanges(t *testing.T) {
 	if q, err := in.Queue(ctx, "q"); err != nil || q.State != inspect.QueuePaused {
 		t.Fatalf("after pause: %+v %v", q, err)
 	}
-	if code, _ := do(t, "POST", srv.URL+"/ui/api/queues/q/explode", ui); code != 400 {
-		t.Fatalf("unknown action: %d", code)
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/queues/q/resume", ui); code != 200 {
+		t.Fatalf("resume: %d", code)
+	}
+	if q, err := in.Queue(ctx, "q"); err != nil || q.State != inspect.QueueActive {
+		t.Fatalf("after resume: %+v %v", q, err)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/queues/q/explode", ui); code != 404 || !strings.Contains(body, `"error"`) {
+		t.Fatalf("unknown action: %d %s", code, body)
 	}
 	if code, _ := do(t, "POST", srv.URL+"/ui/api/tasks/s1/cancel", ui); code != 200 {
 		t.Fatalf("cancel: %d", code)
+	}
+	if _, err := in.Task(ctx, "s1"); !errors.Is(err, inspect.ErrNotFound) {
+		t.Fatalf("s1 after cancel: %v", err)
+	}
+	var st Stats
+	if code, body := do(t, "GET", srv.URL+"/ui/api/stats", nil); code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("stats: %d %s", code, body)
+	}
+}
+
+// TestCancelRunningIsConflict: a running task cannot be cancelled (409).
+func TestCancelRunningIsConflict(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
+	running := e.Popped(shardtest.Queue, "r", 1)
+	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in}))
+	t.Cleanup(srv.Close)
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/"+running[0].Task.ID+"/cancel", ui); code != 409 {
+		t.Fatalf("cancel of a running task: %d %s", code, body)
+	}
+}
+
+// TestChangesNeedTheHeaderFromTheSameSite: a change without the header,
+// with another value, or from another site is refused and changes
+// nothing.
+func TestChangesNeedTheHeaderFromTheSameSite(t *testing.T) {
+	t.Parallel()
+	srv, in := newServer(t, Options{})
+	for _, hdr := range []map[string]string{
+		nil,
+		{CSRFHeader: "yes"},
+		{CSRFHeader: "1", "Sec-Fetch-Site": "cross-site"},
+		{CSRFHeader: "1", "Sec-Fetch-Site": "same-site"},
+	} {
+		if code, body := do(t, "POST", srv.URL+"/ui/api/dead/d0/purge", hdr); code != 403 {
+			t.Errorf("purge with %v: %d %s", hdr, code, body)
+		}
+	}
+	if tk, err := in.Task(testenv.Ctx(t, 10*time.Second), "d0"); err != nil || tk.State != inspect.StateDead {
+		t.Fatalf("d0 changed by a refused request: %+v %v", tk, err)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/dead/d0/purge", map[string]string{CSRFHeader: "1", "Sec-Fetch-Site": "same-origin"}); code != 200 {
+		t.Fatalf("same-origin purge: %d", code)
+	}
+}
+
+// TestHostCheck: a Host that is not an IP address, localhost or an
+// allowed name (a DNS-rebinding page's) is refused.
+func TestHostCheck(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t, Options{AllowedHosts: []string{"hg.example.com"}})
+	for host, want := range map[string]int{
+		"":                    200, // the test server's 127.0.0.1:port
+		"localhost:9464":      200,
+		"[::1]:9464":          200,
+		"10.0.0.7":            200,
+		"HG.example.com:8443": 200,
+		"evil.example":        403,
+		"evil.example:9464":   403,
+	} {
+		hdr := map[string]string{}
+		if host != "" {
+			hdr["Host"] = host
+		}
+		if code, _ := do(t, "GET", srv.URL+"/ui/api/config", hdr); code != want {
+			t.Errorf("Host %q: %d, want %d", host, code, want)
+		}
 	}
 }
 
@@ -120,7 +202,8 @@ func TestReadOnly(t *testing.T) {
 	if code, body := do(t, "GET", srv.URL+"/ui/api/config", nil); code != 200 || !strings.Contains(body, `"read_only":true`) {
 		t.Fatalf("config: %d %s", code, body)
 	}
-	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/queues/q/pause", "/ui/api/tasks/s1/cancel"} {
+	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/dead/d0/purge", "/ui/api/queues/q/pause",
+		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel"} {
 		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
 			t.Errorf("%s in read-only mode: %d", path, code)
 		}

@@ -185,7 +185,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// also while Redis is unreachable and the queues wait to be
 	// registered (/readyz then says why).
 	var wg sync.WaitGroup
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests run under ctx: a dashboard call in flight at shutdown ends
+	// with it, before Close closes the clients it uses.
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if s.listener != nil {
 		wg.Add(1)
 		go func() {
@@ -281,7 +284,7 @@ func (s *Scheduler) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	if d := s.cfg.HTTP.Dashboard; d.Enabled {
 		ui := dashboard.New(dashboard.Options{Inspector: s.inspector, Gatherer: s.reg, ReadOnly: d.ReadOnly,
-			Username: d.Username, Password: d.Password, Log: s.log.Named("dashboard")})
+			Username: d.Username, Password: d.Password, AllowedHosts: d.AllowedHosts, Log: s.log.Named("dashboard")})
 		mux.Handle("/ui/", ui)
 		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}

@@ -1,26 +1,30 @@
-// Hourglass dashboard: reads /ui/api/*, refreshes every 3 s, and sends
-// changes as POST with the X-Hourglass-UI header (the server refuses
-// changes without it, and all of them in read-only mode).
+// Hourglass dashboard: reads /ui/api/*, refreshes 3 s after the previous
+// refresh ended, and sends changes as POST with the X-Hourglass-UI header
+// (the server refuses changes without it, and all of them in read-only
+// mode). Server data reaches the page through textContent only.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
+const refreshEvery = 3000;
+
 let readOnly = false;
+// The dead-letter filter applied last (by Filter), its next cursor, and
+// whether the user paged on with More: then the periodic refresh leaves
+// the list alone (it would fold it back to the first page).
+let deadFilter = new URLSearchParams();
 let deadCursor = "";
 let deadPaged = false;
-let lookedUp = "";
+// Each listing's latest request: an older reply that arrives later is
+// dropped instead of drawn over a newer one.
+const latest = {};
 // The last data each table was drawn from: a refresh that brings the same
 // data leaves the table alone, so rows (and a button under the pointer)
 // stay put.
 const drawn = {};
-
-// changed reports whether key's data differs from the last drawn, and
-// remembers it.
-function changed(key, data) {
-  const s = JSON.stringify(data);
-  if (drawn[key] === s) return false;
-  drawn[key] = s;
-  return true;
-}
+// The task shown in Task lookup (Cancel acts on it), and the last move
+// reading (for the rate).
+let shownTask = "";
+let lastMoved = null;
 
 async function api(path, opts = {}) {
   const res = await fetch("api/" + path, opts);
@@ -33,10 +37,32 @@ function post(path) {
   return api(path, { method: "POST", headers: { "X-Hourglass-UI": "1" } });
 }
 
+// fresh starts a request for key and returns a check that it is still
+// the latest one.
+function fresh(key) {
+  const n = (latest[key] || 0) + 1;
+  latest[key] = n;
+  return () => latest[key] === n;
+}
+
+// changed reports whether key's data differs from the last drawn, and
+// remembers it.
+function changed(key, data) {
+  const s = JSON.stringify(data);
+  if (drawn[key] === s) return false;
+  drawn[key] = s;
+  return true;
+}
+
 function status(msg, bad) {
   const el = $("#status");
   el.textContent = msg;
   el.className = bad ? "warn" : "";
+}
+
+// guarded runs an action started from the page, reporting its failure.
+async function guarded(what, run) {
+  try { await run(); } catch (e) { status(what + " failed: " + e.message, true); }
 }
 
 function cell(row, text, cls) {
@@ -46,17 +72,19 @@ function cell(row, text, cls) {
   return td;
 }
 
-// button adds a button that runs run; ask, when given, is a question the
-// user must confirm first (destructive actions).
+// button adds a button that runs run, disabled while it runs; ask, when
+// given, is a question the user must confirm first (destructive actions).
 function button(td, label, action, attrs, run, ask) {
   const b = document.createElement("button");
   b.textContent = label;
   b.dataset.action = action;
   for (const [k, v] of Object.entries(attrs)) b.dataset[k] = v;
   b.addEventListener("click", async () => {
-    if (ask && !window.confirm(ask)) return;
+    if (b.disabled || (ask && !window.confirm(ask))) return;
+    b.disabled = true;
     try { await run(); status(label + " done"); await refresh(); }
     catch (e) { status(label + " failed: " + e.message, true); }
+    finally { b.disabled = false; }
   });
   td.appendChild(b);
 }
@@ -66,8 +94,9 @@ function counts(row, c) {
 }
 
 async function loadQueues() {
+  const current = fresh("queues");
   const data = await api("queues");
-  if (!changed("queues", data)) return;
+  if (!current() || !changed("queues", data)) return;
   const body = $("#queues tbody");
   body.replaceChildren();
   for (const q of data.queues) {
@@ -77,8 +106,9 @@ async function loadQueues() {
     cell(row, q.state, q.state);
     counts(row, q.counts);
     const act = cell(row, "", "act");
-    if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post("queues/" + encodeURIComponent(q.name) + "/pause"));
-    if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post("queues/" + encodeURIComponent(q.name) + "/resume"));
+    const path = "queues/" + encodeURIComponent(q.name);
+    if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"));
+    if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"));
   }
   const foot = $("#queues tfoot");
   foot.replaceChildren();
@@ -89,20 +119,15 @@ async function loadQueues() {
   cell(row, "");
 }
 
-function deadQuery() {
-  const f = new FormData($("#deadfilter"));
-  const q = new URLSearchParams();
-  for (const k of ["queue", "reason", "error"]) if (f.get(k)) q.set(k, f.get(k));
-  return q;
-}
-
+// loadDead draws the first page of the applied filter, or (more) appends
+// the next page.
 async function loadDead(more) {
-  const q = deadQuery();
+  const q = new URLSearchParams(deadFilter);
   if (more) q.set("cursor", deadCursor);
+  const current = fresh("dead");
   const page = await api("dead?" + q);
-  if (!more && !changed("dead", [q.toString(), page])) return;
-  // Once the user pages on, the periodic refresh leaves the list alone
-  // (it would fold it back to the first page); Filter starts over.
+  if (!current() || (!more && !changed("dead", [q.toString(), page]))) return;
+  if (more) delete drawn.dead;
   deadPaged = more;
   const body = $("#dead tbody");
   if (!more) body.replaceChildren();
@@ -116,9 +141,9 @@ async function loadDead(more) {
     cell(row, t.dead.reason);
     cell(row, t.dead.error);
     const act = cell(row, "", "act");
-    const id = encodeURIComponent(t.id);
-    button(act, "Replay", "replay", { id: t.id }, async () => { await post("dead/" + id + "/replay"); row.remove(); });
-    button(act, "Purge", "purge", { id: t.id }, async () => { await post("dead/" + id + "/purge"); row.remove(); },
+    const path = "dead/" + encodeURIComponent(t.id);
+    button(act, "Replay", "replay", { id: t.id }, async () => { await post(path + "/replay"); row.remove(); });
+    button(act, "Purge", "purge", { id: t.id }, async () => { await post(path + "/purge"); row.remove(); },
       "Purge dead task " + t.id + "? Its data is deleted and the id can be enqueued again.");
   }
   deadCursor = page.cursor;
@@ -126,8 +151,9 @@ async function loadDead(more) {
 }
 
 async function loadShards() {
+  const current = fresh("shards");
   const data = await api("shards");
-  if (!changed("shards", data)) return;
+  if (!current() || !changed("shards", data)) return;
   $("#shardwarn").textContent = data.warning || "";
   const body = $("#shards tbody");
   body.replaceChildren();
@@ -142,25 +168,40 @@ async function loadShards() {
 
 async function loadStats() {
   const s = await api("stats");
-  const rate = s.moved_per_second < 0 ? "…" : s.moved_per_second.toFixed(1);
-  $("#stats").textContent = `moved ${rate} tasks/s (${s.moved_total} since start); move lateness p50 ≤ ${s.lateness_p50_ms} ms, p99 ≤ ${s.lateness_p99_ms} ms`;
+  const now = Date.now();
+  let rate = "…";
+  if (lastMoved && now > lastMoved.at && s.moved_total >= lastMoved.total) {
+    rate = ((s.moved_total - lastMoved.total) * 1000 / (now - lastMoved.at)).toFixed(1);
+  }
+  lastMoved = { at: now, total: s.moved_total };
+  $("#stats").textContent = `moved ${rate} tasks/s (${s.moved_total} since start); ` +
+    `move lateness p50 ${s.lateness_p50_ms.toFixed(1)} ms, p99 ${s.lateness_p99_ms.toFixed(1)} ms`;
+}
+
+// text decodes base64 data as UTF-8 text, or describes it as binary.
+function text(b64) {
+  const bytes = Uint8Array.from(atob(b64 || ""), (c) => c.charCodeAt(0));
+  try { return new TextDecoder("utf-8", { fatal: true }).decode(bytes); }
+  catch (e) { return `(binary, ${bytes.length} bytes)`; }
 }
 
 async function lookup(id) {
-  lookedUp = id;
+  const current = fresh("task");
   try {
     const t = await api("task?id=" + encodeURIComponent(id));
-    let payload = "";
-    try { payload = atob(t.payload || ""); } catch (e) { payload = "(binary)"; }
-    $("#task").textContent = JSON.stringify({ ...t, payload }, null, 2);
+    if (!current()) return;
+    shownTask = t.id;
+    $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload) }, null, 2);
     $("#taskcancel").hidden = t.state === "active";
   } catch (e) {
+    if (!current()) return;
+    shownTask = "";
     $("#task").textContent = e.message;
     $("#taskcancel").hidden = true;
   }
 }
 
-async function refresh() {
+async function refreshOnce() {
   try {
     await Promise.all([loadQueues(), loadShards(), loadStats(), deadPaged ? null : loadDead(false)]);
     status("updated " + new Date().toLocaleTimeString());
@@ -169,22 +210,55 @@ async function refresh() {
   }
 }
 
+// refresh runs one refresh at a time: asked for while one runs, it runs
+// once more after it.
+let running = null;
+let again = false;
+function refresh() {
+  if (running) { again = true; return running; }
+  running = (async () => {
+    do { again = false; await refreshOnce(); } while (again);
+    running = null;
+  })();
+  return running;
+}
+
+async function loop() {
+  await refresh();
+  setTimeout(loop, refreshEvery);
+}
+
 async function start() {
   const cfg = await api("config");
   readOnly = cfg.read_only;
   document.body.classList.toggle("readonly", readOnly);
   $("#mode").hidden = !readOnly;
   $("#deployment").textContent = `namespace ${cfg.namespace}, ${cfg.shards} shards`;
-  $("#deadfilter").addEventListener("submit", (e) => { e.preventDefault(); delete drawn.dead; loadDead(false); });
-  $("#deadmore").addEventListener("click", () => loadDead(true));
-  $("#lookup").addEventListener("submit", (e) => { e.preventDefault(); lookup(new FormData(e.target).get("id")); });
-  $("#taskcancel").addEventListener("click", async () => {
-    if (!window.confirm("Cancel task " + lookedUp + "? It is deleted and never runs.")) return;
-    try { await post("tasks/" + encodeURIComponent(lookedUp) + "/cancel"); status("cancelled " + lookedUp); lookup(lookedUp); }
-    catch (e) { status("cancel failed: " + e.message, true); }
+  $("#deadfilter").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    deadFilter = new URLSearchParams();
+    for (const k of ["queue", "reason", "error"]) if (f.get(k)) deadFilter.set(k, f.get(k));
+    delete drawn.dead;
+    guarded("filter", () => loadDead(false));
   });
-  await refresh();
-  setInterval(refresh, 3000);
+  const more = $("#deadmore");
+  more.addEventListener("click", async () => {
+    if (more.disabled) return;
+    more.disabled = true;
+    await guarded("more", () => loadDead(true));
+    more.disabled = false;
+  });
+  $("#lookup").addEventListener("submit", (e) => {
+    e.preventDefault();
+    lookup(new FormData(e.target).get("id"));
+  });
+  $("#taskcancel").addEventListener("click", () => {
+    const id = shownTask;
+    if (!id || !window.confirm("Cancel task " + id + "? It is deleted and never runs.")) return;
+    guarded("cancel", async () => { await post("tasks/" + encodeURIComponent(id) + "/cancel"); status("cancelled " + id); await lookup(id); });
+  });
+  loop();
 }
 
 start().catch((e) => status("cannot load: " + e.message, true));
