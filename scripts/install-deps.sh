@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Hourglass's tests and demo need and a fresh machine may
-# lack: redis-server, etcd, gcc/make (the race detector needs cgo), and
+# lack: redis-server with redis-cli (cluster creation) and redis-sentinel,
+# etcd, gcc/make (the race detector needs cgo), and
 # the tools deploy/'s checks run: systemd-analyze and docker-compose (its
 # offline schema check only; no daemon is used), and chromium (headless,
 # for the dashboard's browser test).
@@ -9,6 +10,8 @@ set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)                 # testenv: cluster creation
+command -v redis-sentinel >/dev/null || need+=(redis-sentinel)         # testenv: sentinel setups
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
@@ -30,7 +33,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # Debian's packages start system-wide services where an init system runs;
 # Hourglass's tests and demo start their own on free ports instead.
-for svc in redis-server etcd; do
+for svc in redis-server redis-sentinel etcd; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
     $SUDO systemctl stop "$svc" || true
   fi
