@@ -1,0 +1,315 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestAOFAlwaysLosesNothing: with Redis's append-only file fsynced on
+// every write (appendfsync always), a SIGKILL of redis-server under load
+// loses no acknowledged enqueue. One scheduler and one worker process,
+// never restarted, reconnect by themselves; a producer enqueues 200
+// tasks/s with delays of 0-3 s before, during and after a 1 s outage.
+// An enqueue that returned nil is acknowledged; one that returned an
+// error has an unknown outcome (client docs) and is sent again with the
+// same id once Redis is back: nil or ErrDuplicate then acknowledges it.
+// Every acknowledged id must reach the HTTP target at least once
+// (duplicates are allowed and counted: delivery is at least once).
+func TestAOFAlwaysLosesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, withRedis(testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always", "--save", "")))
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	if v, err := c.rdb.ConfigGet(ctx, "appendfsync").Result(); err != nil || v["appendfsync"] != "always" {
+		t.Fatalf("redis appendfsync = %v %v, want always", v, err)
+	}
+
+	tg := newTarget(t)
+	var (
+		dmu sync.Mutex
+		at  []time.Time // every delivery's arrival, in order
+	)
+	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
+		dmu.Lock()
+		at = append(at, time.Now())
+		dmu.Unlock()
+		return false
+	})
+	// A 2 s lease and a 500 ms strand check bring back quickly the tasks
+	// whose ack (or lease) the outage swallowed.
+	args := append(workerArgs(tg.URL, 2*time.Second, 32),
+		"-set", "scheduler.strand_check=500ms", "-set", "queues.default.backoff.base=200ms")
+	s := c.start("aof-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("aof-s") })
+	w := c.startWorker("aof-w", args...)
+
+	// The producer's own connection and client retry nothing, so every
+	// failure during the outage reaches it (the default client would
+	// hide a short outage behind its own retries).
+	prdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { prdb.Close() })
+	pcli, err := client.New(prdb, client.Config{Shards: nShards, RetryFor: client.NoRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type enq struct {
+		at    time.Time // when the call returned
+		due   time.Time
+		retry bool // acknowledged by a retry after an unknown outcome
+		dup   bool // the retry answered ErrDuplicate: the first call stored it
+	}
+	var (
+		pmu     sync.Mutex
+		acked   = map[string]enq{}
+		unknown []string // error returned: outcome unknown, to send again
+		errs    = map[string]int{}
+		errAt   []time.Time
+		sent    int
+	)
+	pctx, stopProducer := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // also when the test fails before the load ends
+	defer stopProducer()
+	wg.Add(1)
+	go func() { // the producer: 200 tasks/s until stopProducer
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+			id := fmt.Sprintf("aof-%d", i)
+			res, err := pcli.Enqueue(pctx, client.Task{ID: id, Queue: "default", Payload: []byte("x"),
+				Delay: time.Duration(rand.IntN(3000)) * time.Millisecond})
+			now := time.Now()
+			if pctx.Err() != nil && err != nil {
+				// Cancelled by the end of the load: outcome unknown as well.
+				pmu.Lock()
+				unknown = append(unknown, id)
+				pmu.Unlock()
+				return
+			}
+			pmu.Lock()
+			sent++
+			if err == nil {
+				acked[id] = enq{at: now, due: res.Due}
+			} else {
+				unknown = append(unknown, id)
+				errs[errClass(err)]++
+				errAt = append(errAt, now)
+			}
+			pmu.Unlock()
+		}
+	}()
+
+	loadStart := time.Now()
+	testenv.WaitFor(t, 20*time.Second, "first delivery", func() (bool, string) {
+		d, _ := tg.delivered()
+		return d > 0, "none yet"
+	})
+	<-time.After(time.Until(loadStart.Add(2 * time.Second))) // timed phase: 2 s of load
+
+	killed := time.Now()
+	c.redis.Kill()
+	pmu.Lock()
+	ackedBeforeKill := len(acked)
+	pmu.Unlock()
+	<-time.After(time.Second) // timed phase: Redis down for 1 s under load
+	// restarted is when the new redis-server is started; Restart returns
+	// once it answers PING (its probe may add a few hundred ms).
+	restarted := time.Now()
+	c.redis.Restart()
+	answered := time.Now()
+	<-time.After(2 * time.Second) // timed phase: 2 s of load after the restart
+	stopProducer()
+	wg.Wait()
+	loadEnd := time.Now()
+
+	// Send every unknown outcome again with the same id (the default
+	// client retries transient errors itself for 5 s more).
+	pmu.Lock()
+	retryIDs := append([]string(nil), unknown...)
+	pmu.Unlock()
+	var retryDup, retryNew, unresolved int
+	var unresolvedErr error
+	for _, id := range retryIDs {
+		res, err := c.cli.Enqueue(ctx, client.Task{ID: id, Queue: "default", Payload: []byte("x"),
+			Delay: time.Duration(rand.IntN(3000)) * time.Millisecond})
+		now := time.Now()
+		switch {
+		case err == nil:
+			retryNew++
+			acked[id] = enq{at: now, due: res.Due, retry: true}
+		case errors.Is(err, client.ErrDuplicate):
+			retryDup++
+			acked[id] = enq{at: now, retry: true, dup: true}
+		default:
+			unresolved++
+			unresolvedErr = err
+		}
+	}
+	if unresolved > 0 {
+		t.Errorf("%d ids still of unknown outcome after Redis came back (last error: %v)", unresolved, unresolvedErr)
+	}
+
+	// Evidence if something acknowledged never arrives: where the id is
+	// now, and whether Redis's append-only file ever held it.
+	missing := func() []string {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		var out []string
+		for id := range acked {
+			if tg.count[id] == 0 {
+				out = append(out, id)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		lost := missing()
+		aof := readAOF(c.redis.Dir)
+		for i, id := range lost {
+			if i == 20 {
+				t.Logf("... and %d more", len(lost)-20)
+				break
+			}
+			e := acked[id]
+			info, err := c.cli.Lookup(context.Background(), id)
+			t.Logf("not delivered: %s acknowledged %s after the kill (by a retry: %v, duplicate: %v); lookup: state %q attempts %d due %s, err %v; in the AOF: %v",
+				id, e.at.Sub(killed).Round(time.Millisecond), e.retry, e.dup, info.State, info.Attempts, info.Due.Format("15:04:05.000"), err,
+				strings.Contains(aof, id+"|") || strings.Contains(aof, id+"\r\n"))
+		}
+	})
+
+	testenv.WaitFor(t, 45*time.Second, "every acknowledged task delivered at least once", func() (bool, string) {
+		m := missing()
+		if len(m) == 0 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d of %d acknowledged tasks not delivered, e.g. %v", len(m), len(acked), m[:min(5, len(m))])
+	})
+	delivered := time.Now()
+
+	if !s.Running() || !w.Running() {
+		t.Fatalf("scheduler running %v, worker running %v: both must ride out the Redis restart", s.Running(), w.Running())
+	}
+	tg.mu.Lock()
+	distinct, dupIDs, extra, strangers := len(tg.count), 0, 0, 0
+	for id, n := range tg.count {
+		if n > 1 {
+			dupIDs++
+			extra += n - 1
+		}
+		if _, ok := acked[id]; !ok {
+			strangers++
+		}
+	}
+	var firstAfter time.Time
+	var lateAfter []time.Duration // first delivery - due, tasks acknowledged after the restart
+	for id, ts := range tg.first {
+		if e, ok := acked[id]; ok && e.at.After(restarted) && !e.retry {
+			if firstAfter.IsZero() || ts.Before(firstAfter) {
+				firstAfter = ts
+			}
+			lateAfter = append(lateAfter, ts.Sub(e.due))
+		}
+	}
+	tg.mu.Unlock()
+	dmu.Lock()
+	var lastBefore, resumed time.Time
+	for _, ts := range at {
+		if ts.Before(killed) {
+			lastBefore = ts
+		} else if ts.After(restarted) && resumed.IsZero() {
+			resumed = ts
+		}
+	}
+	duringOutage := 0
+	for _, ts := range at {
+		if ts.After(killed) && ts.Before(restarted) {
+			duringOutage++
+		}
+	}
+	dmu.Unlock()
+
+	var errList []string
+	for k, n := range errs {
+		errList = append(errList, fmt.Sprintf("%d× %s", n, k))
+	}
+	sort.Strings(errList)
+	var errSpan string
+	if len(errAt) > 0 {
+		errSpan = fmt.Sprintf(", from %s to %s after the kill", errAt[0].Sub(killed).Round(time.Millisecond), errAt[len(errAt)-1].Sub(killed).Round(time.Millisecond))
+	}
+	t.Logf("appendfsync always, redis SIGKILLed after %s of load (%d acknowledged by then), restarted %s later (answered the harness's PING %s after that), load for %s in all",
+		killed.Sub(loadStart).Round(time.Millisecond), ackedBeforeKill, restarted.Sub(killed).Round(time.Millisecond),
+		answered.Sub(restarted).Round(time.Millisecond), loadEnd.Sub(loadStart).Round(time.Millisecond))
+	t.Logf("enqueues: %d sent, %d acknowledged (%d at once, %d by a retry after an error: %d stored by the first call (duplicate), %d stored by the retry), 0 lost",
+		sent, len(acked), len(acked)-retryDup-retryNew, retryDup+retryNew, retryDup, retryNew)
+	t.Logf("enqueue errors: %d%s: %s", len(errAt), errSpan, strings.Join(errList, "; "))
+	t.Logf("deliveries: %d distinct ids (%d not acknowledged), %d delivered more than once (%d extra deliveries), %d deliveries between the kill and the restart (tasks popped before the kill); all delivered %s after the restart",
+		distinct, strangers, dupIDs, extra, duringOutage, delivered.Sub(restarted).Round(time.Millisecond))
+	t.Logf("first delivery after the restart: %s after it (last one before the kill: %s before it); first delivery of a task enqueued after the restart (the whole path reconnected): %s after the restart; "+
+		"%d tasks enqueued after the restart: receive - due p50 %s max %s",
+		sinceOrNever(resumed, restarted), sinceOrNever(killed, lastBefore), sinceOrNever(firstAfter, restarted),
+		len(lateAfter), percentile(lateAfter, 0.5), percentile(lateAfter, 1))
+}
+
+// errClass shortens an enqueue error to its kind, without addresses or
+// ids, for counting.
+func errClass(err error) string {
+	s := err.Error()
+	for _, k := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "LOADING", "i/o timeout"} {
+		if strings.Contains(s, k) {
+			return k
+		}
+	}
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return s
+}
+
+// sinceOrNever formats b - a, or "never" if b is zero.
+func sinceOrNever(b, a time.Time) string {
+	if b.IsZero() || a.IsZero() {
+		return "never"
+	}
+	return b.Sub(a).Round(time.Millisecond).String()
+}
+
+// readAOF returns the contents of every append-only file under dir
+// (Redis 7 keeps them in appendonlydir/).
+func readAOF(dir string) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(dir, "appendonlydir", "*"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*.aof"))
+	for _, f := range append(files, more...) {
+		if data, err := os.ReadFile(f); err == nil {
+			b.Write(data)
+		}
+	}
+	return b.String()
+}
