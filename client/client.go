@@ -23,6 +23,11 @@ var (
 	ErrInvalidArgument = shard.ErrInvalidArgument
 	ErrNotFound        = shard.ErrNotFound
 	ErrActive          = shard.ErrActive
+	// ErrNotReplicated reports an enqueue stored on the primary but not
+	// confirmed by Config.WaitReplicas replicas within
+	// Config.WaitTimeout: a failover now may lose it. Enqueueing it again
+	// with the same id is safe (ErrDuplicate then means it is stored).
+	ErrNotReplicated = shard.ErrNotReplicated
 	// ErrInvalidConfig wraps every error of Config.Validate and New. Such
 	// an error also matches ErrInvalidArgument.
 	ErrInvalidConfig = errors.New("client: invalid config")
@@ -55,7 +60,21 @@ type Config struct {
 	// since the script may have run. Default DefaultRetryFor; NoRetry
 	// (any negative value) returns the first error. The ctx bounds it too.
 	RetryFor time.Duration
+	// WaitReplicas, when positive, turns on the durability mode for a
+	// primary with replicas (standalone or Sentinel): each enqueue call
+	// is followed by WAIT on its connection, and reports
+	// ErrNotReplicated unless that many replicas confirmed it within
+	// WaitTimeout. An acknowledged enqueue then survives a failover to a
+	// replica that confirmed it. Not for a Redis Cluster (New refuses
+	// it). Default 0: no wait, a failover may lose the enqueues of its
+	// replication lag.
+	WaitReplicas int
+	// WaitTimeout bounds the WAIT; default DefaultWaitTimeout.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is Config.WaitTimeout's default.
+const DefaultWaitTimeout = time.Second
 
 // Retry settings.
 const (
@@ -77,6 +96,9 @@ func (c Config) Validate() error {
 	if c.MaxPayload < 0 || c.MaxPayload > shard.MaxPayloadLimit {
 		p.Addf("MaxPayload %d not in 1..%d (0: the default)", c.MaxPayload, shard.MaxPayloadLimit)
 	}
+	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
+		p.Addf("WaitReplicas %d and WaitTimeout %s must not be negative", c.WaitReplicas, c.WaitTimeout)
+	}
 	return p.Err()
 }
 
@@ -89,6 +111,9 @@ func (c Config) withDefaults() Config {
 	c.Namespace, c.Shards = shard.LayoutDefaults(c.Namespace, c.Shards)
 	if c.MaxPayload == 0 {
 		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
+		c.WaitTimeout = DefaultWaitTimeout
 	}
 	switch {
 	case c.RetryFor == 0:
@@ -124,7 +149,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, invalidConfig("%w", err)
 	}
-	return &Client{store: shard.NewStore(rdb, l), maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
+	if _, ok := rdb.(*redis.ClusterClient); ok && cfg.WaitReplicas > 0 {
+		return nil, invalidConfig("WaitReplicas needs a single primary; a Redis Cluster pipeline spans several nodes")
+	}
+	store := shard.NewStore(rdb, l).WithDurability(shard.Durability{Replicas: cfg.WaitReplicas, Timeout: cfg.WaitTimeout})
+	return &Client{store: store, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
 }
 
 // Task describes one task to enqueue.

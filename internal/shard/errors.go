@@ -25,6 +25,11 @@ var (
 	// delivery token is no longer the task's: its lease expired and the
 	// task was rescheduled or delivered again.
 	ErrStaleToken = errors.New("hourglass: stale delivery token")
+	// ErrNotReplicated reports an enqueue that Redis stored but whose
+	// copy did not reach the replicas a Durability asked for in time:
+	// a failover now may lose it. Sending it again with the same id is
+	// safe (ErrDuplicate then says it is stored).
+	ErrNotReplicated = errors.New("hourglass: stored, not yet replicated")
 	// ErrStaleEpoch reports a fenced script called with an epoch older
 	// than the shard's current owner's.
 	ErrStaleEpoch = errors.New("shard: stale epoch")

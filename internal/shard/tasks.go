@@ -82,7 +82,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			idx = idx[n:]
 		}
 	}
-	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
+	cmds, replicated, err := enqueueScript.runPipelinedWait(ctx, s.rdb, calls, s.wait)
 	for c, idx := range members {
 		if err != nil {
 			for _, i := range idx {
@@ -99,6 +99,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 				out[i].Err = fmt.Errorf("shard: enqueue %q: unexpected reply of %d values", as[i].ID, len(v))
 			default:
 				out[i] = parseEnqueue(as[i], v[3*k:3*k+3])
+				if out[i].Err == nil && !replicated {
+					out[i].Err = fmt.Errorf("%w: %q (WAIT %d replicas, %s)", ErrNotReplicated, as[i].ID, s.wait.Replicas, s.wait.Timeout)
+				}
 			}
 		}
 	}
