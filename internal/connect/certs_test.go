@@ -22,7 +22,8 @@ type testPKI struct {
 }
 
 // newTestPKI writes a CA and certificates for 127.0.0.1 / localhost to a
-// temporary directory.
+// temporary directory. Each call makes a new CA, so the certificates of
+// one call are unknown to another's CA.
 func newTestPKI(t *testing.T) testPKI {
 	t.Helper()
 	dir := t.TempDir()
@@ -47,7 +48,7 @@ func newTestPKI(t *testing.T) testPKI {
 	p := testPKI{CA: filepath.Join(dir, "ca.pem")}
 	writePEM(t, p.CA, "CERTIFICATE", caDER)
 
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	leaf := func(name string, serial int64, usage ...x509.ExtKeyUsage) (certFile, keyFile string) {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial),
@@ -55,7 +56,7 @@ func newTestPKI(t *testing.T) testPKI {
 			NotBefore:    time.Now().Add(-time.Hour),
 			NotAfter:     time.Now().Add(24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usage,
 			DNSNames:     []string{"localhost"},
 			IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		}
@@ -72,7 +73,9 @@ func newTestPKI(t *testing.T) testPKI {
 		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
 		return certFile, keyFile
 	}
-	p.ServerCert, p.ServerKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
+	// The server certificate may act as a client too, as etcd members'
+	// certificates do: testenv.WithEtcdTLS presents it for its probes.
+	p.ServerCert, p.ServerKey = leaf("server", 2, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	p.ClientCert, p.ClientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
 	return p
 }
