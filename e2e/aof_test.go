@@ -281,7 +281,7 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 // ids, for counting.
 func errClass(err error) string {
 	s := err.Error()
-	for _, k := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "LOADING", "i/o timeout"} {
+	for _, k := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "LOADING", "i/o timeout", "not yet replicated", "context canceled"} {
 		if strings.Contains(s, k) {
 			return k
 		}

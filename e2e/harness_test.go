@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -31,19 +32,31 @@ type cluster struct {
 	t     *testing.T
 	bin   string
 	wbin  string
-	redis *testenv.Redis
-	etcd  *testenv.Etcd
-	rdb   *redis.Client
-	ecli  *clientv3.Client
-	store *shard.Store
-	cli   *client.Client
+	redis *testenv.Redis // with withSentinel, the first primary
+	// sentinel is set by withSentinel.
+	sentinel *testenv.SentinelSetup
+	// redisArgs are the binaries' settings that reach Redis.
+	redisArgs []string
+	etcd      *testenv.Etcd
+	rdb       *redis.Client
+	ecli      *clientv3.Client
+	store     *shard.Store
+	cli       *client.Client
 }
 
 // clusterOption adjusts how newCluster starts the servers.
 type clusterOption func(*clusterOptions)
 
 type clusterOptions struct {
-	redis []testenv.RedisOption
+	redis    []testenv.RedisOption
+	sentinel bool
+}
+
+// withSentinel runs Redis as a primary, a replica and three Sentinels;
+// the binaries and the test's clients find the primary through the
+// Sentinels (redis.mode sentinel).
+func withSentinel() clusterOption {
+	return func(o *clusterOptions) { o.sentinel = true }
 }
 
 // withRedis starts redis-server with opts (for example
@@ -59,9 +72,18 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 		opt(&o)
 	}
 	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler"), wbin: testenv.BuildBinary(t, "./cmd/worker")}
-	c.redis = testenv.StartRedis(t, o.redis...)
+	if o.sentinel {
+		c.sentinel = testenv.StartSentinel(t)
+		c.redis = c.sentinel.Primary
+		c.rdb = c.sentinel.FailoverClient(t)
+		c.redisArgs = []string{"-set", "redis.mode=sentinel", "-set", "redis.addr=",
+			"-set", "redis.addrs=" + strings.Join(c.sentinel.SentinelAddrs, ","), "-set", "redis.master_name=" + c.sentinel.MasterName}
+	} else {
+		c.redis = testenv.StartRedis(t, o.redis...)
+		c.rdb = c.redis.Client(t)
+		c.redisArgs = []string{"-set", "redis.addr=" + c.redis.Addr}
+	}
 	c.etcd = testenv.StartEtcd(t)
-	c.rdb = c.redis.Client(t)
 	c.ecli = c.etcd.Client(t)
 	l, _ := shard.NewLayout("hourglass", nShards)
 	c.store = shard.NewStore(c.rdb, l)
@@ -99,13 +121,12 @@ func (c *cluster) startWorker(id string, extra ...string) *sched {
 func (c *cluster) spawn(id, bin string, extra, env []string) *sched {
 	c.t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(c.t))
-	args := []string{
-		"-set", "redis.addr=" + c.redis.Addr,
-		"-set", "etcd.endpoints=" + c.etcd.Endpoint,
+	args := append(slices.Clone(c.redisArgs),
+		"-set", "etcd.endpoints="+c.etcd.Endpoint,
 		"-set", fmt.Sprintf("shards=%d", nShards),
-		"-set", "http.addr=" + addr,
+		"-set", "http.addr="+addr,
 		"-set", "log.level=debug",
-	}
+	)
 	p := testenv.StartProcess(c.t, id, bin, append(args, extra...), env)
 	return &sched{Process: p, id: id, http: addr}
 }

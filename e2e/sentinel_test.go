@@ -1,0 +1,155 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// readyWatch polls a process's /readyz until stopped and remembers
+// whether it answered 503 and, after that, 200 again.
+type readyWatch struct {
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu               sync.Mutex
+	down, downThenUp bool
+	firstDown        time.Time
+}
+
+func watchReady(t *testing.T, addr string) *readyWatch {
+	ctx, stop := context.WithCancel(context.Background())
+	w := &readyWatch{stop: stop}
+	t.Cleanup(w.Stop)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			req, _ := http.NewRequestWithContext(rctx, "GET", "http://"+addr+"/readyz", nil)
+			resp, err := http.DefaultClient.Do(req)
+			cancel()
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			w.mu.Lock()
+			switch {
+			case resp.StatusCode == http.StatusServiceUnavailable && !w.down:
+				w.down, w.firstDown = true, time.Now()
+			case resp.StatusCode == http.StatusOK && w.down:
+				w.downThenUp = true
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// Stop ends the polling and waits for it.
+func (w *readyWatch) Stop() { w.stop(); w.wg.Wait() }
+
+// TestSentinelFlowAndFailover: on a primary, a replica and three
+// Sentinels, the end-to-end flow delivers each task exactly once; then
+// the primary is SIGKILLed under load and a Sentinel promotes the
+// replica: the scheduler and the worker carry on by themselves, /readyz
+// reports the outage while it lasts, and with the client's durability
+// mode (WAIT for one replica) no acknowledged task is lost. (With its
+// only replica promoted, the new primary has none: its enqueues report
+// ErrNotReplicated, and the producer's retry with the same id finds them
+// stored.)
+func TestSentinelFlowAndFailover(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, withSentinel())
+	tg := newTarget(t)
+	args := append(workerArgs(tg.URL, 5*time.Second, 16), "-set", "scheduler.strand_check=500ms")
+	s := c.start("sn-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("sn-s") })
+	w := c.startWorker("sn-w", args...)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+
+	// The flow: every task delivered exactly once.
+	const n = 300
+	for i := range n {
+		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("flow-%d", i), Queue: "default",
+			Delay: time.Duration(i%10) * 100 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 30*time.Second, "the flow delivered", func() (bool, string) {
+		d, total := tg.delivered()
+		return d == n, fmt.Sprintf("%d distinct, %d in all", d, total)
+	})
+	if d, total := tg.delivered(); total != d {
+		t.Fatalf("flow: %d deliveries of %d tasks", total, d)
+	}
+
+	// The failover, under load, with the durability mode.
+	durable, err := client.New(c.rdb, client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: time.Second, RetryFor: client.NoRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := watchReady(t, s.http)
+	p := startProducer(t, durable, "fo-", 10*time.Millisecond, 2*time.Second)
+	loadStart := time.Now()
+	testenv.WaitFor(t, 20*time.Second, "load delivered", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.acked) > 100, fmt.Sprint(len(p.acked))
+	})
+	<-time.After(time.Until(loadStart.Add(1500 * time.Millisecond))) // timed phase: load before the kill
+	old := c.sentinel.Primary.Addr
+	killed := time.Now()
+	c.sentinel.Primary.Kill()
+	promoted, err := c.sentinel.WaitForNewPrimary(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("primary %s SIGKILLed; Sentinels promoted %s %s later", old, promoted, time.Since(killed).Round(time.Millisecond))
+	// The operator restarts the failed node: the Sentinels make it a
+	// replica of the new primary, and WAIT is satisfied again.
+	c.sentinel.Primary.Restart()
+	var resumed time.Time
+	testenv.WaitFor(t, 30*time.Second, "a task sent after the kill delivered", func() (bool, string) {
+		resumed = p.firstDeliveredAfter(tg, killed)
+		return !resumed.IsZero(), "none yet"
+	})
+	<-time.After(time.Until(resumed.Add(time.Second))) // timed phase: load after the failover
+	p.Stop()
+	p.settle(t, ctx)
+	testenv.WaitFor(t, 45*time.Second, "every acknowledged task delivered", func() (bool, string) {
+		m := p.missing(tg)
+		return len(m) == 0, fmt.Sprintf("%d missing, e.g. %.5v", len(m), m)
+	})
+	ready.Stop()
+	ready.mu.Lock()
+	down, up, firstDown := ready.down, ready.downThenUp, ready.firstDown
+	ready.mu.Unlock()
+	if !down || !up {
+		t.Errorf("/readyz during the failover: 503 seen %v, 200 again after it %v", down, up)
+	}
+	for _, proc := range []*sched{s, w} {
+		if !proc.Running() {
+			t.Errorf("%s exited: it should have carried on by itself", proc.id)
+		}
+	}
+	p.mu.Lock()
+	acked := len(p.acked)
+	p.mu.Unlock()
+	t.Logf("failover: %d acknowledged, 0 lost, %d delivered more than once; /readyz 503 %s after the kill; "+
+		"first delivery of a task enqueued after the kill %s after it",
+		acked, p.duplicates(tg), firstDown.Sub(killed).Round(time.Millisecond), resumed.Sub(killed).Round(time.Millisecond))
+}
