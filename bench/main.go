@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover"}
+var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable"}
 
 func main() {
 	os.Exit(run())
@@ -143,6 +143,7 @@ func run() int {
 		rep.Scenarios = append(rep.Scenarios, st, sat)
 	})
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
+	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no results written")
 		return 1
