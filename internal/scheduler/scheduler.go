@@ -204,7 +204,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	err := s.registerQueues(ctx)
 	if err == nil {
+		wctx, stopWatch := context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchRegistry(wctx)
+		}()
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
+		stopWatch()
 	}
 
 	s.waker.Close()
@@ -221,6 +228,38 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // registerQueues writes the configured queue policies and the far tier's
 // settings to every shard, retrying while Redis is unreachable.
+// registryCheck is how often a replica checks that Redis still holds the
+// registration marker (one EXISTS).
+const registryCheck = 5 * time.Second
+
+// watchRegistry registers the queues again whenever the marker written
+// by registerQueues is gone: Redis restarted without its data, or was
+// flushed, and producers would get "unknown queue" until a scheduler
+// restarted. Queues registered or changed at run time (hourglass queue
+// set) are lost with the data; the configured ones come back. It returns
+// when ctx ends.
+func (s *Scheduler) watchRegistry(ctx context.Context) {
+	tick := time.NewTicker(registryCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := s.rdb.Exists(cctx, s.store.Layout().Registered()).Result()
+		cancel()
+		if err != nil || n == 1 {
+			continue // Redis unreachable: /readyz says so; checked again later
+		}
+		s.log.Warn("Redis lost the queue registry (restarted without its data, or flushed); registering the configured queues again")
+		if err := s.registerQueues(ctx); err != nil {
+			return // ctx ended
+		}
+	}
+}
+
 func (s *Scheduler) registerQueues(ctx context.Context) error {
 	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
@@ -231,6 +270,9 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		err := s.store.RegisterQueues(actx, policies)
 		if err == nil {
 			err = s.store.SetFarTier(actx, far)
+		}
+		if err == nil {
+			err = s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
 		}
 		cancel()
 		if err == nil {

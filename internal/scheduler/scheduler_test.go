@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/promread"
@@ -227,4 +230,47 @@ func TestHealthTellsTheTruthEarly(t *testing.T) {
 	// Redis end only with their own timeouts.
 	r.Redis.Resume()
 	paused = false
+}
+
+// TestRegistryComesBackAfterRedisLosesData: Redis flushed (as after a
+// restart without persistence) loses the queue registry; the running
+// replica notices within registryCheck and registers its queues again,
+// so producers stop getting "unknown queue" without a scheduler restart.
+func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
+	cfg, r, _ := replicaConfig(t, "registry")
+	logs := &testenv.Buffer{}
+	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	cli, err := client.New(r.RDB, client.Config{Namespace: cfg.Namespace, Shards: cfg.Shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx := testenv.Ctx(t, 30*time.Second)
+	testenv.WaitFor(t, 15*time.Second, "queue default registered", func() (bool, string) {
+		_, err := cli.Enqueue(tctx, client.Task{Queue: "default", Delay: time.Hour})
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := r.RDB.FlushAll(tctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Enqueue(tctx, client.Task{Queue: "default"}); !errors.Is(err, client.ErrUnknownQueue) {
+		t.Fatalf("right after the flush: %v, want ErrUnknownQueue", err)
+	}
+	testenv.WaitFor(t, 3*registryCheck, "queue default registered again", func() (bool, string) {
+		_, err := cli.Enqueue(tctx, client.Task{Queue: "default", Delay: time.Hour})
+		return err == nil, fmt.Sprint(err)
+	})
+	if !strings.Contains(logs.String(), "Redis lost the queue registry") {
+		t.Errorf("the re-registration was not logged:\n%s", logs.String())
+	}
 }

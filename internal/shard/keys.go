@@ -153,6 +153,12 @@ func (l Layout) Paused() string { return "{" + l.ns + "}:paused" }
 // Paused when they hear it, and when they (re)subscribe.
 func (l Layout) ControlChannel() string { return "{" + l.ns + "}:control" }
 
+// Registered is set by a scheduler once it has registered its queues:
+// its absence tells the schedulers that Redis lost its data (a restart
+// without persistence, a flush) and that the queues must be registered
+// again.
+func (l Layout) Registered() string { return "{" + l.ns + "}:registered" }
+
 // Epoch holds the fencing epoch of the shard's current owner.
 func (l Layout) Epoch(s int) string { return l.Tag(s) + ":epoch" }
 
