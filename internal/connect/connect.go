@@ -15,9 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
@@ -90,6 +93,54 @@ func Etcd(cfg config.EtcdConfig) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("connect: etcd: %w", err)
 	}
 	return c, nil
+}
+
+// CheckEtcdTLS completes a TLS handshake with every https endpoint of
+// cfg and waits up to a fraction of ctx's time for the server to reject
+// the client certificate, and returns the first failure, naming its
+// endpoint. The etcd client reports such failures only as "context
+// deadline exceeded"; this says why (an unknown authority, a bad or
+// missing client certificate). A server that accepts the handshake and
+// waits for a request passes. Endpoints without TLS are skipped.
+func CheckEtcdTLS(ctx context.Context, cfg config.EtcdConfig) error {
+	tc, err := tlsConfig(cfg.TLS)
+	if err != nil || tc == nil {
+		return err
+	}
+	for _, ep := range cfg.Endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "https" {
+			continue
+		}
+		if err := tlsHandshake(ctx, u.Host, tc); err != nil {
+			return fmt.Errorf("connect: etcd %s: TLS: %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// tlsHandshake dials addr with tc and reads once: a server that rejects
+// the client's certificate says so in an alert after the handshake (TLS
+// 1.3); one that accepts waits for a request, and the read times out.
+func tlsHandshake(ctx context.Context, addr string, tc *tls.Config) error {
+	d := tls.Dialer{Config: tc}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	wait := 500 * time.Millisecond
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
+		return err
+	}
+	_, err = conn.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return nil
+	}
+	return err
 }
 
 // TLS returns the client TLS configuration described by c, or nil when

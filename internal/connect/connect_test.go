@@ -107,7 +107,7 @@ func TestRedisACLUserAndDB(t *testing.T) {
 }
 
 func TestRedisTLS(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testenv.NewPKI(t)
 	tlsPort := testenv.FreePort(t)
 	testenv.StartRedis(t, testenv.WithRedisArgs(
 		"--tls-port", strconv.Itoa(tlsPort),
@@ -206,7 +206,7 @@ func TestEtcdAuth(t *testing.T) {
 }
 
 func TestTLSConfig(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testenv.NewPKI(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {

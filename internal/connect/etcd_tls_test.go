@@ -2,9 +2,6 @@ package connect_test
 
 import (
 	"context"
-	"crypto/tls"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +23,8 @@ const etcdFailBudget = 3 * time.Second
 // context's deadline, and a handshake with the same TLS configuration
 // with an error that names the TLS problem.
 func TestEtcdTLS(t *testing.T) {
-	pki := newTestPKI(t)
-	other := newTestPKI(t) // a CA etcd does not know, and its certificates
+	pki := testenv.NewPKI(t)
+	other := testenv.NewPKI(t) // a CA etcd does not know, and its certificates
 	e := testenv.StartEtcd(t, testenv.WithEtcdTLS(pki.CA, pki.ServerCert, pki.ServerKey))
 	if !strings.HasPrefix(e.Endpoint, "https://127.0.0.1:") {
 		t.Fatalf("endpoint %q, want https://127.0.0.1:port", e.Endpoint)
@@ -140,41 +137,11 @@ func etcdTLSConfig(endpoint string, tc config.TLSConfig) config.EtcdConfig {
 	return cfg
 }
 
-// handshake makes a TLS connection to endpoint's host with the client
-// configuration connect.TLS builds from tc and reads from it until the
-// server answers: nothing, for a handshake it accepted (the read times
-// out and handshake returns nil), or an alert and a close, for a client
-// certificate it rejected. With TLS 1.3 the server judges the client's
-// certificate after the client's side of the handshake is done, so the
-// rejection arrives on that read; writing first (as gRPC does) races the
-// alert and may see a broken pipe instead. Everything ends within
-// etcdFailBudget.
 func handshake(t *testing.T, endpoint string, tc config.TLSConfig) error {
 	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := connect.TLS(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: etcdFailBudget}, Config: cfg}
 	ctx, cancel := context.WithTimeout(context.Background(), etcdFailBudget)
 	defer cancel()
-	conn, err := d.DialContext(ctx, "tcp", u.Host)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.SetReadDeadline(time.Now().Add(etcdFailBudget / 2)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Read(make([]byte, 1))
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		return nil // accepted: the server waits for a request
-	}
-	return err
+	return connect.CheckEtcdTLS(ctx, config.EtcdConfig{Endpoints: []string{endpoint}, TLS: tc})
 }
 
 func containsAny(s string, fragments []string) bool {

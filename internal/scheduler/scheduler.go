@@ -202,6 +202,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}()
 		s.log.Info("serving http", "addr", s.listener.Addr().String())
 	}
+	if s.cfg.Etcd.TLS.Enabled {
+		// The etcd client would only ever say "context deadline exceeded".
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := connect.CheckEtcdTLS(cctx, s.cfg.Etcd); err != nil {
+			s.log.Error("etcd TLS check failed: this replica will own no shard until etcd accepts it", "error", err)
+		}
+		cancel()
+	}
 	err := s.registerQueues(ctx)
 	if err == nil {
 		wctx, stopWatch := context.WithCancel(ctx)

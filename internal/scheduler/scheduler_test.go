@@ -274,3 +274,31 @@ func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
 		t.Errorf("the re-registration was not logged:\n%s", logs.String())
 	}
 }
+
+// TestEtcdTLSFailureIsNamed: a replica whose etcd requires a client
+// certificate it does not present says so at start, with the TLS cause,
+// instead of only "context deadline exceeded" from every etcd call.
+func TestEtcdTLSFailureIsNamed(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	e := testenv.StartEtcd(t, testenv.WithEtcdTLS(pki.CA, pki.ServerCert, pki.ServerKey))
+	cfg, _, _ := replicaConfig(t, "tls")
+	cfg.Etcd.Endpoints = []string{e.Endpoint}
+	cfg.Etcd.TLS = config.TLSConfig{Enabled: true, CAFile: pki.CA} // no client certificate
+	logs := &testenv.Buffer{}
+	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	testenv.WaitFor(t, 10*time.Second, "the TLS failure logged", func() (bool, string) {
+		l := logs.String()
+		return strings.Contains(l, "etcd TLS check failed") && strings.Contains(l, "certificate"), l
+	})
+}

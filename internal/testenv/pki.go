@@ -1,4 +1,4 @@
-package connect_test
+package testenv
 
 import (
 	"crypto/ecdsa"
@@ -15,16 +15,17 @@ import (
 	"time"
 )
 
-// testPKI is a throw-away certificate authority with one server and one
-// client certificate, written as PEM files.
-type testPKI struct {
+// PKI is a throw-away certificate authority with one server and one
+// client certificate, written as PEM files, for TLS tests of Redis and
+// etcd.
+type PKI struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
 }
 
-// newTestPKI writes a CA and certificates for 127.0.0.1 / localhost to a
+// NewPKI writes a CA and certificates for 127.0.0.1 / localhost to a
 // temporary directory. Each call makes a new CA, so the certificates of
 // one call are unknown to another's CA.
-func newTestPKI(t *testing.T) testPKI {
+func NewPKI(t testing.TB) PKI {
 	t.Helper()
 	dir := t.TempDir()
 	caKey := newKey(t)
@@ -45,7 +46,7 @@ func newTestPKI(t *testing.T) testPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := testPKI{CA: filepath.Join(dir, "ca.pem")}
+	p := PKI{CA: filepath.Join(dir, "ca.pem")}
 	writePEM(t, p.CA, "CERTIFICATE", caDER)
 
 	leaf := func(name string, serial int64, usage ...x509.ExtKeyUsage) (certFile, keyFile string) {
@@ -80,7 +81,7 @@ func newTestPKI(t *testing.T) testPKI {
 	return p
 }
 
-func newKey(t *testing.T) *ecdsa.PrivateKey {
+func newKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -89,7 +90,7 @@ func newKey(t *testing.T) *ecdsa.PrivateKey {
 	return k
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
