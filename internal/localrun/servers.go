@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -79,15 +80,31 @@ func (r *Redis) Restart() error {
 // Etcd is a single-member etcd cluster on loopback ports.
 type Etcd struct {
 	*Proc
-	// Endpoint is the client URL, http://127.0.0.1:port.
+	// Endpoint is the client URL, http://127.0.0.1:port (https:// with
+	// TLS).
 	Endpoint string
 	// Dir is the member's data directory.
 	Dir string
+	// client is the /health probe's TLS configuration (nil: plain).
+	client *tls.Config
+}
+
+// EtcdTLS serves a member's client port over TLS and requires client
+// certificates (--client-cert-auth); peer traffic stays plain.
+type EtcdTLS struct {
+	CAFile, CertFile, KeyFile string
+	// Client is the TLS configuration of the /health probe: it must
+	// trust CAFile and present a certificate the member accepts.
+	Client *tls.Config
 }
 
 // StartEtcd starts etcd with its data under dir and waits until /health
 // answers.
-func StartEtcd(dir string) (*Etcd, error) {
+func StartEtcd(dir string) (*Etcd, error) { return StartEtcdTLS(dir, nil) }
+
+// StartEtcdTLS is StartEtcd with the client port over TLS when t is not
+// nil.
+func StartEtcdTLS(dir string, t *EtcdTLS) (*Etcd, error) {
 	bin, err := Look("etcd")
 	if err != nil {
 		return nil, err
@@ -105,7 +122,11 @@ func StartEtcd(dir string) (*Etcd, error) {
 		if cport == pport {
 			continue
 		}
-		client := fmt.Sprintf("http://127.0.0.1:%d", cport)
+		scheme := "http"
+		if t != nil {
+			scheme = "https"
+		}
+		client := fmt.Sprintf("%s://127.0.0.1:%d", scheme, cport)
 		peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
 		data := filepath.Join(dir, fmt.Sprintf("etcd-%d", cport))
 		args := []string{
@@ -115,12 +136,17 @@ func StartEtcd(dir string) (*Etcd, error) {
 			"--initial-cluster", "hourglass=" + peer, "--initial-cluster-state", "new",
 			"--log-level", "warn", "--logger", "zap",
 		}
+		e := &Etcd{Endpoint: client, Dir: data}
+		if t != nil {
+			args = append(args, "--cert-file", t.CertFile, "--key-file", t.KeyFile, "--trusted-ca-file", t.CAFile, "--client-cert-auth")
+			e.client = t.Client
+		}
 		p, err := Start(fmt.Sprintf("etcd-%d", cport), bin, args,
 			[]string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH}, filepath.Join(dir, fmt.Sprintf("etcd-%d.log", cport)))
 		if err != nil {
 			return nil, err
 		}
-		e := &Etcd{Proc: p, Endpoint: client, Dir: data}
+		e.Proc = p
 		if lastErr = p.WaitReady(startTimeout, e.Health); lastErr == nil {
 			return e, nil
 		}
@@ -132,6 +158,13 @@ func StartEtcd(dir string) (*Etcd, error) {
 // Health reports whether the member answers /health with 200.
 func (e *Etcd) Health() error {
 	c := http.Client{Timeout: 500 * time.Millisecond}
+	if e.client != nil {
+		// No keep-alive: no idle connection (and its goroutines)
+		// outlives the probe.
+		tr := &http.Transport{TLSClientConfig: e.client.Clone(), DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		c.Transport = tr
+	}
 	resp, err := c.Get(e.Endpoint + "/health")
 	if err != nil {
 		return err

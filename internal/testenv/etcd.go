@@ -4,10 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -17,10 +14,6 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 )
 
-// etcdStartTimeout bounds how long a TLS member may take to answer
-// /health (localrun uses the same bound for plain members).
-const etcdStartTimeout = 20 * time.Second
-
 // Etcd is a single-member etcd cluster started for one test.
 type Etcd struct {
 	*Process
@@ -29,7 +22,7 @@ type Etcd struct {
 	Endpoint string
 	// Dir is the member's data directory.
 	Dir string
-	srv *localrun.Etcd // plain members only
+	srv *localrun.Etcd
 	// tls is the harness's client TLS configuration (nil for a plain
 	// member): it trusts the test CA and presents the member's own
 	// certificate.
@@ -78,48 +71,18 @@ func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 }
 
 // startEtcdTLS starts a member whose client port requires TLS with client
-// certificates, the way localrun.StartEtcd starts a plain one: it retries
-// on other ports if the chosen ones were taken meanwhile.
+// certificates.
 func startEtcdTLS(t testing.TB, o etcdOptions) *Etcd {
 	t.Helper()
 	tc, err := harnessTLS(o)
 	if err != nil {
 		t.Fatalf("testenv: etcd TLS: %v", err)
 	}
-	bin := LookBinary(t, "etcd")
-	dir := t.TempDir()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		cport, pport := FreePort(t), FreePort(t)
-		if cport == pport {
-			continue
-		}
-		client := fmt.Sprintf("https://127.0.0.1:%d", cport)
-		peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
-		data := filepath.Join(dir, fmt.Sprintf("etcd-%d", cport))
-		args := []string{
-			"--name", "hourglass", "--data-dir", data,
-			"--listen-client-urls", client, "--advertise-client-urls", client,
-			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-			"--initial-cluster", "hourglass=" + peer, "--initial-cluster-state", "new",
-			"--cert-file", o.certFile, "--key-file", o.keyFile,
-			"--trusted-ca-file", o.caFile, "--client-cert-auth",
-			"--log-level", "warn", "--logger", "zap",
-		}
-		p, err := localrun.Start(fmt.Sprintf("etcd-%d", cport), bin, args,
-			[]string{"ETCD_UNSUPPORTED_ARCH=" + runtime.GOARCH}, filepath.Join(dir, fmt.Sprintf("etcd-%d.log", cport)))
-		if err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
-		e := &Etcd{Endpoint: client, Dir: data, tls: tc}
-		if lastErr = p.WaitReady(etcdStartTimeout, e.health); lastErr == nil {
-			e.Process = watch(t, p)
-			return e
-		}
-		p.Stop(time.Second)
+	srv, err := localrun.StartEtcdTLS(t.TempDir(), &localrun.EtcdTLS{CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile, Client: tc})
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
-	t.Fatalf("testenv: %v", lastErr)
-	return nil
+	return &Etcd{Process: watch(t, srv.Proc), Endpoint: srv.Endpoint, Dir: srv.Dir, srv: srv, tls: tc}
 }
 
 // harnessTLS returns the client TLS configuration of the harness: it
@@ -152,28 +115,6 @@ func harnessTLS(o etcdOptions) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
 }
 
-// health reports whether the member answers /health with 200, over TLS
-// when the member uses it.
-func (e *Etcd) health() error {
-	if e.tls == nil {
-		return e.srv.Health()
-	}
-	// No keep-alive: no idle connection (and its goroutines) outlives
-	// the probe.
-	tr := &http.Transport{TLSClientConfig: e.tls.Clone(), DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := http.Client{Timeout: 500 * time.Millisecond, Transport: tr}
-	resp, err := c.Get(e.Endpoint + "/health")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("testenv: etcd /health status %d", resp.StatusCode)
-	}
-	return nil
-}
-
 // Client returns an etcd client for the member, closed at cleanup. For a
 // member started WithEtcdTLS it trusts the test CA and presents the
 // member's certificate.
@@ -195,16 +136,7 @@ func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 // directory and waits until it is healthy.
 func (e *Etcd) Restart() {
 	e.t.Helper()
-	if e.tls == nil {
-		if err := e.srv.Restart(); err != nil {
-			e.t.Fatal(err)
-		}
-		return
-	}
-	if err := e.Proc.Restart(); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.WaitReady(etcdStartTimeout, e.health); err != nil {
+	if err := e.srv.Restart(); err != nil {
 		e.t.Fatal(err)
 	}
 }
