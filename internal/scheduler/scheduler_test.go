@@ -39,6 +39,26 @@ func replicaConfig(t *testing.T, id string) (config.Config, *shardtest.Env, *tes
 	return cfg, r, e
 }
 
+// runReplica runs a replica of cfg in-process until the test ends, and
+// returns it with the buffer its Info log goes to.
+func runReplica(t *testing.T, cfg config.Config) (*Scheduler, *testenv.Buffer) {
+	t.Helper()
+	logs := &testenv.Buffer{}
+	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return s, logs
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	hc := http.Client{Timeout: 2 * time.Second}
@@ -238,19 +258,7 @@ func TestHealthTellsTheTruthEarly(t *testing.T) {
 // so producers stop getting "unknown queue" without a scheduler restart.
 func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
 	cfg, r, _ := replicaConfig(t, "registry")
-	logs := &testenv.Buffer{}
-	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	_, logs := runReplica(t, cfg)
 	cli, err := client.New(r.RDB, client.Config{Namespace: cfg.Namespace, Shards: cfg.Shards})
 	if err != nil {
 		t.Fatal(err)
@@ -284,19 +292,7 @@ func TestEtcdTLSFailureIsNamed(t *testing.T) {
 	cfg, _, _ := replicaConfig(t, "tls")
 	cfg.Etcd.Endpoints = []string{e.Endpoint}
 	cfg.Etcd.TLS = config.TLSConfig{Enabled: true, CAFile: pki.CA} // no client certificate
-	logs := &testenv.Buffer{}
-	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	_, logs := runReplica(t, cfg)
 	testenv.WaitFor(t, 10*time.Second, "the TLS failure logged", func() (bool, string) {
 		l := logs.String()
 		return strings.Contains(l, "etcd TLS check failed") && strings.Contains(l, "certificate"), l
