@@ -275,12 +275,15 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		// Each attempt within a second, so that /readyz says within about
 		// a second why the replica is not ready.
 		actx, cancel := context.WithTimeout(ctx, time.Second)
-		err := s.store.RegisterQueues(actx, policies)
+		// The marker first: data lost after it (a flush between the two
+		// writes included) takes the marker with it, and watchRegistry
+		// registers again.
+		err := s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
 		if err == nil {
-			err = s.store.SetFarTier(actx, far)
+			err = s.store.RegisterQueues(actx, policies)
 		}
 		if err == nil {
-			err = s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
+			err = s.store.SetFarTier(actx, far)
 		}
 		cancel()
 		if err == nil {
