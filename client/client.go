@@ -99,6 +99,9 @@ func (c Config) Validate() error {
 	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
 		p.Addf("WaitReplicas %d and WaitTimeout %s must not be negative", c.WaitReplicas, c.WaitTimeout)
 	}
+	if c.WaitTimeout > 0 && c.WaitTimeout < time.Millisecond {
+		p.Addf("WaitTimeout %s is below WAIT's resolution of 1ms (0: the default)", c.WaitTimeout)
+	}
 	return p.Err()
 }
 
@@ -150,7 +153,14 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		return nil, invalidConfig("%w", err)
 	}
 	if _, ok := rdb.(*redis.ClusterClient); ok && cfg.WaitReplicas > 0 {
-		return nil, invalidConfig("WaitReplicas needs a single primary; a Redis Cluster pipeline spans several nodes")
+		return nil, invalidConfig("WaitReplicas needs a single primary; a Redis Cluster replicates per node")
+	}
+	if c, ok := rdb.(*redis.Client); ok && cfg.WaitReplicas > 0 {
+		// go-redis resends a command whose reply it did not read in
+		// time: a WAIT as long as the read timeout would be cut short.
+		if rt := c.Options().ReadTimeout; rt > 0 && cfg.WaitTimeout >= rt {
+			return nil, invalidConfig("WaitTimeout %s must be below the Redis client's read timeout %s", cfg.WaitTimeout, rt)
+		}
 	}
 	store := shard.NewStore(rdb, l).WithDurability(shard.Durability{Replicas: cfg.WaitReplicas, Timeout: cfg.WaitTimeout})
 	return &Client{store: store, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
@@ -190,7 +200,8 @@ type Result struct {
 	// Due is when the task is due. For a duplicate it is the live task's
 	// due time if it is still scheduled, else zero.
 	Due time.Time
-	// Err is nil or the reason this task was not enqueued.
+	// Err is nil or the reason this task was not enqueued (or, wrapping
+	// ErrNotReplicated, was stored but not confirmed by replicas).
 	Err error
 }
 
@@ -218,7 +229,7 @@ type BatchError struct {
 
 // Error summarises the failures.
 func (e *BatchError) Error() string {
-	return fmt.Sprintf("client: %d of %d tasks not enqueued; first: %v", e.Failed, e.Total, e.First)
+	return fmt.Sprintf("client: %d of %d tasks failed (not enqueued, or with ErrNotReplicated stored but not confirmed); first: %v", e.Failed, e.Total, e.First)
 }
 
 // Unwrap returns the first failure so errors.Is works on a batch of one.

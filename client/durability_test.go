@@ -64,10 +64,22 @@ func TestDurabilityWaitsForReplicas(t *testing.T) {
 	if _, err := strict.Lookup(ctx, "short"); err != nil {
 		t.Fatalf("the unreplicated task should be stored: %v", err)
 	}
-	if _, err := strict.Enqueue(ctx, client.Task{ID: "short", Queue: "emails"}); !errors.Is(err, client.ErrDuplicate) {
+	// Found stored, but still not confirmed: both.
+	if _, err := strict.Enqueue(ctx, client.Task{ID: "short", Queue: "emails"}); !errors.Is(err, client.ErrDuplicate) || !errors.Is(err, client.ErrNotReplicated) {
 		t.Fatalf("sending it again: %v", err)
 	}
-	if _, err := client.New(prdb, client.Config{WaitReplicas: -1}); !errors.Is(err, client.ErrInvalidConfig) {
-		t.Fatalf("negative WaitReplicas: %v", err)
+	// Sent again with one replica asked for: the duplicate is now
+	// confirmed (the wait mark's write follows the original store).
+	if _, err := durable.Enqueue(ctx, client.Task{ID: "short", Queue: "emails"}); !errors.Is(err, client.ErrDuplicate) || errors.Is(err, client.ErrNotReplicated) {
+		t.Fatalf("sending it again, durable: %v", err)
+	}
+	for _, cfg := range []client.Config{
+		{WaitReplicas: -1},
+		{WaitReplicas: 1, WaitTimeout: time.Microsecond},
+		{WaitReplicas: 1, WaitTimeout: time.Minute}, // beyond go-redis's 3 s read timeout
+	} {
+		if _, err := client.New(prdb, cfg); !errors.Is(err, client.ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig", cfg, err)
+		}
 	}
 }

@@ -60,8 +60,8 @@ func transient(err error) bool {
 func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, generated []bool) []shard.EnqueueResult {
 	out := c.store.EnqueueBatch(ctx, args)
 	for i := range out {
-		if generated[i] && errors.Is(out[i].Err, ErrDuplicate) {
-			out[i].Err = nil
+		if generated[i] {
+			out[i].Err = storedIsSuccess(out[i].Err)
 		}
 	}
 	var bo backoff.Backoff
@@ -85,7 +85,7 @@ func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, 
 			i := again[j]
 			if errors.Is(r.Err, ErrDuplicate) {
 				if generated[i] {
-					r.Err = nil
+					r.Err = storedIsSuccess(r.Err)
 				} else {
 					r.Err = fmt.Errorf("%w (reported by a retry after %v: this call may have stored it)", r.Err, out[i].Err)
 				}
@@ -93,6 +93,19 @@ func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, 
 			out[i] = r
 		}
 	}
+}
+
+// storedIsSuccess maps the duplicate of an id this client generated
+// (stored by an earlier attempt) to success, or, when replicas did not
+// confirm it, to ErrNotReplicated alone; other errors are unchanged.
+func storedIsSuccess(err error) error {
+	switch {
+	case !errors.Is(err, ErrDuplicate):
+		return err
+	case errors.Is(err, ErrNotReplicated):
+		return ErrNotReplicated
+	}
+	return nil
 }
 
 // sleep waits d; false if ctx ended first.

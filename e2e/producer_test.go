@@ -75,7 +75,7 @@ func startProducer(t *testing.T, cli *client.Client, prefix string, every, maxDe
 func (p *producer) record(id string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err == nil || errors.Is(err, client.ErrDuplicate) {
+	if err == nil || errors.Is(err, client.ErrDuplicate) && !errors.Is(err, client.ErrNotReplicated) {
 		p.acked[id] = time.Now()
 		return
 	}

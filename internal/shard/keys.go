@@ -159,6 +159,10 @@ func (l Layout) ControlChannel() string { return "{" + l.ns + "}:control" }
 // again.
 func (l Layout) Registered() string { return "{" + l.ns + "}:registered" }
 
+// WaitMark is the counter a durable enqueue writes before its WAIT
+// (Durability).
+func (l Layout) WaitMark() string { return "{" + l.ns + "}:waitmark" }
+
 // Epoch holds the fencing epoch of the shard's current owner.
 func (l Layout) Epoch(s int) string { return l.Tag(s) + ":epoch" }
 

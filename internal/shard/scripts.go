@@ -66,15 +66,7 @@ func isNoScript(err error) bool {
 // returned command carries its own result or error; the error return is
 // for a failed script load only.
 func (sc script) runPipelined(ctx context.Context, rdb redis.Cmdable, calls []scriptCall) ([]*redis.Cmd, error) {
-	cmds, _, err := sc.runPipelinedWait(ctx, rdb, calls, Durability{})
-	return cmds, err
-}
-
-// runPipelinedWait is runPipelined followed, in each pipeline, by WAIT
-// when wait asks for replicas: replicated reports whether the last WAIT
-// counted enough of them (true when none were asked for).
-func (sc script) runPipelinedWait(ctx context.Context, rdb redis.Cmdable, calls []scriptCall, wait Durability) (cmds []*redis.Cmd, replicated bool, err error) {
-	cmds = make([]*redis.Cmd, len(calls))
+	cmds := make([]*redis.Cmd, len(calls))
 	todo := make([]int, len(calls))
 	for i := range todo {
 		todo[i] = i
@@ -84,15 +76,7 @@ func (sc script) runPipelinedWait(ctx context.Context, rdb redis.Cmdable, calls 
 		for _, i := range todo {
 			cmds[i] = sc.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
-		var waited *redis.IntCmd
-		if wait.Replicas > 0 {
-			// WAIT counts the replicas that acknowledged every write of
-			// its connection so far: the pipeline's, on one connection.
-			waited = redis.NewIntCmd(ctx, "wait", wait.Replicas, wait.Timeout.Milliseconds())
-			_ = pipe.Process(ctx, waited)
-		}
 		_, _ = pipe.Exec(ctx) // per-command errors are read by the caller
-		replicated = waited == nil || waited.Val() >= int64(wait.Replicas)
 		var again []int
 		for _, i := range todo {
 			if isNoScript(cmds[i].Err()) {
@@ -100,10 +84,10 @@ func (sc script) runPipelinedWait(ctx context.Context, rdb redis.Cmdable, calls 
 			}
 		}
 		if attempt > 0 || len(again) == 0 {
-			return cmds, replicated, nil
+			return cmds, nil
 		}
 		if err := sc.Load(ctx, rdb).Err(); err != nil {
-			return nil, false, fmt.Errorf("shard: load %s: %w", sc.name, err)
+			return nil, fmt.Errorf("shard: load %s: %w", sc.name, err)
 		}
 		todo = again
 	}

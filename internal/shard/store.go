@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,15 +18,29 @@ type Store struct {
 	wait Durability
 }
 
-// Durability asks Redis to confirm, with WAIT on the connection that
-// carried them, that the enqueues of a call reached Replicas replicas
-// within Timeout; an enqueue not confirmed so reports ErrNotReplicated.
+// Durability asks Redis to confirm that the enqueues of a call, stored or
+// found stored, reached Replicas replicas within Timeout (at least a
+// millisecond); one not confirmed so reports ErrNotReplicated. After the
+// call, one more round trip writes a counter (Layout.WaitMark) and WAITs
+// on that connection: replication is one ordered stream, so a replica
+// that has the counter's write has every earlier write of the primary,
+// whichever connection made it (a duplicate's original store included).
 // The zero value waits for nothing. It needs a single primary
-// (standalone or Sentinel): on a Redis Cluster one pipeline spans
-// several nodes and WAIT reaches one of them only.
+// (standalone or Sentinel): a Redis Cluster has one stream per node.
 type Durability struct {
 	Replicas int
 	Timeout  time.Duration
+}
+
+// waitReplicas writes the wait mark and WAITs for s.wait.Replicas, and
+// reports whether they confirmed it in time.
+func (s *Store) waitReplicas(ctx context.Context) bool {
+	pipe := s.rdb.Pipeline()
+	pipe.Incr(ctx, s.l.WaitMark())
+	wait := redis.NewIntCmd(ctx, "wait", s.wait.Replicas, max(s.wait.Timeout.Milliseconds(), 1))
+	_ = pipe.Process(ctx, wait)
+	_, err := pipe.Exec(ctx)
+	return err == nil && wait.Val() >= int64(s.wait.Replicas)
 }
 
 // WithDurability returns a copy of s whose enqueues wait as d says.

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -82,7 +83,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			idx = idx[n:]
 		}
 	}
-	cmds, replicated, err := enqueueScript.runPipelinedWait(ctx, s.rdb, calls, s.wait)
+	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
+	replicated := true
+	if s.wait.Replicas > 0 && err == nil {
+		replicated = s.waitReplicas(ctx)
+	}
 	for c, idx := range members {
 		if err != nil {
 			for _, i := range idx {
@@ -99,8 +104,12 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 				out[i].Err = fmt.Errorf("shard: enqueue %q: unexpected reply of %d values", as[i].ID, len(v))
 			default:
 				out[i] = parseEnqueue(as[i], v[3*k:3*k+3])
-				if out[i].Err == nil && !replicated {
-					out[i].Err = fmt.Errorf("%w: %q (WAIT %d replicas, %s)", ErrNotReplicated, as[i].ID, s.wait.Replicas, s.wait.Timeout)
+				if r := &out[i]; !replicated && (r.Err == nil || errors.Is(r.Err, ErrDuplicate)) {
+					notRep := fmt.Errorf("%w: %q (WAIT %d replicas, %s)", ErrNotReplicated, as[i].ID, s.wait.Replicas, s.wait.Timeout)
+					if r.Err != nil {
+						notRep = fmt.Errorf("%w; %w", r.Err, notRep)
+					}
+					r.Err = notRep
 				}
 			}
 		}
