@@ -58,6 +58,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if rdb == nil {
 		return nil, invalid("nil redis client")
 	}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		// One blocking pop spans every shard's ready list: CROSSSLOT on
+		// a cluster (docs/topologies.md).
+		return nil, invalid("a Redis Cluster is not supported by the worker yet")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -154,8 +154,13 @@ func (v *validator) redis(r RedisConfig) {
 			v.add("redis.master_name", "is for mode sentinel only")
 		}
 	}
-	if r.Mode != RedisSentinel && (r.SentinelUsername != "" || r.SentinelPassword != "") {
-		v.add("redis.sentinel_password", "sentinel credentials are for mode sentinel only")
+	if r.Mode != RedisSentinel {
+		if r.SentinelUsername != "" {
+			v.add("redis.sentinel_username", "is for mode sentinel only")
+		}
+		if r.SentinelPassword != "" {
+			v.add("redis.sentinel_password", "is for mode sentinel only")
+		}
 	}
 	if r.Mode == RedisCluster && r.DB != 0 {
 		v.add("redis.db", "must be 0 in mode cluster (a cluster has one database)")

@@ -58,7 +58,8 @@ func TestValidate(t *testing.T) {
 		{"cluster with master_name", func(c *config.Config) {
 			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName = "cluster", []string{"n1:6379"}, "main"
 		}, "config: redis.master_name: is for mode sentinel only"},
-		{"standalone with sentinel credentials", func(c *config.Config) { c.Redis.SentinelPassword = "pw" }, "config: redis.sentinel_password: sentinel credentials are for mode sentinel only"},
+		{"standalone with a sentinel password", func(c *config.Config) { c.Redis.SentinelPassword = "pw" }, "config: redis.sentinel_password: is for mode sentinel only"},
+		{"standalone with a sentinel user", func(c *config.Config) { c.Redis.SentinelUsername = "watch" }, "config: redis.sentinel_username: is for mode sentinel only"},
 		{"redis.tls cert without key", func(c *config.Config) {
 			c.Redis.TLS = config.TLSConfig{Enabled: true, CertFile: "c.pem"}
 		}, "config: redis.tls.key_file: must be set when redis.tls.cert_file is set"},

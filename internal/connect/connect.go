@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -96,27 +97,40 @@ func Etcd(cfg config.EtcdConfig) (*clientv3.Client, error) {
 }
 
 // CheckEtcdTLS completes a TLS handshake with every https endpoint of
-// cfg and waits up to a fraction of ctx's time for the server to reject
-// the client certificate, and returns the first failure, naming its
-// endpoint. The etcd client reports such failures only as "context
-// deadline exceeded"; this says why (an unknown authority, a bad or
-// missing client certificate). A server that accepts the handshake and
-// waits for a request passes. Endpoints without TLS are skipped.
+// cfg at once, waiting up to a fraction of ctx's time for the server to
+// reject the client certificate, and returns the TLS failures (an
+// unknown authority, a bad or missing client certificate), each naming
+// its endpoint. The etcd client reports those only as "context deadline
+// exceeded". An endpoint that accepts the handshake, or that cannot be
+// reached at all (down, refused, timed out: not a TLS matter), passes;
+// endpoints without TLS are skipped.
 func CheckEtcdTLS(ctx context.Context, cfg config.EtcdConfig) error {
 	tc, err := tlsConfig(cfg.TLS)
 	if err != nil || tc == nil {
 		return err
 	}
-	for _, ep := range cfg.Endpoints {
+	errs := make([]error, len(cfg.Endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range cfg.Endpoints {
 		u, err := url.Parse(ep)
 		if err != nil || u.Scheme != "https" {
 			continue
 		}
-		if err := tlsHandshake(ctx, u.Host, tc); err != nil {
-			return fmt.Errorf("connect: etcd %s: TLS: %w", ep, err)
-		}
+		wg.Go(func() {
+			if err := tlsHandshake(ctx, u.Host, tc); isTLSFailure(err) {
+				errs[i] = fmt.Errorf("connect: etcd %s: TLS: %w", ep, err)
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// isTLSFailure reports whether err is the TLS layer's verdict rather than
+// a failure to reach the server.
+func isTLSFailure(err error) bool {
+	var ve *tls.CertificateVerificationError
+	return err != nil && (errors.As(err, &ve) || strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:"))
 }
 
 // tlsHandshake dials addr with tc and reads once: a server that rejects

@@ -2,6 +2,7 @@ package connect_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,18 @@ func containsAny(s string, fragments []string) bool {
 		}
 	}
 	return false
+}
+
+// TestCheckEtcdTLSIgnoresUnreachable: an endpoint that refuses the
+// connection is not a TLS failure (the scheduler must not blame TLS for
+// a member that is down).
+func TestCheckEtcdTLSIgnoresUnreachable(t *testing.T) {
+	pki := testenv.NewPKI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), etcdFailBudget)
+	defer cancel()
+	down := fmt.Sprintf("https://127.0.0.1:%d", testenv.FreePort(t))
+	if err := connect.CheckEtcdTLS(ctx, config.EtcdConfig{Endpoints: []string{down},
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.CA}}); err != nil {
+		t.Fatalf("a refused connection reported as a TLS failure: %v", err)
+	}
 }

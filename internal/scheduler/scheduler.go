@@ -65,6 +65,8 @@ type Scheduler struct {
 	inspector *inspect.Inspector
 	replica   string
 	listener  net.Listener
+	// registryEvery is watchRegistry's period (registryCheck).
+	registryEvery time.Duration
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
 	starting atomic.Pointer[startState]
@@ -84,7 +86,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck}
 	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
@@ -234,10 +236,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// registerQueues writes the configured queue policies and the far tier's
-// settings to every shard, retrying while Redis is unreachable.
 // registryCheck is how often a replica checks that Redis still holds the
-// registration marker (one EXISTS).
+// registration marker (one EXISTS); tests shorten Scheduler.registryEvery.
 const registryCheck = 5 * time.Second
 
 // watchRegistry registers the queues again whenever the marker written
@@ -247,7 +247,7 @@ const registryCheck = 5 * time.Second
 // set) are lost with the data; the configured ones come back. It returns
 // when ctx ends.
 func (s *Scheduler) watchRegistry(ctx context.Context) {
-	tick := time.NewTicker(registryCheck)
+	tick := time.NewTicker(s.registryEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -268,6 +268,9 @@ func (s *Scheduler) watchRegistry(ctx context.Context) {
 	}
 }
 
+// registerQueues writes the registration marker, the configured queue
+// policies and the far tier's settings to every shard, retrying while
+// Redis is unreachable.
 func (s *Scheduler) registerQueues(ctx context.Context) error {
 	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}

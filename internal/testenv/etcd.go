@@ -4,13 +4,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 )
 
@@ -92,19 +93,11 @@ func harnessTLS(o etcdOptions) (*tls.Config, error) {
 	if o.caFile == "" || o.keyFile == "" {
 		return nil, fmt.Errorf("CA, certificate and key files are all required (got %q, %q, %q)", o.caFile, o.certFile, o.keyFile)
 	}
-	caPEM, err := os.ReadFile(o.caFile)
+	tc, err := connect.TLS(config.TLSConfig{Enabled: true, CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile})
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s: no PEM certificates", o.caFile)
-	}
-	pair, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
-	if err != nil {
-		return nil, err
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	leaf, err := x509.ParseCertificate(tc.Certificates[0].Certificate[0])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.certFile, err)
 	}
@@ -112,7 +105,7 @@ func harnessTLS(o etcdOptions) (*tls.Config, error) {
 		!slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny) {
 		return nil, fmt.Errorf("%s lacks the clientAuth extended key usage, which the harness needs to reach a member with --client-cert-auth", o.certFile)
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
+	return tc, nil
 }
 
 // Client returns an etcd client for the member, closed at cleanup. For a

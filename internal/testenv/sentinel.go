@@ -53,7 +53,7 @@ type SentinelSetup struct {
 	sclients map[string]*redis.SentinelClient // likewise, for sentinels
 }
 
-// Sentinel is one redis-server --sentinel process.
+// Sentinel is one redis-sentinel process.
 type Sentinel struct {
 	*Process
 	// Addr is host:port of the sentinel.
@@ -64,14 +64,14 @@ type Sentinel struct {
 }
 
 // StartSentinel starts a primary, a replica of it (--replicaof) and
-// three sentinels (redis-server --sentinel, in parallel), each with its
+// three sentinels (redis-sentinel, in parallel), each with its
 // own generated sentinel.conf that monitors the primary with quorum 2,
 // down-after-milliseconds 1000 and failover-timeout 3000. It waits until
 // the replica's link is up and every sentinel sees the primary as up, the
 // replica with a working link, and the two other sentinels.
 func StartSentinel(t testing.TB) *SentinelSetup {
 	t.Helper()
-	bin := LookBinary(t, "redis-server")
+	bin := LookBinary(t, "redis-sentinel") // Debian's redis-sentinel package; it is redis-server in sentinel mode
 	noDelay := WithRedisArgs("--repl-diskless-sync-delay", "0")
 	primary := StartRedis(t, noDelay)
 	_, pport, _ := net.SplitHostPort(primary.Addr)
@@ -154,7 +154,7 @@ func startSentinel(dir, bin, primaryPort string) (p *localrun.Proc, addr, conf s
 		if err = os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, "", "", err
 		}
-		p, err = localrun.Start(fmt.Sprintf("sentinel-%d", port), bin, []string{conf, "--sentinel"}, nil,
+		p, err = localrun.Start(fmt.Sprintf("sentinel-%d", port), bin, []string{conf}, nil,
 			filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", port)))
 		if err != nil {
 			return nil, "", "", err
