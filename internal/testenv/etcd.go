@@ -4,14 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hourglass-sched/hourglass/internal/config"
-	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 )
 
@@ -88,16 +87,25 @@ func startEtcdTLS(t testing.TB, o etcdOptions) *Etcd {
 
 // harnessTLS returns the client TLS configuration of the harness: it
 // trusts caFile and presents certFile, which must allow client
-// authentication.
+// authentication. (It cannot call connect.TLS: connect's dependencies
+// import packages whose in-package tests import testenv.)
 func harnessTLS(o etcdOptions) (*tls.Config, error) {
 	if o.caFile == "" || o.keyFile == "" {
 		return nil, fmt.Errorf("CA, certificate and key files are all required (got %q, %q, %q)", o.caFile, o.certFile, o.keyFile)
 	}
-	tc, err := connect.TLS(config.TLSConfig{Enabled: true, CAFile: o.caFile, CertFile: o.certFile, KeyFile: o.keyFile})
+	caPEM, err := os.ReadFile(o.caFile)
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := x509.ParseCertificate(tc.Certificates[0].Certificate[0])
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s: no PEM certificates", o.caFile)
+	}
+	pair, err := tls.LoadX509KeyPair(o.certFile, o.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.certFile, err)
 	}
@@ -105,7 +113,7 @@ func harnessTLS(o etcdOptions) (*tls.Config, error) {
 		!slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny) {
 		return nil, fmt.Errorf("%s lacks the clientAuth extended key usage, which the harness needs to reach a member with --client-cert-auth", o.certFile)
 	}
-	return tc, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, Certificates: []tls.Certificate{pair}}, nil
 }
 
 // Client returns an etcd client for the member, closed at cleanup. For a
