@@ -2,9 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,7 +26,8 @@ import (
 // tasks/s with delays of 0-3 s before, during and after a 1 s outage.
 // An enqueue that returned nil is acknowledged; one that returned an
 // error has an unknown outcome (client docs) and is sent again with the
-// same id once Redis is back: nil or ErrDuplicate then acknowledges it.
+// same id once Redis is back: nil or ErrDuplicate then acknowledges it
+// (producer_test.go keeps these books).
 // Every acknowledged id must reach the HTTP target at least once
 // (duplicates are allowed and counted: delivery is at least once).
 func TestAOFAlwaysLosesNothing(t *testing.T) {
@@ -67,59 +67,7 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type enq struct {
-		at    time.Time // when the call returned
-		due   time.Time
-		retry bool // acknowledged by a retry after an unknown outcome
-		dup   bool // the retry answered ErrDuplicate: the first call stored it
-	}
-	var (
-		pmu     sync.Mutex
-		acked   = map[string]enq{}
-		unknown []string // error returned: outcome unknown, to send again
-		errs    = map[string]int{}
-		errAt   []time.Time
-		sent    int
-	)
-	pctx, stopProducer := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait() // also when the test fails before the load ends
-	defer stopProducer()
-	wg.Add(1)
-	go func() { // the producer: 200 tasks/s until stopProducer
-		defer wg.Done()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-pctx.Done():
-				return
-			case <-tick.C:
-			}
-			id := fmt.Sprintf("aof-%d", i)
-			res, err := pcli.Enqueue(pctx, client.Task{ID: id, Queue: "default", Payload: []byte("x"),
-				Delay: time.Duration(rand.IntN(3000)) * time.Millisecond})
-			now := time.Now()
-			if pctx.Err() != nil && err != nil {
-				// Cancelled by the end of the load: outcome unknown as well.
-				pmu.Lock()
-				unknown = append(unknown, id)
-				pmu.Unlock()
-				return
-			}
-			pmu.Lock()
-			sent++
-			if err == nil {
-				acked[id] = enq{at: now, due: res.Due}
-			} else {
-				unknown = append(unknown, id)
-				errs[errClass(err)]++
-				errAt = append(errAt, now)
-			}
-			pmu.Unlock()
-		}
-	}()
-
+	p := startProducer(t, pcli, "aof-", 5*time.Millisecond, 3*time.Second) // 200 tasks/s
 	loadStart := time.Now()
 	testenv.WaitFor(t, 20*time.Second, "first delivery", func() (bool, string) {
 		d, _ := tg.delivered()
@@ -129,9 +77,7 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 
 	killed := time.Now()
 	c.redis.Kill()
-	pmu.Lock()
-	ackedBeforeKill := len(acked)
-	pmu.Unlock()
+	ackedBeforeKill := p.count()
 	<-time.After(time.Second) // timed phase: Redis down for 1 s under load
 	// restarted is when the new redis-server is started; Restart returns
 	// once it answers PING (its probe may add a few hundred ms).
@@ -139,82 +85,54 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 	c.redis.Restart()
 	answered := time.Now()
 	<-time.After(2 * time.Second) // timed phase: 2 s of load after the restart
-	stopProducer()
-	wg.Wait()
+	p.Stop()
 	loadEnd := time.Now()
 
-	// Send every unknown outcome again with the same id (the default
-	// client retries transient errors itself for 5 s more).
-	pmu.Lock()
-	retryIDs := append([]string(nil), unknown...)
-	pmu.Unlock()
-	var retryDup, retryNew, unresolved int
-	var unresolvedErr error
-	for _, id := range retryIDs {
-		res, err := c.cli.Enqueue(ctx, client.Task{ID: id, Queue: "default", Payload: []byte("x"),
-			Delay: time.Duration(rand.IntN(3000)) * time.Millisecond})
-		now := time.Now()
-		switch {
-		case err == nil:
-			retryNew++
-			acked[id] = enq{at: now, due: res.Due, retry: true}
-		case errors.Is(err, client.ErrDuplicate):
-			retryDup++
-			acked[id] = enq{at: now, retry: true, dup: true}
-		default:
-			unresolved++
-			unresolvedErr = err
-		}
+	// Send every unknown outcome again with the same id.
+	p.mu.Lock()
+	retried := map[string]bool{}
+	for _, id := range p.unknown {
+		retried[id] = true
 	}
-	if unresolved > 0 {
-		t.Errorf("%d ids still of unknown outcome after Redis came back (last error: %v)", unresolved, unresolvedErr)
-	}
+	sent, errs, firstErr, lastErr := len(p.sent), maps.Clone(p.errs), p.firstErr, p.lastErr
+	p.mu.Unlock()
+	p.settle(t, ctx)
 
 	// Evidence if something acknowledged never arrives: where the id is
 	// now, and whether Redis's append-only file ever held it.
-	missing := func() []string {
-		tg.mu.Lock()
-		defer tg.mu.Unlock()
-		var out []string
-		for id := range acked {
-			if tg.count[id] == 0 {
-				out = append(out, id)
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		lost := missing()
+		lost := p.missing(tg)
+		sort.Strings(lost)
 		aof := readAOF(c.redis.Dir)
 		for i, id := range lost {
 			if i == 20 {
 				t.Logf("... and %d more", len(lost)-20)
 				break
 			}
-			e := acked[id]
+			p.mu.Lock()
+			at := p.acked[id]
+			p.mu.Unlock()
 			info, err := c.cli.Lookup(context.Background(), id)
-			t.Logf("not delivered: %s acknowledged %s after the kill (by a retry: %v, duplicate: %v); lookup: state %q attempts %d due %s, err %v; in the AOF: %v",
-				id, e.at.Sub(killed).Round(time.Millisecond), e.retry, e.dup, info.State, info.Attempts, info.Due.Format("15:04:05.000"), err,
+			t.Logf("not delivered: %s acknowledged %s after the kill (by a retry: %v); lookup: state %q attempts %d due %s, err %v; in the AOF: %v",
+				id, at.Sub(killed).Round(time.Millisecond), retried[id], info.State, info.Attempts, info.Due.Format("15:04:05.000"), err,
 				strings.Contains(aof, id+"|") || strings.Contains(aof, id+"\r\n"))
 		}
 	})
 
+	acked := p.count()
 	testenv.WaitFor(t, 45*time.Second, "every acknowledged task delivered at least once", func() (bool, string) {
-		m := missing()
-		if len(m) == 0 {
-			return true, ""
-		}
-		return false, fmt.Sprintf("%d of %d acknowledged tasks not delivered, e.g. %v", len(m), len(acked), m[:min(5, len(m))])
+		m := p.missing(tg)
+		return len(m) == 0, fmt.Sprintf("%d of %d acknowledged tasks not delivered, e.g. %.5v", len(m), acked, m)
 	})
 	delivered := time.Now()
 
 	if !s.Running() || !w.Running() {
 		t.Fatalf("scheduler running %v, worker running %v: both must ride out the Redis restart", s.Running(), w.Running())
 	}
+	p.mu.Lock()
 	tg.mu.Lock()
 	distinct, dupIDs, extra, strangers := len(tg.count), 0, 0, 0
 	for id, n := range tg.count {
@@ -222,21 +140,22 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 			dupIDs++
 			extra += n - 1
 		}
-		if _, ok := acked[id]; !ok {
+		if _, ok := p.acked[id]; !ok {
 			strangers++
 		}
 	}
 	var firstAfter time.Time
 	var lateAfter []time.Duration // first delivery - due, tasks acknowledged after the restart
 	for id, ts := range tg.first {
-		if e, ok := acked[id]; ok && e.at.After(restarted) && !e.retry {
+		if at, ok := p.acked[id]; ok && at.After(restarted) && !retried[id] {
 			if firstAfter.IsZero() || ts.Before(firstAfter) {
 				firstAfter = ts
 			}
-			lateAfter = append(lateAfter, ts.Sub(e.due))
+			lateAfter = append(lateAfter, ts.Sub(p.notBefore[id]))
 		}
 	}
 	tg.mu.Unlock()
+	p.mu.Unlock()
 	dmu.Lock()
 	var lastBefore, resumed time.Time
 	for _, ts := range at {
@@ -260,15 +179,15 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 	}
 	sort.Strings(errList)
 	var errSpan string
-	if len(errAt) > 0 {
-		errSpan = fmt.Sprintf(", from %s to %s after the kill", errAt[0].Sub(killed).Round(time.Millisecond), errAt[len(errAt)-1].Sub(killed).Round(time.Millisecond))
+	if !firstErr.IsZero() {
+		errSpan = fmt.Sprintf(", from %s to %s after the kill", firstErr.Sub(killed).Round(time.Millisecond), lastErr.Sub(killed).Round(time.Millisecond))
 	}
 	t.Logf("appendfsync always, redis SIGKILLed after %s of load (%d acknowledged by then), restarted %s later (answered the harness's PING %s after that), load for %s in all",
 		killed.Sub(loadStart).Round(time.Millisecond), ackedBeforeKill, restarted.Sub(killed).Round(time.Millisecond),
 		answered.Sub(restarted).Round(time.Millisecond), loadEnd.Sub(loadStart).Round(time.Millisecond))
-	t.Logf("enqueues: %d sent, %d acknowledged (%d at once, %d by a retry after an error: %d stored by the first call (duplicate), %d stored by the retry), 0 lost",
-		sent, len(acked), len(acked)-retryDup-retryNew, retryDup+retryNew, retryDup, retryNew)
-	t.Logf("enqueue errors: %d%s: %s", len(errAt), errSpan, strings.Join(errList, "; "))
+	t.Logf("enqueues: %d sent, %d acknowledged (%d at once, %d by a retry with the same id after an error), 0 lost",
+		sent, acked, acked-len(retried), len(retried))
+	t.Logf("enqueue errors: %d%s: %s", len(retried), errSpan, strings.Join(errList, "; "))
 	t.Logf("deliveries: %d distinct ids (%d not acknowledged), %d delivered more than once (%d extra deliveries), %d deliveries between the kill and the restart (tasks popped before the kill); all delivered %s after the restart",
 		distinct, strangers, dupIDs, extra, duringOutage, delivered.Sub(restarted).Round(time.Millisecond))
 	t.Logf("first delivery after the restart: %s after it (last one before the kill: %s before it); first delivery of a task enqueued after the restart (the whole path reconnected): %s after the restart; "+

@@ -32,7 +32,9 @@ type producer struct {
 	acked     map[string]time.Time // id -> when acknowledged
 	unknown   []string             // outcome unknown: to send again
 	errs      map[string]int       // error classes seen
-	lastErr   time.Time
+	// firstErr and lastErr are when the first and last failed enqueue
+	// returned.
+	firstErr, lastErr time.Time
 }
 
 // enqueueBudget bounds one of the producer's enqueue calls.
@@ -82,6 +84,9 @@ func (p *producer) record(id string, err error) {
 	p.unknown = append(p.unknown, id)
 	p.errs[errClass(err)]++
 	p.lastErr = time.Now()
+	if p.firstErr.IsZero() {
+		p.firstErr = p.lastErr
+	}
 }
 
 // Stop ends the load and waits for the producer's goroutine.
