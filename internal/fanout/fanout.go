@@ -10,10 +10,12 @@
 //
 // Routing: a Hub keeps one connection per route. A plain client has one
 // route; a Ring routes a channel to the shard of its name, as it routes
-// keys, so there each channel gets a connection of its own. Redis Cluster
-// is not routed yet (a ClusterClient gets one connection, to a node that
-// answers MOVED for other slots' sharded channels): the topology work adds
-// a route per node owning a channel's slot, one connection per node.
+// keys, so there each channel gets a connection of its own. On a Redis
+// Cluster, sharded channels are routed per hash slot (one connection per
+// slot in use, to the node that owns it; Hourglass's shards have a slot
+// each), classic ones share one connection (PUBLISH reaches every node).
+// Not handled yet: a slot that moves to another node while subscribed
+// (Redis then unsubscribes its channels; docs/topologies.md).
 //
 // Reconnects: go-redis re-subscribes a connection's channels when it
 // reconnects, and a failed SUBSCRIBE is kept and sent again then. Each
@@ -25,11 +27,14 @@ package fanout
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
 )
 
 // Kind is a pub/sub flavour.
@@ -115,10 +120,19 @@ func New(rdb redis.UniversalClient, kind Kind, log hclog.Logger) *Hub {
 
 // route names the connection that channel is subscribed on.
 func (h *Hub) route(channel string) string {
-	if _, ok := h.rdb.(*redis.Ring); ok {
+	switch h.rdb.(type) {
+	case *redis.Ring:
 		return channel // a Ring picks the shard by the channel's name
+	case *redis.ClusterClient:
+		if h.kind == Sharded {
+			// One connection per slot, to the node that owns it: one
+			// SSUBSCRIBE may name channels of one slot only, and
+			// go-redis resubscribes a connection's channels in one
+			// command when it reconnects (to the slot's owner then).
+			return "slot:" + strconv.Itoa(keyslot.Of(channel))
+		}
 	}
-	return ""
+	return "" // classic messages reach every node of a cluster
 }
 
 // Subscribe calls fn with every event of channel until the returned
@@ -193,8 +207,8 @@ func (h *Hub) Signal(ctx context.Context, channel string, observe Listener) (<-c
 // and a later Subscribe opens a new one.
 func (h *Hub) open(c *conn, channel string) (withChannel bool) {
 	defer close(c.ready)
-	if ring, ok := h.rdb.(*redis.Ring); ok {
-		c.ps, withChannel = h.openRing(ring, channel)
+	if r, ok := h.rdb.(routed); ok && h.route(channel) != "" {
+		c.ps, withChannel = h.openRouted(r, channel)
 	} else if h.kind == Sharded {
 		c.ps = h.rdb.SSubscribe(context.Background())
 	} else {
@@ -208,19 +222,28 @@ func (h *Hub) open(c *conn, channel string) (withChannel bool) {
 	return withChannel
 }
 
-func (h *Hub) openRing(ring *redis.Ring, channel string) (ps *redis.PubSub, withChannel bool) {
+// routed is a client that picks a connection's server by the channels
+// it is opened with: a Ring (by name) or a ClusterClient (by slot).
+type routed interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+	SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// openRouted opens a connection subscribed to channel on the server its
+// route names.
+func (h *Hub) openRouted(r routed, channel string) (ps *redis.PubSub, withChannel bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			h.log.Error("no live Ring shard to subscribe on; listeners hear nothing until they subscribe again", "channel", channel, "error", p)
+			h.log.Error("no live server to subscribe on; listeners hear nothing until they subscribe again", "channel", channel, "error", p)
 			ps, withChannel = nil, false
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
 	if h.kind == Sharded {
-		return ring.SSubscribe(ctx, channel), true
+		return r.SSubscribe(ctx, channel), true
 	}
-	return ring.Subscribe(ctx, channel), true
+	return r.Subscribe(ctx, channel), true
 }
 
 func (h *Hub) send(ctx context.Context, ps *redis.PubSub, subscribe bool, channel string) error {

@@ -292,3 +292,53 @@ func TestRingWithoutLiveShard(t *testing.T) {
 		t.Fatalf("%d connections left", n)
 	}
 }
+
+// TestClusterRoutesShardedPerSlot: on a Redis Cluster, each shard's
+// sharded channel is subscribed on a connection to the node that owns its
+// slot, so a message SPUBLISHed in any slot reaches its listener; classic
+// channels share one connection.
+func TestClusterRoutesShardedPerSlot(t *testing.T) {
+	t.Parallel()
+	rc := testenv.StartRedisCluster(t, 3, 0)
+	cc := rc.Client(t)
+	h := New(cc, Sharded, nil)
+	defer h.Close()
+	ctx := testenv.Ctx(t, 30*time.Second)
+	const shards = 16
+	recs := make([]*recorder, shards)
+	nodes := map[string]bool{}
+	for sh := range shards {
+		ch := fmt.Sprintf("{hourglass:%d}:wake", sh)
+		nodes[rc.PrimaryFor(ch).Addr] = true
+		recs[sh] = &recorder{}
+		defer h.Subscribe(ctx, ch, recs[sh].listen).Close()
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the channels' slots are on %d node(s); the test needs several", len(nodes))
+	}
+	if n := h.Conns(); n != shards {
+		t.Fatalf("%d connections for %d slots, want one per slot", n, shards)
+	}
+	for sh := range shards {
+		testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("shard %d subscribed", sh), func() (bool, string) {
+			_, subs := recs[sh].payloads()
+			return subs > 0, "no confirmation"
+		})
+		if err := cc.SPublish(ctx, fmt.Sprintf("{hourglass:%d}:wake", sh), fmt.Sprint(sh)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for sh := range shards {
+		testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("shard %d's message", sh), func() (bool, string) {
+			got, _ := recs[sh].payloads()
+			return len(got) == 1 && got[0] == fmt.Sprint(sh), fmt.Sprint(got)
+		})
+	}
+	classic := New(cc, Classic, nil)
+	defer classic.Close()
+	defer classic.Subscribe(ctx, "a", func(Event) {}).Close()
+	defer classic.Subscribe(ctx, "b", func(Event) {}).Close()
+	if n := classic.Conns(); n != 1 {
+		t.Fatalf("%d connections for two classic channels on a cluster, want 1", n)
+	}
+}

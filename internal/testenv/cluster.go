@@ -14,11 +14,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 )
 
 // ClusterSlots is the number of hash slots of a Redis Cluster.
-const ClusterSlots = 16384
+const ClusterSlots = keyslot.Slots
 
 // clusterNodeTimeout is the nodes' cluster-node-timeout: small, so that a
 // killed primary is failed over within a few seconds.

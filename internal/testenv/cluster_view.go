@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
 )
 
 // infoFields parses the key:value lines of an INFO or CLUSTER INFO reply.
@@ -104,22 +106,4 @@ func parseClusterNodes(s string) (*clusterView, error) {
 // KeySlot returns the hash slot of key: CRC16 (XMODEM) of the key, or of
 // its hash tag (the part between the first '{' and the next '}', when not
 // empty), modulo 16384.
-func KeySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % ClusterSlots
-}
+func KeySlot(key string) int { return keyslot.Of(key) }
