@@ -32,13 +32,14 @@ type cluster struct {
 	t     *testing.T
 	bin   string
 	wbin  string
-	redis *testenv.Redis // with withSentinel, the first primary
-	// sentinel is set by withSentinel.
-	sentinel *testenv.SentinelSetup
+	redis *testenv.Redis // with withSentinel, the first primary; nil with withRedisCluster
+	// sentinel is set by withSentinel, redisCluster by withRedisCluster.
+	sentinel     *testenv.SentinelSetup
+	redisCluster *testenv.RedisCluster
 	// redisArgs are the binaries' settings that reach Redis.
 	redisArgs []string
 	etcd      *testenv.Etcd
-	rdb       *redis.Client
+	rdb       redis.UniversalClient
 	ecli      *clientv3.Client
 	store     *shard.Store
 	cli       *client.Client
@@ -50,6 +51,13 @@ type clusterOption func(*clusterOptions)
 type clusterOptions struct {
 	redis    []testenv.RedisOption
 	sentinel bool
+	cluster  bool
+}
+
+// withRedisCluster runs Redis as a Redis Cluster of three primaries; the
+// binaries and the test's clients use redis.mode cluster.
+func withRedisCluster() clusterOption {
+	return func(o *clusterOptions) { o.cluster = true }
 }
 
 // withSentinel runs Redis as a primary, a replica and three Sentinels;
@@ -72,13 +80,19 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 		opt(&o)
 	}
 	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler"), wbin: testenv.BuildBinary(t, "./cmd/worker")}
-	if o.sentinel {
+	switch {
+	case o.cluster:
+		c.redisCluster = testenv.StartRedisCluster(t, 3, 0)
+		c.rdb = c.redisCluster.Client(t)
+		c.redisArgs = []string{"-set", "redis.mode=cluster", "-set", "redis.addr=",
+			"-set", "redis.addrs=" + strings.Join(c.redisCluster.Addrs(), ",")}
+	case o.sentinel:
 		c.sentinel = testenv.StartSentinel(t)
 		c.redis = c.sentinel.Primary
 		c.rdb = c.sentinel.FailoverClient(t)
 		c.redisArgs = []string{"-set", "redis.mode=sentinel", "-set", "redis.addr=",
 			"-set", "redis.addrs=" + strings.Join(c.sentinel.SentinelAddrs, ","), "-set", "redis.master_name=" + c.sentinel.MasterName}
-	} else {
+	default:
 		c.redis = testenv.StartRedis(t, o.redis...)
 		c.rdb = c.redis.Client(t)
 		c.redisArgs = []string{"-set", "redis.addr=" + c.redis.Addr}

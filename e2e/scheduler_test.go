@@ -370,8 +370,6 @@ func TestInvalidConfigExits(t *testing.T) {
 		{"malformed yaml", []string{"-config", bad}, nil, "bad.yaml"},
 		{"bad queue name", []string{"-set", "queues.bad name.max_retries=1"}, nil, "queues.bad name"},
 		{"no such file", []string{"-config", "/nonexistent.yaml"}, nil, "/nonexistent.yaml"},
-		{"redis cluster", []string{"-set", "redis.mode=cluster", "-set", "redis.addr=", "-set", "redis.addrs=127.0.0.1:7000"}, nil,
-			"redis.mode cluster is not supported by this binary yet"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

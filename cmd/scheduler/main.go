@@ -46,10 +46,6 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "scheduler: %v\n", err)
 		return 2
 	}
-	if err := cfg.Redis.SingleNode("scheduler"); err != nil {
-		fmt.Fprintf(os.Stderr, "scheduler: %v\n", err)
-		return 2
-	}
 	log := connect.Logger(cfg.Log, "scheduler", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 

@@ -100,11 +100,10 @@ type TLSConfig struct {
 const maxRedisDB = 15
 
 // ErrClusterNotYet reports redis.mode cluster to a binary that cannot run
-// on a Redis Cluster yet: the worker's blocking pop spans every shard's
-// ready list, and the scheduler's wake-up subscription is one
-// connection, both of which a cluster splits across slots and nodes
-// (docs/topologies.md). The producer client and the admin CLI work on a
-// cluster.
+// on a Redis Cluster yet: the worker, whose blocking pop spans every
+// shard's ready list, which a cluster splits across slots
+// (docs/topologies.md). The scheduler, the producer client and the admin
+// CLI work on a cluster.
 var ErrClusterNotYet = errors.New("redis.mode cluster is not supported by this binary yet (docs/topologies.md)")
 
 // SingleNode returns an error wrapping ErrClusterNotYet, naming who, when

@@ -79,9 +79,6 @@ type startState struct{ err error }
 // the replica's components. It binds the HTTP listener so an address in
 // use is reported at start.
 func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
-	if err := cfg.Redis.SingleNode("scheduler"); err != nil {
-		return nil, err
-	}
 	l, err := shard.NewLayout(cfg.Namespace, cfg.Shards)
 	if err != nil {
 		return nil, err
