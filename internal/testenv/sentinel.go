@@ -301,25 +301,24 @@ func (s *SentinelSetup) agreedPrimary(ctx context.Context) (string, error) {
 
 // client returns the helpers' plain client for addr, closed at cleanup.
 func (s *SentinelSetup) client(addr string) *redis.Client {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.clients[addr]
-	if c == nil {
-		c = redis.NewClient(helperOptions(addr))
-		s.clients[addr] = c
-	}
-	return c
+	return cached(&s.mu, s.clients, addr, redis.NewClient)
 }
 
 // sentinelClient returns the helpers' client for the sentinel at addr,
 // closed at cleanup.
 func (s *SentinelSetup) sentinelClient(addr string) *redis.SentinelClient {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.sclients[addr]
-	if c == nil {
-		c = redis.NewSentinelClient(helperOptions(addr))
-		s.sclients[addr] = c
+	return cached(&s.mu, s.sclients, addr, redis.NewSentinelClient)
+}
+
+// cached returns m's client for addr, made by mk with helperOptions on
+// first use, under mu.
+func cached[C any](mu *sync.Mutex, m map[string]C, addr string, mk func(*redis.Options) C) C {
+	mu.Lock()
+	defer mu.Unlock()
+	c, ok := m[addr]
+	if !ok {
+		c = mk(helperOptions(addr))
+		m[addr] = c
 	}
 	return c
 }
