@@ -66,13 +66,23 @@ func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) {
 		return redis.NewFailoverClient(o.Failover()), nil
 	case config.RedisCluster:
 		o.Addrs = slices.Clone(cfg.Addrs)
-		return redis.NewClusterClient(o.Cluster()), nil
+		co := o.Cluster()
+		// go-redis follows MOVED and ASK at once, but a killed primary
+		// answers nothing: the client learns of its replica's promotion
+		// only at its periodic reload (60 s by default).
+		co.ClusterStateReloadInterval = ClusterStateReload
+		return redis.NewClusterClient(co), nil
 	case config.RedisStandalone, "":
 		o.Addrs = []string{cfg.Addr}
 		return redis.NewClient(o.Simple()), nil
 	}
 	return nil, fmt.Errorf("connect: redis: unknown mode %q", cfg.Mode)
 }
+
+// ClusterStateReload is how often a cluster client re-reads the slot map:
+// about how long after a replica's promotion the processes write to it.
+// One CLUSTER SLOTS per process each time.
+const ClusterStateReload = 2 * time.Second
 
 // Etcd returns a client for the etcd cluster described by cfg. The
 // client logs nothing (its zap logger is a no-op): Hourglass logs what

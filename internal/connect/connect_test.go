@@ -1,6 +1,7 @@
 package connect_test
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -290,4 +291,41 @@ func TestRedisLogsGoThroughLogger(t *testing.T) {
 		}
 		return false, buf.String()
 	})
+}
+
+// TestClusterFollowsAPromotion: after a cluster primary is SIGKILLed and
+// its replica promoted, a client from Redis (mode cluster) writes to the
+// slot again within a few reload periods, by itself: go-redis would keep
+// sending to the dead primary until its default 60 s reload.
+func TestClusterFollowsAPromotion(t *testing.T) {
+	t.Parallel()
+	rc := testenv.StartRedisCluster(t, 3, 1)
+	cfg := config.Default().Redis
+	cfg.Mode, cfg.Addr, cfg.Addrs = config.RedisCluster, "", rc.Addrs()
+	c, err := connect.Redis(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testenv.Ctx(t, time.Minute)
+	const key = "{hourglass:0}:probe"
+	if err := c.Set(ctx, key, "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "WAIT", 1, 1000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	victim := rc.PrimaryFor(key)
+	victim.Kill()
+	killed := time.Now()
+	testenv.WaitFor(t, 10*connect.ClusterStateReload+10*time.Second, "a write to the slot after the promotion", func() (bool, string) {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err := c.Set(wctx, key, "after", 0).Err()
+		return err == nil, fmt.Sprint(err)
+	})
+	t.Logf("writes to the slot of a SIGKILLed primary succeeded again %s after the kill", time.Since(killed).Round(time.Millisecond))
+	if v, err := c.Get(ctx, key).Result(); err != nil || v != "after" {
+		t.Fatalf("read back: %q %v", v, err)
+	}
 }
