@@ -152,9 +152,8 @@ func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subsc
 	}
 	c.refs++
 	h.mu.Unlock()
-	opened := false // the connection was opened subscribed to channel
 	if create {
-		opened = h.open(c, channel)
+		h.open(c, channel)
 	}
 	<-c.ready
 
@@ -164,17 +163,16 @@ func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subsc
 	c.mu.Lock()
 	c.subs[channel] = append(slices.Clip(c.subs[channel]), s)
 	c.mu.Unlock()
-	// A listener joining a channel already subscribed needs a
-	// confirmation of its own (the earlier one may have been delivered
-	// before it joined): SUBSCRIBE again, which Redis confirms again; the
-	// other listeners hear one more confirmation, which only makes them
+	// A listener needs a confirmation of its own, delivered after it
+	// joined: the channel's earlier one (of another listener, or of the
+	// SUBSCRIBE that opened a routed connection) may have gone by
+	// already. SUBSCRIBE again, which Redis confirms again; the other
+	// listeners hear one more confirmation, which only makes them
 	// re-check.
-	if !opened {
-		ctx, cancel := context.WithTimeout(ctx, sendTimeout)
-		defer cancel()
-		if err := h.send(ctx, c.ps, true, channel); err != nil {
-			h.log.Warn("subscribe failed; go-redis subscribes again when it reconnects", "channel", channel, "error", err)
-		}
+	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	if err := h.send(sctx, c.ps, true, channel); err != nil {
+		h.log.Warn("subscribe failed; go-redis subscribes again when it reconnects", "channel", channel, "error", err)
 	}
 	return s
 }
@@ -198,17 +196,16 @@ func (h *Hub) Signal(ctx context.Context, channel string, observe Listener) (<-c
 	return ch, sub.Close
 }
 
-// open sets c's PubSub, starts its dispatch goroutine and marks c ready;
-// it reports whether the PubSub was opened subscribed to channel. For a
-// plain client it does no I/O (go-redis dials on first use). A Ring needs
-// the channel to pick its shard, and subscribes to it at once; when the
-// Ring has no live shard (go-redis panics then) c stays without a
-// connection: its listeners hear nothing until their subscriptions close
-// and a later Subscribe opens a new one.
-func (h *Hub) open(c *conn, channel string) (withChannel bool) {
+// open sets c's PubSub, starts its dispatch goroutine and marks c ready.
+// For a plain client it does no I/O (go-redis dials on first use). A Ring
+// or a cluster needs the channel to pick its server, and subscribes to
+// it at once; when the Ring has no live shard (go-redis panics then) c
+// stays without a connection: its listeners hear nothing until their
+// subscriptions close and a later Subscribe opens a new one.
+func (h *Hub) open(c *conn, channel string) {
 	defer close(c.ready)
 	if r, ok := h.rdb.(routed); ok && h.route(channel) != "" {
-		c.ps, withChannel = h.openRouted(r, channel)
+		c.ps = h.openRouted(r, channel)
 	} else if h.kind == Sharded {
 		c.ps = h.rdb.SSubscribe(context.Background())
 	} else {
@@ -216,10 +213,9 @@ func (h *Hub) open(c *conn, channel string) (withChannel bool) {
 	}
 	if c.ps == nil {
 		close(c.done)
-		return false
+		return
 	}
 	go c.dispatch(c.ps.ChannelWithSubscriptions(redis.WithChannelSize(256)))
-	return withChannel
 }
 
 // routed is a client that picks a connection's server by the channels
@@ -231,19 +227,19 @@ type routed interface {
 
 // openRouted opens a connection subscribed to channel on the server its
 // route names.
-func (h *Hub) openRouted(r routed, channel string) (ps *redis.PubSub, withChannel bool) {
+func (h *Hub) openRouted(r routed, channel string) (ps *redis.PubSub) {
 	defer func() {
 		if p := recover(); p != nil {
 			h.log.Error("no live server to subscribe on; listeners hear nothing until they subscribe again", "channel", channel, "error", p)
-			ps, withChannel = nil, false
+			ps = nil
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 	defer cancel()
 	if h.kind == Sharded {
-		return r.SSubscribe(ctx, channel), true
+		return r.SSubscribe(ctx, channel)
 	}
-	return r.Subscribe(ctx, channel), true
+	return r.Subscribe(ctx, channel)
 }
 
 func (h *Hub) send(ctx context.Context, ps *redis.PubSub, subscribe bool, channel string) error {
