@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,16 +37,6 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 	}
 
 	tg := newTarget(t)
-	var (
-		dmu sync.Mutex
-		at  []time.Time // every delivery's arrival, in order
-	)
-	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
-		dmu.Lock()
-		at = append(at, time.Now())
-		dmu.Unlock()
-		return false
-	})
 	// A 2 s lease and a 500 ms strand check bring back quickly the tasks
 	// whose ack (or lease) the outage swallowed.
 	args := append(workerArgs(tg.URL, 2*time.Second, 32),
@@ -156,7 +144,7 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 	}
 	tg.mu.Unlock()
 	p.mu.Unlock()
-	dmu.Lock()
+	at := tg.arrived()
 	var lastBefore, resumed time.Time
 	for _, ts := range at {
 		if ts.Before(killed) {
@@ -171,7 +159,6 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 			duringOutage++
 		}
 	}
-	dmu.Unlock()
 
 	var errList []string
 	for k, n := range errs {

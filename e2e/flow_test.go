@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,14 +128,6 @@ func TestClusterWideRateLimit(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	tg := newTarget(t)
-	var mu sync.Mutex
-	var at []time.Time
-	tg.setBehave(func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		return false
-	})
 	args := append(workerArgs(tg.URL, 30*time.Second, 20),
 		"-set", "queues.default.rate_limit.rate=200", "-set", "queues.default.rate_limit.burst=20")
 	c.start("rl-s", args...)
@@ -146,25 +137,19 @@ func TestClusterWideRateLimit(t *testing.T) {
 		c.startWorker(fmt.Sprintf("rl-w%d", i), args...)
 	}
 	testenv.WaitFor(t, 30*time.Second, "first dispatch", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(at) > 0, ""
+		return len(tg.arrived()) > 0, ""
 	})
-	mu.Lock()
-	first := at[0]
-	mu.Unlock()
+	first := tg.arrived()[0]
 	window := 10 * time.Second
 	testenv.WaitFor(t, window+10*time.Second, "10 s of dispatches", func() (bool, string) {
 		return time.Since(first) > window+100*time.Millisecond, ""
 	})
-	mu.Lock()
 	n := 0
-	for _, ts := range at {
+	for _, ts := range tg.arrived() {
 		if ts.Sub(first) < window {
 			n++
 		}
 	}
-	mu.Unlock()
 	// The limiter admits on Redis's clock; the target sees arrivals, one
 	// request latency later. If the first arrival was slower than later
 	// ones (a cold connection), the arrival window spans a little more than

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -21,11 +22,13 @@ import (
 // every delivery; behave decides each answer.
 type target struct {
 	*httptest.Server
-	mu     sync.Mutex
-	count  map[string]int
-	late   []time.Duration // receive time - due time, per first delivery
-	first  map[string]time.Time
-	behave func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
+	mu    sync.Mutex
+	count map[string]int
+	// arrivals holds every request's arrival time, in order.
+	arrivals []time.Time
+	late     []time.Duration // receive time - due time, per first delivery
+	first    map[string]time.Time
+	behave   func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
 }
 
 func newTarget(t *testing.T) *target {
@@ -42,6 +45,7 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	attempt, _ := strconv.Atoi(r.Header.Get("Hourglass-Attempt"))
 	dueMs, _ := strconv.ParseInt(r.Header.Get("Hourglass-Due-Ms"), 10, 64)
 	tg.mu.Lock()
+	tg.arrivals = append(tg.arrivals, now)
 	tg.count[id]++
 	if tg.count[id] == 1 {
 		tg.first[id] = now
@@ -59,6 +63,13 @@ func (tg *target) setBehave(f func(w http.ResponseWriter, r *http.Request, id st
 	tg.mu.Lock()
 	tg.behave = f
 	tg.mu.Unlock()
+}
+
+// arrived returns a copy of every request's arrival time, in order.
+func (tg *target) arrived() []time.Time {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return slices.Clone(tg.arrivals)
 }
 
 func (tg *target) delivered() (distinct, total int) {
