@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -17,6 +19,16 @@ const popBatchMax = 64
 // fetch runs the fetch loops until ctx ends. Queues under cluster-wide
 // flow control each get their own loop (flow.go); the others share one.
 func (w *Worker) fetch(ctx context.Context, queues []*queue, run *runState) {
+	w.popper = blockingPopper{w.deps.store}
+	if cc, ok := w.rdb.(*redis.ClusterClient); ok {
+		names := make([]string, len(queues))
+		for i, q := range queues {
+			names[i] = q.name
+		}
+		cp := newClusterPopper(ctx, cc, w.deps.store, w.deps.log, w.deps.store.Layout().ReadyKeys(names))
+		defer cp.close()
+		w.popper = cp
+	}
 	var plain []*queue
 	var loops sync.WaitGroup
 	for _, q := range queues {
@@ -147,7 +159,7 @@ func (w *Worker) popClaim(ctx context.Context, keys []string, count int, run *ru
 // be read much later: the pop blocked, or the process was paused).
 func (w *Worker) pop(ctx context.Context, keys []string, count int) (key string, entries []string, sent time.Time, err error) {
 	sent = w.deps.now()
-	key, entries, err = w.deps.store.Pop(ctx, keys, count, w.cfg.FetchTimeout)
+	key, entries, err = w.popper.pop(ctx, keys, count, w.cfg.FetchTimeout)
 	if err != nil || len(entries) == 0 {
 		return "", nil, sent, err
 	}

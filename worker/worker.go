@@ -35,6 +35,10 @@ type Worker struct {
 	started bool
 
 	freed chan struct{} // a handler slot of any queue was freed (capacity 1)
+	// popper pops for the fetch loops: one BLMPOP on a single node, per-node
+	// scripts and ready announcements on a Redis Cluster (clusterpop.go).
+	// Set by fetch before its loops start.
+	popper popper
 
 	// hooks for tests in this package.
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
@@ -57,11 +61,6 @@ type deps struct {
 func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if rdb == nil {
 		return nil, invalid("nil redis client")
-	}
-	if _, ok := rdb.(*redis.ClusterClient); ok {
-		// One blocking pop spans every shard's ready list: CROSSSLOT on
-		// a cluster (docs/topologies.md).
-		return nil, invalid("a Redis Cluster is not supported by the worker yet")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

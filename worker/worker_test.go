@@ -467,12 +467,6 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := New(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatal(err)
 	}
-	// Refused before any connection: the cluster client never dials.
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.Addr}})
-	defer cc.Close()
-	if _, err := New(cc, Config{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Cluster") {
-		t.Fatalf("a cluster client: %v", err)
-	}
 	if _, err := New(rdb, Config{FetchTimeout: 10 * time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatal(err)
 	}

@@ -76,10 +76,6 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
 		return 2
 	}
-	if err := cfg.Redis.SingleNode("worker"); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-		return 2
-	}
 	if !slices.ContainsFunc(slices.Collect(maps.Values(cfg.Queues)), hasTarget) {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", errNoTarget)
 		return 2

@@ -88,8 +88,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 			"config: worker.threads: unknown key"},
 		{"fetch_timeout", []string{"-set", "queues.q.command=/bin/true", "-set", "worker.fetch_timeout=500ms"}, nil,
 			"config: worker.fetch_timeout:"},
-		{"redis cluster", []string{"-set", "queues.q.command=/bin/true", "-set", "redis.mode=cluster", "-set", "redis.addr=",
-			"-set", "redis.addrs=127.0.0.1:7000"}, nil, "config: worker: redis.mode cluster is not supported by this binary yet"},
+		{"redis cluster with a db", []string{"-set", "queues.q.command=/bin/true", "-set", "redis.mode=cluster", "-set", "redis.addr=",
+			"-set", "redis.addrs=127.0.0.1:7000", "-set", "redis.db=2"}, nil, "config: redis.db: must be 0 in mode cluster"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -98,22 +97,6 @@ type TLSConfig struct {
 
 // maxRedisDB is the highest logical database of a default Redis server.
 const maxRedisDB = 15
-
-// ErrClusterNotYet reports redis.mode cluster to a binary that cannot run
-// on a Redis Cluster yet: the worker, whose blocking pop spans every
-// shard's ready list, which a cluster splits across slots
-// (docs/topologies.md). The scheduler, the producer client and the admin
-// CLI work on a cluster.
-var ErrClusterNotYet = errors.New("redis.mode cluster is not supported by this binary yet (docs/topologies.md)")
-
-// SingleNode returns an error wrapping ErrClusterNotYet, naming who, when
-// r is a Redis Cluster.
-func (r RedisConfig) SingleNode(who string) error {
-	if r.Mode == RedisCluster {
-		return fmt.Errorf("config: %s: %w", who, ErrClusterNotYet)
-	}
-	return nil
-}
 
 // defaultRedisAddr is redis.addr's default.
 const defaultRedisAddr = "127.0.0.1:6379"

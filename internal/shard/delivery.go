@@ -30,6 +30,78 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 	return key, ids, nil
 }
 
+// PopNodeResult is what PopNode found: the entries of one list, or the
+// keys it could not pop.
+type PopNodeResult struct {
+	// Key and Entries: the first list in the order given that had
+	// entries, and at most count of them; "" and none when every list
+	// was empty.
+	Key     string
+	Entries []string
+	// NonLocal are keys the node no longer serves (their slot moved or is
+	// being migrated): look them up on their new node.
+	NonLocal []string
+	// Failed are other keys whose pop failed (a key of another type
+	// written by hand), with Redis's error: skipped.
+	Failed map[string]string
+}
+
+// nonLocalErr is the start of the error a Redis Cluster node gives a
+// script that touches a key of a slot it does not serve.
+const nonLocalErr = "ERR Script attempted to access a non local key"
+
+// PopNode pops at most count entries from the first non-empty list of
+// keys, ready lists that one Redis Cluster node serves, in several slots
+// (popnode.lua). It does not block: when every list is empty the caller
+// waits for a ready announcement (Layout.ReadyChannel) and calls again.
+// The entries are used as Pop's are.
+func (s *Store) PopNode(ctx context.Context, keys []string, count int) (PopNodeResult, error) {
+	if len(keys) == 0 {
+		return PopNodeResult{}, nil
+	}
+	args := make([]any, 0, 1+len(keys))
+	args = append(args, count)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	v, err := popNodeScript.Run(ctx, s.rdb, keys[:1], args...).Slice()
+	if err != nil {
+		return PopNodeResult{}, fmt.Errorf("shard: pop: %w", err)
+	}
+	return parsePopNode(v)
+}
+
+func parsePopNode(v []any) (PopNodeResult, error) {
+	var r PopNodeResult
+	if len(v) < 2 || len(v)%2 != 0 {
+		return r, fmt.Errorf("shard: pop: unexpected reply of %d values", len(v))
+	}
+	key, ok1 := v[0].(string)
+	entries, ok2 := v[1].([]any)
+	if !ok1 || !ok2 {
+		return r, fmt.Errorf("shard: pop: unexpected reply %v", v[:2])
+	}
+	r.Key = key
+	for _, e := range entries {
+		if s, ok := e.(string); ok {
+			r.Entries = append(r.Entries, s)
+		}
+	}
+	for i := 2; i+1 < len(v); i += 2 {
+		k, _ := v[i].(string)
+		why, _ := v[i+1].(string)
+		if strings.HasPrefix(why, nonLocalErr) {
+			r.NonLocal = append(r.NonLocal, k)
+			continue
+		}
+		if r.Failed == nil {
+			r.Failed = map[string]string{}
+		}
+		r.Failed[k] = why
+	}
+	return r, nil
+}
+
 // Popped decodes a ready-list entry "seq|id|task" of shard sh into a
 // delivery that may run at once, before any lease: its Token is the
 // entry's number, which acks, nacks and releases present together with

@@ -106,6 +106,11 @@ func (l Layout) ReadyPrefix(s int) string { return l.Tag(s) + ":ready:" }
 // Ready is the list of due task ids of one queue.
 func (l Layout) Ready(s int, queue string) string { return l.ReadyPrefix(s) + queue }
 
+// ReadyChannel is the shard pub/sub channel on which the scripts announce
+// that ready list key, empty until then, has entries: the channel has the
+// list's name (docs/protocol.md, "Ready announcements").
+func ReadyChannel(key string) string { return key }
+
 // PendingPrefix is the prefix of the shard's pending sets; the queue name
 // follows it.
 func (l Layout) PendingPrefix(s int) string { return l.Tag(s) + ":pending:" }

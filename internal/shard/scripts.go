@@ -48,6 +48,7 @@ var (
 	pageFarScript   = newScript("pagefar.lua", false)
 	pageReadyScript = newScript("pageready.lua", true)
 	deadOpsScript   = newScript("deadops.lua", true)
+	popNodeScript   = newScript("popnode.lua", false)
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that

@@ -114,6 +114,16 @@ local function schedule(delayed_key, wake_channel, id, due)
   end
 end
 
+-- ready_pushed announces n entries just appended to ready list key, whose
+-- length is now len: when the list was empty before, it SPUBLISHes n on
+-- the shard channel named like the list. Workers on a Redis Cluster, which
+-- cannot block on lists in several slots, wait for this (docs/protocol.md,
+-- "Ready announcements"); a list that was not empty needs no announcement,
+-- a worker pops it before it waits.
+local function ready_pushed(key, len, n)
+  if len == n then redis.call("SPUBLISH", key, string.format("%d", n)) end
+end
+
 -- make_ready appends "seq|id|blob" to a ready list and records id as
 -- pending (ready, not yet leased) under that new sequence number. The
 -- entry carries the task, so a worker can run it without another read.
@@ -121,10 +131,12 @@ end
 -- below the number of the list's head has been popped by a worker that has
 -- not leased it (it runs it, leases it, or crashed). An entry whose number
 -- is not the id's pending number is a leftover duplicate and is skipped.
+-- A push that makes the list non-empty is announced on the shard channel
+-- named like the list (see ready_pushed).
 local function make_ready(seq_key, pending_key, ready_key, id, blob)
   local seq = string.format("%d", redis.call("INCR", seq_key))
   redis.call("ZADD", pending_key, seq, id)
-  redis.call("RPUSH", ready_key, seq .. "|" .. id .. "|" .. blob)
+  ready_pushed(ready_key, redis.call("RPUSH", ready_key, seq .. "|" .. id .. "|" .. blob), 1)
 end
 
 -- ready_entry splits a ready-list entry "seq|id|blob" (or "seq|id", the
@@ -171,12 +183,14 @@ end
 
 -- bulk runs cmd on key with args in chunks of at most 1000 arguments
 -- (an even number, so ZADD score/member pairs stay together), keeping
--- within Lua's unpack limit however large the batch.
+-- within Lua's unpack limit however large the batch. It returns the last
+-- chunk's reply (for RPUSH: the list's length after the whole batch).
 local function bulk(cmd, key, args)
-  local n = #args
+  local n, r = #args, nil
   for i = 1, n, 1000 do
-    redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))
+    r = redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))
   end
+  return r
 end
 
 -- bulk_read runs the read command cmd (HMGET, ZMSCORE) on key with args

@@ -35,6 +35,8 @@
 --             most LIMIT per call); the owner calls again at once
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch.
+-- Publishes: a ready list this call makes non-empty is announced on the
+-- shard channel of the same name (lib.lua's ready_pushed).
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
 if not ok then
   return {-1, stored}
@@ -188,7 +190,7 @@ if #ids > 0 then
     end
     for q, e in pairs(entries) do
       bulk("ZADD", ARGV[4] .. q, pending[q])
-      bulk("RPUSH", ARGV[3] .. q, e)
+      ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
       redis.call("SADD", KEYS[8], q)
       redis.call("HINCRBY", KEYS[10], "s|" .. q, -#e)
     end

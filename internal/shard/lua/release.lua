@@ -13,6 +13,8 @@
 --         a task run without a lease yet)
 --
 -- Returns 1 when released, 0 when the token is stale.
+-- Publishes: on channel KEYS[5] when the ready list was empty (lib.lua's
+-- ready_pushed).
 local ended = end_delivery(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
 if not ended then
   return 0

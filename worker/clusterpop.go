@@ -1,0 +1,257 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/fanout"
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Fetching on a Redis Cluster. One BLMPOP may name keys of one hash slot
+// only, and each shard has a slot of its own, so the worker cannot block
+// on all its ready lists at once. Instead, per pop it groups the lists by
+// the node that serves them and calls popnode.lua on each node in turn (a
+// script that may touch several slots of the node it runs on), until one
+// has entries. When none has, it waits for a ready announcement: the
+// scripts that make a ready list non-empty SPUBLISH on the channel named
+// like the list, which the worker subscribes to on each node (sharded
+// pub/sub; internal/fanout keeps one connection per node). So an idle
+// worker sends nothing until a task is ready, and what it sends are short
+// script calls on the cluster client's pooled connections: connections
+// grow with nodes, not with shards (docs/topologies.md).
+
+// popper pops at most count entries from the first non-empty list of
+// keys, waiting up to timeout for one; nothing on timeout.
+type popper interface {
+	pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error)
+}
+
+// blockingPopper is the single-node popper: one BLMPOP.
+type blockingPopper struct{ store *shard.Store }
+
+func (p blockingPopper) pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
+	return p.store.Pop(ctx, keys, count, timeout)
+}
+
+// movedRetry bounds the wait before a pop is tried again when some of its
+// lists were on a node that no longer serves them (a slot migration in
+// progress, or a slot map not yet reloaded).
+const movedRetry = 100 * time.Millisecond
+
+// clusterPopper is the popper on a Redis Cluster.
+type clusterPopper struct {
+	cc    *redis.ClusterClient
+	store *shard.Store
+	log   hclog.Logger
+	hub   *fanout.Hub
+	subs  []*fanout.Subscription
+
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{} // by ready-list key
+	slots   map[string]int                        // hash slot by key, cached
+	warned  map[string]bool                       // keys whose pop failed, logged once
+}
+
+// newClusterPopper subscribes to the ready announcements of keys (every
+// ready list the worker may pop) and returns the popper; close ends the
+// subscriptions.
+func newClusterPopper(ctx context.Context, cc *redis.ClusterClient, store *shard.Store, log hclog.Logger, keys []string) *clusterPopper {
+	p := &clusterPopper{
+		cc: cc, store: store, log: log,
+		hub:     fanout.New(cc, fanout.Sharded, log),
+		waiters: map[string]map[chan struct{}]struct{}{},
+		slots:   map[string]int{},
+		warned:  map[string]bool{},
+	}
+	for _, k := range keys {
+		p.subs = append(p.subs, p.hub.Subscribe(ctx, shard.ReadyChannel(k), func(e fanout.Event) {
+			if e.Subscribed {
+				// Announcements may have been lost while the channel was
+				// not subscribed: every waiter pops again.
+				p.wakeAll()
+				return
+			}
+			p.wake(k)
+		}))
+	}
+	return p
+}
+
+func (p *clusterPopper) close() {
+	for _, s := range p.subs {
+		s.Close()
+	}
+	p.hub.Close()
+}
+
+func (p *clusterPopper) pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		key, entries, moved, err := p.popOnce(ctx, keys, count)
+		if err != nil || len(entries) > 0 {
+			return key, entries, err
+		}
+		// Register, then pop once more: an announcement sent between
+		// the pop above and the registration is not lost.
+		wake := p.register(keys)
+		key, entries, moved2, err := p.popOnce(ctx, keys, count)
+		if err != nil || len(entries) > 0 {
+			p.unregister(keys, wake)
+			return key, entries, err
+		}
+		var retry *time.Timer
+		if moved || moved2 {
+			retry = time.NewTimer(movedRetry)
+		}
+		over := p.wait(ctx, deadline.C, wake, retry)
+		p.unregister(keys, wake)
+		if over {
+			return "", nil, nil
+		}
+	}
+}
+
+// wait waits for a wake-up, or for retry (if not nil), and reports
+// whether ctx or the deadline ended the wait instead.
+func (p *clusterPopper) wait(ctx context.Context, deadline <-chan time.Time, wake <-chan struct{}, retry *time.Timer) bool {
+	var retryC <-chan time.Time
+	if retry != nil {
+		defer retry.Stop()
+		retryC = retry.C
+	}
+	select {
+	case <-ctx.Done():
+		return true
+	case <-deadline:
+		return true
+	case <-wake:
+	case <-retryC:
+	}
+	return false
+}
+
+// popOnce calls popnode.lua on each node that serves some of keys, in the
+// order of their first key, until one returns entries. moved reports
+// keys found on a node that no longer serves them; the slot map is
+// reloaded then.
+func (p *clusterPopper) popOnce(ctx context.Context, keys []string, count int) (key string, entries []string, moved bool, err error) {
+	for _, group := range p.byNode(ctx, keys) {
+		r, err := p.store.PopNode(ctx, group, count)
+		if err != nil {
+			return "", nil, moved, err
+		}
+		if len(r.NonLocal) > 0 {
+			moved = true
+			p.cc.ReloadState(ctx)
+		}
+		p.warnFailed(r.Failed)
+		if len(r.Entries) > 0 {
+			return r.Key, r.Entries, moved, nil
+		}
+	}
+	return "", nil, moved, nil
+}
+
+// byNode splits keys into groups served by one primary each, as the
+// client's slot map has it, keeping their order.
+func (p *clusterPopper) byNode(ctx context.Context, keys []string) [][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	nodeOfSlot := map[int]string{}
+	index := map[string]int{}
+	var groups [][]string
+	for _, k := range keys {
+		slot, ok := p.slots[k]
+		if !ok {
+			slot = keyslot.Of(k)
+			p.slots[k] = slot
+		}
+		node, ok := nodeOfSlot[slot]
+		if !ok {
+			if c, err := p.cc.MasterForKey(ctx, k); err == nil {
+				node = c.Options().Addr
+			} // else: "" groups the keys whose node is unknown; the script call finds it
+			nodeOfSlot[slot] = node
+		}
+		i, ok := index[node]
+		if !ok {
+			i = len(groups)
+			index[node] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], k)
+	}
+	return groups
+}
+
+func (p *clusterPopper) warnFailed(failed map[string]string) {
+	if len(failed) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, why := range failed {
+		if !p.warned[k] {
+			p.warned[k] = true
+			p.log.Warn("cannot pop a ready list; skipping it", "key", k, "error", why)
+		}
+	}
+}
+
+// register returns a channel that receives a signal when any of keys is
+// announced (or every channel is resubscribed).
+func (p *clusterPopper) register(keys []string) chan struct{} {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		w := p.waiters[k]
+		if w == nil {
+			w = map[chan struct{}]struct{}{}
+			p.waiters[k] = w
+		}
+		w[ch] = struct{}{}
+	}
+	return ch
+}
+
+func (p *clusterPopper) unregister(keys []string, ch chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		delete(p.waiters[k], ch)
+	}
+}
+
+func (p *clusterPopper) wake(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ch := range p.waiters[key] {
+		notify(ch)
+	}
+}
+
+func (p *clusterPopper) wakeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.waiters {
+		for ch := range w {
+			notify(ch)
+		}
+	}
+}
+
+// notify sends on ch unless a signal is already pending.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
