@@ -270,6 +270,19 @@ func (c *RedisCluster) NodeForSlot(slot int) *ClusterNode {
 	return c.byID(id)
 }
 
+// SlotsOf returns the slots node n serves, in ascending order.
+func (c *RedisCluster) SlotsOf(n *ClusterNode) []int {
+	c.t.Helper()
+	view := c.mustView()
+	var out []int
+	for slot, id := range view.owner {
+		if id == n.ID {
+			out = append(out, slot)
+		}
+	}
+	return out
+}
+
 // PrimaryFor returns the primary that serves key (see NodeForSlot).
 func (c *RedisCluster) PrimaryFor(key string) *ClusterNode {
 	c.t.Helper()
