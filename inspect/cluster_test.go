@@ -7,6 +7,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -40,6 +41,22 @@ func TestInspectorOnRedisCluster(t *testing.T) {
 	q, err := in.Queue(ctx, "emails")
 	if err != nil || q.Counts.Scheduled != n || len(q.Shards) != 16 {
 		t.Fatalf("queue on a cluster: %+v %v", q, err)
+	}
+	// Each shard shows the primary that serves its slot: the spread.
+	shards, err := in.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spread := map[string]int{}
+	for _, s := range shards {
+		want := rc.PrimaryFor(fmt.Sprintf("{hourglass:%d}", s.Shard))
+		if s.Node != want.Addr || s.Slot != keyslot.Of(fmt.Sprintf("{hourglass:%d}", s.Shard)) {
+			t.Fatalf("shard %d: node %q slot %d, want %s", s.Shard, s.Node, s.Slot, want.Addr)
+		}
+		spread[s.Node]++
+	}
+	if len(spread) != 3 {
+		t.Fatalf("16 shards on %d primaries: %v", len(spread), spread)
 	}
 	seen := map[string]int{}
 	for cur, calls := "", 0; ; calls++ {

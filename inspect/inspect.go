@@ -50,6 +50,7 @@ type Options struct {
 // Inspector reads and administers one deployment. It is safe for
 // concurrent use.
 type Inspector struct {
+	rdb    redis.UniversalClient
 	store  *shard.Store
 	layout shard.Layout
 	etcd   *clientv3.Client
@@ -70,7 +71,7 @@ func New(opts Options) (*Inspector, error) {
 	if prefix == "" {
 		prefix = "/hourglass/"
 	}
-	return &Inspector{store: shard.NewStore(opts.Redis, l), layout: l, etcd: opts.Etcd, prefix: prefix}, nil
+	return &Inspector{rdb: opts.Redis, store: shard.NewStore(opts.Redis, l), layout: l, etcd: opts.Etcd, prefix: prefix}, nil
 }
 
 // ShardCount returns the deployment's shard count.
@@ -194,6 +195,11 @@ type Shard struct {
 	Epoch       int64  `json:"epoch"`
 	StoredEpoch int64  `json:"stored_epoch"`
 	Counts      Counts `json:"counts"`
+	// Slot is the Redis Cluster hash slot of the shard's keys (their hash
+	// tag's), and Node the address of the primary serving it, as the
+	// client's slot map has it: "" on a single Redis.
+	Slot int    `json:"slot"`
+	Node string `json:"node,omitempty"`
 }
 
 // Progress reports a bulk operation: shards finished of all, calls made,

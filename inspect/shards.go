@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/keyslot"
 )
 
-// Shards returns every shard with its counts and the epoch its scripts
-// last saw in Redis, and its owner and etcd epoch when an etcd client was
-// given (otherwise Owner is "" and Epoch 0).
+// Shards returns every shard with its counts, the epoch its scripts last
+// saw in Redis, its hash slot and, on a Redis Cluster, the primary that
+// serves it; and its owner and etcd epoch when an etcd client was given
+// (otherwise Owner is "" and Epoch 0).
 func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 	depths, err := i.store.Depth(ctx, i.allShards())
 	if err != nil {
@@ -21,7 +25,12 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 	}
 	out := make([]Shard, len(depths))
 	for sh, ds := range depths {
-		out[sh] = Shard{Shard: sh, StoredEpoch: stored[sh]}
+		out[sh] = Shard{Shard: sh, StoredEpoch: stored[sh], Slot: keyslot.Of(i.layout.Tag(sh))}
+		if cc, ok := i.rdb.(*redis.ClusterClient); ok {
+			if n, err := cc.MasterForKey(ctx, i.layout.Tag(sh)); err == nil {
+				out[sh].Node = n.Options().Addr
+			}
+		}
 		for _, d := range ds {
 			out[sh].Counts.add(countsOf(d))
 		}

@@ -80,12 +80,16 @@ func probeEtcd(ctx context.Context, etcd *clientv3.Client, prefix string) error 
 }
 
 func shardTable(w io.Writer, shards []inspect.Shard) {
-	row(w, "SHARD", "OWNER", "EPOCH", "REDIS EPOCH", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
+	row(w, "SHARD", "OWNER", "EPOCH", "REDIS EPOCH", "SCHEDULED", "READY", "IN FLIGHT", "DEAD", "SLOT", "NODE")
 	for _, s := range shards {
-		owner := s.Owner
-		if owner == "" {
-			owner = "-"
-		}
-		row(w, s.Shard, owner, s.Epoch, s.StoredEpoch, s.Counts.Scheduled, s.Counts.Ready, s.Counts.InFlight, s.Counts.Dead)
+		row(w, s.Shard, orDash(s.Owner), s.Epoch, s.StoredEpoch, s.Counts.Scheduled, s.Counts.Ready, s.Counts.InFlight, s.Counts.Dead, s.Slot, orDash(s.Node))
 	}
+}
+
+// orDash returns s, or "-" for "".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
