@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -153,4 +154,99 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 			t.Errorf("node %s: %d of the worker's connections are blocked", n.Addr, blocked)
 		}
 	}
+}
+
+// TestWorkerFollowsAClusterFailover: a primary of a cluster is SIGKILLed
+// and its replica promoted; the running worker carries on by itself:
+// tasks made ready afterwards in every shard, the dead node's included,
+// are delivered well within the fetch timeout (30 s), so its pops reach
+// the promoted node and the ready announcements were subscribed there.
+func TestWorkerFollowsAClusterFailover(t *testing.T) {
+	t.Parallel()
+	rc := testenv.StartRedisCluster(t, 3, 1)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: 2 * time.Second})
+	defer cc.Close()
+	const clusterShards = 16
+	l, err := shard.NewLayout(ns, clusterShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := shard.NewStore(cc, l)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	policy := shardtest.Policy()
+	policy.MaxPayload = 1024
+	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": policy}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(cc, Config{Namespace: ns, Shards: clusterShards, FetchTimeout: 30 * time.Second, ShutdownGrace: time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	if err := w.Handle("q", func(_ context.Context, task *Task) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[task.ID]++
+		return nil
+	}, QueueOptions{Concurrency: 8}); err != nil {
+		t.Fatal(err)
+	}
+	// ready makes one task ready in every shard; a call refused while
+	// the cluster fails over is retried.
+	ready := func(prefix string) []string {
+		var ids []string
+		for sh := range clusterShards {
+			for i := 0; ; i++ {
+				if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
+					ids = append(ids, id)
+					break
+				}
+			}
+		}
+		testenv.WaitFor(t, 30*time.Second, "tasks enqueued and moved", func() (bool, string) {
+			args := make([]shard.EnqueueArgs, len(ids))
+			for i, id := range ids {
+				args[i] = shard.EnqueueArgs{ID: id, Queue: "q", MaxRetries: -1, Payload: []byte("p")}
+			}
+			for _, r := range store.EnqueueBatch(ctx, args) {
+				if r.Err != nil && !errors.Is(r.Err, shard.ErrDuplicate) {
+					return false, r.Err.Error()
+				}
+			}
+			for sh := range clusterShards {
+				if _, err := store.MoveAhead(ctx, sh, shardtest.Epoch, 1000, 0); err != nil {
+					return false, err.Error()
+				}
+			}
+			return true, ""
+		})
+		return ids
+	}
+	delivered := func(ids []string) func() (bool, string) {
+		return func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			var missing []string
+			for _, id := range ids {
+				if runs[id] == 0 {
+					missing = append(missing, id)
+				}
+			}
+			return len(missing) == 0, fmt.Sprintf("not delivered: %v", missing)
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	testenv.WaitFor(t, 20*time.Second, "a task of every shard delivered", delivered(ready("before-")))
+
+	victim := rc.PrimaryFor(l.Tag(0))
+	victim.Kill()
+	killed := time.Now()
+	defer victim.Restart() // it rejoins as a replica; go-redis's re-dialling goroutine then ends
+	after := ready("after-")
+	testenv.WaitFor(t, 25*time.Second, "a task of every shard made ready after the kill delivered", delivered(after))
+	t.Logf("primary of shard 0 SIGKILLed: every shard's task made ready after the kill delivered %v after it", time.Since(killed).Round(time.Millisecond))
 }

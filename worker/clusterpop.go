@@ -39,10 +39,18 @@ func (p blockingPopper) pop(ctx context.Context, keys []string, count int, timeo
 	return p.store.Pop(ctx, keys, count, timeout)
 }
 
-// movedRetry bounds the wait before a pop is tried again when some of its
+// Short waits before a pop is tried again: movedRetry when some of its
 // lists were on a node that no longer serves them (a slot migration in
-// progress, or a slot map not yet reloaded).
-const movedRetry = 100 * time.Millisecond
+// progress, or a slot map not yet reloaded), failedRetry when some nodes
+// did not answer while others did (a primary is down until its replica is
+// promoted: the other nodes' tasks keep flowing meanwhile).
+const (
+	movedRetry  = 100 * time.Millisecond
+	failedRetry = 500 * time.Millisecond
+)
+
+// nodeErrorLog bounds how often the failure of one node is logged.
+const nodeErrorLog = 10 * time.Second
 
 // clusterPopper is the popper on a Redis Cluster.
 type clusterPopper struct {
@@ -56,6 +64,7 @@ type clusterPopper struct {
 	waiters map[string]map[chan struct{}]struct{} // by ready-list key
 	slots   map[string]int                        // hash slot by key, cached
 	warned  map[string]bool                       // keys whose pop failed, logged once
+	logged  map[string]time.Time                  // when a node's failure was last logged
 }
 
 // newClusterPopper subscribes to the ready announcements of keys (every
@@ -68,6 +77,7 @@ func newClusterPopper(ctx context.Context, cc *redis.ClusterClient, store *shard
 		waiters: map[string]map[chan struct{}]struct{}{},
 		slots:   map[string]int{},
 		warned:  map[string]bool{},
+		logged:  map[string]time.Time{},
 	}
 	for _, k := range keys {
 		p.subs = append(p.subs, p.hub.Subscribe(ctx, shard.ReadyChannel(k), func(e fanout.Event) {
@@ -94,21 +104,21 @@ func (p *clusterPopper) pop(ctx context.Context, keys []string, count int, timeo
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		key, entries, moved, err := p.popOnce(ctx, keys, count)
+		key, entries, soon, err := p.popOnce(ctx, keys, count)
 		if err != nil || len(entries) > 0 {
 			return key, entries, err
 		}
 		// Register, then pop once more: an announcement sent between
 		// the pop above and the registration is not lost.
 		wake := p.register(keys)
-		key, entries, moved2, err := p.popOnce(ctx, keys, count)
+		key, entries, soon2, err := p.popOnce(ctx, keys, count)
 		if err != nil || len(entries) > 0 {
 			p.unregister(keys, wake)
 			return key, entries, err
 		}
 		var retry *time.Timer
-		if moved || moved2 {
-			retry = time.NewTimer(movedRetry)
+		if d := min(soon, soon2); d > 0 {
+			retry = time.NewTimer(d)
 		}
 		over := p.wait(ctx, deadline.C, wake, retry)
 		p.unregister(keys, wake)
@@ -138,35 +148,75 @@ func (p *clusterPopper) wait(ctx context.Context, deadline <-chan time.Time, wak
 }
 
 // popOnce calls popnode.lua on each node that serves some of keys, in the
-// order of their first key, until one returns entries. moved reports
-// keys found on a node that no longer serves them; the slot map is
-// reloaded then.
-func (p *clusterPopper) popOnce(ctx context.Context, keys []string, count int) (key string, entries []string, moved bool, err error) {
-	for _, group := range p.byNode(ctx, keys) {
-		r, err := p.store.PopNode(ctx, group, count)
-		if err != nil {
-			return "", nil, moved, err
+// order of their first key, until one returns entries. A node that fails
+// is skipped: err is returned only when every node failed. soon, when not
+// zero, is how soon to try again rather than wait for an announcement:
+// some lists were on a node that no longer serves them, or some node
+// failed; the slot map is reloaded then.
+func (p *clusterPopper) popOnce(ctx context.Context, keys []string, count int) (key string, entries []string, soon time.Duration, err error) {
+	groups := p.byNode(ctx, keys)
+	failed := 0
+	for _, group := range groups {
+		r, perr := p.store.PopNode(ctx, group.keys, count)
+		if perr != nil {
+			if ctx.Err() != nil {
+				return "", nil, 0, perr
+			}
+			failed++
+			err = perr
+			p.nodeFailed(group.node, perr)
+			soon = pick(soon, failedRetry)
+			p.cc.ReloadState(ctx)
+			continue
 		}
 		if len(r.NonLocal) > 0 {
-			moved = true
+			soon = pick(soon, movedRetry)
 			p.cc.ReloadState(ctx)
 		}
 		p.warnFailed(r.Failed)
 		if len(r.Entries) > 0 {
-			return r.Key, r.Entries, moved, nil
+			return r.Key, r.Entries, 0, nil
 		}
 	}
-	return "", nil, moved, nil
+	if failed < len(groups) {
+		err = nil
+	}
+	return "", nil, soon, err
+}
+
+// pick returns the shorter of two waits, 0 meaning none yet.
+func pick(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// nodeFailed logs the failed pop of a node, at most once per nodeErrorLog.
+func (p *clusterPopper) nodeFailed(node string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.logged[node]) < nodeErrorLog {
+		return
+	}
+	p.logged[node] = time.Now()
+	p.log.Warn("cannot pop from a cluster node; its lists are tried again, the other nodes' meanwhile", "node", node, "error", err)
+}
+
+// nodeKeys are the keys of one node.
+type nodeKeys struct {
+	node string
+	keys []string
 }
 
 // byNode splits keys into groups served by one primary each, as the
 // client's slot map has it, keeping their order.
-func (p *clusterPopper) byNode(ctx context.Context, keys []string) [][]string {
+func (p *clusterPopper) byNode(ctx context.Context, keys []string) []nodeKeys {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nodeOfSlot := map[int]string{}
 	index := map[string]int{}
-	var groups [][]string
+	var groups []nodeKeys
 	for _, k := range keys {
 		slot, ok := p.slots[k]
 		if !ok {
@@ -184,9 +234,9 @@ func (p *clusterPopper) byNode(ctx context.Context, keys []string) [][]string {
 		if !ok {
 			i = len(groups)
 			index[node] = i
-			groups = append(groups, nil)
+			groups = append(groups, nodeKeys{node: node})
 		}
-		groups[i] = append(groups[i], k)
+		groups[i].keys = append(groups[i].keys, k)
 	}
 	return groups
 }
