@@ -96,22 +96,7 @@ func TestClusterFlowAndLiveReshard(t *testing.T) {
 	}
 	t.Logf("shards per primary: %v", spread)
 
-	// The flow: every task delivered exactly once.
-	const n = 400
-	tasks := make([]client.Task, n)
-	for i := range tasks {
-		tasks[i] = client.Task{ID: fmt.Sprintf("flow-%d", i), Queue: "default", Delay: time.Duration(i%10) * 100 * time.Millisecond}
-	}
-	if _, err := c.cli.EnqueueBatch(ctx, tasks); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, 30*time.Second, "the flow delivered", func() (bool, string) {
-		d, total := tg.delivered()
-		return d == n, fmt.Sprintf("%d distinct, %d in all", d, total)
-	})
-	if d, total := tg.delivered(); total != d {
-		t.Fatalf("flow: %d deliveries of %d tasks", total, d)
-	}
+	c.flow(t, ctx, tg, 400)
 
 	// The reshards, four rounds under load: redis-cli moves, from the
 	// primary with the most shards to the one with the fewest, its lowest

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 // producer enqueues tasks of queue "default" at a steady rate, as a
@@ -184,4 +185,25 @@ func (p *producer) early(tg *target) (n int, worst time.Duration) {
 		}
 	}
 	return n, worst
+}
+
+// flow is the end-to-end flow every topology's test runs first: n tasks
+// of queue "default" due within a second, enqueued in one batch, each
+// delivered to tg exactly once (nothing fails meanwhile).
+func (c *cluster) flow(t *testing.T, ctx context.Context, tg *target, n int) {
+	t.Helper()
+	tasks := make([]client.Task, n)
+	for i := range tasks {
+		tasks[i] = client.Task{ID: fmt.Sprintf("flow-%d", i), Queue: "default", Delay: time.Duration(i%10) * 100 * time.Millisecond}
+	}
+	if _, err := c.cli.EnqueueBatch(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the flow delivered", func() (bool, string) {
+		d, total := tg.delivered()
+		return d == n, fmt.Sprintf("%d distinct, %d in all", d, total)
+	})
+	if d, total := tg.delivered(); total != d {
+		t.Fatalf("flow: %d deliveries of %d tasks", total, d)
+	}
 }

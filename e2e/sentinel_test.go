@@ -81,21 +81,7 @@ func TestSentinelFlowAndFailover(t *testing.T) {
 	w := c.startWorker("sn-w", args...)
 	ctx := testenv.Ctx(t, 2*time.Minute)
 
-	// The flow: every task delivered exactly once.
-	const n = 300
-	for i := range n {
-		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("flow-%d", i), Queue: "default",
-			Delay: time.Duration(i%10) * 100 * time.Millisecond}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.WaitFor(t, 30*time.Second, "the flow delivered", func() (bool, string) {
-		d, total := tg.delivered()
-		return d == n, fmt.Sprintf("%d distinct, %d in all", d, total)
-	})
-	if d, total := tg.delivered(); total != d {
-		t.Fatalf("flow: %d deliveries of %d tasks", total, d)
-	}
+	c.flow(t, ctx, tg, 300)
 
 	// The failover, under load, with the durability mode.
 	durable, err := client.New(c.rdb, client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: time.Second, RetryFor: client.NoRetry})

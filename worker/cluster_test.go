@@ -27,19 +27,8 @@ import (
 func TestWorkerOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	rc := testenv.StartRedisCluster(t, 3, 0)
-	cc := rc.Client(t)
-	const clusterShards = 16
-	l, err := shard.NewLayout(ns, clusterShards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := shard.NewStore(cc, l)
-	ctx := testenv.Ctx(t, 2*time.Minute)
-	policy := shardtest.Policy()
-	policy.MaxPayload = 1024
-	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": policy, "flow": policy}); err != nil {
-		t.Fatal(err)
-	}
+	e := newClusterEnv(t, rc.Client(t), "q", "flow")
+	l, ctx := e.l, e.ctx
 	spread := map[string]int{}
 	for sh := range clusterShards {
 		spread[rc.PrimaryFor(l.Tag(sh)).Addr]++
@@ -55,54 +44,19 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	runs := map[string]int{}
-	h := func(_ context.Context, task *Task) error {
-		mu.Lock()
-		defer mu.Unlock()
-		runs[task.ID]++
-		return nil
-	}
-	if err := w.Handle("q", h, QueueOptions{Concurrency: 8}); err != nil {
+	if err := w.Handle("q", e.handle, QueueOptions{Concurrency: 8}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Handle("flow", h, QueueOptions{Concurrency: 2, MaxConcurrency: 3}); err != nil {
+	if err := w.Handle("flow", e.handle, QueueOptions{Concurrency: 2, MaxConcurrency: 3}); err != nil {
 		t.Fatal(err)
 	}
-
-	// ready enqueues n tasks of queue due now and moves them, as a
-	// scheduler does, into the ready lists of their shards.
 	ready := func(queue, prefix string, n int) []string {
-		args := make([]shard.EnqueueArgs, n)
 		ids := make([]string, n)
-		for i := range args {
+		for i := range ids {
 			ids[i] = fmt.Sprintf("%s%d", prefix, i)
-			args[i] = shard.EnqueueArgs{ID: ids[i], Queue: queue, MaxRetries: -1, Payload: []byte("p")}
 		}
-		for i, r := range store.EnqueueBatch(ctx, args) {
-			if r.Err != nil {
-				t.Fatalf("enqueue %s: %v", ids[i], r.Err)
-			}
-		}
-		for sh := range clusterShards {
-			if _, err := store.MoveAhead(ctx, sh, shardtest.Epoch, 1000, 0); err != nil {
-				t.Fatalf("move shard %d: %v", sh, err)
-			}
-		}
+		e.ready(queue, ids)
 		return ids
-	}
-	delivered := func(ids []string) func() (bool, string) {
-		return func() (bool, string) {
-			mu.Lock()
-			defer mu.Unlock()
-			missing := 0
-			for _, id := range ids {
-				if runs[id] == 0 {
-					missing++
-				}
-			}
-			return missing == 0, fmt.Sprintf("%d of %d not delivered", missing, len(ids))
-		}
 	}
 
 	before := append(ready("q", "early-", 300), ready("flow", "early-flow-", 30)...)
@@ -110,7 +64,7 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	testenv.WaitFor(t, 20*time.Second, "the tasks ready at start delivered", delivered(before))
+	testenv.WaitFor(t, 20*time.Second, "the tasks ready at start delivered", e.delivered(before))
 
 	// Idle now: every pop waits for an announcement. Tasks made ready
 	// now are delivered long before the 30 s fetch timeout ends a wait.
@@ -121,16 +75,16 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 	for round := range 3 {
 		start := time.Now()
 		later := append(ready("q", fmt.Sprintf("late%d-", round), 50), ready("flow", fmt.Sprintf("late%d-flow-", round), 5)...)
-		testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("round %d delivered after the announcements", round), delivered(later))
+		testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("round %d delivered after the announcements", round), e.delivered(later))
 		t.Logf("round %d: 55 tasks made ready on an idle worker delivered within %v", round, time.Since(start).Round(time.Millisecond))
 	}
-	mu.Lock()
-	for id, n := range runs {
+	e.mu.Lock()
+	for id, n := range e.runs {
 		if n != 1 {
 			t.Errorf("%s ran %d times", id, n)
 		}
 	}
-	mu.Unlock()
+	e.mu.Unlock()
 
 	// Connections of the worker's client per node: pooled connections
 	// for short script calls, plus one pub/sub connection; none blocked.
@@ -166,34 +120,16 @@ func TestWorkerFollowsAClusterFailover(t *testing.T) {
 	rc := testenv.StartRedisCluster(t, 3, 1)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: 2 * time.Second})
 	defer cc.Close()
-	const clusterShards = 16
-	l, err := shard.NewLayout(ns, clusterShards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := shard.NewStore(cc, l)
-	ctx := testenv.Ctx(t, 2*time.Minute)
-	policy := shardtest.Policy()
-	policy.MaxPayload = 1024
-	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": policy}); err != nil {
-		t.Fatal(err)
-	}
+	e := newClusterEnv(t, cc, "q")
+	l := e.l
 	w, err := New(cc, Config{Namespace: ns, Shards: clusterShards, FetchTimeout: 30 * time.Second, ShutdownGrace: time.Second, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	runs := map[string]int{}
-	if err := w.Handle("q", func(_ context.Context, task *Task) error {
-		mu.Lock()
-		defer mu.Unlock()
-		runs[task.ID]++
-		return nil
-	}, QueueOptions{Concurrency: 8}); err != nil {
+	if err := w.Handle("q", e.handle, QueueOptions{Concurrency: 8}); err != nil {
 		t.Fatal(err)
 	}
-	// ready makes one task ready in every shard; a call refused while
-	// the cluster fails over is retried.
+	// ready makes one task ready in every shard.
 	ready := func(prefix string) []string {
 		var ids []string
 		for sh := range clusterShards {
@@ -204,49 +140,101 @@ func TestWorkerFollowsAClusterFailover(t *testing.T) {
 				}
 			}
 		}
-		testenv.WaitFor(t, 30*time.Second, "tasks enqueued and moved", func() (bool, string) {
-			args := make([]shard.EnqueueArgs, len(ids))
-			for i, id := range ids {
-				args[i] = shard.EnqueueArgs{ID: id, Queue: "q", MaxRetries: -1, Payload: []byte("p")}
-			}
-			for _, r := range store.EnqueueBatch(ctx, args) {
-				if r.Err != nil && !errors.Is(r.Err, shard.ErrDuplicate) {
-					return false, r.Err.Error()
-				}
-			}
-			for sh := range clusterShards {
-				if _, err := store.MoveAhead(ctx, sh, shardtest.Epoch, 1000, 0); err != nil {
-					return false, err.Error()
-				}
-			}
-			return true, ""
-		})
+		e.ready("q", ids)
 		return ids
-	}
-	delivered := func(ids []string) func() (bool, string) {
-		return func() (bool, string) {
-			mu.Lock()
-			defer mu.Unlock()
-			var missing []string
-			for _, id := range ids {
-				if runs[id] == 0 {
-					missing = append(missing, id)
-				}
-			}
-			return len(missing) == 0, fmt.Sprintf("not delivered: %v", missing)
-		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	testenv.WaitFor(t, 20*time.Second, "a task of every shard delivered", delivered(ready("before-")))
+	testenv.WaitFor(t, 20*time.Second, "a task of every shard delivered", e.delivered(ready("before-")))
 
 	victim := rc.PrimaryFor(l.Tag(0))
 	victim.Kill()
 	killed := time.Now()
 	defer victim.Restart() // it rejoins as a replica; go-redis's re-dialling goroutine then ends
 	after := ready("after-")
-	testenv.WaitFor(t, 25*time.Second, "a task of every shard made ready after the kill delivered", delivered(after))
+	testenv.WaitFor(t, 25*time.Second, "a task of every shard made ready after the kill delivered", e.delivered(after))
 	t.Logf("primary of shard 0 SIGKILLed: every shard's task made ready after the kill delivered %v after it", time.Since(killed).Round(time.Millisecond))
+}
+
+// clusterShards is the shard count of the cluster tests.
+const clusterShards = 16
+
+// clusterEnv is a cluster tests' deployment: 16 shards with queues
+// registered, and the deliveries its handler recorded.
+type clusterEnv struct {
+	t     *testing.T
+	l     shard.Layout
+	store *shard.Store
+	ctx   context.Context
+
+	mu   sync.Mutex
+	runs map[string]int // deliveries by task id
+}
+
+func newClusterEnv(t *testing.T, cc *redis.ClusterClient, queues ...string) *clusterEnv {
+	t.Helper()
+	l, err := shard.NewLayout(ns, clusterShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &clusterEnv{t: t, l: l, store: shard.NewStore(cc, l), ctx: testenv.Ctx(t, 2*time.Minute), runs: map[string]int{}}
+	policy := shardtest.Policy()
+	policy.MaxPayload = 1024
+	ps := map[string]shard.QueuePolicy{}
+	for _, q := range queues {
+		ps[q] = policy
+	}
+	if err := e.store.RegisterQueues(e.ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// handle records a delivery.
+func (e *clusterEnv) handle(_ context.Context, task *Task) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runs[task.ID]++
+	return nil
+}
+
+// ready enqueues tasks ids of queue due now and moves them, as a
+// scheduler does, into the ready lists of their shards; calls refused
+// while the cluster fails over are retried.
+func (e *clusterEnv) ready(queue string, ids []string) {
+	e.t.Helper()
+	args := make([]shard.EnqueueArgs, len(ids))
+	for i, id := range ids {
+		args[i] = shard.EnqueueArgs{ID: id, Queue: queue, MaxRetries: -1, Payload: []byte("p")}
+	}
+	testenv.WaitFor(e.t, 30*time.Second, "tasks enqueued and moved", func() (bool, string) {
+		for _, r := range e.store.EnqueueBatch(e.ctx, args) {
+			if r.Err != nil && !errors.Is(r.Err, shard.ErrDuplicate) {
+				return false, r.Err.Error()
+			}
+		}
+		for sh := range clusterShards {
+			if _, err := e.store.MoveAhead(e.ctx, sh, shardtest.Epoch, 1000, 0); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+}
+
+// delivered is a condition: every one of ids ran.
+func (e *clusterEnv) delivered(ids []string) func() (bool, string) {
+	return func() (bool, string) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var missing []string
+		for _, id := range ids {
+			if e.runs[id] == 0 {
+				missing = append(missing, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d of %d not delivered, e.g. %.3v", len(missing), len(ids), missing)
+	}
 }
