@@ -6,7 +6,9 @@
 -- KEYS[4] errors     HASH  task id -> last error
 -- KEYS[5] counts     HASH  task counts (see lib.lua's count): an acked
 --                          leased task leaves "l|<queue>"
--- ARGV[1] pending key prefix of this shard (the queue name is appended)
+-- ARGV[1] pending key prefix of this shard (the queue name is appended;
+--         these sets are not declared: the script checks that this node
+--         serves them before it writes, see lib.lua's served_here)
 -- ARGV[2..] triples: task id, delivery token, queue. The queue is "" for a
 --   leased delivery; for a delivery run without a lease (yet) it names the
 --   queue whose pending set holds the id under the token, the number of
@@ -17,11 +19,18 @@
 -- cancelled); that task is left unchanged. A delivery named with its queue
 -- may have been leased meanwhile (a lease of the same token): both are
 -- checked. One command per kind and queue for the whole batch.
+-- Fails with "TRYAGAIN ...", nothing written, while the shard's slot is
+-- being migrated and a pending set it names is not on this node.
+--
 -- One delivery, the usual call under a steady load: lib.lua's
 -- end_delivery makes the same checks as the batch code below, for one id,
 -- without building the batch tables.
 if #ARGV == 4 then
   local pk = ARGV[4] ~= "" and ARGV[1] .. ARGV[4] or nil
+  if pk then
+    local moving = served_here(KEYS[1], {pk})
+    if moving then return moving end
+  end
   local ended = end_delivery(KEYS[2], KEYS[3], pk, ARGV[2], ARGV[3])
   if not ended then
     return {0}
@@ -48,6 +57,12 @@ for k = 1, n do
     l[#l + 1] = k
   end
 end
+-- The pending sets are not in KEYS: check them all before the first
+-- write (lib.lua's served_here).
+local pks = {}
+for q in pairs(byq) do pks[#pks + 1] = ARGV[1] .. q end
+local moving = served_here(KEYS[1], pks)
+if moving then return moving end
 for q, ks in pairs(byq) do
   local pk = ARGV[1] .. q
   local ids, gone = {}, {}

@@ -8,6 +8,45 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- served_here checks that this node serves keys, the keys a script builds
+-- from ARGV prefixes and task data (ready lists, pending sets, far-tier
+-- bucket lists) instead of taking them in KEYS. A script calls it before
+-- its first write (fence's store of a newer epoch aside: a retry stores
+-- the same) and, when it returns an error reply, returns that at once:
+-- "TRYAGAIN ...", nothing written. Callers retry it (go-redis does, a few
+-- times; then the caller's own loop).
+--
+-- Why: Redis Cluster checks a script's declared keys before running it,
+-- but an undeclared key only when a command touches it. While the shard's
+-- slot migrates (docs/protocol.md, "Slot migrations"), a key that has
+-- already moved fails that command in the middle of the script, and the
+-- writes made before it stay; on the importing node, which runs the
+-- script once all its declared keys have moved (ASK), a key not moved
+-- yet reads as empty, and a write to it creates a second copy.
+--
+-- How: one EXISTS over anchor (a key in KEYS) and keys. A multi-key
+-- command is served while the slot migrates only by a node that has every
+-- one of its keys; otherwise the script's command fails with "non local
+-- key" (caught here by pcall). Outside a migration it is always served.
+-- Declaring the keys instead would change the scripts' KEYS, which
+-- producers and consumers in other languages pass, and move.lua learns
+-- its queues only from the task data. One read per call, over each
+-- distinct key once; a key that exists nowhere (an empty list) cannot be
+-- told from one not moved yet, so such a call waits for the end of the
+-- migration, as one whose declared key is missing does.
+local function served_here(anchor, keys)
+  for i = 1, #keys, 1000 do
+    local r = redis.pcall("EXISTS", anchor, unpack(keys, i, math.min(i + 999, #keys)))
+    if type(r) == "table" and r.err then
+      if string.find(r.err, "non local key", 1, true) then
+        return redis.error_reply("TRYAGAIN keys of this shard are being migrated between cluster nodes; nothing was written")
+      end
+      return redis.error_reply(r.err)
+    end
+  end
+  return nil
+end
+
 -- decode parses an encoded task (version 1). It returns nil and a reason
 -- when blob is not a valid encoding.
 --   1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload

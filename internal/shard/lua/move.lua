@@ -17,6 +17,9 @@
 -- ARGV[2] LIMIT: most tasks to move in this call, 1 or more
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
 -- ARGV[4] pending key prefix of this shard; the queue name is appended
+--         (these lists, and the far tier's bucket lists KEYS[9] .. ":" ..
+--         bucket, are not declared: the script checks that this node
+--         serves them before it writes, see lib.lua's served_here)
 -- ARGV[5] prefetch ms (optional, default 0): also move tasks due up to this
 --         long after now. Their ready entries carry their due time, and
 --         workers hold each until then (see scheduler.prefetch in
@@ -34,7 +37,9 @@
 --   promoted  far-tier entries taken from a due bucket into KEYS[1] (at
 --             most LIMIT per call); the owner calls again at once
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
--- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch.
+-- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch;
+-- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
+-- being migrated and a list it needs is not on this node.
 -- Publishes: a ready list this call makes non-empty is announced on the
 -- shard channel of the same name (lib.lua's ready_pushed).
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
@@ -82,8 +87,11 @@ elseif #due == 2 and due[1] ~= "|far" then
   local blob = redis.call("HGET", KEYS[2], id)
   local q = blob and string.match(blob, "^1|([^|]+)|")
   if q then
+    local pk, rk = ARGV[4] .. q, ARGV[3] .. q
+    local moving = served_here(KEYS[1], {pk, rk})
+    if moving then return moving end
     redis.call("ZREM", KEYS[1], id)
-    make_ready(KEYS[7], ARGV[4] .. q, ARGV[3] .. q, id, blob)
+    make_ready(KEYS[7], pk, rk, id, blob)
     redis.call("SADD", KEYS[8], q)
     redis.call("HINCRBY", KEYS[10], "s|" .. q, -1)
     return {1, 1, next_due, now_us, 0, 0, now - due[2]}
@@ -93,13 +101,12 @@ end
 -- promote takes up to LIMIT entries of the earliest far-tier bucket, if
 -- its promotion time is no later than cut, into KEYS[1] at their due
 -- times, then re-scores "|far" by the next promotion time (or removes
--- it). An entry whose task is gone (cancelled) or was enqueued anew under
--- the same id (another enqueued_ms) is stale and dropped; data it cannot
--- read goes to KEYS[1] as due now, where the mover buries it with the
--- reason.
-local function promote()
+-- it). fh is that bucket as ZRANGE KEYS[9] 0 0 WITHSCORES returned it. An
+-- entry whose task is gone (cancelled) or was enqueued anew under the
+-- same id (another enqueued_ms) is stale and dropped; data it cannot read
+-- goes to KEYS[1] as due now, where the mover buries it with the reason.
+local function promote(fh)
   local far_key, n = KEYS[9], 0
-  local fh = redis.call("ZRANGE", far_key, 0, 0, "WITHSCORES")
   if fh[2] and tonumber(fh[2]) <= cut then
     local entries = redis.call("LPOP", far_key .. ":" .. fh[1], limit)
     if not entries or #entries < limit then
@@ -150,29 +157,48 @@ for i = 1, #due, 2 do
     dues[#dues + 1] = due[i + 1]
   end
 end
+-- Everything this call reads comes first: the tasks' data and, when the
+-- far tier is due, its earliest bucket. Then lib.lua's served_here checks
+-- the lists it will write, which are not in KEYS (each queue's pending
+-- set and ready list, the bucket's list), before anything is written.
+-- Only the queue is read here (the worker reads the rest from the ready
+-- entry, which carries the task); data without one is buried with the
+-- full decoder's reason.
+local blobs = bulk_read("HMGET", KEYS[2], ids)
+local queues, queued, lists, listed = {}, 0, {}, {}
+for i in ipairs(ids) do
+  local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
+  if q then
+    queues[i] = q
+    queued = queued + 1
+    if not listed[q] then
+      listed[q] = true
+      lists[#lists + 1] = ARGV[4] .. q
+      lists[#lists + 1] = ARGV[3] .. q
+    end
+  end
+end
+local fh
+if far_due then
+  fh = redis.call("ZRANGE", KEYS[9], 0, 0, "WITHSCORES")
+  if fh[2] and tonumber(fh[2]) <= cut then lists[#lists + 1] = KEYS[9] .. ":" .. fh[1] end
+end
+local moving = served_here(KEYS[1], lists)
+if moving then return moving end
 if #ids > 0 then
-  -- One command per kind for the whole batch: ZREM, HMGET, INCRBY, and per
-  -- queue one RPUSH and one ZADD.
+  -- One command per kind for the whole batch (the HMGET above, ZREM,
+  -- INCRBY), and per queue one RPUSH and one ZADD.
   bulk("ZREM", KEYS[1], ids)
-  local blobs = bulk_read("HMGET", KEYS[2], ids)
-  -- Only the queue is read here (the worker reads the rest from the
-  -- ready entry, which carries the task); data without one is buried
-  -- with the full decoder's reason.
-  local queues, ok = {}, 0
   for i, id in ipairs(ids) do
-    local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
-    if q then
-      queues[i] = q
-      ok = ok + 1
-    else
+    if not queues[i] then
       local _, why = decode(blobs[i] or nil)
       bury(KEYS[4], KEYS[5], id, now, why or "undecodable task data", "", KEYS[10], blob_queue(blobs[i] or nil))
       buried = buried + 1
     end
   end
-  if ok > 0 then
-    -- Sequence numbers base+1 .. base+ok, in due order (see make_ready).
-    local seq = redis.call("INCRBY", KEYS[7], string.format("%d", ok)) - ok
+  if queued > 0 then
+    -- Sequence numbers base+1 .. base+queued, in due order (see make_ready).
+    local seq = redis.call("INCRBY", KEYS[7], string.format("%d", queued)) - queued
     local entries, pending = {}, {}
     for i, id in ipairs(ids) do
       local q = queues[i]
@@ -198,7 +224,7 @@ if #ids > 0 then
 end
 
 if far_due then
-  promoted = promote()
+  promoted = promote(fh)
   next_due = nil
 end
 if next_due == nil then
