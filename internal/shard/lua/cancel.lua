@@ -10,6 +10,9 @@
 -- ARGV[1] task id
 -- ARGV[2] ready-list key prefix of this shard
 -- ARGV[3] pending key prefix of this shard
+--   (a ready task's list and pending set are not declared: the script
+--   checks that this node serves them before it writes, see lib.lua's
+--   served_here)
 --
 -- Returns {code, state}:
 --   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
@@ -18,6 +21,9 @@
 --   {-1, "active"} the task is running under a lease, or a worker popped
 --                it from its ready list (it runs it or is about to); not
 --                cancelled
+-- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
+-- being migrated and the task's ready list or pending set is not on this
+-- node.
 local id = ARGV[1]
 if string.find(id, "|", 1, true) then
   return redis.error_reply("cancel: invalid task id")
@@ -50,6 +56,10 @@ elseif redis.call("ZREM", KEYS[4], id) == 1 then
 else
   local task = decode(blob)
   if task then
+    -- Nothing is written yet (both ZREMs removed nothing): check the
+    -- queue's lists, not in KEYS, first.
+    local moving = served_here(KEYS[1], {ARGV[3] .. task.queue, ARGV[2] .. task.queue})
+    if moving then return moving end
     local seq = redis.call("ZSCORE", ARGV[3] .. task.queue, id)
     if seq then
       local rk, seq_s = ARGV[2] .. task.queue, string.format("%d", tonumber(seq))

@@ -25,7 +25,10 @@
 -- ARGV[2] LIMIT per part
 -- ARGV[3] random seed (integer 1..2147483646) for backoff jitter
 -- ARGV[4] wake channel of the shard
--- ARGV[5] ready-list key prefix; ARGV[6] pending key prefix (queue appended)
+-- ARGV[5] ready-list key prefix; ARGV[6] pending key prefix (queue appended;
+--   these lists are not declared: the script checks that this node serves
+--   those of every queue it looks at before it writes, see lib.lua's
+--   served_here)
 -- ARGV[7] dead-letter size bound, 0 = none
 -- ARGV[8] dead-letter age bound in ms, 0 = none
 -- ARGV[9..] stranded candidates from the previous pass, "queue|seq|id"
@@ -33,11 +36,37 @@
 -- Returns {1, now, retried, buried, redelivered, trimmed, next_deadline,
 -- pending, candidate_1, ...}: next_deadline is the earliest lease deadline
 -- (-1 if none), pending the number of ready-but-unleased ids; or
--- {-1, stored_epoch} when the epoch is stale.
+-- {-1, stored_epoch} when the epoch is stale; or the error "TRYAGAIN ...",
+-- nothing written, while the shard's slot is being migrated and a list it
+-- needs is not on this node.
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
 if not ok then
   return {-1, stored}
 end
+
+-- The queues whose lists this pass reads or writes: the candidates'
+-- (2a), those that had ready ids (2b) and the removed ones (4). Their
+-- lists are not in KEYS: check them before the first write.
+local ready_queues = redis.call("SMEMBERS", KEYS[11])
+local policies = redis.call("HGETALL", KEYS[8])
+local lists, listed = {}, {}
+local function list(q)
+  if not listed[q] then
+    listed[q] = true
+    lists[#lists + 1] = ARGV[6] .. q
+    lists[#lists + 1] = ARGV[5] .. q
+  end
+end
+for i = 9, #ARGV do
+  local q = string.match(ARGV[i], "^([^|]+)|%d+|.+$")
+  if q then list(q) end
+end
+for _, q in ipairs(ready_queues) do list(q) end
+for i = 1, #policies, 2 do
+  if string.sub(policies[i + 1], 1, 6) == "drain|" then list(policies[i]) end
+end
+local moving = served_here(KEYS[1], lists)
+if moving then return moving end
 local limit = tonumber(ARGV[2])
 local seed = tonumber(ARGV[3])
 local function rnd()
@@ -113,7 +142,7 @@ end
 -- LIMIT in all
 local out = {1, now, 0, 0, 0, 0, -1, 0}
 local pending, room = 0, limit
-for _, q in ipairs(redis.call("SMEMBERS", KEYS[11])) do
+for _, q in ipairs(ready_queues) do
   local pk, rk = ARGV[6] .. q, ARGV[5] .. q
   local n = redis.call("ZCARD", pk)
   if n > 0 then
@@ -157,8 +186,9 @@ if max_size > 0 then
   end
 end
 
--- 4. removed queues without tasks left in this shard
-local qs = redis.call("HGETALL", KEYS[8])
+-- 4. removed queues without tasks left in this shard (parts 1 to 3 change
+-- neither KEYS[8] nor KEYS[11])
+local qs = policies
 for i = 1, #qs, 2 do
   local q = qs[i]
   if string.sub(qs[i + 1], 1, 6) == "drain|" then
