@@ -17,6 +17,9 @@
 --                        time rounded down to bucket_ms) goes there when
 --                        b - lead_ms is still in the future; the member "|far"
 --                        of KEYS[1] is then scored by the earliest promotion.
+--                        The bucket lists are not declared: before it writes
+--                        anything the script checks that this node serves
+--                        them (see "Slot migrations" in docs/protocol.md).
 -- KEYS[5] counts   HASH  optional (needs KEYS[4]): the shard's task counts;
 --                        field "s|<queue>" counts the queue's scheduled
 --                        tasks (see docs/protocol.md). A producer that
@@ -40,6 +43,10 @@
 --                            is "drain|..."; it takes no new tasks)
 --   {-2, 0, max_payload}     payload larger than the queue allows
 --   {-3, 0, message}         invalid argument
+-- or, for the whole call, the error "TRYAGAIN ..." with nothing written,
+-- while the shard's slot is being migrated between Redis Cluster nodes and
+-- a bucket list the call would push to is not on this node: send the call
+-- again (after a short wait).
 if (#ARGV - 1) % 6 ~= 0 or #ARGV < 7 then
   return redis.error_reply("enqueue: want a wake channel and 6 arguments per task")
 end
@@ -65,6 +72,62 @@ local function far_tier()
 end
 local far_lists, far_order = {}, {}
 local stored = {} -- tasks stored by this call, per queue
+
+-- parse_due returns a due argument's time in ms and as written, or nil
+-- and why it is invalid.
+local function parse_due(due_arg)
+  if string.sub(due_arg, 1, 1) == "+" then
+    local delay = string.match(due_arg, "^%+(%d+)$")
+    if not delay or #delay > 12 then return nil, "invalid delay (0..999999999999 ms)" end
+    local due = now + tonumber(delay)
+    return due, string.format("%d", due)
+  end
+  if #due_arg > 13 or not string.match(due_arg, "^%d+$") then
+    return nil, "invalid due time (unix ms, at most 13 digits)"
+  end
+  return tonumber(due_arg), due_arg
+end
+
+-- far_bucket returns the start of the far-tier bucket (as written) that a
+-- task due at due goes to, or nil when it goes to KEYS[1].
+local function far_bucket(due)
+  local ft = due - now > 1000 and far_tier()
+  local bucket = ft and due - due % ft.bucket
+  if bucket and bucket - ft.lead > now then return string.format("%d", bucket) end
+  return nil
+end
+
+-- The bucket lists are not in KEYS (their names follow from due times).
+-- While the shard's slot is being migrated between Redis Cluster nodes, a
+-- list already moved would fail the RPUSH below after the tasks were
+-- stored (they would be in no bucket, never due), and on the importing
+-- node a list not moved yet would be created a second time. So before
+-- anything is written: one EXISTS over KEYS[1] and every list this call
+-- may push to. A multi-key command is served during a migration only by
+-- a node that has all of its keys (otherwise it fails here with "non
+-- local key"), and always outside one (docs/protocol.md, "Slot
+-- migrations"; lib.lua's served_here does the same for the other
+-- scripts).
+if KEYS[4] then
+  local lists, seen = {}, {}
+  for i = 3, #ARGV, 6 do
+    local due = parse_due(ARGV[i])
+    local b = due and far_bucket(due)
+    if b and not seen[b] then
+      seen[b] = true
+      lists[#lists + 1] = KEYS[4] .. ":" .. b
+    end
+  end
+  for i = 1, #lists, 1000 do
+    local r = redis.pcall("EXISTS", KEYS[1], unpack(lists, i, math.min(i + 999, #lists)))
+    if type(r) == "table" and r.err then
+      if string.find(r.err, "non local key", 1, true) then
+        return redis.error_reply("TRYAGAIN keys of this shard are being migrated between cluster nodes; nothing was written")
+      end
+      return redis.error_reply(r.err)
+    end
+  end
+end
 
 local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if id == "" or #id > 256 or string.find(id, "|", 1, true) then
@@ -94,18 +157,8 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
     return -3, 0, "invalid timeout (1..9999999999 ms)"
   end
-  local due, due_s
-  if string.sub(due_arg, 1, 1) == "+" then
-    local delay = string.match(due_arg, "^%+(%d+)$")
-    if not delay or #delay > 12 then return -3, 0, "invalid delay (0..999999999999 ms)" end
-    due = now + tonumber(delay)
-    due_s = string.format("%d", due)
-  else
-    if #due_arg > 13 or not string.match(due_arg, "^%d+$") then
-      return -3, 0, "invalid due time (unix ms, at most 13 digits)"
-    end
-    due, due_s = tonumber(due_arg), due_arg
-  end
+  local due, due_s = parse_due(due_arg)
+  if not due then return -3, 0, due_s end
   -- Encoded task, version 1:
   -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
   -- HSETNX is the duplicate check and the write in one command.
@@ -120,10 +173,8 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     return 0, -1, "ready"
   end
   stored[queue] = (stored[queue] or 0) + 1
-  local ft = due - now > 1000 and far_tier()
-  local bucket = ft and due - due % ft.bucket
-  if bucket and bucket - ft.lead > now then
-    local b = string.format("%d", bucket)
+  local b = far_bucket(due)
+  if b then
     local l = far_lists[b]
     if not l then
       l = {}
