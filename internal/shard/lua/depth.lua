@@ -5,13 +5,18 @@
 -- KEYS[2] queues   HASH  queue -> policy (field "|far" is not a queue)
 -- ARGV[1] ready-list key prefix of the shard (the queue name is appended)
 -- ARGV[2] pending key prefix of the shard (the queue name is appended)
+--   (these lists are not declared: the script checks that this node serves
+--   them before it reads them, see lib.lua's served_here)
 --
 -- Returns, per queue, seven values: name, policy ("" when not registered:
 -- only counts name it, "" is the queue of dead data that names none),
 -- scheduled, ready, leased, popped, dead. ready is the length of the queue's
 -- ready list; popped the ids pending but no longer in it (taken by a
 -- worker, not leased yet): pending minus ready, at least 0. Counters may
--- be negative after hand edits; the caller clamps them.
+-- be negative after hand edits; the caller clamps them. Fails with
+-- "TRYAGAIN ..." while the shard's slot is being migrated and a list it
+-- reads is not on this node (a list not moved yet would read as empty
+-- there).
 local names, policy = {}, {}
 local qs = redis.call("HGETALL", KEYS[2])
 for i = 1, #qs, 2 do
@@ -35,6 +40,13 @@ for i = 1, #cs, 2 do
     counts[q][kind] = tonumber(cs[i + 1])
   end
 end
+local lists = {}
+for _, q in ipairs(names) do
+  lists[#lists + 1] = ARGV[1] .. q
+  lists[#lists + 1] = ARGV[2] .. q
+end
+local moving = served_here(KEYS[1], lists)
+if moving then return moving end
 local out = {}
 for _, q in ipairs(names) do
   local c = counts[q] or {}

@@ -9,12 +9,17 @@
 -- ARGV[1] task id
 -- ARGV[2] pending key prefix of this shard (the queue name is appended)
 -- ARGV[3] ready-list key prefix of this shard (the queue name is appended)
+--   (these lists are not declared: the script checks that this node
+--   serves them before it reads them, see lib.lua's served_here)
 --
 -- Returns {state, encoded task or "", score or "", dead info or "", last
 -- error or ""}:
 --   state is "scheduled" (score = due; a task in the far tier is in no set,
 --   its due time is read from its data), "ready", "active" (score = lease
 --   deadline, or "" for a task a worker popped and runs without a lease), "dead" (score = time buried) or "" when unknown.
+-- or the error "TRYAGAIN ..." while the shard's slot is being migrated
+-- and the task's pending set or ready list is not on this node (a list
+-- not moved yet would read as empty there).
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
 local info = redis.call("HGET", KEYS[5], id) or ""
@@ -27,6 +32,10 @@ s = redis.call("ZSCORE", KEYS[1], id)
 if s then return {"scheduled", blob, s, info, last} end
 if blob ~= "" then
   local q, due = string.match(blob, "^1|([^|]+)|%d+|%d+|%d+|(%d+)|")
+  if q and ARGV[2] then
+    local moving = served_here(KEYS[1], {ARGV[2] .. q, ARGV[3] and ARGV[3] .. q or nil})
+    if moving then return moving end
+  end
   local seq = q and ARGV[2] and redis.call("ZSCORE", ARGV[2] .. q, id)
   if q and ARGV[2] and not seq then
     return {"scheduled", blob, due, info, last}

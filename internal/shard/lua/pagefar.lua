@@ -15,6 +15,10 @@
 -- Returns {next_score, next_bucket, next_index, done, then per live
 -- matching task: id, encoded task, last error or ""}. An entry whose task
 -- is gone or was enqueued anew (another enqueued_ms) is stale, not listed.
+-- The bucket lists are not declared: before reading one the script checks
+-- that this node serves it (lib.lua's served_here), and fails with
+-- "TRYAGAIN ..." while the shard's slot is being migrated and the list is
+-- not on this node (a list not moved yet would read as empty there).
 local limit = tonumber(ARGV[4])
 local rank, idx = 0, 0
 if ARGV[1] ~= "" then
@@ -37,6 +41,8 @@ while examined < limit and buckets < limit do
   buckets = buckets + 1
   score, bucket = b[2], b[1]
   local room = limit - examined
+  local moving = served_here(KEYS[1], {KEYS[1] .. ":" .. bucket})
+  if moving then return moving end
   local entries = redis.call("LRANGE", KEYS[1] .. ":" .. bucket, idx, idx + room - 1)
   examined = examined + #entries
   local ids, enqs = {}, {}
