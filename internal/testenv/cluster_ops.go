@@ -69,7 +69,10 @@ func (c *RedisCluster) MigrateSlot(ctx context.Context, slot int, to *ClusterNod
 		if len(keys) == 0 {
 			break
 		}
-		args := []any{"MIGRATE", host, port, "", 0, int(migrateTimeout / time.Millisecond), "REPLACE", "KEYS"}
+		// No REPLACE (as redis-cli without --cluster-replace): a key
+		// that a script created on the target while the slot moved
+		// fails the migration (BUSYKEY) instead of being overwritten.
+		args := []any{"MIGRATE", host, port, "", 0, int(migrateTimeout / time.Millisecond), "KEYS"}
 		for _, k := range keys {
 			args = append(args, k)
 		}
