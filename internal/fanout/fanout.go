@@ -11,30 +11,39 @@
 // Routing: a Hub keeps one connection per route. A plain client has one
 // route; a Ring routes a channel to the shard of its name, as it routes
 // keys, so there each channel gets a connection of its own. On a Redis
-// Cluster, sharded channels are routed per hash slot (one connection per
-// slot in use, to the node that owns it; Hourglass's shards have a slot
-// each), classic ones share one connection (PUBLISH reaches every node).
-// Not handled yet: a slot that moves to another node while subscribed
-// (Redis then unsubscribes its channels; docs/topologies.md).
+// Cluster, classic channels share one connection (PUBLISH reaches every
+// node), and sharded ones get one connection per primary that owns a
+// subscribed channel's slot, each channel subscribed with an SSUBSCRIBE of
+// its own (one may name channels of one slot only), so connections grow
+// with the primaries, not with the slots or shards. When a slot moves
+// while subscribed, Redis unsubscribes its channels; the hub then looks
+// their owner up again and subscribes them on its connection (the node's
+// other channels are not disturbed).
 //
-// Reconnects: go-redis re-subscribes a connection's channels when it
-// reconnects, and a failed SUBSCRIBE is kept and sent again then. Each
-// confirmation reaches the listeners as an Event with Subscribed set:
-// messages published while the subscription was not in place are lost,
-// so a listener re-checks whatever it waits for.
+// Reconnects: on a plain client or a Ring, go-redis re-subscribes a
+// connection's channels when it reconnects, and a failed SUBSCRIBE is kept
+// and sent again then. On a cluster, sharded connections reconnect by
+// themselves (go-redis would re-send all of a connection's channels in one
+// SSUBSCRIBE, refused when they span slots): a failed connection is
+// closed and, after a backoff, each of its channels' owner is looked up
+// again (the node may have died and its replica taken over) and the
+// channel subscribed on that owner's connection. They are health checked:
+// a PING after pingAfter (1 s) of silence, given up when the node sends
+// nothing for pongWithin (2 s) more, so a paused or unreachable node is
+// noticed within 3 s, a killed one at once. Each confirmation reaches the
+// listeners as an Event with Subscribed set: messages published while the
+// subscription was not in place are lost, so a listener re-checks
+// whatever it waits for.
 package fanout
 
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/hourglass-sched/hourglass/internal/keyslot"
 )
 
 // Kind is a pub/sub flavour.
@@ -56,9 +65,10 @@ type Event struct {
 	Subscribed bool
 }
 
-// Listener receives a channel's events on the hub's dispatch goroutine,
-// in order. It must not block, nor close a Subscription (closing the last
-// one waits for that goroutine).
+// Listener receives a channel's events in order, from the goroutine that
+// reads the channel's connection, never from two goroutines at once. It
+// must not block, nor close a Subscription (closing one waits for an
+// event being delivered or for that goroutine).
 type Listener func(Event)
 
 // sendTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write.
@@ -66,8 +76,10 @@ const sendTimeout = 5 * time.Second
 
 // Hub multiplexes subscriptions over shared pub/sub connections. It is
 // safe for concurrent use. Each connection is owned by the hub: opened by
-// the first Subscribe routed to it, closed (and its dispatch goroutine
-// waited for) when its last Subscription is closed, or by Close.
+// the first Subscribe routed to it, closed (and its dispatch goroutine, or
+// on a cluster's sharded route its loop, waited for) when its last
+// Subscription is closed, or by Close. A cluster's sharded connection
+// whose channels all moved to other nodes closes by itself.
 type Hub struct {
 	rdb  redis.UniversalClient
 	kind Kind
@@ -75,6 +87,10 @@ type Hub struct {
 
 	mu    sync.Mutex
 	conns map[string]*conn // by route
+
+	// nodes holds the connections of sharded pub/sub on a Redis Cluster
+	// (cluster.go); nil otherwise, when conns holds them.
+	nodes *nodeSet
 }
 
 // conn is one pub/sub connection and the listeners of its channels.
@@ -102,8 +118,8 @@ type conn struct {
 // Subscription is one listener on one channel. Close it when done.
 type Subscription struct {
 	h       *Hub
-	c       *conn
-	route   string
+	c       *conn  // nil on a nodeSet
+	route   string // on c
 	channel string
 	fn      Listener
 	once    sync.Once
@@ -115,22 +131,18 @@ func New(rdb redis.UniversalClient, kind Kind, log hclog.Logger) *Hub {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Hub{rdb: rdb, kind: kind, log: log, conns: map[string]*conn{}}
+	h := &Hub{rdb: rdb, kind: kind, log: log, conns: map[string]*conn{}}
+	if cc, ok := rdb.(*redis.ClusterClient); ok && kind == Sharded {
+		h.nodes = newNodeSet(cc, log)
+	}
+	return h
 }
 
-// route names the connection that channel is subscribed on.
+// route names the connection that channel is subscribed on (sharded
+// channels on a cluster are routed by h.nodes instead).
 func (h *Hub) route(channel string) string {
-	switch h.rdb.(type) {
-	case *redis.Ring:
+	if _, ok := h.rdb.(*redis.Ring); ok {
 		return channel // a Ring picks the shard by the channel's name
-	case *redis.ClusterClient:
-		if h.kind == Sharded {
-			// One connection per slot, to the node that owns it: one
-			// SSUBSCRIBE may name channels of one slot only, and
-			// go-redis resubscribes a connection's channels in one
-			// command when it reconnects (to the slot's owner then).
-			return "slot:" + strconv.Itoa(keyslot.Of(channel))
-		}
 	}
 	return "" // classic messages reach every node of a cluster
 }
@@ -139,9 +151,12 @@ func (h *Hub) route(channel string) string {
 // Subscription is closed. It returns once the SUBSCRIBE is written, not
 // confirmed: the confirmation arrives as an event, also when the channel
 // already had listeners. A failed write is
-// logged and not returned: go-redis subscribes again when it reconnects,
-// and that confirmation reaches fn.
+// logged and not returned: the channel is subscribed again when the
+// connection is back, and that confirmation reaches fn.
 func (h *Hub) Subscribe(ctx context.Context, channel string, fn Listener) *Subscription {
+	if h.nodes != nil {
+		return h.nodes.subscribe(ctx, h, channel, fn)
+	}
 	r := h.route(channel)
 	h.mu.Lock()
 	c := h.conns[r]
@@ -197,9 +212,9 @@ func (h *Hub) Signal(ctx context.Context, channel string, observe Listener) (<-c
 }
 
 // open sets c's PubSub, starts its dispatch goroutine and marks c ready.
-// For a plain client it does no I/O (go-redis dials on first use). A Ring
-// or a cluster needs the channel to pick its server, and subscribes to
-// it at once; when the Ring has no live shard (go-redis panics then) c
+// For a plain client or a cluster's classic channels it does no I/O
+// (go-redis dials on first use). A Ring needs the channel to pick its
+// server, and subscribes to it at once; when the Ring has no live shard (go-redis panics then) c
 // stays without a connection: its listeners hear nothing until their
 // subscriptions close and a later Subscribe opens a new one.
 func (h *Hub) open(c *conn, channel string) {
@@ -219,7 +234,7 @@ func (h *Hub) open(c *conn, channel string) {
 }
 
 // routed is a client that picks a connection's server by the channels
-// it is opened with: a Ring (by name) or a ClusterClient (by slot).
+// it is opened with: a Ring (by name).
 type routed interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 	SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
@@ -291,6 +306,10 @@ func (s *Subscription) Close() {
 }
 
 func (s *Subscription) close() {
+	if s.h.nodes != nil {
+		s.h.nodes.unsubscribe(s)
+		return
+	}
 	c, h := s.c, s.h
 	c.mu.Lock()
 	subs := slices.DeleteFunc(slices.Clone(c.subs[s.channel]), func(x *Subscription) bool { return x == s })
@@ -371,11 +390,17 @@ func (h *Hub) Close() {
 	for _, c := range conns {
 		c.close()
 	}
+	if h.nodes != nil {
+		h.nodes.close()
+	}
 }
 
 // Conns returns how many connections the hub holds open (for tests and
 // metrics).
 func (h *Hub) Conns() int {
+	if h.nodes != nil {
+		return h.nodes.conns()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.conns)

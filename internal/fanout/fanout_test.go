@@ -293,47 +293,134 @@ func TestRingWithoutLiveShard(t *testing.T) {
 	}
 }
 
-// TestClusterRoutesShardedPerSlot: on a Redis Cluster, each shard's
-// sharded channel is subscribed on a connection to the node that owns its
-// slot, so a message SPUBLISHed in any slot reaches its listener; classic
-// channels share one connection.
-func TestClusterRoutesShardedPerSlot(t *testing.T) {
+// wakeChannel is shard sh's wake-up channel, as internal/scan names it.
+func wakeChannel(sh int) string { return fmt.Sprintf("{hourglass:%d}:wake", sh) }
+
+// confirmed waits until every recorder heard at least want confirmations.
+func confirmed(t *testing.T, want int, recs map[string]*recorder) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d confirmation(s) on %d channel(s)", want, len(recs)), func() (bool, string) {
+		for ch, r := range recs {
+			if _, c := r.payloads(); c < want {
+				return false, fmt.Sprintf("%s: %d", ch, c)
+			}
+		}
+		return true, ""
+	})
+}
+
+// counts returns how many confirmations each recorder heard.
+func counts(recs map[string]*recorder) map[string]int {
+	out := map[string]int{}
+	for ch, r := range recs {
+		_, out[ch] = r.payloads()
+	}
+	return out
+}
+
+// undisturbed checks that no recorder heard a confirmation since before.
+func undisturbed(t *testing.T, what string, before map[string]int, recs map[string]*recorder) {
+	t.Helper()
+	for ch, r := range recs {
+		if _, c := r.payloads(); c != before[ch] {
+			t.Errorf("%s heard %d confirmation(s), %d before %s; it should not be touched", ch, c, before[ch], what)
+		}
+	}
+}
+
+// received waits until r's last message is msg.
+func received(t *testing.T, r *recorder, channel, msg string) {
+	t.Helper()
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("%q on %s", msg, channel), func() (bool, string) {
+		p, _ := r.payloads()
+		return len(p) > 0 && p[len(p)-1] == msg, fmt.Sprint(p)
+	})
+}
+
+// TestClusterRoutesShardedPerNode: on a Redis Cluster, the sharded
+// channels of 16 shards share one connection per primary that owns one of
+// their slots, each channel subscribed once on its owner, so a message
+// SPUBLISHed in any slot reaches its listener (and only it); a channel's
+// listeners coming and going do not disturb the others; classic channels
+// share one connection.
+func TestClusterRoutesShardedPerNode(t *testing.T) {
 	t.Parallel()
 	rc := testenv.StartRedisCluster(t, 3, 0)
 	cc := rc.Client(t)
 	h := New(cc, Sharded, nil)
 	defer h.Close()
-	ctx := testenv.Ctx(t, 30*time.Second)
+	ctx := testenv.Ctx(t, time.Minute)
 	const shards = 16
-	recs := make([]*recorder, shards)
-	nodes := map[string]bool{}
+	recs := map[string]*recorder{}
+	var subs []*Subscription
+	owners := map[string]*redis.Client{}
 	for sh := range shards {
-		ch := fmt.Sprintf("{hourglass:%d}:wake", sh)
-		nodes[rc.PrimaryFor(ch).Addr] = true
-		recs[sh] = &recorder{}
-		defer h.Subscribe(ctx, ch, recs[sh].listen).Close()
+		ch := wakeChannel(sh)
+		owner := rc.PrimaryFor(ch)
+		if owners[owner.Addr] == nil {
+			owners[owner.Addr] = owner.Client(t)
+		}
+		recs[ch] = &recorder{}
+		subs = append(subs, h.Subscribe(ctx, ch, recs[ch].listen))
 	}
-	if len(nodes) < 2 {
-		t.Fatalf("the channels' slots are on %d node(s); the test needs several", len(nodes))
+	if len(owners) < 2 {
+		t.Fatalf("the channels' slots are on %d primary(ies); the test needs several", len(owners))
 	}
-	if n := h.Conns(); n != shards {
-		t.Fatalf("%d connections for %d slots, want one per slot", n, shards)
+	if n := h.Conns(); n != len(owners) {
+		t.Fatalf("%d connections for %d channels on %d primaries, want one per primary", n, shards, len(owners))
 	}
-	for sh := range shards {
-		testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("shard %d subscribed", sh), func() (bool, string) {
-			_, subs := recs[sh].payloads()
-			return subs > 0, "no confirmation"
-		})
-		if err := cc.SPublish(ctx, fmt.Sprintf("{hourglass:%d}:wake", sh), fmt.Sprint(sh)).Err(); err != nil {
+	confirmed(t, 1, recs)
+	for ch := range recs {
+		if n := subscribers(t, owners[rc.PrimaryFor(ch).Addr], Sharded, ch); n != 1 {
+			t.Fatalf("%s has %d subscribed connections on its owner, want 1", ch, n)
+		}
+		if err := cc.SPublish(ctx, ch, ch).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for sh := range shards {
-		testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("shard %d's message", sh), func() (bool, string) {
-			got, _ := recs[sh].payloads()
-			return len(got) == 1 && got[0] == fmt.Sprint(sh), fmt.Sprint(got)
+	for ch, r := range recs {
+		received(t, r, ch, ch)
+	}
+	// Every confirmation of the subscriptions arrived before these
+	// messages (a listener may hear two: the one of the session that
+	// opened the node's connection and the one of its own SSUBSCRIBE).
+	before := counts(recs)
+
+	// Churn on one more channel, on the node of shard 0: its last
+	// SUNSUBSCRIBE never lands after its next SSUBSCRIBE, and the node's
+	// other channels hear nothing of it.
+	churn := "{hourglass:0}:churn"
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				h.Subscribe(ctx, churn, func(Event) {}).Close()
+			}
 		})
 	}
+	wg.Wait()
+	var rch recorder
+	defer h.Subscribe(ctx, churn, rch.listen).Close()
+	testenv.WaitFor(t, 10*time.Second, "a message after the churn", func() (bool, string) {
+		if err := cc.SPublish(ctx, churn, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := rch.payloads()
+		return len(p) > 0, fmt.Sprint(p)
+	})
+	undisturbed(t, "the churn", before, recs)
+	for ch, r := range recs {
+		if p, _ := r.payloads(); fmt.Sprint(p) != "["+ch+"]" {
+			t.Errorf("%s heard %v, want [%s]", ch, p, ch)
+		}
+	}
+	for _, s := range subs {
+		s.Close()
+	}
+	if n := h.Conns(); n != 1 {
+		t.Fatalf("%d connections with one channel left, want 1", n)
+	}
+
 	classic := New(cc, Classic, nil)
 	defer classic.Close()
 	defer classic.Subscribe(ctx, "a", func(Event) {}).Close()
