@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
@@ -309,6 +310,20 @@ func confirmed(t *testing.T, want int, recs map[string]*recorder) {
 	})
 }
 
+// reconfirmed waits until every recorder heard more confirmations than
+// before.
+func reconfirmed(t *testing.T, before map[string]int, recs map[string]*recorder) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("a new confirmation on %d channel(s)", len(recs)), func() (bool, string) {
+		for ch, r := range recs {
+			if _, c := r.payloads(); c <= before[ch] {
+				return false, fmt.Sprintf("%s: %d", ch, c)
+			}
+		}
+		return true, ""
+	})
+}
+
 // counts returns how many confirmations each recorder heard.
 func counts(recs map[string]*recorder) map[string]int {
 	out := map[string]int{}
@@ -428,4 +443,234 @@ func TestClusterRoutesShardedPerNode(t *testing.T) {
 	if n := classic.Conns(); n != 1 {
 		t.Fatalf("%d connections for two classic channels on a cluster, want 1", n)
 	}
+}
+
+// TestClusterFollowsSlotMoves: when the slot of a subscribed channel
+// moves to another primary, Redis unsubscribes it; the hub subscribes it
+// on the new owner (opening a connection there), the listener hears a
+// confirmation and then the messages published there, the other channel
+// of the old node is not disturbed, and a node left without channels is
+// closed.
+func TestClusterFollowsSlotMoves(t *testing.T) {
+	t.Parallel()
+	rc := testenv.StartRedisCluster(t, 3, 0)
+	h := New(rc.Client(t), Sharded, nil)
+	defer h.Close()
+	ctx := testenv.Ctx(t, time.Minute)
+
+	// Two channels of one primary, and another primary to move them to.
+	from := rc.PrimaryFor(wakeChannel(0))
+	a, b := wakeChannel(0), ""
+	for sh := 1; b == ""; sh++ {
+		if rc.PrimaryFor(wakeChannel(sh)) == from {
+			b = wakeChannel(sh)
+		}
+	}
+	var to *testenv.ClusterNode
+	for _, p := range rc.Primaries() {
+		if p != from {
+			to = p
+			break
+		}
+	}
+	ra, rb := &recorder{}, &recorder{}
+	defer h.Subscribe(ctx, a, ra.listen).Close()
+	defer h.Subscribe(ctx, b, rb.listen).Close()
+	both := map[string]*recorder{a: ra, b: rb}
+	confirmed(t, 1, both)
+	if n := h.Conns(); n != 1 {
+		t.Fatalf("%d connections for two channels of one primary, want 1", n)
+	}
+	for ch, r := range both {
+		publish(t, from.Client(t), Sharded, ch, "before")
+		received(t, r, ch, "before")
+	}
+	before := counts(both)
+
+	start := time.Now()
+	if err := rc.MigrateSlot(ctx, testenv.KeySlot(a), to); err != nil {
+		t.Fatal(err)
+	}
+	reconfirmed(t, before, map[string]*recorder{a: ra})
+	t.Logf("%s subscribed on its new owner %s after the move to it", a, time.Since(start).Round(time.Millisecond))
+	publish(t, to.Client(t), Sharded, a, "after the move")
+	received(t, ra, a, "after the move")
+	if n := h.Conns(); n != 2 {
+		t.Fatalf("%d connections for channels on two primaries, want 2", n)
+	}
+	publish(t, from.Client(t), Sharded, b, "undisturbed")
+	received(t, rb, b, "undisturbed")
+	undisturbed(t, "the move of another slot", before, map[string]*recorder{b: rb})
+
+	// Move b too: its old node has no channel left and closes.
+	if err := rc.MigrateSlot(ctx, testenv.KeySlot(b), to); err != nil {
+		t.Fatal(err)
+	}
+	reconfirmed(t, before, map[string]*recorder{b: rb})
+	publish(t, to.Client(t), Sharded, b, "moved too")
+	received(t, rb, b, "moved too")
+	testenv.WaitFor(t, 10*time.Second, "the emptied node's connection closed", func() (bool, string) {
+		n := h.Conns()
+		return n == 1, fmt.Sprint(n, " connections")
+	})
+	if n := subscribers(t, to.Client(t), Sharded, a); n != 1 {
+		t.Fatalf("%s has %d subscribed connections on %s, want 1", a, n, to.Addr)
+	}
+
+	// A cluster client whose slot map predates a move routes a new
+	// channel to its old owner, which answers the SSUBSCRIBE with MOVED:
+	// the hub looks the owner up again and subscribes there.
+	var c string
+	for sh := 1; c == ""; sh++ {
+		if ch := wakeChannel(sh); ch != b && rc.PrimaryFor(ch) == from {
+			c = ch
+		}
+	}
+	stale := rc.Client(t)
+	if err := stale.Ping(ctx).Err(); err != nil { // reads the slot map
+		t.Fatal(err)
+	}
+	if err := rc.MigrateSlot(ctx, testenv.KeySlot(c), to); err != nil {
+		t.Fatal(err)
+	}
+	if addr, err := stale.MasterForKey(ctx, c); err != nil || addr.Options().Addr != from.Addr {
+		t.Fatalf("the stale client routes %s to %v (%v), want %s", c, addr, err, from.Addr)
+	}
+	h2 := New(stale, Sharded, nil)
+	defer h2.Close()
+	var rc2 recorder
+	defer h2.Subscribe(ctx, c, rc2.listen).Close()
+	confirmed(t, 1, map[string]*recorder{c: &rc2})
+	publish(t, to.Client(t), Sharded, c, "found")
+	received(t, &rc2, c, "found")
+	testenv.WaitFor(t, 10*time.Second, "the stale owner's connection closed", func() (bool, string) {
+		n := h2.Conns()
+		return n == 1, fmt.Sprint(n, " connections")
+	})
+}
+
+// clusterOfChannels starts a cluster of 3 primaries with a replica each,
+// subscribes the 16 wake-up channels on a hub made by h and waits for
+// their confirmations and a first message. It returns the recorders by
+// channel and how many confirmations each heard.
+func clusterOfChannels(t *testing.T, h func(*redis.ClusterClient) *Hub) (*testenv.RedisCluster, *Hub, map[string]*recorder, map[string]int) {
+	t.Helper()
+	rc := testenv.StartRedisCluster(t, 3, 1)
+	cc := rc.Client(t)
+	hub := h(cc)
+	t.Cleanup(hub.Close)
+	ctx := testenv.Ctx(t, time.Minute)
+	recs := map[string]*recorder{}
+	for sh := range 16 {
+		ch := wakeChannel(sh)
+		recs[ch] = &recorder{}
+		t.Cleanup(hub.Subscribe(ctx, ch, recs[ch].listen).Close)
+	}
+	confirmed(t, 1, recs)
+	for ch, r := range recs {
+		if err := cc.SPublish(ctx, ch, "first").Err(); err != nil {
+			t.Fatal(err)
+		}
+		received(t, r, ch, "first")
+	}
+	return rc, hub, recs, counts(recs)
+}
+
+// splitBy returns the recorders of victim's channels and of the others'.
+func splitBy(rc *testenv.RedisCluster, victim *testenv.ClusterNode, recs map[string]*recorder) (hit, other map[string]*recorder) {
+	hit, other = map[string]*recorder{}, map[string]*recorder{}
+	for ch, r := range recs {
+		if rc.PrimaryFor(ch) == victim {
+			hit[ch] = r
+		} else {
+			other[ch] = r
+		}
+	}
+	return hit, other
+}
+
+// afterFailover checks that the channels of a failed primary are served
+// by its promoted replica, where each receives a message, and that the
+// other channels were not disturbed.
+func afterFailover(t *testing.T, rc *testenv.RedisCluster, h *Hub, victim *testenv.ClusterNode, before map[string]int, hit, other map[string]*recorder) {
+	t.Helper()
+	if err := rc.WaitConsistent(testenv.Ctx(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for ch, r := range hit {
+		owner := rc.PrimaryFor(ch)
+		if owner == victim {
+			t.Fatalf("%s still served by %s", ch, victim.Addr)
+		}
+		publish(t, owner.Client(t), Sharded, ch, "on "+owner.Addr)
+		received(t, r, ch, "on "+owner.Addr)
+	}
+	undisturbed(t, "the failover of another primary", before, other)
+	if n := h.Conns(); n != 3 {
+		t.Errorf("%d connections after the failover, want 3 (one per primary)", n)
+	}
+}
+
+// TestClusterFollowsFailoverOfKilledPrimary: when a primary is SIGKILLed
+// and its replica promoted, its channels' listeners hear a confirmation
+// from the promoted replica and then its messages; the other channels are
+// not disturbed.
+func TestClusterFollowsFailoverOfKilledPrimary(t *testing.T) {
+	t.Parallel()
+	rc, h, recs, before := clusterOfChannels(t, func(cc *redis.ClusterClient) *Hub { return New(cc, Sharded, nil) })
+	victim := rc.PrimaryFor(wakeChannel(0))
+	hit, other := splitBy(rc, victim, recs)
+	victim.Kill()
+	killed := time.Now()
+	// Bring the node back at the end (it rejoins as a replica): go-redis's
+	// pool keeps a goroutine re-dialling a dead node.
+	defer victim.Restart()
+	reconfirmed(t, before, hit)
+	t.Logf("%d channel(s) subscribed on the promoted replica %s after the SIGKILL", len(hit), time.Since(killed).Round(time.Millisecond))
+	afterFailover(t, rc, h, victim, before, hit, other)
+}
+
+// TestClusterFollowsFailoverOfPausedPrimary: a SIGSTOPped primary, whose
+// socket stays open, is noticed by the health check within
+// pingAfter+pongWithin; once its replica is promoted its channels are
+// subscribed there. Closing a hub whose node is paused does not hang.
+func TestClusterFollowsFailoverOfPausedPrimary(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	rc, h, recs, before := clusterOfChannels(t, func(cc *redis.ClusterClient) *Hub { return New(cc, Sharded, log) })
+	victim := rc.PrimaryFor(wakeChannel(0))
+	hit, other := splitBy(rc, victim, recs)
+
+	// A second hub, closed while the node is paused.
+	early := New(rc.Client(t), Sharded, nil)
+	var r recorder
+	early.Subscribe(testenv.Ctx(t, 10*time.Second), wakeChannel(0), r.listen)
+	confirmed(t, 1, map[string]*recorder{wakeChannel(0): &r})
+
+	victim.Pause()
+	paused := time.Now()
+	defer victim.Resume()
+	closed := make(chan struct{})
+	go func() {
+		early.Close()
+		close(closed)
+	}()
+	testenv.WaitFor(t, 5*time.Second, "Close of a hub whose node is paused", func() (bool, string) {
+		select {
+		case <-closed:
+			return true, ""
+		default:
+			return false, "still closing"
+		}
+	})
+
+	want := "node=" + victim.Addr + ` error="fanout: no reply to PING"`
+	testenv.WaitFor(t, pingAfter+pongWithin+2*time.Second, "the paused node noticed", func() (bool, string) {
+		return strings.Contains(logs.String(), want), logs.String()
+	})
+	t.Logf("paused node given up after %s", time.Since(paused).Round(time.Millisecond))
+	reconfirmed(t, before, hit)
+	t.Logf("%d channel(s) subscribed on the promoted replica %s after the SIGSTOP", len(hit), time.Since(paused).Round(time.Millisecond))
+	afterFailover(t, rc, h, victim, before, hit, other)
 }
