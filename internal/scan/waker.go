@@ -16,9 +16,10 @@ import (
 // gets a channel with a buffer of one, so bursts of wake-ups coalesce and
 // a slow mover never blocks the connection.
 //
-// After a reconnect go-redis subscribes again; the Waker then wakes every
-// subscriber once, because messages published while disconnected are
-// lost.
+// After a reconnect the channel is subscribed again (by go-redis, or on a
+// cluster by the hub, also on a slot's new owner); the Waker then wakes
+// every subscriber once, because messages published while disconnected
+// are lost.
 type Waker struct {
 	hub *fanout.Hub
 	met *Metrics
@@ -35,7 +36,7 @@ func NewWaker(rdb redis.UniversalClient, log hclog.Logger, met *Metrics) *Waker 
 
 // Subscribe starts delivering wake-ups published on channel. The returned
 // function unsubscribes; call it when the shard's mover stops. A failed
-// subscription is logged and retried by go-redis on its next reconnect;
+// subscription is logged and retried when the connection is back;
 // meanwhile the mover runs on its safety re-check.
 func (w *Waker) Subscribe(ctx context.Context, channel string) (<-chan struct{}, func()) {
 	if w.met == nil {
