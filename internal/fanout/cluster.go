@@ -294,14 +294,20 @@ func (ns *nodeSet) close() {
 	ns.byAddr = map[string]*node{}
 	ns.chans = map[string]*shardChan{}
 	ns.mu.Unlock()
+	var halts sync.WaitGroup
 	for _, n := range nodes {
-		n.halt()
+		halts.Go(n.halt) // together: each may wait for a dial (see halt)
 	}
+	halts.Wait()
 	ns.wg.Wait()
 }
 
 // halt cancels n's loop and closes its PubSub, which ends a read in
-// progress at once.
+// progress at once. A dial in progress ends at once if the node refuses
+// or does not accept the connection (ctx), but one to a node that accepts
+// it without answering (paused) ends only with the client's DialTimeout
+// (5 s by default), and so may Close: that is the longest a Subscription's
+// or the Hub's Close waits for.
 func (n *node) halt() {
 	n.cancel()
 	n.mu.Lock()
