@@ -20,9 +20,9 @@
 // their owner up again and subscribes them on its connection (the node's
 // other channels are not disturbed).
 //
-// Reconnects: on a plain client or a Ring, go-redis re-subscribes a
-// connection's channels when it reconnects, and a failed SUBSCRIBE is kept
-// and sent again then. On a cluster, sharded connections reconnect by
+// Reconnects: on a plain client, a Ring, and for a cluster's classic
+// channels, go-redis re-subscribes a connection's channels when it
+// reconnects, and a failed SUBSCRIBE is kept and sent again then. On a cluster, sharded connections reconnect by
 // themselves (go-redis would re-send all of a connection's channels in one
 // SSUBSCRIBE, refused when they span slots): a failed connection is
 // closed and, after a backoff, each of its channels' owner is looked up
