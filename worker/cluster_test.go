@@ -70,7 +70,7 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 	// now are delivered long before the 30 s fetch timeout ends a wait.
 	testenv.WaitFor(t, 10*time.Second, "the worker subscribed on every node", func() (bool, string) {
 		n := w.popper.(*clusterPopper).hub.Conns()
-		return n >= 3, fmt.Sprintf("%d pub/sub connections", n)
+		return n == len(spread), fmt.Sprintf("%d pub/sub connections", n)
 	})
 	for round := range 3 {
 		start := time.Now()
