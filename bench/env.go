@@ -36,12 +36,13 @@ type env struct {
 	etcd   *localrun.Etcd
 	scheds []*sched
 
-	hgAdmin, aqAdmin *redis.Client // measurement only; their commands are subtracted
-	hgAdminN         *cmdCounter
-	aqAdminN         *cmdCounter
-	layout           shard.Layout
-	shards           int
-	ttl              time.Duration
+	hgAdmin  redis.UniversalClient // measurement only; its commands are subtracted
+	aqAdmin  *redis.Client         // measurement only; its commands are subtracted
+	hgAdminN *cmdCounter
+	aqAdminN *cmdCounter
+	layout   shard.Layout
+	shards   int
+	ttl      time.Duration
 }
 
 // sched is one scheduler process and its HTTP address.
@@ -66,16 +67,8 @@ func repoRoot() (string, error) {
 // startEnv starts Redis, etcd and two schedulers running shards shards;
 // with asynq it also starts the second Redis, for asynq.
 func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq bool) (*env, error) {
-	root, err := repoRoot()
+	e, err := newEnv(ctx, logf, shards)
 	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "hourglass-bench-")
-	if err != nil {
-		return nil, err
-	}
-	e := &env{dir: dir, root: root, ttl: 5 * time.Second, shards: shards}
-	if e.layout, err = shard.NewLayout(namespace, shards); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -84,41 +77,79 @@ func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq 
 			e.stop()
 		}
 	}()
-	logf("building cmd/scheduler and cmd/worker into %s", dir)
-	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/scheduler", "./cmd/worker")
-	build.Dir = root
-	if b, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build binaries: %w\n%s", err, b)
-	}
 	// localrun passes --save "" --appendonly no: no persistence.
-	if e.hgRed, err = localrun.StartRedis(dir); err != nil {
+	if e.hgRed, err = localrun.StartRedis(e.dir); err != nil {
 		return nil, err
 	}
 	if asynq {
-		if e.aqRed, err = localrun.StartRedis(dir); err != nil {
+		if e.aqRed, err = localrun.StartRedis(e.dir); err != nil {
 			return nil, err
 		}
-	}
-	if e.etcd, err = localrun.StartEtcd(dir); err != nil {
-		return nil, err
-	}
-	e.hgAdminN, e.aqAdminN = newCmdCounter(), newCmdCounter()
-	e.hgAdmin = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
-	e.hgAdmin.AddHook(e.hgAdminN)
-	if asynq {
 		e.aqAdmin = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
 		e.aqAdmin.AddHook(e.aqAdminN)
 	}
-	for i := 1; i <= 2; i++ {
-		if _, err := e.startSched(fmt.Sprintf("scheduler-%d", i)); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.waitSettled(ctx, 30*time.Second); err != nil {
+	e.hgAdmin = e.dial(e.hgAdminN)
+	if err := e.startSchedulers(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
 	return e, nil
+}
+
+// newEnv makes the env's directory and builds the binaries into it; the
+// caller starts Redis, then calls startSchedulers.
+func newEnv(ctx context.Context, logf func(string, ...any), shards int) (*env, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "hourglass-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, root: root, ttl: 5 * time.Second, shards: shards, hgAdminN: newCmdCounter(), aqAdminN: newCmdCounter()}
+	if e.layout, err = shard.NewLayout(namespace, shards); err != nil {
+		e.stop()
+		return nil, err
+	}
+	logf("building cmd/scheduler and cmd/worker into %s", dir)
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./cmd/scheduler", "./cmd/worker")
+	build.Dir = root
+	if b, err := build.CombinedOutput(); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("build binaries: %w\n%s", err, b)
+	}
+	return e, nil
+}
+
+// startSchedulers starts etcd and two schedulers on the env's Redis and
+// waits until they settled.
+func (e *env) startSchedulers(ctx context.Context) error {
+	var err error
+	if e.etcd, err = localrun.StartEtcd(e.dir); err != nil {
+		return err
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := e.startSched(fmt.Sprintf("scheduler-%d", i)); err != nil {
+			return err
+		}
+	}
+	return e.waitSettled(ctx, 30*time.Second)
+}
+
+// dial returns a new client of Hourglass's Redis with go-redis's
+// defaults, counting its commands in hook (if not nil).
+func (e *env) dial(hook *cmdCounter) redis.UniversalClient {
+	var c redis.UniversalClient = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
+	if hook != nil {
+		c.AddHook(hook)
+	}
+	return c
+}
+
+// redisArgs are the binaries' Redis settings.
+func (e *env) redisArgs() []string {
+	return []string{"-set", "redis.addr=" + e.hgRed.Addr}
 }
 
 // prefetch is the schedulers' scheduler.prefetch: they move tasks this
@@ -131,16 +162,15 @@ func (e *env) startSched(id string) (*sched, error) {
 		return nil, err
 	}
 	s := &sched{id: id, http: fmt.Sprintf("127.0.0.1:%d", port)}
-	args := []string{
-		"-set", "redis.addr=" + e.hgRed.Addr,
-		"-set", "etcd.endpoints=" + e.etcd.Endpoint,
+	args := append(e.redisArgs(),
+		"-set", "etcd.endpoints="+e.etcd.Endpoint,
 		"-set", fmt.Sprintf("shards=%d", e.shards),
-		"-set", "namespace=" + namespace,
-		"-set", "scheduler.replica_id=" + id,
-		"-set", "scheduler.lease_ttl=" + e.ttl.String(),
-		"-set", "scheduler.prefetch=" + prefetch.String(),
-		"-set", "http.addr=" + s.http,
-	}
+		"-set", "namespace="+namespace,
+		"-set", "scheduler.replica_id="+id,
+		"-set", "scheduler.lease_ttl="+e.ttl.String(),
+		"-set", "scheduler.prefetch="+prefetch.String(),
+		"-set", "http.addr="+s.http,
+	)
 	s.Proc, err = localrun.Start(id, filepath.Join(e.dir, "scheduler"), args, nil, filepath.Join(e.dir, id+".log"))
 	if err != nil {
 		return nil, err
@@ -227,13 +257,15 @@ func (e *env) storedEpoch(ctx context.Context, sh int) (int64, error) {
 }
 
 // clearHG deletes every scheduled/ready/leased task of Hourglass but keeps
-// queue registrations and epochs, so the running schedulers carry on.
+// queue registrations and epochs, so the running schedulers carry on. One
+// DEL per shard, all in one pipeline: a shard's keys share a hash slot, so
+// this works on a cluster too.
 func (e *env) clearHG(ctx context.Context) error {
-	var keys []string
+	pipe := e.hgAdmin.Pipeline()
 	for sh := 0; sh < e.shards; sh++ {
-		keys = append(keys, e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
+		keys := []string{e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
 			e.layout.Pending(sh, hgQueue), e.layout.Inflight(sh), e.layout.Leases(sh), e.layout.Errors(sh),
-			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh))
+			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh)}
 		buckets, err := e.hgAdmin.ZRange(ctx, e.layout.Far(sh), 0, -1).Result()
 		if err != nil {
 			return err
@@ -241,8 +273,10 @@ func (e *env) clearHG(ctx context.Context) error {
 		for _, b := range buckets {
 			keys = append(keys, e.layout.FarBucket(sh, b))
 		}
+		pipe.Del(ctx, keys...)
 	}
-	return e.hgAdmin.Del(ctx, keys...).Err()
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 func (e *env) stop() {

@@ -89,7 +89,7 @@ type rstats struct {
 }
 
 // snapshot reads INFO commandstats/cpu/memory through admin and the hooks.
-func snapshot(ctx context.Context, admin *redis.Client, adminN *cmdCounter, bench counters, pids []int) (rstats, error) {
+func snapshot(ctx context.Context, admin redis.Cmdable, adminN *cmdCounter, bench counters, pids []int) (rstats, error) {
 	s := rstats{at: time.Now(), calls: map[string]int64{}, usec: map[string]int64{}, procs: map[int]float64{}, pids: pids}
 	s.admin = adminN.snap() // before INFO, so INFO itself falls in the next window
 	s.bench = bench.snap()
@@ -291,7 +291,7 @@ func procCPU(pid int) float64 {
 }
 
 // redisVersion asks a server for its version.
-func redisVersion(ctx context.Context, c *redis.Client) string {
+func redisVersion(ctx context.Context, c redis.Cmdable) string {
 	txt, err := c.Info(ctx, "server").Result()
 	if err != nil {
 		return "?"

@@ -85,7 +85,7 @@ func payloadOf(n int, head string) []byte {
 type hgSystem struct {
 	e        *env
 	prefix   string
-	prodRdb  *redis.Client
+	prodRdb  redis.UniversalClient
 	prodN    *cmdCounter
 	cli      *client.Client
 	workN    *cmdCounter
@@ -99,8 +99,7 @@ func newHG(e *env) (*hgSystem, error) {
 	if e.shards != nShards {
 		h.label = fmt.Sprintf("hourglass, %d shards", e.shards)
 	}
-	h.prodRdb = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
-	h.prodRdb.AddHook(h.prodN)
+	h.prodRdb = e.dial(h.prodN)
 	var err error
 	h.cli, err = client.New(h.prodRdb, client.Config{Namespace: namespace, Shards: e.shards})
 	return h, err
@@ -137,8 +136,7 @@ func (h *hgSystem) warmUp(ctx context.Context) error {
 }
 
 func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), error) {
-	rdb := redis.NewClient(&redis.Options{Addr: h.e.hgRed.Addr})
-	rdb.AddHook(h.workN)
+	rdb := h.e.dial(h.workN)
 	reg := prometheus.NewRegistry()
 	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: h.e.shards, Registerer: reg, ShutdownGrace: 5 * time.Second})
 	if err != nil {
