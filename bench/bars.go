@@ -40,6 +40,10 @@ func bars(r *report, ttl time.Duration) []bar {
 		t, ok := s.get("hourglass SIGTERM", "takeover")
 		add("Failover after SIGTERM", "≤ 200 ms", fmt.Sprintf("%.0f ms", t), ok && t <= 200, ok)
 	}
+	if s := r.find("cluster"); s != nil {
+		v, met, ok := clusterBalance(s)
+		add("Cluster balance, Redis CPU and commands", fmt.Sprintf("≤ %d%% on any node", clusterShareBar), v, met, ok)
+	}
 	// Ahead of asynq on every scenario: compare each headline figure
 	// against every asynq configuration measured, for the default
 	// deployment (16 shards) and, where the steady scenario also ran with

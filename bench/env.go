@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 	"github.com/hourglass-sched/hourglass/internal/scheduler"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -28,6 +29,9 @@ const (
 // Hourglass with its scheduler processes, and a second Redis (same
 // binary, same flags) for asynq, so neither system sees the other's keys
 // or load. stop tears all of it down.
+//
+// A cluster env (startClusterEnv, the cluster scenario) runs Hourglass on
+// a Redis Cluster instead: nodes holds its primaries and hgRed is nil.
 type env struct {
 	dir    string
 	root   string // the Hourglass repository
@@ -43,6 +47,12 @@ type env struct {
 	layout   shard.Layout
 	shards   int
 	ttl      time.Duration
+
+	// nodes are the primaries of a cluster env, each with a plain client
+	// (INFO per node; its commands are subtracted) and the spread of the
+	// shards over them.
+	nodes  []*clusterNode
+	spread shardSpread
 }
 
 // sched is one scheduler process and its HTTP address.
@@ -137,10 +147,17 @@ func (e *env) startSchedulers(ctx context.Context) error {
 	return e.waitSettled(ctx, 30*time.Second)
 }
 
-// dial returns a new client of Hourglass's Redis with go-redis's
-// defaults, counting its commands in hook (if not nil).
+// dial returns a new client of Hourglass's Redis, counting its commands
+// in hook (if not nil): a plain client, or on a cluster env a cluster
+// client that re-reads the slot map as often as the binaries' do. Both
+// keep go-redis's other defaults.
 func (e *env) dial(hook *cmdCounter) redis.UniversalClient {
-	var c redis.UniversalClient = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
+	var c redis.UniversalClient
+	if len(e.nodes) == 0 {
+		c = redis.NewClient(&redis.Options{Addr: e.hgRed.Addr})
+	} else {
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.nodeAddrs(), ClusterStateReloadInterval: connect.ClusterStateReload})
+	}
 	if hook != nil {
 		c.AddHook(hook)
 	}
@@ -149,7 +166,10 @@ func (e *env) dial(hook *cmdCounter) redis.UniversalClient {
 
 // redisArgs are the binaries' Redis settings.
 func (e *env) redisArgs() []string {
-	return []string{"-set", "redis.addr=" + e.hgRed.Addr}
+	if len(e.nodes) == 0 {
+		return []string{"-set", "redis.addr=" + e.hgRed.Addr}
+	}
+	return []string{"-set", "redis.mode=cluster", "-set", "redis.addr=", "-set", "redis.addrs=" + strings.Join(e.nodeAddrs(), ",")}
 }
 
 // prefetch is the schedulers' scheduler.prefetch: they move tasks this
@@ -294,6 +314,10 @@ func (e *env) stop() {
 	}
 	if e.hgRed != nil {
 		e.hgRed.Stop(5 * time.Second)
+	}
+	for _, n := range e.nodes {
+		n.admin.Close()
+		n.Stop(5 * time.Second)
 	}
 	if e.aqRed != nil {
 		e.aqRed.Stop(5 * time.Second)

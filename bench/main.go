@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable"}
+var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster"}
 
 func main() {
 	os.Exit(run())
@@ -144,11 +144,13 @@ func run() int {
 	})
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
+	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no results written")
 		return 1
 	}
 	rep.Meta.Seconds = time.Since(start).Seconds()
+	compareStandalone(rep)
 	rep.Bars = bars(rep, e.ttl)
 	rep.text(os.Stdout)
 	base := "latest"

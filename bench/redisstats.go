@@ -81,11 +81,17 @@ type rstats struct {
 	mem    int64            // used_memory
 	reads  int64            // total_reads_processed: socket reads, about one per round trip
 	wakes  int64            // redis-server's voluntary context switches: sleeps in epoll_wait, each ended by a wake-up
-	bench  map[string]int64 // top-level commands sent by the bench's own clients of the system
-	admin  map[string]int64 // commands sent by the measuring client (subtracted)
-	procs  map[int]float64  // CPU seconds of other processes by pid (schedulers, this process)
-	pids   []int
-	pidCPU float64
+	// processed is total_commands_processed (INFO stats): every command
+	// Redis ran, those run inside scripts included (as commandstats).
+	processed int64
+	bench     map[string]int64 // top-level commands sent by the bench's own clients of the system
+	admin     map[string]int64 // commands sent by the measuring client (subtracted)
+	procs     map[int]float64  // CPU seconds of other processes by pid (schedulers, this process)
+	pids      []int
+	pidCPU    float64
+	// nodes are the per-node snapshots of a Redis Cluster, in the env's
+	// node order; the fields above are their sums.
+	nodes []rstats
 }
 
 // snapshot reads INFO commandstats/cpu/memory through admin and the hooks.
@@ -120,6 +126,8 @@ func snapshot(ctx context.Context, admin redis.Cmdable, adminN *cmdCounter, benc
 			s.wakes = voluntarySwitches(pid)
 		case strings.HasPrefix(line, "total_reads_processed:"):
 			s.reads, _ = strconv.ParseInt(strings.TrimPrefix(line, "total_reads_processed:"), 10, 64)
+		case strings.HasPrefix(line, "total_commands_processed:"):
+			s.processed, _ = strconv.ParseInt(strings.TrimPrefix(line, "total_commands_processed:"), 10, 64)
 		case strings.HasPrefix(line, "used_memory:"):
 			s.mem, _ = strconv.ParseInt(strings.TrimPrefix(line, "used_memory:"), 10, 64)
 		}
@@ -133,6 +141,35 @@ func snapshot(ctx context.Context, admin redis.Cmdable, adminN *cmdCounter, benc
 	return s, nil
 }
 
+// sumStats adds up the snapshots of a cluster's nodes (taken one after
+// the other, through plain clients without bench counters or pids); the
+// result keeps them in nodes. The caller sets bench, procs, pids and
+// pidCPU.
+func sumStats(nodes []rstats) rstats {
+	s := rstats{calls: map[string]int64{}, usec: map[string]int64{}, admin: map[string]int64{}, procs: map[int]float64{}, nodes: nodes}
+	for _, n := range nodes {
+		if n.at.After(s.at) {
+			s.at = n.at
+		}
+		for k, v := range n.calls {
+			s.calls[k] += v
+		}
+		for k, v := range n.usec {
+			s.usec[k] += v
+		}
+		for k, v := range n.admin {
+			s.admin[k] += v
+		}
+		s.cpu += n.cpu
+		s.cpuSys += n.cpuSys
+		s.mem += n.mem
+		s.reads += n.reads
+		s.wakes += n.wakes
+		s.processed += n.processed
+	}
+	return s
+}
+
 // window is the difference between two snapshots.
 type window struct {
 	secs     float64
@@ -144,10 +181,14 @@ type window struct {
 	cpu      float64          // redis-server CPU seconds
 	cpuSys   float64          // of which in the kernel (system time)
 	memDelta int64
-	wakes    int64   // times redis-server slept and was woken
-	reads    int64   // socket reads Redis processed (round trips), the measuring client's INFO calls included
-	procCPU  float64 // CPU seconds of the scheduler processes
-	selfCPU  float64 // CPU seconds of the bench process
+	wakes    int64 // times redis-server slept and was woken
+	// processed is total_commands_processed minus the measuring
+	// client's commands: the same count as total, read from INFO stats.
+	processed int64
+	reads     int64    // socket reads Redis processed (round trips), the measuring client's INFO calls included
+	procCPU   float64  // CPU seconds of the scheduler processes
+	selfCPU   float64  // CPU seconds of the bench process
+	nodes     []window // per node of a Redis Cluster, in the env's node order
 }
 
 // diff computes b-a. Top-level calls are the bench clients' (exact, from
@@ -190,6 +231,16 @@ func diff(a, b rstats) window {
 		w.procCPU += v - a.procs[pid]
 	}
 	w.selfCPU = b.pidCPU - a.pidCPU
+	var adminN int64
+	for k, v := range b.admin {
+		adminN += v - a.admin[k]
+	}
+	w.processed = b.processed - a.processed - adminN
+	if len(a.nodes) == len(b.nodes) {
+		for i := range b.nodes {
+			w.nodes = append(w.nodes, diff(a.nodes[i], b.nodes[i]))
+		}
+	}
 	return w
 }
 

@@ -87,6 +87,7 @@ func putCost(r *row, w window, n int) {
 	r.set("wakes", float64(w.wakes)/float64(n))
 	r.set("rcpu", w.cpu)
 	r.set("rcpu_per_1k", 1e6*w.cpu/float64(n)) // µs of Redis CPU per task
+	putNodes(r, w, n)
 }
 
 // ---- 1. Burst ----

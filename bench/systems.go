@@ -89,7 +89,7 @@ type hgSystem struct {
 	prodN    *cmdCounter
 	cli      *client.Client
 	workN    *cmdCounter
-	label    string // row name: "hourglass", or with its shard count when not the default
+	label    string // row name: "hourglass", or with its shard count when not the default, or its cluster
 	lastReg  *prometheus.Registry
 	lastLate promread.Histogram
 }
@@ -98,6 +98,9 @@ func newHG(e *env) (*hgSystem, error) {
 	h := &hgSystem{e: e, prodN: newCmdCounter(), workN: newCmdCounter(), label: "hourglass"}
 	if e.shards != nShards {
 		h.label = fmt.Sprintf("hourglass, %d shards", e.shards)
+	}
+	if len(e.nodes) > 0 {
+		h.label = fmt.Sprintf("hourglass, %d-node cluster", len(e.nodes))
 	}
 	h.prodRdb = e.dial(h.prodN)
 	var err error
@@ -240,6 +243,9 @@ func (h *hgSystem) snap(ctx context.Context) (rstats, error) {
 		if s.Running() {
 			pids = append(pids, s.Pid())
 		}
+	}
+	if len(h.e.nodes) > 0 {
+		return h.e.clusterSnapshot(ctx, counters{h.prodN, h.workN}, pids)
 	}
 	return snapshot(ctx, h.e.hgAdmin, h.e.hgAdminN, counters{h.prodN, h.workN}, pids)
 }
