@@ -514,6 +514,10 @@ func addClusterPhase(sc *scenario, phase string, from *scenario, before, after [
 	}
 	r.M["shards"] = float64(total)
 	nodes := takeNodes(&r)
+	r.note("all nodes: top-level calls %.2f/task, round trips %.2f/task (socket reads), Redis wake-ups %.2f/task", r.M["top"], r.M["reads"], r.M["wakes"])
+	if v, ok := r.M["ocpu_per_1k"]; ok {
+		r.note("enqueue %.0f tasks/s; schedulers and bench process (producer, worker) %.1f CPU µs/task", r.M["enq"], v)
+	}
 	var hi float64
 	for _, m := range nodes {
 		hi = max(hi, m["rcpu_per_1k"])
@@ -585,9 +589,18 @@ func compareStandalone(r *report) {
 		for _, n := range nodeRowsOf(c, ph) {
 			hi = max(hi, n.M["rcpu_per_1k"])
 		}
-		p := fmt.Sprintf("%s %.1f µs/task on one redis-server, %.1f on the cluster's nodes together (%.2f×), %.1f on the busiest node", ph, one, all, all/one, hi)
-		if ph == "burst" && hi > 0 {
-			p += fmt.Sprintf(" (at one core each: %.0f tasks/s against %.0f)", 1e6/hi, 1e6/one)
+		p := fmt.Sprintf("%s: Redis CPU %.1f µs/task on one redis-server, %.1f on the cluster's nodes together (%.2f×), %.1f on the busiest node", ph, one, all, all/one, hi)
+		alone := func(k string) float64 { v, _ := s.get("hourglass", k); return v }
+		clus := func(k string) float64 { v, _ := c.get(ph, k); return v }
+		if ph == "burst" {
+			if hi > 0 {
+				p += fmt.Sprintf(" (at one core each: %.0f tasks/s against %.0f)", 1e6/hi, 1e6/one)
+			}
+			p += fmt.Sprintf("; schedulers and bench %.1f against %.1f CPU µs/task; drain %.0f against %.0f tasks/s",
+				alone("ocpu_per_1k"), clus("ocpu_per_1k"), alone("drain"), clus("drain"))
+		} else {
+			p += fmt.Sprintf("; round trips %.2f against %.2f per task; lateness p50/p99 %.1f/%.1f against %.1f/%.1f ms",
+				alone("reads"), clus("reads"), alone("p50"), alone("p99"), clus("p50"), clus("p99"))
 		}
 		parts = append(parts, p)
 	}
@@ -595,5 +608,5 @@ func compareStandalone(r *report) {
 		c.Notes = append(c.Notes, "run with -scenarios burst,steady,cluster to compare with one redis-server in the same run")
 		return
 	}
-	c.Notes = append(c.Notes, "Redis CPU per task against the burst and steady scenarios of this run (16 shards on one redis-server): "+strings.Join(parts, "; "))
+	c.Notes = append(c.Notes, "against the burst and steady scenarios of this run (16 shards on one redis-server), one redis-server first — "+strings.Join(parts, " — "))
 }
