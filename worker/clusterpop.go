@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,17 +28,22 @@ import (
 // grow with nodes, not with shards (docs/topologies.md).
 
 // popper pops at most count entries from the first non-empty list of
-// keys, waiting up to timeout for one; nothing on timeout.
+// ring's keys (rotated), waiting up to timeout for one; nothing on
+// timeout.
 type popper interface {
-	pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error)
+	pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error)
+	// forget drops a ring that will not be used again.
+	forget(ring *readyRing)
 }
 
 // blockingPopper is the single-node popper: one BLMPOP.
 type blockingPopper struct{ store *shard.Store }
 
-func (p blockingPopper) pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
-	return p.store.Pop(ctx, keys, count, timeout)
+func (p blockingPopper) pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error) {
+	return p.store.Pop(ctx, ring.rotated(), count, timeout)
 }
+
+func (blockingPopper) forget(*readyRing) {}
 
 // Short waits before a pop is tried again: movedRetry when some of its
 // lists were on a node that no longer serves them (a slot migration in
@@ -61,7 +67,7 @@ type clusterPopper struct {
 	subs  []*fanout.Subscription
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{} // by ready-list key
+	waiters map[string]map[*readyRing]struct{} // by ready-list key
 	slots   map[string]int                        // hash slot by key, cached
 	warned  map[string]bool                       // keys whose pop failed, logged once
 	logged  map[string]time.Time                  // when a node's failure was last logged
@@ -74,7 +80,7 @@ func newClusterPopper(ctx context.Context, cc *redis.ClusterClient, store *shard
 	p := &clusterPopper{
 		cc: cc, store: store, log: log,
 		hub:     fanout.New(cc, fanout.Sharded, log),
-		waiters: map[string]map[chan struct{}]struct{}{},
+		waiters: map[string]map[*readyRing]struct{}{},
 		slots:   map[string]int{},
 		warned:  map[string]bool{},
 		logged:  map[string]time.Time{},
@@ -100,29 +106,23 @@ func (p *clusterPopper) close() {
 	p.hub.Close()
 }
 
-func (p *clusterPopper) pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
+func (p *clusterPopper) pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error) {
+	p.register(ring)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		key, entries, soon, err := p.popOnce(ctx, keys, count)
+		// An announcement that arrives while this pop runs leaves a
+		// signal pending on ring.wake: the wait below then ends at once
+		// and the lists are popped again.
+		key, entries, soon, err := p.popOnce(ctx, ring.rotated(), ring.hint.Swap(nil), count)
 		if err != nil || len(entries) > 0 {
-			return key, entries, err
-		}
-		// Register, then pop once more: an announcement sent between
-		// the pop above and the registration is not lost.
-		wake := p.register(keys)
-		key, entries, soon2, err := p.popOnce(ctx, keys, count)
-		if err != nil || len(entries) > 0 {
-			p.unregister(keys, wake)
 			return key, entries, err
 		}
 		var retry *time.Timer
-		if d := min(soon, soon2); d > 0 {
-			retry = time.NewTimer(d)
+		if soon > 0 {
+			retry = time.NewTimer(soon)
 		}
-		over := p.wait(ctx, deadline.C, wake, retry)
-		p.unregister(keys, wake)
-		if over {
+		if p.wait(ctx, deadline.C, ring.wake, retry) {
 			return "", nil, nil
 		}
 	}
@@ -148,13 +148,17 @@ func (p *clusterPopper) wait(ctx context.Context, deadline <-chan time.Time, wak
 }
 
 // popOnce calls popnode.lua on each node that serves some of keys, in the
-// order of their first key, until one returns entries. A node that fails
+// order of their first key (the node of hint first, with hint first among
+// its keys: the list last announced), until one returns entries. A node that fails
 // is skipped: err is returned only when every node failed. soon, when not
 // zero, is how soon to try again rather than wait for an announcement:
 // some lists were on a node that no longer serves them, or some node
 // failed; the slot map is reloaded then.
-func (p *clusterPopper) popOnce(ctx context.Context, keys []string, count int) (key string, entries []string, soon time.Duration, err error) {
+func (p *clusterPopper) popOnce(ctx context.Context, keys []string, hint *string, count int) (key string, entries []string, soon time.Duration, err error) {
 	groups := p.byNode(ctx, keys)
+	if hint != nil {
+		hintFirst(groups, *hint)
+	}
 	failed := 0
 	for _, group := range groups {
 		r, perr := p.store.PopNode(ctx, group.keys, count)
@@ -182,6 +186,22 @@ func (p *clusterPopper) popOnce(ctx context.Context, keys []string, count int) (
 		err = nil
 	}
 	return "", nil, soon, err
+}
+
+// hintFirst moves the group holding key hint to the front, and hint to
+// the front of that group's keys.
+func hintFirst(groups []nodeKeys, hint string) {
+	for g := range groups {
+		if i := slices.Index(groups[g].keys, hint); i >= 0 {
+			keys := groups[g].keys
+			copy(keys[1:i+1], keys[:i])
+			keys[0] = hint
+			first := groups[g]
+			copy(groups[1:g+1], groups[:g])
+			groups[0] = first
+			return
+		}
+	}
 }
 
 // pick returns the shorter of two waits, 0 meaning none yet.
@@ -255,45 +275,49 @@ func (p *clusterPopper) warnFailed(failed map[string]string) {
 	}
 }
 
-// register returns a channel that receives a signal when any of keys is
-// announced (or every channel is resubscribed).
-func (p *clusterPopper) register(keys []string) chan struct{} {
-	ch := make(chan struct{}, 1)
+// register makes ring hear the announcements of its keys, once: its
+// wake channel receives a signal (and hint the key) when one of them is
+// announced, or when the channels are subscribed again.
+func (p *clusterPopper) register(ring *readyRing) {
+	if ring.wake != nil {
+		return // a ring is used by one pop at a time
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, k := range keys {
-		w := p.waiters[k]
-		if w == nil {
-			w = map[chan struct{}]struct{}{}
-			p.waiters[k] = w
+	ring.wake = make(chan struct{}, 1)
+	for _, k := range ring.keys {
+		rs := p.waiters[k]
+		if rs == nil {
+			rs = map[*readyRing]struct{}{}
+			p.waiters[k] = rs
 		}
-		w[ch] = struct{}{}
+		rs[ring] = struct{}{}
 	}
-	return ch
 }
 
-func (p *clusterPopper) unregister(keys []string, ch chan struct{}) {
+func (p *clusterPopper) forget(ring *readyRing) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, k := range keys {
-		delete(p.waiters[k], ch)
+	for _, k := range ring.keys {
+		delete(p.waiters[k], ring)
 	}
 }
 
 func (p *clusterPopper) wake(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for ch := range p.waiters[key] {
-		notify(ch)
+	for r := range p.waiters[key] {
+		r.hint.Store(&key)
+		notify(r.wake)
 	}
 }
 
 func (p *clusterPopper) wakeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, w := range p.waiters {
-		for ch := range w {
-			notify(ch)
+	for _, rs := range p.waiters {
+		for r := range rs {
+			notify(r.wake)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,16 +68,16 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
-			// The ring's slice is reused only by the next pop for the same
-			// set, which cannot start before this one is done.
-			keys := ringFor(rings, w.deps.store.Layout(), queues, idx).rotated()
+			// A ring is used only by the next pop for the same set, which
+			// cannot start before this one is done.
+			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.popper.forget)
 			for _, i := range idx {
 				inFlight[i] = true
 			}
 			pops.Add(1)
 			go func() {
 				defer pops.Done()
-				done <- popped{idx, w.popClaim(ctx, keys, min(count, popBatchMax), run)}
+				done <- popped{idx, w.popClaim(ctx, ring, min(count, popBatchMax), run)}
 			}()
 		}
 		select {
@@ -111,8 +112,9 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 	return idx, count
 }
 
-// ringFor returns the key ring of the queues at idx, built on first use.
-func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, idx []int) *readyRing {
+// ringFor returns the key ring of the queues at idx, built on first use;
+// a ring it replaces is passed to retire.
+func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, idx []int, retire func(*readyRing)) *readyRing {
 	var mask uint64
 	for _, i := range idx {
 		mask |= 1 << (i % 64)
@@ -123,6 +125,9 @@ func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, 
 		for _, i := range idx {
 			names = append(names, queues[i].name)
 		}
+		if r != nil {
+			retire(r)
+		}
 		r = &readyRing{keys: layout.ReadyKeys(names)}
 		rings[mask] = r
 	}
@@ -131,11 +136,16 @@ func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, 
 
 // readyRing hands out a fixed set of ready-list keys, rotated by one more
 // on each call so that no shard's list always comes first. The slice it
-// returns is reused by the next call.
+// returns is reused by the next call. One pop at a time uses a ring.
 type readyRing struct {
 	keys []string // in shard order
 	buf  []string
 	next int
+	// wake is set by the cluster popper on first use: it receives a
+	// signal when one of keys is announced (clusterpop.go), and hint is
+	// the key last announced, popped first next time.
+	wake chan struct{}
+	hint atomic.Pointer[string]
 }
 
 func (r *readyRing) rotated() []string {
@@ -144,22 +154,22 @@ func (r *readyRing) rotated() []string {
 	return r.buf
 }
 
-// popClaim pops at most count ids from keys and claims them in the
+// popClaim pops at most count ids from ring's keys and claims them in the
 // background; the error is the pop's.
-func (w *Worker) popClaim(ctx context.Context, keys []string, count int, run *runState) error {
-	key, entries, sent, err := w.pop(ctx, keys, count)
+func (w *Worker) popClaim(ctx context.Context, ring *readyRing, count int, run *runState) error {
+	key, entries, sent, err := w.pop(ctx, ring, count)
 	if len(entries) > 0 {
 		w.claimAsync(ctx, key, entries, sent, run)
 	}
 	return err
 }
 
-// pop pops at most count entries from keys; sent is when the pop was
-// sent, the earliest the entries may have left their list (the reply may
-// be read much later: the pop blocked, or the process was paused).
-func (w *Worker) pop(ctx context.Context, keys []string, count int) (key string, entries []string, sent time.Time, err error) {
+// pop pops at most count entries from ring's keys; sent is when the pop
+// was sent, the earliest the entries may have left their list (the reply
+// may be read much later: the pop blocked, or the process was paused).
+func (w *Worker) pop(ctx context.Context, ring *readyRing, count int) (key string, entries []string, sent time.Time, err error) {
 	sent = w.deps.now()
-	key, entries, err = w.popper.pop(ctx, keys, count, w.cfg.FetchTimeout)
+	key, entries, err = w.popper.pop(ctx, ring, count, w.cfg.FetchTimeout)
 	if err != nil || len(entries) == 0 {
 		return "", nil, sent, err
 	}

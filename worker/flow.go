@@ -36,7 +36,7 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 			}
 			continue
 		}
-		key, entries, sent, err := w.pop(ctx, ring.rotated(), 1)
+		key, entries, sent, err := w.pop(ctx, ring, 1)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.fetchFailed(ctx, &bo, err, q.name)
