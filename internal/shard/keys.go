@@ -103,6 +103,10 @@ func (l Layout) Tasks(s int) string { return l.Tag(s) + ":tasks" }
 // follows it.
 func (l Layout) ReadyPrefix(s int) string { return l.Tag(s) + ":ready:" }
 
+// Periodic is the hash of the periodic schedules whose home is shard s:
+// schedule name -> the last occurrence fired or skipped (unix ms).
+func (l Layout) Periodic(s int) string { return l.Tag(s) + ":periodic" }
+
 // Ready is the list of due task ids of one queue.
 func (l Layout) Ready(s int, queue string) string { return l.ReadyPrefix(s) + queue }
 

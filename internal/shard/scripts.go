@@ -49,6 +49,10 @@ var (
 	pageReadyScript = newScript("pageready.lua", true)
 	deadOpsScript   = newScript("deadops.lua", true)
 	popNodeScript   = newScript("popnode.lua", false)
+	// fireScript is fire.lua (with the lib helpers it uses) followed by
+	// enqueue.lua: the prologue records the occurrence, the protocol
+	// script enqueues its task, in one atomic call.
+	fireScript = script{name: "fire.lua", Script: redis.NewScript(scripts.LibSource("fire.lua") + "\n" + scripts.Source("enqueue.lua"))}
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that

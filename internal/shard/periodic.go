@@ -1,0 +1,143 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Periodic schedules (package periodic) live in the shard of their name:
+// the shard's owner fires them, and each occurrence's task is stored in
+// that same shard, so that recording the occurrence and enqueueing its
+// task are one atomic script call (fire.lua).
+
+// HomeShard returns the shard of periodic schedule name.
+func (l Layout) HomeShard(name string) int { return l.ShardOf(name) }
+
+// OccurrenceID returns the task id of the occurrence at occ of schedule
+// name: "<name>@<unix ms>", with "~k" appended for the smallest k >= 1
+// that makes it hash to the schedule's home shard when the plain form
+// does not. Every replica computes the same id.
+func (l Layout) OccurrenceID(name string, occ time.Time) string {
+	base := name + "@" + strconv.FormatInt(occ.UnixMilli(), 10)
+	home := l.HomeShard(name)
+	if l.ShardOf(base) == home {
+		return base
+	}
+	for k := 1; ; k++ {
+		if id := base + "~" + strconv.Itoa(k); l.ShardOf(id) == home {
+			return id
+		}
+	}
+}
+
+// FireOutcome is what fire.lua did with an occurrence.
+type FireOutcome int
+
+const (
+	// Fired: the occurrence's task was enqueued.
+	Fired FireOutcome = iota + 1
+	// FiredDuplicate: a task with the occurrence's id was live already
+	// (the occurrence is recorded; nothing else changed).
+	FiredDuplicate
+	// AlreadyFired: the occurrence is not after the last one recorded.
+	AlreadyFired
+	// SkippedOverlap: the previous occurrence's task was still stored.
+	SkippedOverlap
+	// SkippedPaused: the schedule is paused.
+	SkippedPaused
+	// Refused: the enqueue was refused (Err says why: an unknown queue, a
+	// payload too large); the occurrence is recorded all the same.
+	Refused
+)
+
+// FireArgs describe one occurrence of a periodic schedule.
+type FireArgs struct {
+	Schedule   string
+	Occurrence time.Time
+	// Task is the occurrence's task; its ID is OccurrenceID's and its
+	// Due the occurrence plus its jitter.
+	Task  EnqueueArgs
+	Epoch int64
+	// Paused records the occurrence as skipped, without a task.
+	Paused bool
+	// SkipWhileStored, when not "", skips the occurrence while a task of
+	// that id (the previous occurrence's) is stored.
+	SkipWhileStored string
+}
+
+// FireResult is the outcome of Fire.
+type FireResult struct {
+	Outcome FireOutcome
+	// Last is the last occurrence recorded (for AlreadyFired, the one
+	// that made this call a no-op).
+	Last time.Time
+	// Enqueue is the enqueue's result for Fired, FiredDuplicate, Refused.
+	Enqueue EnqueueResult
+}
+
+// Fire records the occurrence of a schedule whose home is shard sh
+// (HomeShard) and enqueues its task in one atomic call (fire.lua): an
+// occurrence is enqueued at most once, whoever fires it, also after its
+// task completed and was deleted. Fenced by epoch: ErrStaleEpoch.
+func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error) {
+	if home := s.l.HomeShard(a.Schedule); home != sh || s.l.ShardOf(a.Task.ID) != sh {
+		return FireResult{}, fmt.Errorf("%w: schedule %q and task %q must be in shard %d", ErrInvalidArgument, a.Schedule, a.Task.ID, sh)
+	}
+	mode := a.SkipWhileStored
+	if a.Paused {
+		mode = "paused"
+	}
+	args := append([]any{s.l.WakeChannel(sh)}, enqueueArgs(a.Task)...)
+	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode)
+	v, err := fireScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh),
+		s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh),
+	}, args...).Slice()
+	if err != nil {
+		return FireResult{}, fmt.Errorf("shard: fire %q at %d: %w", a.Schedule, a.Occurrence.UnixMilli(), err)
+	}
+	if len(v) != 3 {
+		return FireResult{}, fmt.Errorf("shard: fire %q: unexpected reply of %d values", a.Schedule, len(v))
+	}
+	code, _ := v[0].(int64)
+	at, _ := v[1].(int64)
+	occ := a.Occurrence.Truncate(time.Millisecond)
+	switch code {
+	case -10:
+		return FireResult{}, fmt.Errorf("%w: fire %q with epoch %d, stored %d", ErrStaleEpoch, a.Schedule, a.Epoch, at)
+	case 5:
+		return FireResult{Outcome: AlreadyFired, Last: time.UnixMilli(at)}, nil
+	case 6:
+		return FireResult{Outcome: SkippedOverlap, Last: occ}, nil
+	case 7:
+		return FireResult{Outcome: SkippedPaused, Last: occ}, nil
+	}
+	r := parseEnqueue(a.Task, v)
+	switch {
+	case r.Err == nil:
+		return FireResult{Outcome: Fired, Last: occ, Enqueue: r}, nil
+	case errors.Is(r.Err, ErrDuplicate):
+		return FireResult{Outcome: FiredDuplicate, Last: occ, Enqueue: r}, nil
+	default:
+		return FireResult{Outcome: Refused, Last: occ, Enqueue: r}, nil
+	}
+}
+
+// LastFired returns the last occurrence recorded of each schedule whose
+// home is shard sh.
+func (s *Store) LastFired(ctx context.Context, sh int) (map[string]time.Time, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.Periodic(sh)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: periodic state of shard %d: %w", sh, err)
+	}
+	out := make(map[string]time.Time, len(m))
+	for name, v := range m {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[name] = time.UnixMilli(ms)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package shard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestFireRecordsEachOccurrenceOnce: fire.lua enqueues an occurrence's
+// task and records the occurrence in one call; firing it again, or an
+// earlier one, changes nothing, also after its task is gone (completed);
+// the overlap and pause modes record a skip without a task; a stale
+// epoch is refused; a refused enqueue still consumes the occurrence.
+func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	const name = "nightly"
+	home := l.HomeShard(name)
+	base := time.UnixMilli(1_900_000_000_000)
+	occ := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
+	fire := func(i int, epoch int64, mutate func(*FireArgs)) FireResult {
+		t.Helper()
+		id := l.OccurrenceID(name, occ(i))
+		if l.ShardOf(id) != home || !strings.HasPrefix(id, name+"@") {
+			t.Fatalf("occurrence id %q is in shard %d, home %d", id, l.ShardOf(id), home)
+		}
+		a := FireArgs{Schedule: name, Occurrence: occ(i), Epoch: epoch,
+			Task: EnqueueArgs{ID: id, Queue: "default", Due: occ(i), MaxRetries: -1, Payload: []byte("p")}}
+		if mutate != nil {
+			mutate(&a)
+		}
+		r, err := s.Fire(ctx, home, a)
+		if err != nil {
+			t.Fatalf("fire %d: %v", i, err)
+		}
+		return r
+	}
+	if r := fire(1, 3, nil); r.Outcome != Fired || !r.Enqueue.Due.Equal(occ(1)) {
+		t.Fatalf("first firing: %+v", r)
+	}
+	id1 := l.OccurrenceID(name, occ(1))
+	if st := stateOf(t, s, id1); st != "scheduled" {
+		t.Fatalf("the occurrence's task is %s", st)
+	}
+	if r := fire(1, 3, nil); r.Outcome != AlreadyFired || !r.Last.Equal(occ(1)) {
+		t.Fatalf("the same occurrence again: %+v", r)
+	}
+	if r := fire(0, 3, nil); r.Outcome != AlreadyFired {
+		t.Fatalf("an earlier occurrence: %+v", r)
+	}
+	// The task completes (acked: its data is deleted); the occurrence
+	// still cannot fire again.
+	if _, err := s.Cancel(ctx, id1); err != nil {
+		t.Fatal(err)
+	}
+	if r := fire(1, 3, nil); r.Outcome != AlreadyFired {
+		t.Fatalf("the occurrence again after its task is gone: %+v", r)
+	}
+	// Overlap: occurrence 2 fires (nothing stored of 1), 3 is skipped
+	// while 2's task is stored.
+	if r := fire(2, 3, func(a *FireArgs) { a.SkipWhileStored = id1 }); r.Outcome != Fired {
+		t.Fatalf("overlap skip with the previous task gone: %+v", r)
+	}
+	id2 := l.OccurrenceID(name, occ(2))
+	if r := fire(3, 3, func(a *FireArgs) { a.SkipWhileStored = id2 }); r.Outcome != SkippedOverlap {
+		t.Fatalf("overlap skip with the previous task stored: %+v", r)
+	}
+	if _, err := s.Lookup(ctx, l.OccurrenceID(name, occ(3))); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a skipped occurrence has a task: %v", err)
+	}
+	if r := fire(4, 3, func(a *FireArgs) { a.Paused = true }); r.Outcome != SkippedPaused {
+		t.Fatalf("paused: %+v", r)
+	}
+	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(5), Epoch: 2,
+		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(5)), Queue: "default", Due: occ(5), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("a stale owner fired: %v", err)
+	}
+	if r := fire(6, 3, func(a *FireArgs) { a.Task.Queue = "nope" }); r.Outcome != Refused || !errors.Is(r.Enqueue.Err, ErrUnknownQueue) {
+		t.Fatalf("unknown queue: %+v", r)
+	}
+	if r := fire(6, 3, nil); r.Outcome != AlreadyFired {
+		t.Fatalf("a refused occurrence fired again: %+v", r)
+	}
+	last, err := s.LastFired(ctx, home)
+	if err != nil || !last[name].Equal(occ(6)) {
+		t.Fatalf("last fired: %v %v", last, err)
+	}
+	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 1 {
+		t.Fatalf("periodic state has %d fields (%v)", n, err)
+	}
+	if _, err := s.Fire(ctx, (home+1)%l.Shards(), FireArgs{Schedule: name, Task: EnqueueArgs{ID: id1}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("fired in another shard: %v", err)
+	}
+}
+
+func stateOf(t *testing.T, s *Store, id string) string {
+	t.Helper()
+	info, err := s.Lookup(testenv.Ctx(t, 10*time.Second), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
+}
