@@ -35,6 +35,20 @@ import (
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("periodic: invalid schedule")
 
+// Error is a validation error: the schedule, the field at fault (as its
+// configuration key: "cron", "time_zone", …) and why. It wraps
+// ErrInvalid.
+type Error struct {
+	Schedule, Field, Reason string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%v %q: %s: %s", ErrInvalid, e.Schedule, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
 // CatchUp says what happens to occurrences missed while no scheduler ran
 // the schedule (all replicas down, or none owning its shard).
 type CatchUp string
@@ -127,10 +141,10 @@ type Compiled struct {
 // wraps ErrInvalid and names the field.
 func (s Schedule) Compile() (*Compiled, error) {
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s: %s", ErrInvalid, s.Name, field, fmt.Sprintf(format, args...))
+		return &Error{Schedule: s.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	if !nameRE.MatchString(s.Name) {
-		return nil, fmt.Errorf("%w: name %q must match %s", ErrInvalid, s.Name, NameRule)
+		return nil, bad("name", "must match %s", NameRule)
 	}
 	if s.Queue == "" {
 		return nil, bad("queue", "required")

@@ -65,6 +65,9 @@ type Config struct {
 	// ^[A-Za-z0-9_.:-]{1,128}$ and at least one queue is required.
 	// Default: one queue named "default" with [DefaultQueue] settings.
 	Queues map[string]QueueConfig `koanf:"queues"`
+	// Periodic declares the periodic schedules by name (the schedulers
+	// fire them; package periodic). Default: none.
+	Periodic map[string]PeriodicConfig `koanf:"periodic"`
 	// HTTP configures the metrics and health endpoint.
 	HTTP HTTPConfig `koanf:"http"`
 	// Log configures logging.

@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 		v.add("dlq.max_age", "must be 0 (unbounded) or more (got %s)", c.DLQ.MaxAge)
 	}
 	v.queues(c.Queues)
+	v.periodic(c)
 	if c.HTTP.Addr != "" {
 		v.hostPort("http.addr", c.HTTP.Addr, false)
 	}

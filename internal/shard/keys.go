@@ -157,6 +157,10 @@ func (l Layout) Counts(s int) string { return l.Tag(s) + ":counts" }
 // ms), one key for the deployment (its own Cluster slot).
 func (l Layout) Paused() string { return "{" + l.ns + "}:paused" }
 
+// PausedSchedules is the hash of paused periodic schedules to the time
+// they were paused (unix ms), one key for the deployment.
+func (l Layout) PausedSchedules() string { return "{" + l.ns + "}:periodic:paused" }
+
 // ControlChannel is the classic pub/sub channel on which pause and resume
 // are announced ("pause <queue>", "resume <queue>"); workers re-read
 // Paused when they hear it, and when they (re)subscribe.

@@ -141,3 +141,36 @@ func (s *Store) LastFired(ctx context.Context, sh int) (map[string]time.Time, er
 	}
 	return out, nil
 }
+
+// PauseSchedule pauses (or, with paused false, resumes) periodic schedule
+// name: the owner of its shard records each occurrence while it is paused
+// as skipped, without a task. It reports whether anything changed.
+func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (bool, error) {
+	var changed bool
+	var err error
+	if paused {
+		changed, err = s.rdb.HSetNX(ctx, s.l.PausedSchedules(), name, time.Now().UnixMilli()).Result()
+	} else {
+		var n int64
+		n, err = s.rdb.HDel(ctx, s.l.PausedSchedules(), name).Result()
+		changed = n > 0
+	}
+	if err != nil {
+		return false, fmt.Errorf("shard: pause schedule %q: %w", name, err)
+	}
+	return changed, nil
+}
+
+// PausedSchedules returns the paused schedules and when each was paused.
+func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.PausedSchedules()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: paused schedules: %w", err)
+	}
+	out := make(map[string]time.Time, len(m))
+	for name, v := range m {
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		out[name] = time.UnixMilli(ms)
+	}
+	return out, nil
+}
