@@ -1,6 +1,6 @@
 // Package scheduler assembles a scheduler replica: it joins the etcd
-// election for shards, runs the owner's loops (internal/owner: the mover
-// and the recovery loop) for every shard it owns, registers the
+// election for shards, runs the owner's loops (internal/owner: the mover,
+// the recovery loop and the periodic schedules' firing) for every shard it owns, registers the
 // configured queues in Redis and serves /metrics, /healthz, /readyz,
 // /v1/status and the web dashboard (/ui/, internal/dashboard).
 //
@@ -42,6 +42,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/dashboard"
 	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/scan"
@@ -117,9 +118,16 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	// The work of a shard's owner, started and stopped together under the
 	// shard's epoch (internal/owner): one line per loop.
+	schedules, err := cfg.Schedules()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	firer := fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
+		{Name: "periodic", Run: firer.Run},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg

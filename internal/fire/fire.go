@@ -1,0 +1,257 @@
+// Package fire fires periodic schedules (package periodic). It is one of
+// the owner's loops (internal/owner): for each shard a scheduler replica
+// owns, it fires the schedules whose home is that shard, under the
+// shard's fencing epoch.
+//
+// Each occurrence is fired by fire.lua (shard.Store.Fire), which records
+// it as the schedule's last and enqueues its task in one atomic call: an
+// occurrence is enqueued at most once, whoever fires it, also after its
+// task completed. The loop sleeps until the next occurrence less a lead
+// (no polling); the task is due at the occurrence (plus its jitter) and
+// is moved by the shard's mover like any delayed task, so it is as
+// punctual. With the overlap policy skip there is no lead: whether the
+// previous occurrence's task is still stored is decided at the
+// occurrence.
+//
+// When the loop starts (the shard was acquired) it reads each schedule's
+// last occurrence and applies the catch-up policy to those missed since;
+// it does the same when it finds itself more than MissedAfter behind (the
+// process was stalled). A failed call (Redis unreachable) is retried
+// after a backoff from the state in Redis, so nothing is fired twice.
+package fire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/periodic"
+)
+
+// Timing of the loop.
+const (
+	// Lead is how long before its occurrence an occurrence is fired
+	// (its task stored, due at the occurrence), at most half the time
+	// since the previous occurrence. Overlap skip fires at the
+	// occurrence.
+	Lead = 500 * time.Millisecond
+	// MissedAfter is how far behind an occurrence may be and still be
+	// fired as late rather than as missed (then the catch-up policy
+	// decides).
+	MissedAfter = 2 * time.Second
+)
+
+// Config configures a Firer.
+type Config struct {
+	// Schedules are fired by the owners of their home shards.
+	Schedules []*periodic.Compiled
+	Logger    hclog.Logger
+	Metrics   *Metrics
+}
+
+// Firer fires the schedules of the shards its replica owns.
+type Firer struct {
+	store   *shard.Store
+	byShard map[int][]*periodic.Compiled
+	log     hclog.Logger
+	met     *Metrics
+	now     func() time.Time
+}
+
+// New returns a Firer for the schedules of cfg on store's layout.
+func New(store *shard.Store, cfg Config) *Firer {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	met := cfg.Metrics
+	if met == nil {
+		met = NewMetrics(nil)
+	}
+	f := &Firer{store: store, byShard: map[int][]*periodic.Compiled{}, log: log.Named("periodic"), met: met, now: time.Now}
+	for _, c := range cfg.Schedules {
+		h := store.Layout().HomeShard(c.Name)
+		f.byShard[h] = append(f.byShard[h], c)
+	}
+	return f
+}
+
+// Run fires the schedules of shard s until ctx ends (it returns nil) or a
+// newer owner fenced the shard (an error wrapping shard.ErrStaleEpoch).
+func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
+	mine := f.byShard[s.ID]
+	if len(mine) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	var bo backoff.Backoff
+	for {
+		err := f.run(ctx, s, mine, &bo)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, shard.ErrStaleEpoch):
+			return err
+		}
+		f.met.errors.Inc()
+		f.log.Warn("firing failed; retrying from the state in Redis", "shard", s.ID, "error", err)
+		bo.Wait(ctx)
+	}
+}
+
+// state is one schedule's progress on this owner.
+type state struct {
+	c    *periodic.Compiled
+	last time.Time // last occurrence recorded (zero: never)
+	next time.Time // next occurrence to fire
+}
+
+// fireAt is when st.next is fired.
+func (st *state) fireAt() time.Time {
+	if st.c.Overlap == periodic.OverlapSkip {
+		return st.next
+	}
+	lead := Lead
+	if !st.last.IsZero() {
+		lead = min(lead, st.next.Sub(st.last)/2)
+	}
+	return st.next.Add(-lead)
+}
+
+// run reads the schedules' state, catches up, then fires until ctx ends
+// or a call fails.
+func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff) error {
+	last, err := f.store.LastFired(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	states := make([]*state, len(mine))
+	for i, c := range mine {
+		st := &state{c: c, last: last[c.Name]}
+		states[i] = st
+		if err := f.catchUp(ctx, s, st); err != nil {
+			return err
+		}
+	}
+	bo.Reset()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		sort.Slice(states, func(i, j int) bool { return states[i].fireAt().Before(states[j].fireAt()) })
+		for _, st := range states {
+			f.met.next.WithLabelValues(st.c.Name).Set(float64(st.next.UnixMilli()) / 1000)
+		}
+		if d := states[0].fireAt().Sub(f.now()); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+		paused, err := f.store.PausedSchedules(ctx)
+		if err != nil {
+			return err
+		}
+		now := f.now()
+		for _, st := range states {
+			if st.fireAt().After(now) {
+				break
+			}
+			if now.Sub(st.next) > MissedAfter {
+				// Stalled (or Redis was down): what was missed is the
+				// catch-up policy's.
+				if err := f.catchUp(ctx, s, st); err != nil {
+					return err
+				}
+				continue
+			}
+			_, isPaused := paused[st.c.Name]
+			planned := st.fireAt()
+			if err := f.fire(ctx, s, st, st.next, isPaused, false); err != nil {
+				return err
+			}
+			f.met.lateness.Observe(f.now().Sub(planned).Seconds())
+			st.next = st.c.Next(maxTime(st.next, st.last))
+		}
+	}
+}
+
+// catchUp fires what st's catch-up policy fires of the occurrences missed
+// since st.last, and sets st.next to the first occurrence after now. A
+// schedule that never fired starts from now.
+func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
+	now := f.now()
+	missed := st.c.Missed(st.last, now)
+	for _, occ := range missed {
+		if err := f.fire(ctx, s, st, occ, false, true); err != nil {
+			return err
+		}
+	}
+	if !st.last.IsZero() && st.c.CatchUp != periodic.CatchUpAll {
+		// The occurrences neither fired nor caught up are skipped by
+		// the policy: counted, not recorded (the next firing records a
+		// later occurrence).
+		n := 0
+		for t := st.c.Next(st.last); !t.IsZero() && !t.After(now) && n < periodic.MaxCatchUp; t = st.c.Next(t) {
+			n++
+		}
+		if n -= len(missed); n > 0 {
+			f.met.skipped.WithLabelValues(st.c.Name, "policy").Add(float64(n))
+		}
+	}
+	st.next = st.c.Next(maxTime(now, st.last))
+	return nil
+}
+
+// fire fires occurrence occ of st's schedule and records the outcome.
+func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Time, paused, caughtUp bool) error {
+	l := f.store.Layout()
+	c := st.c
+	a := shard.FireArgs{
+		Schedule: c.Name, Occurrence: occ, Epoch: s.Epoch, Paused: paused,
+		Task: shard.EnqueueArgs{ID: l.OccurrenceID(c.Name, occ), Queue: c.Queue, Payload: c.Payload,
+			Due: c.Due(occ), MaxRetries: c.MaxRetries, Timeout: c.Timeout},
+	}
+	if c.Overlap == periodic.OverlapSkip && !st.last.IsZero() {
+		a.SkipWhileStored = l.OccurrenceID(c.Name, st.last)
+	}
+	r, err := f.store.Fire(ctx, s.ID, a)
+	if err != nil {
+		return fmt.Errorf("fire: %w", err)
+	}
+	st.last = maxTime(st.last, r.Last)
+	f.met.last.WithLabelValues(c.Name).Set(float64(st.last.UnixMilli()) / 1000)
+	switch r.Outcome {
+	case shard.Fired, shard.FiredDuplicate:
+		f.met.fired.WithLabelValues(c.Name).Inc()
+		if caughtUp {
+			f.met.caughtUp.WithLabelValues(c.Name).Inc()
+		}
+	case shard.SkippedOverlap:
+		f.met.skipped.WithLabelValues(c.Name, "overlap").Inc()
+	case shard.SkippedPaused:
+		f.met.skipped.WithLabelValues(c.Name, "paused").Inc()
+	case shard.Refused:
+		f.met.skipped.WithLabelValues(c.Name, "refused").Inc()
+		f.log.Error("an occurrence's task was refused; the occurrence is skipped", "schedule", c.Name, "occurrence", occ, "error", r.Enqueue.Err)
+	case shard.AlreadyFired:
+		// Another owner (before a hand-over) recorded it: nothing to do.
+	}
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
