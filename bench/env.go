@@ -53,6 +53,10 @@ type env struct {
 	// shards over them.
 	nodes  []*clusterNode
 	spread shardSpread
+
+	// schedArgs are added to every scheduler's arguments (the periodic
+	// scenario's schedules).
+	schedArgs []string
 }
 
 // sched is one scheduler process and its HTTP address.
@@ -191,6 +195,7 @@ func (e *env) startSched(id string) (*sched, error) {
 		"-set", "scheduler.prefetch="+prefetch.String(),
 		"-set", "http.addr="+s.http,
 	)
+	args = append(args, e.schedArgs...)
 	s.Proc, err = localrun.Start(id, filepath.Join(e.dir, "scheduler"), args, nil, filepath.Join(e.dir, id+".log"))
 	if err != nil {
 		return nil, err

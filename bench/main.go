@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster"}
+var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic"}
 
 func main() {
 	os.Exit(run())
@@ -145,6 +145,7 @@ func run() int {
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })
+	step("periodic", func() { rep.Scenarios = append(rep.Scenarios, runPeriodic(ctx, o, logf)) })
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no results written")
 		return 1
