@@ -136,7 +136,6 @@ func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scena
 	return sc
 }
 
-
 // infoInt returns the integer field name of an INFO reply, 0 if absent.
 func infoInt(info, name string) int64 {
 	for _, line := range strings.Split(info, "\n") {
