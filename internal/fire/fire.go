@@ -108,9 +108,10 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 
 // state is one schedule's progress on this owner.
 type state struct {
-	c    *periodic.Compiled
-	last time.Time // last occurrence recorded (zero: never)
-	next time.Time // next occurrence to fire
+	c        *periodic.Compiled
+	last     time.Time // last occurrence recorded (zero: never)
+	lastTask time.Time // last occurrence whose task was enqueued
+	next     time.Time // next occurrence to fire
 }
 
 // fireAt is when st.next is fired.
@@ -128,13 +129,14 @@ func (st *state) fireAt() time.Time {
 // run reads the schedules' state, catches up, then fires until ctx ends
 // or a call fails.
 func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff) error {
-	last, err := f.store.LastFired(ctx, s.ID)
+	recorded, err := f.store.PeriodicState(ctx, s.ID)
 	if err != nil {
 		return err
 	}
 	states := make([]*state, len(mine))
 	for i, c := range mine {
-		st := &state{c: c, last: last[c.Name]}
+		r := recorded[c.Name]
+		st := &state{c: c, last: r.Last, lastTask: r.LastTask}
 		states[i] = st
 		if err := f.catchUp(ctx, s, st); err != nil {
 			return err
@@ -221,8 +223,8 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 		Task: shard.EnqueueArgs{ID: l.OccurrenceID(c.Name, occ), Queue: c.Queue, Payload: c.Payload,
 			Due: c.Due(occ), MaxRetries: c.MaxRetries, Timeout: c.Timeout},
 	}
-	if c.Overlap == periodic.OverlapSkip && !st.last.IsZero() {
-		a.SkipWhileStored = l.OccurrenceID(c.Name, st.last)
+	if c.Overlap == periodic.OverlapSkip && !st.lastTask.IsZero() {
+		a.SkipWhileStored = l.OccurrenceID(c.Name, st.lastTask)
 	}
 	r, err := f.store.Fire(ctx, s.ID, a)
 	if err != nil {
@@ -232,6 +234,7 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 	f.met.last.WithLabelValues(c.Name).Set(float64(st.last.UnixMilli()) / 1000)
 	switch r.Outcome {
 	case shard.Fired, shard.FiredDuplicate:
+		st.lastTask = occ
 		f.met.fired.WithLabelValues(c.Name).Inc()
 		if caughtUp {
 			f.met.caughtUp.WithLabelValues(c.Name).Inc()
@@ -241,10 +244,15 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 	case shard.SkippedPaused:
 		f.met.skipped.WithLabelValues(c.Name, "paused").Inc()
 	case shard.Refused:
+		st.lastTask = occ // recorded so by the script; no task is stored
 		f.met.skipped.WithLabelValues(c.Name, "refused").Inc()
 		f.log.Error("an occurrence's task was refused; the occurrence is skipped", "schedule", c.Name, "occurrence", occ, "error", r.Enqueue.Err)
 	case shard.AlreadyFired:
-		// Another owner (before a hand-over) recorded it: nothing to do.
+		// Another owner (before a hand-over) recorded it: re-read what
+		// it recorded of the tasks.
+		if rs, err := f.store.PeriodicState(ctx, s.ID); err == nil {
+			st.lastTask = maxTime(st.lastTask, rs[c.Name].LastTask)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,7 +65,8 @@ type FireArgs struct {
 	// Paused records the occurrence as skipped, without a task.
 	Paused bool
 	// SkipWhileStored, when not "", skips the occurrence while a task of
-	// that id (the previous occurrence's) is stored.
+	// that id (the last occurrence enqueued, ScheduleState.LastTask) is
+	// stored.
 	SkipWhileStored string
 }
 
@@ -126,17 +128,49 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 	}
 }
 
-// LastFired returns the last occurrence recorded of each schedule whose
-// home is shard sh.
-func (s *Store) LastFired(ctx context.Context, sh int) (map[string]time.Time, error) {
+// ScheduleState is what a shard records of a periodic schedule.
+type ScheduleState struct {
+	// Last is the last occurrence fired or skipped; LastTask the last one
+	// whose task was enqueued. Zero: none.
+	Last, LastTask time.Time
+}
+
+// PeriodicState returns what shard sh records of each schedule whose
+// home it is.
+func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleState, error) {
 	m, err := s.rdb.HGetAll(ctx, s.l.Periodic(sh)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("shard: periodic state of shard %d: %w", sh, err)
 	}
-	out := make(map[string]time.Time, len(m))
-	for name, v := range m {
-		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			out[name] = time.UnixMilli(ms)
+	out := make(map[string]ScheduleState, len(m))
+	for field, v := range m {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		name, task := strings.CutSuffix(field, "|task")
+		st := out[name]
+		if task {
+			st.LastTask = time.UnixMilli(ms)
+		} else {
+			st.Last = time.UnixMilli(ms)
+		}
+		out[name] = st
+	}
+	return out, nil
+}
+
+// LastFired returns the last occurrence recorded (fired or skipped) of
+// each schedule whose home is shard sh.
+func (s *Store) LastFired(ctx context.Context, sh int) (map[string]time.Time, error) {
+	st, err := s.PeriodicState(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Time, len(st))
+	for name, v := range st {
+		if !v.Last.IsZero() {
+			out[name] = v.Last
 		}
 	}
 	return out, nil

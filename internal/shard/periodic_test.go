@@ -76,6 +76,12 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 	if r := fire(4, 3, func(a *FireArgs) { a.Paused = true }); r.Outcome != SkippedPaused {
 		t.Fatalf("paused: %+v", r)
 	}
+	// The last occurrence enqueued is 2, whatever was skipped since: the
+	// one overlap skip waits for.
+	st, err := s.PeriodicState(ctx, home)
+	if err != nil || !st[name].Last.Equal(occ(4)) || !st[name].LastTask.Equal(occ(2)) {
+		t.Fatalf("state after skips: %+v %v", st, err)
+	}
 	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(5), Epoch: 2,
 		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(5)), Queue: "default", Due: occ(5), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
 		t.Fatalf("a stale owner fired: %v", err)
@@ -90,8 +96,8 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 	if err != nil || !last[name].Equal(occ(6)) {
 		t.Fatalf("last fired: %v %v", last, err)
 	}
-	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 1 {
-		t.Fatalf("periodic state has %d fields (%v)", n, err)
+	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 2 {
+		t.Fatalf("periodic state has %d fields (%v), want the last occurrence and the last task's", n, err)
 	}
 	if _, err := s.Fire(ctx, (home+1)%l.Shards(), FireArgs{Schedule: name, Task: EnqueueArgs{ID: id1}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("fired in another shard: %v", err)

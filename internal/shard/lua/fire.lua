@@ -7,7 +7,9 @@
 --
 -- KEYS[1..5] as enqueue.lua: delayed, tasks, queues, far, counts
 -- KEYS[6] periodic HASH  schedule name -> last occurrence fired or
---                        skipped (unix ms)
+--                        skipped (unix ms); "<name>|task" -> the last
+--                        occurrence whose task was enqueued (the one
+--                        overlap skip waits for)
 -- KEYS[7] epoch    STRING fencing epoch of the current owner
 -- KEYS[8] stats    HASH  counters (stale_epoch)
 -- ARGV[1..7] as enqueue.lua, with one task: wake channel, id (the
@@ -16,8 +18,9 @@
 -- ARGV[9]  occurrence (unix ms)
 -- ARGV[10] caller's epoch
 -- ARGV[11] "" to enqueue; "paused" to record the occurrence as skipped
---          without a task; or the previous occurrence's task id, to skip
---          this one while that task is still stored (overlap policy skip)
+--          without a task; or the task id of the last occurrence enqueued
+--          ("<name>|task"), to skip this one while that task is still
+--          stored (overlap policy skip)
 --
 -- Returns {code, due_ms, detail}:
 --   enqueue.lua's reply for the task (1 enqueued, 0 duplicate, -1..-3
@@ -45,5 +48,6 @@ end
 if mode ~= "" and redis.call("HEXISTS", KEYS[2], mode) == 1 then
   return {6, tonumber(occ), mode}
 end
+redis.call("HSET", KEYS[6], name .. "|task", occ)
 for i = #ARGV, 8, -1 do ARGV[i] = nil end
 -- enqueue.lua follows.
