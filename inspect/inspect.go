@@ -1,6 +1,7 @@
 // Package inspect is Hourglass's administration API: queue depths and
 // policies, task listing, lookup and cancel, the dead-letter queue (list,
-// show, replay, purge), pause and resume, and shard owners. The admin CLI
+// show, replay, purge), pause and resume, shard owners, and the state of
+// periodic schedules (last occurrence, next ones, pause). The admin CLI
 // (cmd/hourglass) and the scheduler's web dashboard are two faces of it;
 // users' own tools can use it the same way.
 //

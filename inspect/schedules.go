@@ -1,0 +1,114 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/periodic"
+)
+
+// MaxNext bounds the occurrences Schedules computes per schedule.
+const MaxNext = 100
+
+// ScheduleInfo describes one periodic schedule: its definition as the
+// caller gave it, and its state in Redis.
+type ScheduleInfo struct {
+	Name  string `json:"name"`
+	Queue string `json:"queue"`
+	// Spec is the cron expression, or "every <interval>".
+	Spec string `json:"spec"`
+	// TimeZone of a cron schedule ("UTC" by default); "" for an
+	// interval, which counts from the Unix epoch in no zone.
+	TimeZone string           `json:"time_zone,omitempty"`
+	CatchUp  periodic.CatchUp `json:"catch_up"`
+	Overlap  periodic.Overlap `json:"overlap"`
+	// Shard is the schedule's home shard: its owner fires it.
+	Shard int `json:"shard"`
+	// LastFired is the last occurrence recorded, fired or skipped (zero
+	// if none was).
+	LastFired time.Time `json:"last_fired,omitzero"`
+	// Paused, and since when.
+	Paused   bool      `json:"paused"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	// Next are the next occurrences after the now Schedules was given.
+	Next []time.Time `json:"next"`
+}
+
+// Schedules returns the state of the schedules defs (those of the
+// caller's configuration, which is the schedulers' too), in the order
+// given: the last occurrence recorded, read with one call per distinct
+// home shard, whether it is paused, and its next occurrences after now
+// (next of them, at most MaxNext). Schedules paused or recorded in Redis
+// but not in defs are left out: only defs say what a schedule is.
+func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, now time.Time, next int) ([]ScheduleInfo, error) {
+	if next < 0 || next > MaxNext {
+		return nil, fmt.Errorf("%w: %d next occurrences: want 0..%d", ErrInvalidArgument, next, MaxNext)
+	}
+	last := map[int]map[string]time.Time{}
+	for _, d := range defs {
+		sh := i.layout.HomeShard(d.Name)
+		if _, ok := last[sh]; ok {
+			continue
+		}
+		m, err := i.store.LastFired(ctx, sh)
+		if err != nil {
+			return nil, err
+		}
+		last[sh] = m
+	}
+	paused, err := i.store.PausedSchedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ScheduleInfo, 0, len(defs))
+	for _, d := range defs {
+		sh := i.layout.HomeShard(d.Name)
+		s := ScheduleInfo{Name: d.Name, Queue: d.Queue, Spec: d.Cron, TimeZone: d.TimeZone,
+			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, LastFired: last[sh][d.Name], Next: []time.Time{}}
+		if d.Interval > 0 {
+			s.Spec = "every " + d.Interval.String()
+		} else if s.TimeZone == "" {
+			s.TimeZone = "UTC"
+		}
+		if at, ok := paused[d.Name]; ok {
+			s.Paused, s.PausedAt = true, at
+		}
+		for t := now; len(s.Next) < next; {
+			if t = d.Next(t); t.IsZero() {
+				break // the expression never occurs again
+			}
+			s.Next = append(s.Next, t)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+var scheduleName = regexp.MustCompile(periodic.NameRule)
+
+// PauseSchedule pauses periodic schedule name cluster-wide: the owner of
+// its shard records each occurrence while it is paused as skipped,
+// without a task (catch-up does not bring them back on resume).
+// Idempotent, as Pause is for queues. ErrInvalidArgument for a name that
+// no schedule can have (periodic.NameRule); whether a schedule of that
+// name is configured is the caller's to check (the schedulers'
+// configuration says, not Redis).
+func (i *Inspector) PauseSchedule(ctx context.Context, name string) error {
+	return i.pauseSchedule(ctx, name, true)
+}
+
+// ResumeSchedule resumes a paused schedule: its next occurrence fires.
+// Idempotent.
+func (i *Inspector) ResumeSchedule(ctx context.Context, name string) error {
+	return i.pauseSchedule(ctx, name, false)
+}
+
+func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool) error {
+	if !scheduleName.MatchString(name) {
+		return fmt.Errorf("%w: schedule name %q must match %s", ErrInvalidArgument, name, periodic.NameRule)
+	}
+	_, err := i.store.PauseSchedule(ctx, name, paused)
+	return mapErr(err)
+}
