@@ -1,10 +1,11 @@
 // Command hourglass is Hourglass's admin CLI: queue depths, pause and
 // resume, the queue registry, task listing, lookup and cancel, the
-// dead-letter queue (list, show, replay, purge) and shard owners. It is a
-// face of the public inspect package and reads the same configuration as
-// the scheduler and worker binaries: built-in defaults, the YAML file of
-// --config, HOURGLASS_* environment variables and --set key=value flags,
-// in rising precedence (it uses redis, namespace, shards and etcd).
+// dead-letter queue (list, show, replay, purge), shard owners and periodic
+// schedules (state, pause, resume). It is a face of the public inspect
+// package and reads the same configuration as the scheduler and worker
+// binaries: built-in defaults, the YAML file of --config, HOURGLASS_*
+// environment variables and --set key=value flags, in rising precedence
+// (it uses redis, namespace, shards, etcd and periodic).
 //
 // Usage:
 //

@@ -116,7 +116,9 @@ type actionResult struct {
 	Action string `json:"action"`
 	Queue  string `json:"queue,omitempty"`
 	ID     string `json:"id,omitempty"`
-	State  string `json:"state,omitempty"`
+	// Schedule is the periodic schedule paused or resumed.
+	Schedule string `json:"schedule,omitempty"`
+	State    string `json:"state,omitempty"`
 	// Policy is the policy queue set registered.
 	Policy *inspect.Policy `json:"policy,omitempty"`
 }
@@ -126,6 +128,9 @@ func (a *app) done(r actionResult) error {
 		target := r.Queue
 		if r.ID != "" {
 			target = r.ID
+		}
+		if r.Schedule != "" {
+			target = r.Schedule
 		}
 		switch {
 		case r.State != "":

@@ -110,7 +110,8 @@ func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hourglass",
 		Short: "Administer an Hourglass deployment",
-		Long: `Administer an Hourglass deployment: queues, tasks, dead letters, shards.
+		Long: `Administer an Hourglass deployment: queues, tasks, dead letters, shards,
+periodic schedules.
 
 Reads the same configuration as the scheduler and worker: --config FILE,
 HOURGLASS_* environment variables, --set key=value (in rising precedence).
@@ -134,7 +135,7 @@ Exit codes: 0 done, 1 failed, 2 usage error, 3 not found, 4 refused
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of each Redis or etcd call")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
-	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.statsCmd(), a.versionCmd())
+	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.schedulesCmd(), a.scheduleCmd(), a.statsCmd(), a.versionCmd())
 	return root
 }
 
