@@ -29,7 +29,8 @@ type hgCLI struct {
 func newCLI(t *testing.T, c *cluster) *hgCLI {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
-	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [%s]\nshards: %d\n", c.redis.Addr, c.etcd.Endpoint, nShards)
+	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [%s]\nshards: %d\n", c.redis.Addr, c.etcd.Endpoint, nShards) +
+		"periodic:\n  hourly:\n    queue: default\n    cron: \"0 * * * *\"\n"
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +233,25 @@ func TestCLIEveryVerb(t *testing.T) {
 	if len(shards) != nShards || shards[0].Owner != "cli-s" || shards[0].Epoch == 0 || shards[0].Epoch != shards[0].StoredEpoch {
 		t.Fatalf("shards: %+v", shards)
 	}
+
+	// Periodic schedules: the config's, their next occurrences, pause and
+	// resume; a pause of a name the config lacks is a usage error.
+	var scheds []inspect.ScheduleInfo
+	h.json(&scheds, "schedules", "--next", "2")
+	if len(scheds) != 1 || scheds[0].Name != "hourly" || len(scheds[0].Next) != 2 || scheds[0].Next[0].Minute() != 0 || scheds[0].Paused {
+		t.Fatalf("schedules: %+v", scheds)
+	}
+	h.json(&act, "schedule", "pause", "hourly")
+	h.json(&scheds, "schedules")
+	if !scheds[0].Paused || act["action"] != "paused" || act["schedule"] != "hourly" {
+		t.Fatalf("after schedule pause: %v %+v", act, scheds)
+	}
+	h.json(&act, "schedule", "resume", "hourly")
+	h.json(&scheds, "schedules")
+	if scheds[0].Paused {
+		t.Fatalf("after schedule resume: %+v", scheds)
+	}
+	h.code(2, "not in the configuration", "schedule", "pause", "daily")
 
 	h.code(2, "unknown command", "frobnicate")
 	h.code(2, "usage", "task", "show")
