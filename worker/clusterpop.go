@@ -68,9 +68,9 @@ type clusterPopper struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[*readyRing]struct{} // by ready-list key
-	slots   map[string]int                        // hash slot by key, cached
-	warned  map[string]bool                       // keys whose pop failed, logged once
-	logged  map[string]time.Time                  // when a node's failure was last logged
+	slots   map[string]int                     // hash slot by key, cached
+	warned  map[string]bool                    // keys whose pop failed, logged once
+	logged  map[string]time.Time               // when a node's failure was last logged
 }
 
 // newClusterPopper subscribes to the ready announcements of keys (every
