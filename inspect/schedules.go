@@ -2,8 +2,11 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/periodic"
@@ -111,4 +114,63 @@ func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool)
 	}
 	_, err := i.store.PauseSchedule(ctx, name, paused)
 	return mapErr(err)
+}
+
+// SetSchedule registers periodic schedule s at run time (or replaces the
+// one of that name registered so): the schedulers read the registry when
+// the change is announced and every few seconds, and the owner of the
+// schedule's shard fires it from then on, as if it were in their
+// configuration. A schedule of the same name in the schedulers'
+// configuration takes precedence. ErrInvalidArgument for an invalid
+// schedule (the error names the field), ErrNotFound when its queue is
+// not registered.
+func (i *Inspector) SetSchedule(ctx context.Context, s periodic.Schedule) error {
+	if _, err := s.Compile(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if err := i.mustExist(ctx, s.Queue); err != nil {
+		return mapErr(err)
+	}
+	def, err := s.Encode()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return mapErr(i.store.PutScheduleDef(ctx, s.Name, def))
+}
+
+// RemoveSchedule removes a schedule registered at run time: it stops
+// firing once the schedulers have heard (its recorded state stays, so
+// registering it again does not fire an occurrence twice). ErrNotFound
+// if no schedule of that name is registered.
+func (i *Inspector) RemoveSchedule(ctx context.Context, name string) error {
+	ok, err := i.store.DeleteScheduleDef(ctx, name)
+	if err != nil {
+		return mapErr(err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: schedule %q is not registered", ErrNotFound, name)
+	}
+	return nil
+}
+
+// RegisteredSchedules returns the schedules registered at run time, in
+// name order. An entry that does not decode (written by hand, or by a
+// newer version) is left out and reported in the error, joined, next to
+// the valid ones.
+func (i *Inspector) RegisteredSchedules(ctx context.Context) ([]*periodic.Compiled, error) {
+	defs, err := i.store.ScheduleDefs(ctx)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := []*periodic.Compiled{} // not nil: the registry was read
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		c, err := periodic.Decode(name, defs[name])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, errors.Join(errs...)
 }

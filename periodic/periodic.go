@@ -22,6 +22,7 @@
 package periodic
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -304,4 +305,18 @@ func (c *Compiled) latest(last, now time.Time) time.Time {
 			return time.Time{}
 		}
 	}
+}
+
+// Encode returns s as the JSON the run-time registry stores.
+func (s Schedule) Encode() ([]byte, error) { return json.Marshal(s) }
+
+// Decode reads a schedule the registry stores under name and compiles
+// it; the name stored is the registry's key.
+func Decode(name string, data []byte) (*Compiled, error) {
+	var s Schedule
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, &Error{Schedule: name, Field: "definition", Reason: err.Error()}
+	}
+	s.Name = name
+	return s.Compile()
 }

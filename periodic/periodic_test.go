@@ -163,3 +163,23 @@ func TestInvalidSchedulesNameTheField(t *testing.T) {
 		t.Fatalf("defaults: %+v", c.Schedule)
 	}
 }
+
+func TestEncodeDecode(t *testing.T) {
+	s := Schedule{Name: "x", Queue: "q", Payload: []byte("p"), Cron: "*/5 * * * *", TimeZone: "Asia/Tokyo", Jitter: time.Second,
+		MaxRetries: 2, Timeout: time.Minute, CatchUp: CatchUpAll, CatchUpWindow: 2 * time.Hour, Overlap: OverlapSkip}
+	b, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Decode("x", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c.Payload) != "p" || c.Cron != s.Cron || c.TimeZone != s.TimeZone || c.Jitter != s.Jitter || c.MaxRetries != 2 ||
+		c.Timeout != time.Minute || c.CatchUp != CatchUpAll || c.CatchUpWindow != 2*time.Hour || c.Overlap != OverlapSkip {
+		t.Fatalf("round trip: %+v", c.Schedule)
+	}
+	if _, err := Decode("y", []byte("{")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad JSON: %v", err)
+	}
+}

@@ -13,6 +13,10 @@
 // previous occurrence's task is still stored is decided at the
 // occurrence.
 //
+// The schedules come from the configuration and from the run-time
+// registry (inspect.SetSchedule); SetSchedules replaces them, and the
+// loops of the shards concerned start over.
+//
 // When the loop starts (the shard was acquired) it reads each schedule's
 // last occurrence and applies the catch-up policy to those missed since;
 // it does the same when it finds itself more than MissedAfter behind (the
@@ -24,7 +28,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -58,12 +65,18 @@ type Config struct {
 
 // Firer fires the schedules of the shards its replica owns.
 type Firer struct {
-	store   *shard.Store
+	store *shard.Store
+	log   hclog.Logger
+	met   *Metrics
+	now   func() time.Time
+
+	mu      sync.Mutex
 	byShard map[int][]*periodic.Compiled
-	log     hclog.Logger
-	met     *Metrics
-	now     func() time.Time
+	reload  map[int]chan struct{} // of each running shard loop
 }
+
+// errReload ends a shard's pass when its schedules changed.
+var errReload = errors.New("fire: the schedules changed")
 
 // New returns a Firer for the schedules of cfg on store's layout.
 func New(store *shard.Store, cfg Config) *Firer {
@@ -75,30 +88,76 @@ func New(store *shard.Store, cfg Config) *Firer {
 	if met == nil {
 		met = NewMetrics(nil)
 	}
-	f := &Firer{store: store, byShard: map[int][]*periodic.Compiled{}, log: log.Named("periodic"), met: met, now: time.Now}
-	for _, c := range cfg.Schedules {
-		h := store.Layout().HomeShard(c.Name)
-		f.byShard[h] = append(f.byShard[h], c)
-	}
+	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, reload: map[int]chan struct{}{}}
+	f.SetSchedules(cfg.Schedules)
 	return f
+}
+
+// SetSchedules replaces the schedules fired (the configured ones and
+// those registered at run time); the loops of the shards whose schedules
+// changed start over from the state in Redis, so nothing fires twice.
+func (f *Firer) SetSchedules(ss []*periodic.Compiled) {
+	by := map[int][]*periodic.Compiled{}
+	for _, c := range ss {
+		h := f.store.Layout().HomeShard(c.Name)
+		by[h] = append(by[h], c)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for sh, ch := range f.reload {
+		if !same(f.byShard[sh], by[sh]) {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	f.byShard = by
+}
+
+// same reports whether two lists hold the same schedules.
+func same(a, b []*periodic.Compiled) bool {
+	return slices.EqualFunc(a, b, func(x, y *periodic.Compiled) bool { return reflect.DeepEqual(x.Schedule, y.Schedule) })
+}
+
+// mine returns the schedules of shard sh.
+func (f *Firer) mine(sh int) []*periodic.Compiled {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byShard[sh]
 }
 
 // Run fires the schedules of shard s until ctx ends (it returns nil) or a
 // newer owner fenced the shard (an error wrapping shard.ErrStaleEpoch).
 func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
-	mine := f.byShard[s.ID]
-	if len(mine) == 0 {
-		<-ctx.Done()
-		return nil
-	}
+	reload := make(chan struct{}, 1)
+	f.mu.Lock()
+	f.reload[s.ID] = reload
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.reload, s.ID)
+		f.mu.Unlock()
+	}()
 	var bo backoff.Backoff
 	for {
-		err := f.run(ctx, s, mine, &bo)
+		mine := f.mine(s.ID)
+		if len(mine) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-reload:
+				continue
+			}
+		}
+		err := f.run(ctx, s, mine, &bo, reload)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, shard.ErrStaleEpoch):
 			return err
+		case errors.Is(err, errReload):
+			continue
 		}
 		f.met.errors.Inc()
 		f.log.Warn("firing failed; retrying from the state in Redis", "shard", s.ID, "error", err)
@@ -128,7 +187,7 @@ func (st *state) fireAt() time.Time {
 
 // run reads the schedules' state, catches up, then fires until ctx ends
 // or a call fails.
-func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff) error {
+func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff, reload <-chan struct{}) error {
 	recorded, err := f.store.PeriodicState(ctx, s.ID)
 	if err != nil {
 		return err
@@ -156,6 +215,8 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
+			case <-reload:
+				return errReload
 			case <-timer.C:
 			}
 		}

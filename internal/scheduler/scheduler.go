@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,11 +43,13 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/dashboard"
 	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 // Scheduler is one scheduler replica.
@@ -62,6 +65,10 @@ type Scheduler struct {
 	recovery *recovery.Recoverer
 	loops    []owner.Loop
 	election *election.Manager
+	// firer fires the periodic schedules: the configured ones
+	// (schedules) and those registered at run time (watchSchedules).
+	firer     *fire.Firer
+	schedules []*periodic.Compiled
 	// inspector serves the dashboard.
 	inspector *inspect.Inspector
 	replica   string
@@ -123,11 +130,12 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
-	firer := fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
+	s.schedules = schedules
+	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
-		{Name: "periodic", Run: firer.Run},
+		{Name: "periodic", Run: s.firer.Run},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg
@@ -225,6 +233,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			defer wg.Done()
 			s.watchRegistry(wctx)
 		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchSchedules(wctx)
+		}()
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
 		stopWatch()
 	}
@@ -239,6 +252,52 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// watchSchedules keeps the firer's schedules current until ctx ends: the
+// configured ones, and those registered at run time (inspect.SetSchedule)
+// whose names the configuration does not use, re-read when a change is
+// announced on the control channel and every registryEvery.
+func (s *Scheduler) watchSchedules(ctx context.Context) {
+	hub := fanout.New(s.rdb, fanout.Classic, s.log)
+	defer hub.Close()
+	changed, stop := hub.Signal(ctx, s.store.Layout().ControlChannel(), nil)
+	defer stop()
+	tick := time.NewTicker(s.registryEvery)
+	defer tick.Stop()
+	var warned string
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		reg, err := s.inspector.RegisteredSchedules(cctx)
+		cancel()
+		if err != nil && reg == nil {
+			// Redis unreachable: keep the schedules as they are.
+		} else {
+			if err != nil && err.Error() != warned {
+				warned = err.Error()
+				s.log.Warn("registered schedules that do not decode are not fired", "error", err)
+			}
+			s.firer.SetSchedules(s.withRegistered(reg))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// withRegistered returns the configured schedules and those of reg whose
+// names the configuration does not use.
+func (s *Scheduler) withRegistered(reg []*periodic.Compiled) []*periodic.Compiled {
+	out := slices.Clone(s.schedules)
+	for _, c := range reg {
+		if !slices.ContainsFunc(s.schedules, func(x *periodic.Compiled) bool { return x.Name == c.Name }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // registryCheck is how often a replica checks that Redis still holds the

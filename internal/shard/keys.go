@@ -161,6 +161,11 @@ func (l Layout) Paused() string { return "{" + l.ns + "}:paused" }
 // they were paused (unix ms), one key for the deployment.
 func (l Layout) PausedSchedules() string { return "{" + l.ns + "}:periodic:paused" }
 
+// ScheduleDefs is the hash of the periodic schedules registered at run
+// time (inspect.SetSchedule): name -> the schedule as JSON (package
+// periodic), one key for the deployment.
+func (l Layout) ScheduleDefs() string { return "{" + l.ns + "}:periodic:defs" }
+
 // ControlChannel is the classic pub/sub channel on which pause and resume
 // are announced ("pause <queue>", "resume <queue>"); workers re-read
 // Paused when they hear it, and when they (re)subscribe.

@@ -208,3 +208,49 @@ func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, erro
 	}
 	return out, nil
 }
+
+// SchedulesChanged is the message announced on the control channel when
+// a schedule is registered or removed at run time; schedulers re-read
+// ScheduleDefs when they hear it.
+const SchedulesChanged = "schedules"
+
+// PutScheduleDef registers (or replaces) schedule name, def being its
+// JSON, and announces the change.
+func (s *Store) PutScheduleDef(ctx context.Context, name string, def []byte) error {
+	if err := s.rdb.HSet(ctx, s.l.ScheduleDefs(), name, def).Err(); err != nil {
+		return fmt.Errorf("shard: register schedule %q: %w", name, err)
+	}
+	s.announceSchedules(ctx)
+	return nil
+}
+
+// DeleteScheduleDef removes schedule name from the run-time registry and
+// reports whether it was there.
+func (s *Store) DeleteScheduleDef(ctx context.Context, name string) (bool, error) {
+	n, err := s.rdb.HDel(ctx, s.l.ScheduleDefs(), name).Result()
+	if err != nil {
+		return false, fmt.Errorf("shard: remove schedule %q: %w", name, err)
+	}
+	s.announceSchedules(ctx)
+	return n > 0, nil
+}
+
+// announceSchedules tells the schedulers to re-read the registry. Best
+// effort: they also re-read it every few seconds.
+func (s *Store) announceSchedules(ctx context.Context) {
+	_ = s.rdb.Publish(ctx, s.l.ControlChannel(), SchedulesChanged).Err()
+}
+
+// ScheduleDefs returns the schedules registered at run time, as JSON by
+// name.
+func (s *Store) ScheduleDefs(ctx context.Context) (map[string][]byte, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.ScheduleDefs()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: registered schedules: %w", err)
+	}
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = []byte(v)
+	}
+	return out, nil
+}
