@@ -370,6 +370,9 @@ func TestInvalidConfigExits(t *testing.T) {
 		{"malformed yaml", []string{"-config", bad}, nil, "bad.yaml"},
 		{"bad queue name", []string{"-set", "queues.bad name.max_retries=1"}, nil, "queues.bad name"},
 		{"no such file", []string{"-config", "/nonexistent.yaml"}, nil, "/nonexistent.yaml"},
+		{"bad cron", []string{"-set", "periodic.nightly.queue=default", "-set", "periodic.nightly.cron=0 25 * * *"}, nil, "periodic.nightly.cron"},
+		{"bad time zone", []string{"-set", "periodic.nightly.queue=default", "-set", "periodic.nightly.cron=0 2 * * *",
+			"-set", "periodic.nightly.time_zone=Moon/Base"}, nil, "periodic.nightly.time_zone"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
