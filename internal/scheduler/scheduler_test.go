@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,6 +337,36 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	if info, err := r.Store.Lookup(ctx, l.OccurrenceID("reg", last("reg"))); err != nil || info.State != "scheduled" && info.State != "ready" {
 		t.Fatalf("the registered schedule's task: %+v %v", info, err)
 	}
+	// Changed to every 2 s: from the change on, only even seconds occur,
+	// and no occurrence is fired twice (nothing consumes the tasks: each
+	// occurrence fired is a task in the schedule's shard).
+	changed := last("reg")
+	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "reg", Queue: "default", Interval: 2 * time.Second, MaxRetries: -1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 15*time.Second, "two occurrences of the changed schedule", func() (bool, string) {
+		return last("reg").After(changed.Add(2*time.Second)), fmt.Sprint(last("reg"))
+	})
+	ids, err := r.RDB.HKeys(ctx, l.Tasks(l.HomeShard("reg"))).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		occ, ok := strings.CutPrefix(id, "reg@")
+		if !ok {
+			continue
+		}
+		occ, _, _ = strings.Cut(occ, "~")
+		if seen[occ] {
+			t.Fatalf("occurrence %s fired twice", occ)
+		}
+		seen[occ] = true
+		ms, _ := strconv.ParseInt(occ, 10, 64)
+		if ms > changed.UnixMilli()+2000 && ms%2000 != 0 {
+			t.Fatalf("occurrence %s after the change to 2 s is not on an even second", occ)
+		}
+	}
 	if err := in.RemoveSchedule(ctx, "reg"); err != nil {
 		t.Fatal(err)
 	}
@@ -356,8 +387,8 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "bad", Queue: "default", Cron: "61 * * * *"}); !errors.Is(err, inspect.ErrInvalidArgument) || !strings.Contains(err.Error(), "cron") {
 		t.Fatalf("an invalid schedule: %v", err)
 	}
-	seen := last("conf")
+	confLast := last("conf")
 	testenv.WaitFor(t, 10*time.Second, "the configured schedule still firing", func() (bool, string) {
-		return last("conf").After(seen), fmt.Sprint(last("conf"))
+		return last("conf").After(confLast), fmt.Sprint(last("conf"))
 	})
 }
