@@ -116,7 +116,7 @@ type actionResult struct {
 	Action string `json:"action"`
 	Queue  string `json:"queue,omitempty"`
 	ID     string `json:"id,omitempty"`
-	// Schedule is the periodic schedule paused or resumed.
+	// Schedule is the periodic schedule set, removed, paused or resumed.
 	Schedule string `json:"schedule,omitempty"`
 	State    string `json:"state,omitempty"`
 	// Policy is the policy queue set registered.

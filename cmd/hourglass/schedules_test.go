@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,13 +14,18 @@ import (
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 // TestScheduleVerbs runs schedules, schedule pause and schedule resume
 // in process against a real Redis, with two schedules in the config
 // file: the last occurrence a shard recorded shows, --next sets the
 // occurrences in the JSON, a pause shows and is undone by a resume, and
-// pausing a name the config does not declare is a usage error.
+// pausing a name the config does not declare is a usage error. Then
+// schedule set and rm: a registered schedule is listed with its source
+// (a configured name shadows a registered one), can be paused, and is
+// removed; set and rm of a configured name, an invalid schedule and an
+// unknown queue are refused with their exit codes.
 func TestScheduleVerbs(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
@@ -47,17 +53,22 @@ periodic:
 		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
 		return out.String(), errOut.String(), code
 	}
-	list := func(args ...string) []inspect.ScheduleInfo {
+	listAll := func(args ...string) []scheduleRow {
 		t.Helper()
 		out, errOut, code := cli(append([]string{"-o", "json", "schedules"}, args...)...)
 		if code != exitOK {
 			t.Fatalf("schedules %v: exit %d: %s", args, code, errOut)
 		}
-		var ss []inspect.ScheduleInfo
+		var ss []scheduleRow
 		if err := json.Unmarshal([]byte(out), &ss); err != nil {
 			t.Fatalf("schedules: %v in %q", err, out)
 		}
-		if len(ss) != 2 || ss[0].Name != "nightly" || ss[1].Name != "tick" {
+		return ss
+	}
+	list := func(args ...string) []scheduleRow {
+		t.Helper()
+		ss := listAll(args...)
+		if len(ss) != 2 || ss[0].Name != "nightly" || ss[1].Name != "tick" || ss[0].Source != "config" || ss[1].Source != "config" {
 			t.Fatalf("schedules: %+v", ss)
 		}
 		return ss
@@ -118,6 +129,87 @@ periodic:
 	}
 	if _, errOut, code := cli("schedules", "--next", "-1"); code != exitUsage {
 		t.Fatalf("--next -1: exit %d, %q", code, errOut)
+	}
+
+	// schedule set: a registered schedule, listed after the configured
+	// ones by name, with its source; a set of the same name replaces it.
+	out, errOut, code = cli("-o", "json", "schedule", "set", "reg", "--queue", "default", "--interval", "1h")
+	if code != exitOK || !strings.Contains(out, `"action": "set"`) || !strings.Contains(out, `"schedule": "reg"`) {
+		t.Fatalf("set: exit %d, %q %q", code, out, errOut)
+	}
+	out, errOut, code = cli("schedule", "set", "reg", "--queue", "default", "--cron", "0 9 * * 1-5", "--tz", "Europe/Paris",
+		"--payload", "hi", "--jitter", "1m", "--max-retries", "2", "--timeout", "5s", "--catch-up", "all", "--catch-up-window", "3h", "--overlap", "skip")
+	if code != exitOK || out != "set reg\n" {
+		t.Fatalf("set again: exit %d, %q %q", code, out, errOut)
+	}
+	reg, err := in.RegisteredSchedules(ctx)
+	if err != nil || len(reg) != 1 {
+		t.Fatalf("registered: %+v %v", reg, err)
+	}
+	if r := reg[0]; r.Name != "reg" || r.Queue != "default" || r.Cron != "0 9 * * 1-5" || r.Interval != 0 || r.TimeZone != "Europe/Paris" ||
+		string(r.Payload) != "hi" || r.Jitter != time.Minute || r.MaxRetries != 2 || r.Timeout != 5*time.Second ||
+		r.CatchUp != "all" || r.CatchUpWindow != 3*time.Hour || r.Overlap != "skip" {
+		t.Fatalf("registered: %+v", r.Schedule)
+	}
+	// A registered "tick", as the Go API allows: the configured one
+	// shadows it, so it is not listed.
+	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Hour, MaxRetries: -1}); err != nil {
+		t.Fatal(err)
+	}
+	ss = listAll()
+	if len(ss) != 3 || ss[0].Name != "nightly" || ss[1].Name != "reg" || ss[2].Name != "tick" ||
+		ss[1].Source != "registry" || ss[1].Spec != "0 9 * * 1-5" || ss[1].TimeZone != "Europe/Paris" || ss[2].Source != "config" || ss[2].Spec != "every 1m0s" {
+		t.Fatalf("with a registered schedule: %+v", ss)
+	}
+	table, _, code = cli("schedules")
+	if lines := strings.Split(table, "\n"); code != exitOK || !strings.Contains(lines[0], "SOURCE") ||
+		!strings.Contains(lines[2], "reg") || !strings.Contains(lines[2], "registry") || !strings.Contains(lines[3], "config") {
+		t.Fatalf("table: exit %d\n%s", code, table)
+	}
+	if out, errOut, code := cli("schedule", "pause", "reg"); code != exitOK || out != "paused reg\n" {
+		t.Fatalf("pause of a registered schedule: exit %d, %q %q", code, out, errOut)
+	}
+	if ss := listAll(); !ss[1].Paused {
+		t.Fatalf("registered schedule paused: %+v", ss[1])
+	}
+	if _, errOut, code := cli("schedule", "pause", "regg"); code != exitUsage || !strings.Contains(errOut, "(registered: reg)") {
+		t.Fatalf("pause of an unknown schedule: exit %d, %q", code, errOut)
+	}
+
+	// Refused: a configured name, an invalid schedule (the flag named),
+	// an unknown queue.
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"set", "nightly", "--queue", "default", "--interval", "1h"}, exitUsage, `"nightly" is in the configuration's periodic section`},
+		{[]string{"set", "bad", "--queue", "default", "--cron", "61 * * * *"}, exitUsage, "--cron: "},
+		{[]string{"set", "bad", "--queue", "default", "--cron", "@daily", "--tz", "Mars/Olympus"}, exitUsage, "--tz: "},
+		{[]string{"set", "bad", "--queue", "default", "--interval", "1h", "--catch-up", "never"}, exitUsage, "--catch-up: "},
+		{[]string{"set", "bad", "--interval", "1h"}, exitUsage, "--queue: required"},
+		{[]string{"set", "bad", "--queue", "default"}, exitUsage, "--cron: give cron or interval"},
+		{[]string{"set", "bad", "--queue", "nope", "--interval", "1h"}, exitNotFound, `queue "nope" is not registered`},
+		{[]string{"rm", "tick", "--yes"}, exitUsage, `"tick" is in the configuration's periodic section`},
+		{[]string{"rm", "reg"}, exitRefused, "pass --yes"},
+		{[]string{"rm", "nope", "--yes"}, exitNotFound, `schedule "nope" is not registered`},
+	} {
+		if _, errOut, code := cli(append([]string{"schedule"}, c.args...)...); code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d, %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+	if reg, err := in.RegisteredSchedules(ctx); err != nil || len(reg) != 2 {
+		t.Fatalf("refused sets registered something: %+v %v", reg, err)
+	}
+
+	// schedule rm: no longer registered, so no longer listed.
+	out, errOut, code = cli("-o", "json", "schedule", "rm", "reg", "--yes")
+	if code != exitOK || !strings.Contains(out, `"action": "removed"`) || !strings.Contains(out, `"schedule": "reg"`) {
+		t.Fatalf("rm: exit %d, %q %q", code, out, errOut)
+	}
+	list()
+	if err := in.RemoveSchedule(ctx, "reg"); !errors.Is(err, inspect.ErrNotFound) {
+		t.Fatalf("removed twice: %v", err)
 	}
 	if paused, err := in.Schedules(ctx, nil, time.Now(), 0); err != nil || len(paused) != 0 {
 		t.Fatalf("no definitions, no schedules: %v %v", paused, err)
