@@ -235,7 +235,8 @@ func TestCLIEveryVerb(t *testing.T) {
 	}
 
 	// Periodic schedules: the config's, their next occurrences, pause and
-	// resume; a pause of a name the config lacks is a usage error.
+	// resume; a pause of a name the config lacks is a usage error; set and
+	// rm of a registered one.
 	var scheds []inspect.ScheduleInfo
 	h.json(&scheds, "schedules", "--next", "2")
 	if len(scheds) != 1 || scheds[0].Name != "hourly" || len(scheds[0].Next) != 2 || scheds[0].Next[0].Minute() != 0 || scheds[0].Paused {
@@ -252,6 +253,23 @@ func TestCLIEveryVerb(t *testing.T) {
 		t.Fatalf("after schedule resume: %+v", scheds)
 	}
 	h.code(2, "not in the configuration", "schedule", "pause", "daily")
+	// Registered at run time: listed with its source, then removed; a
+	// configured name is refused.
+	h.json(&act, "schedule", "set", "daily", "--queue", "default", "--cron", "@daily")
+	var rows []struct {
+		Name   string `json:"name"`
+		Source string `json:"source"`
+	}
+	h.json(&rows, "schedules")
+	if act["action"] != "set" || len(rows) != 2 || rows[0].Name != "daily" || rows[0].Source != "registry" || rows[1].Source != "config" {
+		t.Fatalf("after schedule set: %v %+v", act, rows)
+	}
+	h.json(&act, "schedule", "rm", "daily", "--yes")
+	h.json(&rows, "schedules")
+	if act["action"] != "removed" || len(rows) != 1 {
+		t.Fatalf("after schedule rm: %v %+v", act, rows)
+	}
+	h.code(2, "is in the configuration", "schedule", "rm", "hourly", "--yes")
 
 	h.code(2, "unknown command", "frobnicate")
 	h.code(2, "usage", "task", "show")
