@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -319,4 +320,17 @@ func Decode(name string, data []byte) (*Compiled, error) {
 	}
 	s.Name = name
 	return s.Compile()
+}
+
+// Unshadowed returns the schedules of registered whose names configured
+// does not use: the configuration wins on a shared name, for the
+// schedulers that fire and the tools that list them alike.
+func Unshadowed(configured, registered []*Compiled) []*Compiled {
+	var out []*Compiled
+	for _, r := range registered {
+		if !slices.ContainsFunc(configured, func(c *Compiled) bool { return c.Name == r.Name }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -183,3 +183,13 @@ func TestEncodeDecode(t *testing.T) {
 		t.Fatalf("bad JSON: %v", err)
 	}
 }
+
+func TestUnshadowed(t *testing.T) {
+	a := mustCompile(t, Schedule{Name: "a", Queue: "q", Interval: time.Second})
+	b := mustCompile(t, Schedule{Name: "b", Queue: "q", Interval: time.Second})
+	a2 := mustCompile(t, Schedule{Name: "a", Queue: "other", Interval: time.Minute})
+	got := Unshadowed([]*Compiled{a}, []*Compiled{a2, b})
+	if len(got) != 1 || got[0] != b {
+		t.Fatalf("the configured a must shadow the registered one: %v", got)
+	}
+}

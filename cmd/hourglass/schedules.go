@@ -58,7 +58,7 @@ func (a *app) registered(ctx context.Context, in *inspect.Inspector, defs []*per
 		}
 		fmt.Fprintf(a.errOut, "hourglass: warning: registered schedules not fired (replace them with schedule set, or schedule rm them): %v\n", err)
 	}
-	return slices.DeleteFunc(reg, func(c *periodic.Compiled) bool { return configured(defs, c.Name) }), nil
+	return periodic.Unshadowed(defs, reg), nil
 }
 
 // configured reports whether defs has a schedule called name.

@@ -291,13 +291,7 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 // withRegistered returns the configured schedules and those of reg whose
 // names the configuration does not use.
 func (s *Scheduler) withRegistered(reg []*periodic.Compiled) []*periodic.Compiled {
-	out := slices.Clone(s.schedules)
-	for _, c := range reg {
-		if !slices.ContainsFunc(s.schedules, func(x *periodic.Compiled) bool { return x.Name == c.Name }) {
-			out = append(out, c)
-		}
-	}
-	return out
+	return append(slices.Clone(s.schedules), periodic.Unshadowed(s.schedules, reg)...)
 }
 
 // registryCheck is how often a replica checks that Redis still holds the
