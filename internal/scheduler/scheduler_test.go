@@ -345,7 +345,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 15*time.Second, "two occurrences of the changed schedule", func() (bool, string) {
-		return last("reg").After(changed.Add(2*time.Second)), fmt.Sprint(last("reg"))
+		return last("reg").After(changed.Add(2 * time.Second)), fmt.Sprint(last("reg"))
 	})
 	ids, err := r.RDB.HKeys(ctx, l.Tasks(l.HomeShard("reg"))).Result()
 	if err != nil {
