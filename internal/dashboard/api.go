@@ -2,9 +2,13 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"time"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -25,6 +29,35 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, map[string]any{"queues": qs, "total": total})
+}
+
+// scheduleDefs returns the schedules the dashboard shows.
+func (d *dash) scheduleDefs() []*periodic.Compiled {
+	if d.o.Schedules == nil {
+		return nil
+	}
+	return d.o.Schedules()
+}
+
+func (d *dash) schedules(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	ss, err := d.o.Inspector.Schedules(ctx, d.scheduleDefs(), time.Now(), nextOccurrences)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"schedules": ss})
+}
+
+// pauseSchedule pauses a schedule the dashboard shows: a pause of any
+// other name would pause nothing that fires (a typo), so it is a 404, as
+// the CLI refuses it.
+func (d *dash) pauseSchedule(ctx context.Context, name string) error {
+	if !slices.ContainsFunc(d.scheduleDefs(), func(c *periodic.Compiled) bool { return c.Name == name }) {
+		return fmt.Errorf("%w: schedule %q is neither configured nor registered", inspect.ErrNotFound, name)
+	}
+	return d.o.Inspector.PauseSchedule(ctx, name)
 }
 
 func (d *dash) shards(w http.ResponseWriter, r *http.Request) {

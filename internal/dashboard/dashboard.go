@@ -1,9 +1,10 @@
 // Package dashboard is the scheduler's web dashboard: a page (embedded
 // assets, nothing fetched from the internet) and a JSON API under /ui/,
 // both faces of the public inspect package. It shows queues with their
-// depths and state, the replica's move rate and lateness, shard owners,
-// dead letters and task lookup, and offers pause, resume, replay, purge
-// and cancel unless it is read-only.
+// depths and state, periodic schedules, the replica's move rate and
+// lateness, shard owners, dead letters and task lookup, and offers pause,
+// resume (of queues and schedules), replay, purge and cancel unless it
+// is read-only.
 //
 // Protection, in the order a request meets it: the Host header must be an
 // IP address, localhost or an allowed host name (a DNS-rebinding page
@@ -33,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 //go:embed assets
@@ -51,7 +53,12 @@ type Options struct {
 	// besides IP addresses and localhost, for example the name of a
 	// proxy in front of it.
 	AllowedHosts []string
-	Log          hclog.Logger
+	// Schedules returns the periodic schedules to show, those the
+	// scheduler fires now (configured and registered at run time); nil
+	// shows none. It is called once per request and its result is not
+	// changed. Only these schedules can be paused.
+	Schedules func() []*periodic.Compiled
+	Log       hclog.Logger
 }
 
 // CSRFHeader must be set to "1" on every POST (the page's fetch does).
@@ -64,6 +71,9 @@ const (
 	// included: an unreachable etcd costs a refresh this long, not
 	// callTimeout.
 	ownersTimeout = 3 * time.Second
+	// nextOccurrences is how many next occurrences of each schedule
+	// GET schedules computes (the page shows the first).
+	nextOccurrences = 3
 )
 
 // New returns the dashboard's handler, to be mounted at /ui/.
@@ -83,6 +93,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /ui/api/", notFound)
 	mux.HandleFunc("GET /ui/api/config", d.config)
 	mux.HandleFunc("GET /ui/api/queues", d.queues)
+	mux.HandleFunc("GET /ui/api/schedules", d.schedules)
 	mux.HandleFunc("GET /ui/api/shards", d.shards)
 	mux.HandleFunc("GET /ui/api/dead", d.dead)
 	mux.HandleFunc("GET /ui/api/task", d.task)
@@ -90,9 +101,13 @@ func New(o Options) http.Handler {
 	for path, do := range map[string]func(context.Context, string) error{
 		"queues/{target}/pause":  in.Pause,
 		"queues/{target}/resume": in.Resume,
-		"dead/{target}/replay":   func(ctx context.Context, id string) error { return in.Replay(ctx, id, time.Time{}) },
-		"dead/{target}/purge":    in.Purge,
-		"tasks/{target}/cancel":  func(ctx context.Context, id string) error { _, err := in.Cancel(ctx, id); return err },
+		// Resume, as the CLI's, takes any name: it clears the pause of a
+		// schedule no longer fired.
+		"schedules/{target}/pause":  d.pauseSchedule,
+		"schedules/{target}/resume": in.ResumeSchedule,
+		"dead/{target}/replay":      func(ctx context.Context, id string) error { return in.Replay(ctx, id, time.Time{}) },
+		"dead/{target}/purge":       in.Purge,
+		"tasks/{target}/cancel":     func(ctx context.Context, id string) error { _, err := in.Cancel(ctx, id); return err },
 	} {
 		mux.HandleFunc("POST /ui/api/"+path, d.change(do))
 	}

@@ -7,14 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -203,7 +206,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("config: %d %s", code, body)
 	}
 	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/dead/d0/purge", "/ui/api/queues/q/pause",
-		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel"} {
+		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel", "/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume"} {
 		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
 			t.Errorf("%s in read-only mode: %d", path, code)
 		}
@@ -223,5 +226,124 @@ func TestBasicAuth(t *testing.T) {
 		if code, _ := do(t, "GET", srv.URL+"/ui/api/queues", map[string]string{"auth": c.auth}); code != c.want {
 			t.Errorf("auth %q: %d, want %d", c.auth, code, c.want)
 		}
+	}
+}
+
+// TestSchedules: GET schedules shows the schedules the Schedules option
+// returns at the time of the request, with the last occurrence recorded,
+// three next occurrences and the pause state; pause and resume need the
+// header like every change; a pause of a schedule not shown is a 404, a
+// resume of one is not (it clears a pause left behind, as the CLI's).
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
+	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Ctx(t, 10*time.Second)
+	compile := func(s periodic.Schedule) *periodic.Compiled {
+		t.Helper()
+		c, err := s.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tick := compile(periodic.Schedule{Name: "tick", Queue: shardtest.Queue, Interval: 10 * time.Second, MaxRetries: -1})
+	nightly := compile(periodic.Schedule{Name: "nightly", Queue: shardtest.Queue, Cron: "30 2 * * *", TimeZone: "Europe/Paris", MaxRetries: -1})
+	var defs atomic.Pointer[[]*periodic.Compiled]
+	defs.Store(&[]*periodic.Compiled{tick, nightly})
+	srv := httptest.NewServer(New(Options{Inspector: in, Schedules: func() []*periodic.Compiled { return *defs.Load() }}))
+	t.Cleanup(srv.Close)
+
+	l := e.Layout()
+	fired := time.Now().Truncate(10 * time.Second)
+	if r, err := e.Store.Fire(ctx, l.HomeShard("tick"), shard.FireArgs{Schedule: "tick", Occurrence: fired, Epoch: shardtest.Epoch,
+		Task: shard.EnqueueArgs{ID: l.OccurrenceID("tick", fired), Queue: shardtest.Queue, Due: fired, MaxRetries: -1}}); err != nil || r.Outcome != shard.Fired {
+		t.Fatalf("fire: %+v %v", r, err)
+	}
+	list := func() map[string]inspect.ScheduleInfo {
+		t.Helper()
+		code, body := do(t, "GET", srv.URL+"/ui/api/schedules", nil)
+		var got struct{ Schedules []inspect.ScheduleInfo }
+		if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
+			t.Fatalf("schedules: %d %s", code, body)
+		}
+		m := map[string]inspect.ScheduleInfo{}
+		for _, s := range got.Schedules {
+			m[s.Name] = s
+		}
+		return m
+	}
+	got := list()
+	tk, ni := got["tick"], got["nightly"]
+	if len(got) != 2 || !tk.LastFired.Equal(fired) || tk.Spec != "every 10s" || tk.Queue != shardtest.Queue || tk.Paused ||
+		len(tk.Next) != 3 || !tk.Next[0].After(fired) || tk.Next[1].Sub(tk.Next[0]) != 10*time.Second {
+		t.Fatalf("tick: %+v (of %d)", tk, len(got))
+	}
+	if !ni.LastFired.IsZero() || ni.TimeZone != "Europe/Paris" || ni.Spec != "30 2 * * *" || len(ni.Next) != 3 {
+		t.Fatalf("nightly: %+v", ni)
+	}
+
+	if code, body := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", nil); code != 403 || !strings.Contains(body, CSRFHeader) {
+		t.Fatalf("pause without the CSRF header: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", map[string]string{CSRFHeader: "1", "Sec-Fetch-Site": "cross-site"}); code != 403 {
+		t.Fatalf("pause from another site: %d %s", code, body)
+	}
+	if list()["tick"].Paused {
+		t.Fatal("tick paused by a refused request")
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", ui); code != 200 {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if tk := list()["tick"]; !tk.Paused || tk.PausedAt.IsZero() {
+		t.Fatalf("after pause: %+v", tk)
+	}
+	if ss, err := in.Schedules(ctx, []*periodic.Compiled{tick}, time.Now(), 0); err != nil || !ss[0].Paused {
+		t.Fatalf("after pause, through inspect: %+v %v", ss, err)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/schedules/nope/pause", ui); code != 404 || !strings.Contains(body, `"error"`) {
+		t.Fatalf("pause of an unknown schedule: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/schedules/tick/resume", ui); code != 200 {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	if list()["tick"].Paused {
+		t.Fatal("tick still paused after resume")
+	}
+
+	// The schedules shown follow the option: tick no longer fired (a
+	// registered schedule removed) is neither listed nor pausable, and
+	// its pause can still be cleared.
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", ui); code != 200 {
+		t.Fatalf("pause again: %d", code)
+	}
+	defs.Store(&[]*periodic.Compiled{nightly})
+	if got := list(); len(got) != 1 || got["nightly"].Name != "nightly" {
+		t.Fatalf("after tick is gone: %+v", got)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", ui); code != 404 {
+		t.Fatalf("pause of a schedule no longer fired: %d", code)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/schedules/tick/resume", ui); code != 200 {
+		t.Fatalf("resume of a schedule no longer fired: %d", code)
+	}
+	if ss, err := in.Schedules(ctx, []*periodic.Compiled{tick}, time.Now(), 0); err != nil || ss[0].Paused {
+		t.Fatalf("tick's pause not cleared: %+v %v", ss, err)
+	}
+}
+
+// TestNoSchedules: without the Schedules option the list is empty and
+// nothing can be paused.
+func TestNoSchedules(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t, Options{})
+	if code, body := do(t, "GET", srv.URL+"/ui/api/schedules", nil); code != 200 || strings.TrimSpace(body) != `{"schedules":[]}` {
+		t.Fatalf("schedules: %d %s", code, body)
+	}
+	if code, _ := do(t, "POST", srv.URL+"/ui/api/schedules/tick/pause", ui); code != 404 {
+		t.Fatalf("pause: %d", code)
 	}
 }
