@@ -69,6 +69,9 @@ type Scheduler struct {
 	// (schedules) and those registered at run time (watchSchedules).
 	firer     *fire.Firer
 	schedules []*periodic.Compiled
+	// fired is the list last given to the firer (setFired), read by the
+	// dashboard (firedSchedules).
+	fired atomic.Pointer[[]*periodic.Compiled]
 	// inspector serves the dashboard.
 	inspector *inspect.Inspector
 	replica   string
@@ -132,6 +135,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	s.schedules = schedules
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
+	s.fired.Store(&schedules)
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
@@ -277,7 +281,7 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 				warned = err.Error()
 				s.log.Warn("registered schedules that do not decode are not fired", "error", err)
 			}
-			s.firer.SetSchedules(s.withRegistered(reg))
+			s.setFired(s.withRegistered(reg))
 		}
 		select {
 		case <-ctx.Done():
@@ -293,6 +297,16 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 func (s *Scheduler) withRegistered(reg []*periodic.Compiled) []*periodic.Compiled {
 	return append(slices.Clone(s.schedules), periodic.Unshadowed(s.schedules, reg)...)
 }
+
+// setFired gives the firer ss, and keeps ss for firedSchedules.
+func (s *Scheduler) setFired(ss []*periodic.Compiled) {
+	s.fired.Store(&ss)
+	s.firer.SetSchedules(ss)
+}
+
+// firedSchedules returns the schedules the firer fires now (the list is
+// replaced, never changed in place: callers must not change it).
+func (s *Scheduler) firedSchedules() []*periodic.Compiled { return *s.fired.Load() }
 
 // registryCheck is how often a replica checks that Redis still holds the
 // registration marker (one EXISTS); tests shorten Scheduler.registryEvery.
@@ -401,7 +415,8 @@ func (s *Scheduler) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	if d := s.cfg.HTTP.Dashboard; d.Enabled {
 		ui := dashboard.New(dashboard.Options{Inspector: s.inspector, Gatherer: s.reg, ReadOnly: d.ReadOnly,
-			Username: d.Username, Password: d.Password, AllowedHosts: d.AllowedHosts, Log: s.log.Named("dashboard")})
+			Username: d.Username, Password: d.Password, AllowedHosts: d.AllowedHosts, Log: s.log.Named("dashboard"),
+			Schedules: s.firedSchedules})
 		mux.Handle("/ui/", ui)
 		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	}

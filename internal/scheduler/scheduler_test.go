@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -307,11 +308,28 @@ func TestEtcdTLSFailureIsNamed(t *testing.T) {
 // TestSchedulesFromConfigAndRegistry: a replica fires a configured
 // schedule and one registered at run time (inspect.SetSchedule, heard
 // through the control channel: the periodic re-read is an hour here);
-// a registered schedule removed stops firing.
+// a registered schedule removed stops firing. The dashboard lists the
+// schedules fired at each point.
 func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	cfg, r, _ := replicaConfig(t, "periodic")
 	cfg.Periodic = map[string]config.PeriodicConfig{"conf": {Queue: "default", Interval: time.Second}}
-	runReplica(t, cfg, func(s *Scheduler) { s.registryEvery = time.Hour })
+	s, _ := runReplica(t, cfg, func(s *Scheduler) { s.registryEvery = time.Hour })
+	shown := func() string {
+		t.Helper()
+		code, body := get(t, "http://"+s.listener.Addr().String()+"/ui/api/schedules")
+		var got struct{ Schedules []inspect.ScheduleInfo }
+		if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
+			t.Fatalf("dashboard schedules: %d %s", code, body)
+		}
+		var names []string
+		for _, si := range got.Schedules {
+			names = append(names, si.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	if got := shown(); got != "conf" {
+		t.Fatalf("dashboard shows %q at start, want conf", got)
+	}
 	in, err := inspect.New(inspect.Options{Redis: r.RDB, Namespace: cfg.Namespace, Shards: cfg.Shards})
 	if err != nil {
 		t.Fatal(err)
@@ -334,6 +352,9 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the registered schedule fired", func() (bool, string) {
 		return !last("reg").IsZero(), "not yet"
 	})
+	if got := shown(); got != "conf,reg" {
+		t.Fatalf("dashboard shows %q, want conf,reg", got)
+	}
 	if info, err := r.Store.Lookup(ctx, l.OccurrenceID("reg", last("reg"))); err != nil || info.State != "scheduled" && info.State != "ready" {
 		t.Fatalf("the registered schedule's task: %+v %v", info, err)
 	}
@@ -378,6 +399,9 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 		after := last("reg")
 		return after.Equal(before), fmt.Sprintf("%v then %v", before, after)
 	})
+	if got := shown(); got != "conf" {
+		t.Fatalf("dashboard shows %q after the removal, want conf", got)
+	}
 	if err := in.RemoveSchedule(ctx, "reg"); !errors.Is(err, inspect.ErrNotFound) {
 		t.Fatalf("removing it again: %v", err)
 	}
