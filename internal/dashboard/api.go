@@ -42,12 +42,25 @@ func (d *dash) scheduleDefs() []*periodic.Compiled {
 func (d *dash) schedules(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	ss, err := d.o.Inspector.Schedules(ctx, d.scheduleDefs(), time.Now(), nextOccurrences)
+	// One more than shown: the first may be recorded already.
+	ss, err := d.o.Inspector.Schedules(ctx, d.scheduleDefs(), time.Now(), nextOccurrences+1)
 	if err != nil {
 		d.fail(w, err)
 		return
 	}
+	for k := range ss {
+		ss[k].Next = upcoming(ss[k])
+	}
 	writeJSON(w, map[string]any{"schedules": ss})
+}
+
+// upcoming returns the first nextOccurrences of s.Next that are later
+// than its last recorded occurrence: the owner fires an occurrence up to
+// fire.Lead before it, and once fired it is no longer next (the page
+// would show the same time as last fired and next).
+func upcoming(s inspect.ScheduleInfo) []time.Time {
+	next := slices.DeleteFunc(s.Next, func(t time.Time) bool { return !t.After(s.LastFired) })
+	return next[:min(len(next), nextOccurrences)]
 }
 
 // pauseSchedule pauses a schedule the dashboard shows: a pause of any

@@ -347,3 +347,32 @@ func TestNoSchedules(t *testing.T) {
 		t.Fatalf("pause: %d", code)
 	}
 }
+
+// TestUpcoming: the next occurrences shown leave out those recorded
+// already (fired early by the lead) and are at most nextOccurrences.
+func TestUpcoming(t *testing.T) {
+	t.Parallel()
+	at := func(s int) time.Time { return time.Unix(1_900_000_000+int64(s), 0) }
+	for _, c := range []struct {
+		last time.Time
+		next []time.Time
+		want []time.Time
+	}{
+		{time.Time{}, []time.Time{at(1), at(2), at(3), at(4)}, []time.Time{at(1), at(2), at(3)}},
+		{at(0), []time.Time{at(1), at(2), at(3), at(4)}, []time.Time{at(1), at(2), at(3)}},
+		{at(1), []time.Time{at(1), at(2), at(3), at(4)}, []time.Time{at(2), at(3), at(4)}},
+		{at(1), []time.Time{at(1)}, []time.Time{}},
+		{time.Time{}, []time.Time{}, []time.Time{}},
+	} {
+		got := upcoming(inspect.ScheduleInfo{LastFired: c.last, Next: c.next})
+		if len(got) != len(c.want) {
+			t.Errorf("last %v, next %v: %v, want %v", c.last, c.next, got, c.want)
+			continue
+		}
+		for k := range got {
+			if !got[k].Equal(c.want[k]) {
+				t.Errorf("last %v, next %v: %v, want %v", c.last, c.next, got, c.want)
+			}
+		}
+	}
+}
