@@ -119,6 +119,39 @@ async function loadQueues() {
   cell(row, "");
 }
 
+// when formats an API time, "-" for none.
+function when(t) {
+  return t ? new Date(t).toLocaleString() : "-";
+}
+
+async function loadSchedules() {
+  const current = fresh("schedules");
+  const data = await api("schedules");
+  if (!current() || !changed("schedules", data)) return;
+  $("#noschedules").hidden = data.schedules.length > 0;
+  const body = $("#schedules tbody");
+  body.replaceChildren();
+  for (const s of data.schedules) {
+    const row = body.insertRow();
+    row.dataset.schedule = s.name;
+    cell(row, s.name);
+    cell(row, s.queue);
+    cell(row, s.spec);
+    cell(row, s.time_zone || "-");
+    cell(row, when(s.last_fired)).dataset.col = "last";
+    // The first next occurrence; the following ones on hover.
+    const next = cell(row, when(s.next[0]));
+    next.dataset.col = "next";
+    next.title = s.next.map(when).join("\n");
+    const paused = cell(row, s.paused ? "since " + when(s.paused_at) : "no", s.paused ? "paused" : "");
+    paused.dataset.col = "paused";
+    const act = cell(row, "", "act");
+    const path = "schedules/" + encodeURIComponent(s.name);
+    if (s.paused) button(act, "Resume", "resume", { schedule: s.name }, () => post(path + "/resume"));
+    else button(act, "Pause", "pause", { schedule: s.name }, () => post(path + "/pause"));
+  }
+}
+
 // loadDead draws the first page of the applied filter, or (more) appends
 // the next page.
 async function loadDead(more) {
@@ -203,7 +236,7 @@ async function lookup(id) {
 
 async function refreshOnce() {
   try {
-    await Promise.all([loadQueues(), loadShards(), loadStats(), deadPaged ? null : loadDead(false)]);
+    await Promise.all([loadQueues(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false)]);
     status("updated " + new Date().toLocaleTimeString());
   } catch (e) {
     status("refresh failed: " + e.message, true);
