@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 // browser starts headless Chromium for the test. Without chromium on the
@@ -88,9 +90,10 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 }
 
 // TestDashboardInBrowser: a real scheduler serves the dashboard; headless
-// Chromium shows the queue the test created, its Replay button brings a
-// dead task back and the worker delivers it, its Pause button pauses the
-// queue.
+// Chromium shows the queue the test created and the scheduler's periodic
+// schedule with its last occurrence, its Replay button brings a dead task
+// back and the worker delivers it, its Pause buttons pause the schedule
+// and the queue.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	bctx := browser(t)
@@ -104,7 +107,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		return false
 	})
 	args := append(workerArgs(tg.URL, 5*time.Second, 4), "-set", "queues.default.max_retries=0")
-	s := c.start("ui-s", args...)
+	s := c.start("ui-s", slices.Concat(args, []string{"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s"})...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("ui-s") })
 	c.startWorker("ui-w", args...)
 	in, err := inspect.New(inspect.Options{Redis: c.rdb, Shards: nShards})
@@ -136,6 +139,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") {
 		t.Fatalf("queue row %q", cells)
 	}
+	// The schedule's row, once the page has drawn a last occurrence (the
+	// schedule fires every second; the page refreshes every 3 s).
+	value(t, bctx, "see the schedule fired", chromedp.Poll[string](`(() => {
+		const c = document.querySelector('#schedules tr[data-schedule="tick"] td[data-col="last"]');
+		return c && c.textContent !== "-" ? c.textContent : "";
+	})()`))
 	if path := os.Getenv("HGTEST_SCREENSHOT"); path != "" {
 		png := value(t, bctx, "screenshot", chromedp.CaptureScreenshot())
 		if err := os.WriteFile(path, png, 0o644); err != nil {
@@ -160,6 +169,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if shown := value(t, bctx, "read the task", chromedp.Text(`#task`)); !strings.Contains(shown, `"id": "later-0"`) ||
 		!strings.Contains(shown, `"state": "scheduled"`) {
 		t.Fatalf("task lookup shows %q", shown)
+	}
+
+	click(t, bctx, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`)
+	step(t, bctx, "see the schedule's Resume", chromedp.WaitVisible(`#schedules button[data-action="resume"][data-schedule="tick"]`))
+	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second, MaxRetries: -1}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss, err := in.Schedules(ctx, []*periodic.Compiled{tick}, time.Now(), 0); err != nil || !ss[0].Paused || ss[0].LastFired.IsZero() {
+		t.Fatalf("after the schedule's Pause: %+v %v", ss, err)
 	}
 
 	click(t, bctx, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`)
