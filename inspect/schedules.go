@@ -35,7 +35,8 @@ type ScheduleInfo struct {
 	// Paused, and since when.
 	Paused   bool      `json:"paused"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
-	// Next are the next occurrences after the now Schedules was given.
+	// Next are the next occurrences after the now Schedules was given
+	// and after the last one recorded (fired a little ahead).
 	Next []time.Time `json:"next"`
 }
 
@@ -78,7 +79,13 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 		if at, ok := paused[d.Name]; ok {
 			s.Paused, s.PausedAt = true, at
 		}
-		for t := now; len(s.Next) < next; {
+		// An occurrence is fired up to fire.Lead before it: one recorded
+		// already is not next.
+		t := now
+		if s.LastFired.After(t) {
+			t = s.LastFired
+		}
+		for len(s.Next) < next {
 			if t = d.Next(t); t.IsZero() {
 				break // the expression never occurs again
 			}

@@ -45,7 +45,7 @@ func TestSchedulesShowStateAndNext(t *testing.T) {
 			t.Fatalf("fire %s: %+v %v", name, r, err)
 		}
 	}
-	fired := time.UnixMilli(1_900_000_000_000)
+	fired := time.Date(2030, 3, 1, 11, 0, 0, 0, time.UTC)
 	fire("every-10s", fired)
 	fire("gone", fired) // recorded, and no longer configured
 	if err := in.PauseSchedule(ctx, "gone"); err != nil {
@@ -73,6 +73,13 @@ func TestSchedulesShowStateAndNext(t *testing.T) {
 		if !ev.Next[k].Equal(w) {
 			t.Fatalf("next of the interval schedule: %v, want %v", ev.Next, wantNext)
 		}
+	}
+	// Fired a little ahead (the owner's lead): that occurrence is no
+	// longer next.
+	fire("every-10s", now.Add(5*time.Second))
+	ahead, err := in.Schedules(ctx, defs[:1], now, 1)
+	if err != nil || len(ahead[0].Next) != 1 || !ahead[0].Next[0].Equal(now.Add(15*time.Second)) {
+		t.Fatalf("next after an occurrence fired ahead: %+v %v", ahead, err)
 	}
 	paris, _ := time.LoadLocation("Europe/Paris")
 	if !ni.LastFired.IsZero() || ni.Spec != "30 2 * * *" || ni.TimeZone != "Europe/Paris" ||
