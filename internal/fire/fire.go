@@ -18,9 +18,11 @@
 // loops of the shards concerned start over.
 //
 // When the loop starts (the shard was acquired) it reads each schedule's
-// last occurrence and applies the catch-up policy to those missed since;
-// it does the same when it finds itself more than MissedAfter behind (the
-// process was stalled). A failed call (Redis unreachable) is retried
+// last occurrence and applies the catch-up policy to those missed since,
+// unless the first of them is at most MissedAfter old (a hand-over): then
+// they are fired as late, as the loop itself does; it applies the policy
+// too when it finds itself more than MissedAfter behind (the process was
+// stalled). A failed call (Redis unreachable) is retried
 // after a backoff from the state in Redis, so nothing is fired twice.
 package fire
 
@@ -253,6 +255,24 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 // schedule that never fired starts from now.
 func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 	now := f.now()
+	if first := st.c.Next(st.last); !st.last.IsZero() && !first.IsZero() && !first.After(now) && now.Sub(first) <= MissedAfter {
+		// Behind by no more than MissedAfter (a hand-over, a short
+		// stall): late, not missed, as in run's loop. Without this a
+		// SIGTERM hand-over that crosses an occurrence's firing time
+		// lost that occurrence under the policy skip.
+		paused, err := f.store.PausedSchedules(ctx)
+		if err != nil {
+			return err
+		}
+		_, isPaused := paused[st.c.Name]
+		for occ := first; !occ.IsZero() && !occ.After(now); occ = st.c.Next(occ) {
+			if err := f.fire(ctx, s, st, occ, isPaused, false); err != nil {
+				return err
+			}
+		}
+		st.next = st.c.Next(maxTime(now, st.last))
+		return nil
+	}
 	missed := st.c.Missed(st.last, now)
 	for _, occ := range missed {
 		if err := f.fire(ctx, s, st, occ, false, true); err != nil {

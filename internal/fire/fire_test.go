@@ -162,6 +162,26 @@ func TestCatchUpPolicies(t *testing.T) {
 	}
 }
 
+// TestHandOverFiresLateNotMissed: an owner that takes over a schedule
+// whose next occurrence is less than MissedAfter old fires it late, also
+// with the policy skip (a SIGTERM hand-over must not lose it).
+func TestHandOverFiresLateNotMissed(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
+	c := compile(t, periodic.Schedule{Name: "h", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	l := e.Layout()
+	last := c.Next(time.Now().Add(-2500 * time.Millisecond)) // the next is 0.5-1.5 s old
+	if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("h")), "h", last.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	late := c.Next(last)
+	run(t, e, 1, c)
+	testenv.WaitFor(t, 10*time.Second, "the late occurrence fired", func() (bool, string) {
+		o := occurrences(t, e, "h")
+		return len(o) > 0 && o[0] == late.UnixMilli(), fmt.Sprintf("%v, want %d first", o, late.UnixMilli())
+	})
+}
+
 // TestPausedScheduleRecordsWithoutTasks: the occurrences of a paused
 // schedule advance its state and create no task.
 func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
