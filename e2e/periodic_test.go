@@ -76,8 +76,9 @@ func sortedKeys(m map[int64][]string) []int64 {
 // while the owner of its home shard is SIGKILLed or SIGTERMed every few
 // seconds (and restarted) delivers one task per occurrence, none missing
 // and none twice. The schedule catches up all it missed: with skip (the
-// default) the occurrences that fall in a SIGKILL's lease expiry are
-// skipped by design.
+// default) an occurrence more than fire.MissedAfter old when a SIGKILLed
+// owner's lease expires is skipped by design, which a slow expiry can
+// cause.
 func TestPeriodicExactlyOncePerOccurrence(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
