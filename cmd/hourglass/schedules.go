@@ -61,6 +61,17 @@ func (a *app) registered(ctx context.Context, in *inspect.Inspector, defs []*per
 	return periodic.Unshadowed(defs, reg), nil
 }
 
+// scheduleSession returns the configured schedules and a session, as
+// a.session does.
+func (a *app) scheduleSession(cmd *cobra.Command) ([]*periodic.Compiled, *inspect.Inspector, context.Context, func(), error) {
+	defs, err := a.schedules()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	in, ctx, done, err := a.session(cmd)
+	return defs, in, ctx, done, err
+}
+
 // configured reports whether defs has a schedule called name.
 func configured(defs []*periodic.Compiled, name string) bool {
 	return slices.ContainsFunc(defs, func(d *periodic.Compiled) bool { return d.Name == name })
@@ -90,11 +101,7 @@ occurrences from now (--next of them; the table shows the first).
 Schedules that Redis remembers but neither declares are not listed.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			defs, err := a.schedules()
-			if err != nil {
-				return err
-			}
-			in, ctx, done, err := a.session(cmd)
+			defs, in, ctx, done, err := a.scheduleSession(cmd)
 			if err != nil {
 				return err
 			}
@@ -150,11 +157,7 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 		Use: use, Short: short, Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			defs, err := a.schedules()
-			if err != nil {
-				return err
-			}
-			in, ctx, done, err := a.session(cmd)
+			defs, in, ctx, done, err := a.scheduleSession(cmd)
 			if err != nil {
 				return err
 			}
