@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -58,8 +60,10 @@ type ClusterNode struct {
 }
 
 // StartRedisCluster starts primaries×(1+replicasPerPrimary) redis-server
-// processes in cluster mode (in parallel), joins them into one cluster
-// with redis-cli --cluster create, and waits until every node reports
+// processes in cluster mode (in parallel), joins the primaries with
+// redis-cli --cluster create and the replicas with CLUSTER MEET and
+// CLUSTER REPLICATE (primary k gets nodes primaries+k, primaries+k+
+// primaries, ...), and waits until every node reports
 // cluster_state:ok with all 16384 slots covered, knows every other node
 // and agrees on the topology, and every replica's link to its primary is
 // up. redis-cli requires at least 3 primaries.
@@ -105,14 +109,20 @@ func StartRedisCluster(t testing.TB, primaries, replicasPerPrimary int) *RedisCl
 		}
 		node.ID = id
 	}
+	// The primaries with redis-cli; the replicas by hand: with every node
+	// on one host, redis-cli's replica placement has been seen to make a
+	// node a replica of itself and leave it out of the cluster.
 	args := []string{"--cluster", "create"}
-	for _, node := range c.Nodes {
+	for _, node := range c.Nodes[:primaries] {
 		args = append(args, node.Addr)
 	}
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerPrimary), "--cluster-yes")
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testenv: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if err := c.addReplicas(ctx, primaries); err != nil {
+		t.Fatalf("testenv: add replicas: %v", err)
 	}
 	if err := c.WaitConsistent(ctx); err != nil {
 		t.Fatalf("testenv: cluster did not form: %v\nredis-cli output:\n%s", err, out)
@@ -130,6 +140,52 @@ func StartRedisCluster(t testing.TB, primaries, replicasPerPrimary int) *RedisCl
 		return 0
 	})
 	return c
+}
+
+// addReplicas makes the nodes after the first primaries replicas, node
+// primaries+k of primary k mod primaries: each meets the first primary,
+// waits until it knows its own primary, and replicates it.
+func (c *RedisCluster) addReplicas(ctx context.Context, primaries int) error {
+	if len(c.Nodes) == primaries {
+		return nil
+	}
+	first := c.Nodes[0]
+	nodes, err := c.client(first).ClusterNodes(ctx).Result()
+	if err != nil {
+		return err
+	}
+	var bus string
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "myself") {
+			_, bus, _ = strings.Cut(strings.Split(f[1], ",")[0], "@")
+		}
+	}
+	host, port, err := net.SplitHostPort(first.Addr)
+	if err != nil || bus == "" {
+		return fmt.Errorf("the cluster bus address of %s in %q: %v", first.Addr, nodes, err)
+	}
+	for k, r := range c.Nodes[primaries:] {
+		rc := c.client(r)
+		if err := rc.Do(ctx, "CLUSTER", "MEET", host, port, bus).Err(); err != nil {
+			return fmt.Errorf("CLUSTER MEET from %s: %w", r.Addr, err)
+		}
+		p := c.Nodes[k%primaries]
+		for {
+			known, err := rc.ClusterNodes(ctx).Result()
+			if err == nil && strings.Contains(known, p.ID) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s never learnt of %s: %w", r.Addr, p.Addr, ctx.Err())
+			case <-time.After(20 * time.Millisecond): // polling a server's state with a deadline
+			}
+		}
+		if err := rc.ClusterReplicate(ctx, p.ID).Err(); err != nil {
+			return fmt.Errorf("CLUSTER REPLICATE %s on %s: %w", p.Addr, r.Addr, err)
+		}
+	}
+	return nil
 }
 
 // startClusterNode starts one cluster-mode redis-server with its data in
