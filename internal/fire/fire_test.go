@@ -8,12 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 	"github.com/hourglass-sched/hourglass/periodic"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,7 +59,12 @@ func occurrences(t *testing.T, e *shardtest.Env, name string) []int64 {
 // run runs a Firer for every shard with epoch until the returned stop is
 // called.
 func run(t *testing.T, e *shardtest.Env, epoch int64, ss ...*periodic.Compiled) (stop func()) {
-	f := New(e.Store, Config{Schedules: ss})
+	return runWith(t, e, epoch, nil, ss...)
+}
+
+// runWith is run with the firer's metrics.
+func runWith(t *testing.T, e *shardtest.Env, epoch int64, met *Metrics, ss ...*periodic.Compiled) (stop func()) {
+	f := New(e.Store, Config{Schedules: ss, Metrics: met})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	n := e.Layout().Shards()
@@ -89,7 +97,9 @@ func run(t *testing.T, e *shardtest.Env, epoch int64, ss ...*periodic.Compiled) 
 func TestFiresEveryOccurrenceOnce(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-	c := compile(t, periodic.Schedule{Name: "tick", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	// catch_up all: a hand-over slower than MissedAfter on a loaded
+	// machine must not make a gap either (skip would, by design).
+	c := compile(t, periodic.Schedule{Name: "tick", Queue: "q", Interval: time.Second, MaxRetries: -1, CatchUp: periodic.CatchUpAll})
 	start := time.Now()
 	stopA := run(t, e, 1, c)
 	stopB := run(t, e, 2, c)
@@ -124,39 +134,56 @@ func TestFiresEveryOccurrenceOnce(t *testing.T) {
 // ones within its window with all, each at once.
 func TestCatchUpPolicies(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		policy periodic.CatchUp
-		want   int
-	}{{periodic.CatchUpSkip, 0}, {periodic.CatchUpLatest, 1}, {periodic.CatchUpAll, 5}} {
-		t.Run(string(tc.policy), func(t *testing.T) {
+	for _, policy := range []periodic.CatchUp{periodic.CatchUpSkip, periodic.CatchUpLatest, periodic.CatchUpAll} {
+		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-			// A 10 s interval: no regular occurrence during the test's
-			// first seconds, whatever the phase... but 2 s apart keeps
-			// it short: the missed ones are those before the start.
+			// Every 2 s, the last recorded 7.5-9.5 s ago: 3 to 5 missed
+			// occurrences, all within the window (so "all" fires each),
+			// and the first more than MissedAfter old (so the policy
+			// decides, not the hand-over rule).
 			c := compile(t, periodic.Schedule{Name: "c", Queue: "q", Interval: 2 * time.Second, MaxRetries: -1,
-				CatchUp: tc.policy, CatchUpWindow: 10 * time.Second})
+				CatchUp: policy, CatchUpWindow: time.Minute})
 			l := e.Layout()
 			now := time.Now()
-			last := c.Next(now.Add(-21 * time.Second))
+			last := c.Next(now.Add(-9500 * time.Millisecond))
 			if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("c")), "c", last.UnixMilli()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			missed := c.Missed(last, now)
-			run(t, e, 1, c)
-			testenv.WaitFor(t, 10*time.Second, "the catch-up fired", func() (bool, string) {
+			missed := c.Missed(last, now) // as of now; the firer starts a little later
+			if policy == periodic.CatchUpAll && (len(missed) < 3 || len(missed) > 5) {
+				t.Fatalf("the test's own arithmetic: %d missed %v", len(missed), missed)
+			}
+			met := NewMetrics(prometheus.NewRegistry())
+			runWith(t, e, 1, met, c)
+			// Catching up comes first; the loop then fires the regular
+			// occurrences, the first of them after now.
+			testenv.WaitFor(t, 10*time.Second, "a regular occurrence after the catch-up", func() (bool, string) {
 				st, err := e.Store.LastFired(context.Background(), l.HomeShard("c"))
-				return err == nil && !st["c"].Equal(last), fmt.Sprint(st, err)
+				return err == nil && st["c"].After(now), fmt.Sprint(st, err)
 			})
-			o := occurrences(t, e, "c")
-			var before []int64
-			for _, ms := range o {
+			caught := testutil.ToFloat64(met.caughtUp.WithLabelValues("c"))
+			var before []int64 // fired occurrences of the stopped window
+			for _, ms := range occurrences(t, e, "c") {
 				if ms <= now.UnixMilli() {
 					before = append(before, ms)
 				}
 			}
-			if len(before) != tc.want || len(missed) != tc.want && tc.policy != periodic.CatchUpSkip {
-				t.Fatalf("%s: %d missed occurrences fired %v (computed %v), want %d", tc.policy, len(before), before, missed, tc.want)
+			switch policy {
+			case periodic.CatchUpSkip:
+				if caught != 0 || len(before) != 0 {
+					t.Fatalf("skip caught up %v: %v", caught, before)
+				}
+			case periodic.CatchUpLatest:
+				// The latest missed when the firer started: the last of
+				// the window, or one that occurred just after now.
+				if caught != 1 || len(before) > 1 || len(before) == 1 && before[0] != missed[len(missed)-1].UnixMilli() {
+					t.Fatalf("latest caught up %v: %v (missed as of the start %v)", caught, before, missed)
+				}
+			case periodic.CatchUpAll:
+				if int(caught) < len(missed) || len(before) != len(missed) {
+					t.Fatalf("all caught up %v: %v, want every one of %v", caught, before, missed)
+				}
 			}
 		})
 	}
@@ -170,11 +197,13 @@ func TestHandOverFiresLateNotMissed(t *testing.T) {
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
 	c := compile(t, periodic.Schedule{Name: "h", Queue: "q", Interval: time.Second, MaxRetries: -1})
 	l := e.Layout()
-	last := c.Next(time.Now().Add(-2500 * time.Millisecond)) // the next is 0.5-1.5 s old
+	// The next occurrence is 0.1-1.1 s old: at least 0.9 s to spare
+	// before MissedAfter for the firer to start.
+	late := c.Next(time.Now().Add(-1100 * time.Millisecond))
+	last := late.Add(-time.Second)
 	if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("h")), "h", last.UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	late := c.Next(last)
 	run(t, e, 1, c)
 	testenv.WaitFor(t, 10*time.Second, "the late occurrence fired", func() (bool, string) {
 		o := occurrences(t, e, "h")
