@@ -208,6 +208,17 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 	defer timer.Stop()
 	<-timer.C
 	for {
+		// A cron expression that no longer occurs (the library looks
+		// five years ahead) is done on this owner.
+		states = slices.DeleteFunc(states, func(st *state) bool { return st.next.IsZero() })
+		if len(states) == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-reload:
+				return errReload
+			}
+		}
 		sort.Slice(states, func(i, j int) bool { return states[i].fireAt().Before(states[j].fireAt()) })
 		for _, st := range states {
 			f.met.next.WithLabelValues(st.c.Name).Set(float64(st.next.UnixMilli()) / 1000)
