@@ -32,8 +32,6 @@ import (
 // timeout.
 type popper interface {
 	pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error)
-	// forget drops a ring that will not be used again.
-	forget(ring *readyRing)
 }
 
 // blockingPopper is the single-node popper: one BLMPOP.
@@ -42,8 +40,6 @@ type blockingPopper struct{ store *shard.Store }
 func (p blockingPopper) pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error) {
 	return p.store.Pop(ctx, ring.rotated(), count, timeout)
 }
-
-func (blockingPopper) forget(*readyRing) {}
 
 // Short waits before a pop is tried again: movedRetry when some of its
 // lists were on a node that no longer serves them (a slot migration in
@@ -292,14 +288,6 @@ func (p *clusterPopper) register(ring *readyRing) {
 			p.waiters[k] = rs
 		}
 		rs[ring] = struct{}{}
-	}
-}
-
-func (p *clusterPopper) forget(ring *readyRing) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, k := range ring.keys {
-		delete(p.waiters[k], ring)
 	}
 }
 

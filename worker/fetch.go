@@ -62,15 +62,15 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 	var pops sync.WaitGroup
 	defer pops.Wait()
 	inFlight := make([]bool, len(queues))
-	// One key ring per set of queues (a bit mask over their indexes;
-	// almost always all of them), built once.
-	rings := map[uint64]*readyRing{}
+	// One key ring per set of queues (almost always all of them), built
+	// once.
+	rings := map[string]*readyRing{}
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
 			// A ring is used only by the next pop for the same set, which
 			// cannot start before this one is done.
-			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.popper.forget)
+			ring := ringFor(rings, w.deps.store.Layout(), queues, idx)
 			for _, i := range idx {
 				inFlight[i] = true
 			}
@@ -112,24 +112,24 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 	return idx, count
 }
 
-// ringFor returns the key ring of the queues at idx, built on first use;
-// a ring it replaces is passed to retire.
-func ringFor(rings map[uint64]*readyRing, layout shard.Layout, queues []*queue, idx []int, retire func(*readyRing)) *readyRing {
-	var mask uint64
+// ringFor returns the key ring of the queues at idx, built on first use.
+// Rings are keyed by the exact set of queues (a bitset over their
+// indexes), so two sets never share a ring and a ring lives as long as
+// the fetch loop: its registration for ready announcements
+// (clusterpop.go) stays valid.
+func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, idx []int) *readyRing {
+	set := make([]byte, (len(queues)+7)/8)
 	for _, i := range idx {
-		mask |= 1 << (i % 64)
+		set[i/8] |= 1 << (i % 8)
 	}
-	r := rings[mask]
-	if r == nil || len(queues) > 64 { // beyond 64 queues masks collide: rebuild
+	r := rings[string(set)]
+	if r == nil {
 		names := make([]string, 0, len(idx))
 		for _, i := range idx {
 			names = append(names, queues[i].name)
 		}
-		if r != nil {
-			retire(r)
-		}
 		r = &readyRing{keys: layout.ReadyKeys(names)}
-		rings[mask] = r
+		rings[string(set)] = r
 	}
 	return r
 }

@@ -623,6 +623,31 @@ func TestReadyRingRotates(t *testing.T) {
 	}
 }
 
+// TestRingsPerSetOfQueues: beyond 64 queues too, each set of queues has
+// a ring of its own (a set sharing another's ring would pop the wrong
+// lists, or lose its announcements on a cluster), and a set asked again
+// gets the same ring.
+func TestRingsPerSetOfQueues(t *testing.T) {
+	t.Parallel()
+	l, err := shard.NewLayout("rings", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := make([]*queue, 70)
+	for i := range queues {
+		queues[i] = &queue{name: fmt.Sprintf("q%d", i)}
+	}
+	rings := map[string]*readyRing{}
+	a := ringFor(rings, l, queues, []int{1})
+	b := ringFor(rings, l, queues, []int{65}) // the same bit modulo 64
+	if a == b || !slices.Equal(b.keys, l.ReadyKeys([]string{"q65"})) || !slices.Equal(a.keys, l.ReadyKeys([]string{"q1"})) {
+		t.Fatalf("queues 1 and 65 share a ring or have the wrong keys: %v, %v", a.keys, b.keys)
+	}
+	if ringFor(rings, l, queues, []int{1}) != a {
+		t.Fatal("the same set got a new ring")
+	}
+}
+
 // TestPermitFollowsDeliveryLease: a concurrency permit expires with the
 // delivery's lease, whether the claim had to refresh it (the task's own
 // 3 s timeout, the permit acquired with the 30 s default) or the permit

@@ -169,10 +169,9 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 
 // state is one schedule's progress on this owner.
 type state struct {
-	c        *periodic.Compiled
-	last     time.Time // last occurrence recorded (zero: never)
-	lastTask time.Time // last occurrence whose task was enqueued
-	next     time.Time // next occurrence to fire
+	c    *periodic.Compiled
+	last time.Time // last occurrence recorded (zero: never)
+	next time.Time // next occurrence to fire
 }
 
 // fireAt is when st.next is fired.
@@ -196,8 +195,7 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 	}
 	states := make([]*state, len(mine))
 	for i, c := range mine {
-		r := recorded[c.Name]
-		st := &state{c: c, last: r.Last, lastTask: r.LastTask}
+		st := &state{c: c, last: recorded[c.Name].Last}
 		states[i] = st
 		if err := f.catchUp(ctx, s, st); err != nil {
 			return err
@@ -237,12 +235,16 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 		if err != nil {
 			return err
 		}
-		now := f.now()
+		// Stalled is judged by when this pass began, not by how late
+		// each schedule is once the ones before it were fired: firing
+		// many schedules that share an instant takes a round trip each,
+		// and that is late, not missed.
+		woke := f.now()
 		for _, st := range states {
-			if st.fireAt().After(now) {
+			if st.fireAt().After(f.now()) {
 				break
 			}
-			if now.Sub(st.next) > MissedAfter {
+			if woke.Sub(st.next) > MissedAfter {
 				// Stalled (or Redis was down): what was missed is the
 				// catch-up policy's.
 				if err := f.catchUp(ctx, s, st); err != nil {
@@ -266,16 +268,16 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 // schedule that never fired starts from now.
 func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 	now := f.now()
+	paused, err := f.store.PausedSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	_, isPaused := paused[st.c.Name]
 	if first := st.c.Next(st.last); !st.last.IsZero() && !first.IsZero() && !first.After(now) && now.Sub(first) <= MissedAfter {
 		// Behind by no more than MissedAfter (a hand-over, a short
 		// stall): late, not missed, as in run's loop. Without this a
 		// SIGTERM hand-over that crosses an occurrence's firing time
 		// lost that occurrence under the policy skip.
-		paused, err := f.store.PausedSchedules(ctx)
-		if err != nil {
-			return err
-		}
-		_, isPaused := paused[st.c.Name]
 		for occ := first; !occ.IsZero() && !occ.After(now); occ = st.c.Next(occ) {
 			if err := f.fire(ctx, s, st, occ, isPaused, false); err != nil {
 				return err
@@ -286,7 +288,9 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 	}
 	missed := st.c.Missed(st.last, now)
 	for _, occ := range missed {
-		if err := f.fire(ctx, s, st, occ, false, true); err != nil {
+		// A paused schedule's missed occurrences are recorded as
+		// skipped, not caught up.
+		if err := f.fire(ctx, s, st, occ, isPaused, !isPaused); err != nil {
 			return err
 		}
 	}
@@ -315,9 +319,7 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 		Task: shard.EnqueueArgs{ID: l.OccurrenceID(c.Name, occ), Queue: c.Queue, Payload: c.Payload,
 			Due: c.Due(occ), MaxRetries: c.MaxRetries, Timeout: c.Timeout},
 	}
-	if c.Overlap == periodic.OverlapSkip && !st.lastTask.IsZero() {
-		a.SkipWhileStored = l.OccurrenceID(c.Name, st.lastTask)
-	}
+	a.Overlap = c.Overlap == periodic.OverlapSkip
 	r, err := f.store.Fire(ctx, s.ID, a)
 	if err != nil {
 		return fmt.Errorf("fire: %w", err)
@@ -326,7 +328,6 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 	f.met.last.WithLabelValues(c.Name).Set(float64(st.last.UnixMilli()) / 1000)
 	switch r.Outcome {
 	case shard.Fired, shard.FiredDuplicate:
-		st.lastTask = occ
 		f.met.fired.WithLabelValues(c.Name).Inc()
 		if caughtUp {
 			f.met.caughtUp.WithLabelValues(c.Name).Inc()
@@ -336,15 +337,10 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 	case shard.SkippedPaused:
 		f.met.skipped.WithLabelValues(c.Name, "paused").Inc()
 	case shard.Refused:
-		st.lastTask = occ // recorded so by the script; no task is stored
 		f.met.skipped.WithLabelValues(c.Name, "refused").Inc()
 		f.log.Error("an occurrence's task was refused; the occurrence is skipped", "schedule", c.Name, "occurrence", occ, "error", r.Enqueue.Err)
 	case shard.AlreadyFired:
-		// Another owner (before a hand-over) recorded it: re-read what
-		// it recorded of the tasks.
-		if rs, err := f.store.PeriodicState(ctx, s.ID); err == nil {
-			st.lastTask = maxTime(st.lastTask, rs[c.Name].LastTask)
-		}
+		// Another owner (before a hand-over) recorded it: nothing to do.
 	}
 	return nil
 }

@@ -216,15 +216,22 @@ func TestHandOverFiresLateNotMissed(t *testing.T) {
 func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-	c := compile(t, periodic.Schedule{Name: "p", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	// catch_up all, and occurrences missed since 10 s ago: a paused
+	// schedule catches none of them up either.
+	c := compile(t, periodic.Schedule{Name: "p", Queue: "q", Interval: time.Second, MaxRetries: -1, CatchUp: periodic.CatchUpAll})
+	l := e.Layout()
+	now := time.Now()
+	last := c.Next(now.Add(-10 * time.Second))
+	if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("p")), "p", last.UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Store.PauseSchedule(context.Background(), "p", true); err != nil {
 		t.Fatal(err)
 	}
 	run(t, e, 1, c)
-	l := e.Layout()
-	testenv.WaitFor(t, 10*time.Second, "an occurrence recorded", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "an occurrence after the start recorded", func() (bool, string) {
 		st, err := e.Store.LastFired(context.Background(), l.HomeShard("p"))
-		return err == nil && !st["p"].IsZero(), fmt.Sprint(st, err)
+		return err == nil && st["p"].After(now), fmt.Sprint(st, err)
 	})
 	if o := occurrences(t, e, "p"); len(o) != 0 {
 		t.Fatalf("a paused schedule created tasks %v", o)

@@ -48,7 +48,7 @@ var (
 	cancelKeys     = []string{"delayed", "tasks", "inflight", "dead", "dead:info", "errors", "counts"}
 	enqueueKeys    = []string{"delayed", "tasks", "queues", "far", "counts"}
 	lookupKeys     = []string{"delayed", "tasks", "inflight", "dead", "dead:info", "errors"}
-	migSeededKeys  = []string{"delayed", "far", farBucket, "tasks", "ready:q1", "ready:q2", "pending:q1", "pending:q2", "readyqueues", "seq", "inflight", "leases", "errors", "dead", "dead:info", "epoch", "queues", "stats", "counts"}
+	migSeededKeys  = []string{"delayed", "far", farBucket, "tasks", "ready:q1", "ready:q2", "pending:q1", "pending:q2", "readyqueues", "seq", "inflight", "leases", "errors", "dead", "dead:info", "epoch", "queues", "stats", "counts", "periodic"}
 	migRolesQueue1 = []string{"u1", "l1", "x1", "r1", "k1", "w1"}
 	migRolesQueue2 = []string{"u2", "w2"}
 )
@@ -171,6 +171,25 @@ func TestScriptsDuringSlotMigration(t *testing.T) {
 	enqueueN1 := func(ctx context.Context, f *migFixture) error {
 		return f.s.Enqueue(ctx, EnqueueArgs{ID: f.id["n1"], Queue: "q1", Due: f.farDue, MaxRetries: -1}).Err
 	}
+	// fireFar fires an occurrence of a schedule homed in the shard whose
+	// task goes to the far bucket: fire.lua must record the occurrence
+	// only once its enqueue succeeded.
+	fireFar := func(ctx context.Context, f *migFixture) error {
+		l := f.s.Layout()
+		name := ""
+		for i := 0; name == ""; i++ {
+			if n := fmt.Sprintf("sched-%d", i); l.HomeShard(n) == f.sh {
+				name = n
+			}
+		}
+		f.id["fired"] = l.OccurrenceID(name, f.farDue)
+		r, err := f.s.Fire(ctx, f.sh, FireArgs{Schedule: name, Occurrence: f.farDue, Epoch: migEpoch,
+			Task: EnqueueArgs{ID: f.id["fired"], Queue: "q1", Due: f.farDue, MaxRetries: -1}})
+		if err == nil && r.Outcome != Fired {
+			return fmt.Errorf("fire: outcome %v, want fired", r.Outcome)
+		}
+		return err
+	}
 	lookupW1 := func(ctx context.Context, f *migFixture) error {
 		info, err := f.s.Lookup(ctx, f.id["w1"])
 		if err == nil && info.State != "ready" {
@@ -234,6 +253,7 @@ func TestScriptsDuringSlotMigration(t *testing.T) {
 		// enqueue.lua: far-tier bucket lists.
 		{name: "enqueue/far bucket moved", moved: []string{farBucket}, call: enqueueN1, want: "TRYAGAIN", adds: []string{"n1"}},
 		{name: "enqueue/declared keys moved, far bucket not", moved: enqueueKeys, call: enqueueN1, want: "TRYAGAIN", adds: []string{"n1"}},
+		{name: "fire/far bucket moved", moved: []string{farBucket}, call: fireFar, want: "TRYAGAIN", adds: []string{"fired"}},
 		// Read-only scripts: no partial writes, but a wrong answer or an
 		// error that is not retryable.
 		{name: "lookup/pending set moved", moved: []string{"pending:q1"}, call: lookupW1, want: "TRYAGAIN"},
@@ -402,6 +422,11 @@ func (f *migFixture) seed(t *testing.T, ctx context.Context, o migSeed) {
 	enqueue("d1", EnqueueArgs{Queue: "q1"})
 	if !o.oneDue {
 		enqueue("d2", EnqueueArgs{Queue: "q2"})
+	}
+	// A schedule's state, as a shard with periodic schedules has: a
+	// fire that records before its enqueue failed would change it.
+	if err := f.cc.HSet(ctx, f.key("periodic"), "seeded", 1).Err(); err != nil {
+		t.Fatal(err)
 	}
 	keys := slices.Clone(migSeededKeys)
 	if o.farSoon {

@@ -64,10 +64,9 @@ type FireArgs struct {
 	Epoch int64
 	// Paused records the occurrence as skipped, without a task.
 	Paused bool
-	// SkipWhileStored, when not "", skips the occurrence while a task of
-	// that id (the last occurrence enqueued, ScheduleState.LastTask) is
-	// stored.
-	SkipWhileStored string
+	// Overlap skips the occurrence (recorded, without a task) while the
+	// schedule's last task (ScheduleState.LastTask) is still stored.
+	Overlap bool
 }
 
 // FireResult is the outcome of Fire.
@@ -88,9 +87,12 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 	if home := s.l.HomeShard(a.Schedule); home != sh || s.l.ShardOf(a.Task.ID) != sh {
 		return FireResult{}, fmt.Errorf("%w: schedule %q and task %q must be in shard %d", ErrInvalidArgument, a.Schedule, a.Task.ID, sh)
 	}
-	mode := a.SkipWhileStored
-	if a.Paused {
+	mode := ""
+	switch {
+	case a.Paused:
 		mode = "paused"
+	case a.Overlap:
+		mode = "overlap"
 	}
 	args := append([]any{s.l.WakeChannel(sh)}, enqueueArgs(a.Task)...)
 	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode)
@@ -130,9 +132,11 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 
 // ScheduleState is what a shard records of a periodic schedule.
 type ScheduleState struct {
-	// Last is the last occurrence fired or skipped; LastTask the last one
-	// whose task was enqueued. Zero: none.
-	Last, LastTask time.Time
+	// Last is the last occurrence fired or skipped (zero: none).
+	Last time.Time
+	// LastTask is the id of the last task the schedule enqueued ("":
+	// none), which overlap skip waits for.
+	LastTask string
 }
 
 // PeriodicState returns what shard sh records of each schedule whose
@@ -144,15 +148,11 @@ func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleS
 	}
 	out := make(map[string]ScheduleState, len(m))
 	for field, v := range m {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			continue
-		}
 		name, task := strings.CutSuffix(field, "|task")
 		st := out[name]
 		if task {
-			st.LastTask = time.UnixMilli(ms)
-		} else {
+			st.LastTask = v
+		} else if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 			st.Last = time.UnixMilli(ms)
 		}
 		out[name] = st

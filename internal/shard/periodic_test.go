@@ -62,38 +62,40 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 		t.Fatalf("the occurrence again after its task is gone: %+v", r)
 	}
 	// Overlap: occurrence 2 fires (nothing stored of 1), 3 is skipped
-	// while 2's task is stored.
-	if r := fire(2, 3, func(a *FireArgs) { a.SkipWhileStored = id1 }); r.Outcome != Fired {
+	// while 2's task is stored, and so is 4: a skipped occurrence has no
+	// task, the one waited for is still 2's.
+	overlap := func(a *FireArgs) { a.Overlap = true }
+	if r := fire(2, 3, overlap); r.Outcome != Fired {
 		t.Fatalf("overlap skip with the previous task gone: %+v", r)
 	}
 	id2 := l.OccurrenceID(name, occ(2))
-	if r := fire(3, 3, func(a *FireArgs) { a.SkipWhileStored = id2 }); r.Outcome != SkippedOverlap {
-		t.Fatalf("overlap skip with the previous task stored: %+v", r)
+	for _, i := range []int{3, 4} {
+		if r := fire(i, 3, overlap); r.Outcome != SkippedOverlap {
+			t.Fatalf("overlap skip of %d with 2's task stored: %+v", i, r)
+		}
+		if _, err := s.Lookup(ctx, l.OccurrenceID(name, occ(i))); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a skipped occurrence has a task: %v", err)
+		}
 	}
-	if _, err := s.Lookup(ctx, l.OccurrenceID(name, occ(3))); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a skipped occurrence has a task: %v", err)
-	}
-	if r := fire(4, 3, func(a *FireArgs) { a.Paused = true }); r.Outcome != SkippedPaused {
+	if r := fire(5, 3, func(a *FireArgs) { a.Paused = true }); r.Outcome != SkippedPaused {
 		t.Fatalf("paused: %+v", r)
 	}
-	// The last occurrence enqueued is 2, whatever was skipped since: the
-	// one overlap skip waits for.
 	st, err := s.PeriodicState(ctx, home)
-	if err != nil || !st[name].Last.Equal(occ(4)) || !st[name].LastTask.Equal(occ(2)) {
+	if err != nil || !st[name].Last.Equal(occ(5)) || st[name].LastTask != id2 {
 		t.Fatalf("state after skips: %+v %v", st, err)
 	}
-	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(5), Epoch: 2,
-		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(5)), Queue: "default", Due: occ(5), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
+	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(6), Epoch: 2,
+		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(6)), Queue: "default", Due: occ(6), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
 		t.Fatalf("a stale owner fired: %v", err)
 	}
-	if r := fire(6, 3, func(a *FireArgs) { a.Task.Queue = "nope" }); r.Outcome != Refused || !errors.Is(r.Enqueue.Err, ErrUnknownQueue) {
+	if r := fire(7, 3, func(a *FireArgs) { a.Task.Queue = "nope" }); r.Outcome != Refused || !errors.Is(r.Enqueue.Err, ErrUnknownQueue) {
 		t.Fatalf("unknown queue: %+v", r)
 	}
-	if r := fire(6, 3, nil); r.Outcome != AlreadyFired {
+	if r := fire(7, 3, nil); r.Outcome != AlreadyFired {
 		t.Fatalf("a refused occurrence fired again: %+v", r)
 	}
 	last, err := s.LastFired(ctx, home)
-	if err != nil || !last[name].Equal(occ(6)) {
+	if err != nil || !last[name].Equal(occ(7)) {
 		t.Fatalf("last fired: %v %v", last, err)
 	}
 	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,32 @@ func TestPopNode(t *testing.T) {
 	}
 	if r, err := s.PopNode(context.Background(), nil, 5); err != nil || r.Key != "" {
 		t.Fatalf("no keys: %+v, %v", r, err)
+	}
+}
+
+// TestPopNodeWhenOutOfMemory: popnode.lua still pops when Redis is above
+// maxmemory with noeviction (a script with flags but without allow-oom
+// is refused then, and workers would stop draining the lists).
+func TestPopNodeWhenOutOfMemory(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	key := s.Layout().Ready(0, "default")
+	if err := rdb.RPush(ctx, key, "1|a|x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.ConfigSet(context.Background(), "maxmemory", "0")
+	if err := rdb.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("Redis is not out of memory: a write gave %v", err)
+	}
+	r, err := s.PopNode(ctx, []string{key}, 5)
+	if err != nil || r.Key != key || !slices.Equal(r.Entries, []string{"1|a|x"}) {
+		t.Fatalf("pop when out of memory: %+v %v", r, err)
 	}
 }

@@ -49,10 +49,11 @@ var (
 	pageReadyScript = newScript("pageready.lua", true)
 	deadOpsScript   = newScript("deadops.lua", true)
 	popNodeScript   = newScript("popnode.lua", false)
-	// fireScript is fire.lua (with the lib helpers it uses) followed by
-	// enqueue.lua: the prologue records the occurrence, the protocol
-	// script enqueues its task, in one atomic call.
-	fireScript = script{name: "fire.lua", Script: redis.NewScript(scripts.LibSource("fire.lua") + "\n" + scripts.Source("enqueue.lua"))}
+	// fireScript is fire.lua (with the lib helpers it uses) with
+	// enqueue.lua's text in its enqueue function: the occurrence is
+	// recorded and its task enqueued in one atomic call.
+	fireScript = script{name: "fire.lua", Script: redis.NewScript(strings.Replace(scripts.LibSource("fire.lua"),
+		"-- @ENQUEUE@ (enqueue.lua's text is put here)", scripts.Source("enqueue.lua"), 1))}
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that

@@ -1,4 +1,4 @@
-#!lua flags=allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys,allow-oom
 -- popnode.lua: pop ready entries from the first non-empty of several ready
 -- lists of one Redis Cluster node, whose keys may lie in several hash
 -- slots. A worker on a cluster cannot block on lists of several slots
@@ -7,8 +7,10 @@
 -- ready_pushed) before it calls again. It changes nothing but the list it
 -- pops from, as BLMPOP would.
 --
--- The flag lets the script touch keys of several slots, all on the node
--- that runs it. Only KEYS[1] is declared, to route the call: Redis Cluster
+-- allow-cross-slot-keys lets the script touch keys of several slots, all
+-- on the node that runs it; allow-oom lets it run when Redis is out of
+-- memory (a flagged script without it is refused then, and popping is
+-- what frees memory: it only deletes). Only KEYS[1] is declared, to route the call: Redis Cluster
 -- refuses declared keys of several slots even with the flag.
 --
 -- KEYS[1] one ready list of the node (routes the call; popped only if it
