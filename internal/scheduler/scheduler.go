@@ -13,14 +13,11 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,18 +29,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/inspect"
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
-	"github.com/hourglass-sched/hourglass/internal/dashboard"
 	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
-	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
@@ -256,219 +249,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// watchSchedules keeps the firer's schedules current until ctx ends: the
-// configured ones, and those registered at run time (inspect.SetSchedule)
-// whose names the configuration does not use, re-read when a change is
-// announced on the control channel and every registryEvery.
-func (s *Scheduler) watchSchedules(ctx context.Context) {
-	hub := fanout.New(s.rdb, fanout.Classic, s.log)
-	defer hub.Close()
-	changed, stop := hub.Signal(ctx, s.store.Layout().ControlChannel(), nil)
-	defer stop()
-	tick := time.NewTicker(s.registryEvery)
-	defer tick.Stop()
-	var warned string
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		reg, err := s.inspector.RegisteredSchedules(cctx)
-		cancel()
-		if err != nil && reg == nil {
-			// Redis unreachable: keep the schedules as they are.
-		} else {
-			if err != nil && err.Error() != warned {
-				warned = err.Error()
-				s.log.Warn("registered schedules that do not decode are not fired", "error", err)
-			}
-			s.setFired(s.withRegistered(reg))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-tick.C:
-		}
-	}
-}
-
-// withRegistered returns the configured schedules and those of reg whose
-// names the configuration does not use.
-func (s *Scheduler) withRegistered(reg []*periodic.Compiled) []*periodic.Compiled {
-	return append(slices.Clone(s.schedules), periodic.Unshadowed(s.schedules, reg)...)
-}
-
-// setFired gives the firer ss, and keeps ss for firedSchedules.
-func (s *Scheduler) setFired(ss []*periodic.Compiled) {
-	s.fired.Store(&ss)
-	s.firer.SetSchedules(ss)
-}
-
-// firedSchedules returns the schedules the firer fires now (the list is
-// replaced, never changed in place: callers must not change it).
-func (s *Scheduler) firedSchedules() []*periodic.Compiled { return *s.fired.Load() }
-
-// registryCheck is how often a replica checks that Redis still holds the
-// registration marker (one EXISTS); tests shorten Scheduler.registryEvery.
-const registryCheck = 5 * time.Second
-
-// watchRegistry registers the queues again whenever the marker written
-// by registerQueues is gone: Redis restarted without its data, or was
-// flushed, and producers would get "unknown queue" until a scheduler
-// restarted. Queues registered or changed at run time (hourglass queue
-// set) are lost with the data; the configured ones come back. It returns
-// when ctx ends.
-func (s *Scheduler) watchRegistry(ctx context.Context) {
-	tick := time.NewTicker(s.registryEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		n, err := s.rdb.Exists(cctx, s.store.Layout().Registered()).Result()
-		cancel()
-		if err != nil || n == 1 {
-			continue // Redis unreachable: /readyz says so; checked again later
-		}
-		s.log.Warn("Redis lost the queue registry (restarted without its data, or flushed); registering the configured queues again")
-		if err := s.registerQueues(ctx); err != nil {
-			return // ctx ended
-		}
-	}
-}
-
-// registerQueues writes the registration marker, the configured queue
-// policies and the far tier's settings to every shard, retrying while
-// Redis is unreachable.
-func (s *Scheduler) registerQueues(ctx context.Context) error {
-	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
-	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	for {
-		// Each attempt within a second, so that /readyz says within about
-		// a second why the replica is not ready.
-		actx, cancel := context.WithTimeout(ctx, time.Second)
-		// The marker first: data lost after it (a flush between the two
-		// writes included) takes the marker with it, and watchRegistry
-		// registers again.
-		err := s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
-		if err == nil {
-			err = s.store.RegisterQueues(actx, policies)
-		}
-		if err == nil {
-			err = s.store.SetFarTier(actx, far)
-		}
-		cancel()
-		if err == nil {
-			s.starting.Store(nil)
-			return nil
-		}
-		s.starting.Store(&startState{err: err})
-		s.log.Warn("registering queues failed; retrying", "error", err)
-		if bo.Wait(ctx); ctx.Err() != nil {
-			return fmt.Errorf("scheduler: register queues: %w", err)
-		}
-	}
-}
-
-// Status is the body of GET /v1/status.
-type Status struct {
-	Replica string        `json:"replica"`
-	Ready   bool          `json:"ready"`
-	Members []string      `json:"members"`
-	Shards  []ShardStatus `json:"shards"`
-}
-
-// FetchStatus reads GET /v1/status of the replica whose HTTP endpoint
-// listens on addr (host:port).
-func FetchStatus(ctx context.Context, addr string) (Status, error) {
-	var st Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("scheduler: status of %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("scheduler: status of %s: %s", addr, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("scheduler: status of %s: %w", addr, err)
-	}
-	return st, nil
-}
-
-// ShardStatus is one owned shard in Status.
-type ShardStatus struct {
-	Shard int   `json:"shard"`
-	Epoch int64 `json:"epoch"`
-}
-
-// Handler returns the replica's HTTP handler.
-func (s *Scheduler) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	if d := s.cfg.HTTP.Dashboard; d.Enabled {
-		ui := dashboard.New(dashboard.Options{Inspector: s.inspector, Gatherer: s.reg, ReadOnly: d.ReadOnly,
-			Username: d.Username, Password: d.Password, AllowedHosts: d.AllowedHosts, Log: s.log.Named("dashboard"),
-			Schedules: s.firedSchedules})
-		mux.Handle("/ui/", ui)
-		mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if st := s.starting.Load(); st != nil {
-			msg := "not ready: starting: registering queues"
-			if st.err != nil {
-				msg += " failed (retrying): " + st.err.Error()
-			}
-			http.Error(w, msg, http.StatusServiceUnavailable)
-			return
-		}
-		if !s.election.Ready() {
-			http.Error(w, "not ready: no valid etcd lease", http.StatusServiceUnavailable)
-			return
-		}
-		if err := s.rdb.Ping(ctx).Err(); err != nil {
-			http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.Status())
-	})
-	return mux
-}
-
-// Status returns the replica's current view.
-func (s *Scheduler) Status() Status {
-	st := Status{Replica: s.replica, Ready: s.election.Ready(), Members: s.election.Members(), Shards: []ShardStatus{}}
-	for sh, e := range s.election.Owned() {
-		st.Shards = append(st.Shards, ShardStatus{Shard: sh, Epoch: e})
-	}
-	sort.Slice(st.Shards, func(i, j int) bool { return st.Shards[i].Shard < st.Shards[j].Shard })
-	return st
-}
-
-// ownedShards returns the shards this replica owns now.
-func (s *Scheduler) ownedShards() []int {
-	owned := s.election.Owned()
-	out := make([]int, 0, len(owned))
-	for sh := range owned {
-		out = append(out, sh)
-	}
-	return out
 }
 
 // Close releases the Redis and etcd clients and the listener if Run did

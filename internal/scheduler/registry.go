@@ -1,0 +1,127 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/fanout"
+	"github.com/hourglass-sched/hourglass/periodic"
+)
+
+// watchSchedules keeps the firer's schedules current until ctx ends: the
+// configured ones, and those registered at run time (inspect.SetSchedule)
+// whose names the configuration does not use, re-read when a change is
+// announced on the control channel and every registryEvery.
+func (s *Scheduler) watchSchedules(ctx context.Context) {
+	hub := fanout.New(s.rdb, fanout.Classic, s.log)
+	defer hub.Close()
+	changed, stop := hub.Signal(ctx, s.store.Layout().ControlChannel(), nil)
+	defer stop()
+	tick := time.NewTicker(s.registryEvery)
+	defer tick.Stop()
+	var warned string
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		reg, err := s.inspector.RegisteredSchedules(cctx)
+		cancel()
+		if err != nil && reg == nil {
+			// Redis unreachable: keep the schedules as they are.
+		} else {
+			if err != nil && err.Error() != warned {
+				warned = err.Error()
+				s.log.Warn("registered schedules that do not decode are not fired", "error", err)
+			}
+			s.setFired(s.withRegistered(reg))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// withRegistered returns the configured schedules and those of reg whose
+// names the configuration does not use.
+func (s *Scheduler) withRegistered(reg []*periodic.Compiled) []*periodic.Compiled {
+	return append(slices.Clone(s.schedules), periodic.Unshadowed(s.schedules, reg)...)
+}
+
+// setFired gives the firer ss, and keeps ss for firedSchedules.
+func (s *Scheduler) setFired(ss []*periodic.Compiled) {
+	s.fired.Store(&ss)
+	s.firer.SetSchedules(ss)
+}
+
+// firedSchedules returns the schedules the firer fires now (the list is
+// replaced, never changed in place: callers must not change it).
+func (s *Scheduler) firedSchedules() []*periodic.Compiled { return *s.fired.Load() }
+
+// registryCheck is how often a replica checks that Redis still holds the
+// registration marker (one EXISTS); tests shorten Scheduler.registryEvery.
+const registryCheck = 5 * time.Second
+
+// watchRegistry registers the queues again whenever the marker written
+// by registerQueues is gone: Redis restarted without its data, or was
+// flushed, and producers would get "unknown queue" until a scheduler
+// restarted. Queues registered or changed at run time (hourglass queue
+// set) are lost with the data; the configured ones come back. It returns
+// when ctx ends.
+func (s *Scheduler) watchRegistry(ctx context.Context) {
+	tick := time.NewTicker(s.registryEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := s.rdb.Exists(cctx, s.store.Layout().Registered()).Result()
+		cancel()
+		if err != nil || n == 1 {
+			continue // Redis unreachable: /readyz says so; checked again later
+		}
+		s.log.Warn("Redis lost the queue registry (restarted without its data, or flushed); registering the configured queues again")
+		if err := s.registerQueues(ctx); err != nil {
+			return // ctx ended
+		}
+	}
+}
+
+// registerQueues writes the registration marker, the configured queue
+// policies and the far tier's settings to every shard, retrying while
+// Redis is unreachable.
+func (s *Scheduler) registerQueues(ctx context.Context) error {
+	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	for {
+		// Each attempt within a second, so that /readyz says within about
+		// a second why the replica is not ready.
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		// The marker first: data lost after it (a flush between the two
+		// writes included) takes the marker with it, and watchRegistry
+		// registers again.
+		err := s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
+		if err == nil {
+			err = s.store.RegisterQueues(actx, policies)
+		}
+		if err == nil {
+			err = s.store.SetFarTier(actx, far)
+		}
+		cancel()
+		if err == nil {
+			s.starting.Store(nil)
+			return nil
+		}
+		s.starting.Store(&startState{err: err})
+		s.log.Warn("registering queues failed; retrying", "error", err)
+		if bo.Wait(ctx); ctx.Err() != nil {
+			return fmt.Errorf("scheduler: register queues: %w", err)
+		}
+	}
+}
