@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +237,23 @@ func (e *clusterEnv) delivered(ids []string) func() (bool, string) {
 			}
 		}
 		return len(missing) == 0, fmt.Sprintf("%d of %d not delivered, e.g. %.3v", len(missing), len(ids), missing)
+	}
+}
+
+// TestHintFirst: the node of the list last announced is popped first,
+// that list first among its keys, the others in their order.
+func TestHintFirst(t *testing.T) {
+	groups := []nodeKeys{{"a", []string{"a1", "a2"}}, {"b", []string{"b1", "b2", "b3"}}, {"c", []string{"c1"}}}
+	hintFirst(groups, "b3")
+	var got []string
+	for _, g := range groups {
+		got = append(got, g.node+":"+strings.Join(g.keys, ","))
+	}
+	if want := []string{"b:b3,b1,b2", "a:a1,a2", "c:c1"}; !slices.Equal(got, want) {
+		t.Fatalf("after hinting b3: %v, want %v", got, want)
+	}
+	hintFirst(groups, "nowhere")
+	if groups[0].node != "b" || groups[0].keys[0] != "b3" {
+		t.Fatalf("an unknown hint reordered: %v", groups)
 	}
 }
