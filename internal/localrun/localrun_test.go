@@ -49,3 +49,24 @@ func TestProcLifecycle(t *testing.T) {
 		t.Fatal("running after Kill")
 	}
 }
+
+// TestFreePortNeverRepeats: ports handed out are distinct even when none
+// of them is bound (the callers' children bind them later), and they stay
+// out of the kernel's ephemeral range, which outgoing connections draw on.
+func TestFreePortNeverRepeats(t *testing.T) {
+	low := ephemeralLow()
+	seen := make(map[int]bool)
+	for i := 0; i < 2000; i++ {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d handed out twice (call %d)", p, i)
+		}
+		seen[p] = true
+		if low-20000 >= 1000 && (p < 20000 || p >= low) {
+			t.Fatalf("port %d outside [20000, %d)", p, low)
+		}
+	}
+}

@@ -9,9 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,14 +32,71 @@ func Look(name string) (string, error) {
 	return p, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that this process has not handed out before.
+//
+// The port comes from below the kernel's ephemeral range when there is room
+// (20000 up to ip_local_port_range's low end): the kernel never picks those
+// for outgoing connections or for another program's bind to port 0, so the
+// port is still free when the child process binds it a moment later. Two
+// calls never return the same port, even when the first caller has not
+// bound its port yet: handing out a port the kernel had just given back
+// was how two worker binaries of one test once got the same HTTP address.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("localrun: find free port: %w", err)
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.given == nil {
+		ports.given = make(map[int]bool)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	lo, hi := 20000, ephemeralLow()
+	for try := 0; try < 200; try++ {
+		p := 0 // let the kernel choose
+		if hi-lo >= 1000 {
+			p = lo + rand.IntN(hi-lo)
+		}
+		if ports.given[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			if p == 0 {
+				return 0, fmt.Errorf("localrun: find free port: %w", err)
+			}
+			continue // in use: try another
+		}
+		p = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if ports.given[p] {
+			continue
+		}
+		ports.given[p] = true
+		return p, nil
+	}
+	return 0, errors.New("localrun: find free port: no free port after 200 tries")
+}
+
+// ports records every port FreePort handed out.
+var ports struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// ephemeralLow returns the low end of the kernel's ephemeral port range, or
+// 0 when it cannot be read (then FreePort lets the kernel choose).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Proc is a child process. Its combined output goes to a log file. It
