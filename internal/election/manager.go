@@ -283,20 +283,27 @@ func (m *Manager) dropLost(s *session) {
 	}
 }
 
-// releaseExtras gives up the n highest-numbered shards: cancel, wait for
-// every RunFunc, then delete each key.
+// releaseExtras gives up the n highest-numbered shards.
 func (m *Manager) releaseExtras(s *session, n int) {
 	shards := slices.Sorted(maps.Keys(m.runs))
-	victims := shards[len(shards)-n:]
-	for _, shard := range victims {
+	m.release(s, shards[len(shards)-n:], "released shard for balance")
+}
+
+// release gives up running shards of our own accord: cancel every
+// RunFunc first (so they stop in parallel), then for each wait for it to
+// return, forget it and only then delete its key, logging msg. This is
+// the one sequence by which this replica hands a running shard back; the
+// key outlives the work, never the reverse.
+func (m *Manager) release(s *session, shards []int, msg string) {
+	for _, shard := range shards {
 		m.runs[shard].cancel()
 	}
-	for _, shard := range victims {
+	for _, shard := range shards {
 		r := m.runs[shard]
 		m.wait(r)
 		m.removeRun(r, changeReleased)
 		m.deleteKey(s, shard, r.epoch)
-		m.log.Info("released shard for balance", "shard", shard, "epoch", r.epoch)
+		m.log.Info(msg, "shard", shard, "epoch", r.epoch)
 	}
 }
 
