@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,7 +57,8 @@ type Config struct {
 	// ReplicaID identifies this replica. Required, unique per replica,
 	// matching ReplicaIDRule.
 	ReplicaID string
-	// Shards is the number of shards N (>= 1).
+	// Shards is the initial number of shards N, from 1 to
+	// shard.MaxShards. Manager.SetShards changes it at run time.
 	Shards int
 	// TTL is the lease TTL: a whole number of seconds (etcd grants no
 	// other) from MinTTL to MaxTTL. Default DefaultTTL.
@@ -98,8 +100,11 @@ func (c Config) Validate() error {
 	case !ValidReplicaID(c.ReplicaID):
 		bad("ReplicaID %q must match %s", c.ReplicaID, ReplicaIDRule)
 	}
-	if c.Shards < 1 {
+	switch {
+	case c.Shards < 1:
 		bad("Shards is %d, must be >= 1", c.Shards)
+	case c.Shards > shard.MaxShards:
+		bad("Shards is %d, above the maximum %d", c.Shards, shard.MaxShards)
 	}
 	switch ttl := c.TTL; {
 	case ttl == 0:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -27,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"fractional TTL", func(c *Config) { c.TTL = 2500 * time.Millisecond }, "whole number of seconds"},
 		{"zero shards", func(c *Config) { c.Shards = 0 }, "Shards is 0"},
 		{"negative shards", func(c *Config) { c.Shards = -1 }, "Shards is -1"},
+		{"max shards", func(c *Config) { c.Shards = shard.MaxShards }, ""},
+		{"too many shards", func(c *Config) { c.Shards = shard.MaxShards + 1 }, "above the maximum"},
 		{"short TTL", func(c *Config) { c.TTL = time.Second }, "below the minimum"},
 	}
 	for _, tt := range tests {
