@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // restartDelay is how long a shard whose RunFunc returned on its own is
@@ -46,7 +47,8 @@ type Manager struct {
 	met *metrics
 
 	started atomic.Bool
-	kick    chan struct{}  // capacity 1: a RunFunc returned
+	shards  atomic.Int64   // current shard count; see SetShards
+	kick    chan struct{}  // capacity 1: reconcile soon (a RunFunc returned, the count changed)
 	wg      sync.WaitGroup // RunFunc goroutines
 
 	// mu guards the fields below. They are written only by Run's
@@ -80,7 +82,7 @@ func New(cli *clientv3.Client, cfg Config, run RunFunc) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{
+	m := &Manager{
 		cli:      cli,
 		cfg:      cfg,
 		run:      run,
@@ -89,7 +91,45 @@ func New(cli *clientv3.Client, cfg Config, run RunFunc) (*Manager, error) {
 		kick:     make(chan struct{}, 1),
 		runs:     map[int]*shardRun{},
 		cooldown: map[int]time.Time{},
-	}, nil
+	}
+	m.shards.Store(int64(cfg.Shards))
+	return m, nil
+}
+
+// SetShards changes the number of shards N that the replicas divide
+// between them, for online resharding. It is safe to call from any
+// goroutine, before or during Run. A count outside 1..shard.MaxShards is
+// logged and ignored.
+//
+// The change takes effect at the next reconcile, which it triggers: quotas
+// are computed from the new count; when it grows this replica campaigns
+// for its share of the new shards, and when it shrinks this replica
+// stops and releases every shard >= n it runs (cancel the RunFunc, wait
+// for it to return, delete the key). Shards >= n owned by other replicas
+// are left to them. Every replica must be given the same count; until
+// they agree, quotas do not add up and ownership may move more than once.
+func (m *Manager) SetShards(n int) {
+	if n < 1 || n > shard.MaxShards {
+		m.log.Warn("ignoring invalid shard count", "shards", n, "max", shard.MaxShards)
+		return
+	}
+	if old := m.shards.Swap(int64(n)); old != int64(n) {
+		m.log.Info("shard count changed", "from", old, "to", n)
+	}
+	m.poke()
+}
+
+// Shards returns the current shard count: Config.Shards, or the value of
+// the last valid SetShards call.
+func (m *Manager) Shards() int { return int(m.shards.Load()) }
+
+// poke asks the reconcile loop to run soon, without blocking: a pending
+// kick already covers this one.
+func (m *Manager) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Owned returns a snapshot of the shards whose RunFunc is running with a
@@ -231,6 +271,8 @@ func (m *Manager) reconcile(s *session) {
 		return
 	}
 	m.dropLost(s)
+	n := m.Shards() // one count for the whole pass
+	m.releaseBeyond(s, n)
 	members := m.view.sortedMembers()
 	me := slices.Index(members, m.cfg.ReplicaID)
 	if me < 0 {
@@ -240,13 +282,13 @@ func (m *Manager) reconcile(s *session) {
 		m.register(s)
 		return
 	}
-	q := quota(m.cfg.Shards, len(members), me)
+	q := quota(n, len(members), me)
 	if extra := len(m.runs) - q; extra > 0 {
 		m.releaseExtras(s, extra)
 	}
 	m.deleteOrphans(s)
 	if len(m.runs) < q && m.Ready() {
-		m.acquire(s, q, len(members), me)
+		m.acquire(s, n, q, len(members), me)
 	}
 }
 
@@ -283,6 +325,20 @@ func (m *Manager) dropLost(s *session) {
 	}
 }
 
+// releaseBeyond gives up the shards >= n that this replica runs, after
+// the shard count shrank to n.
+func (m *Manager) releaseBeyond(s *session, n int) {
+	var beyond []int
+	for _, sh := range slices.Sorted(maps.Keys(m.runs)) {
+		if sh >= n {
+			beyond = append(beyond, sh)
+		}
+	}
+	if len(beyond) > 0 {
+		m.release(s, beyond, "released shard beyond the shard count", "shards", n)
+	}
+}
+
 // releaseExtras gives up the n highest-numbered shards.
 func (m *Manager) releaseExtras(s *session, n int) {
 	shards := slices.Sorted(maps.Keys(m.runs))
@@ -291,10 +347,10 @@ func (m *Manager) releaseExtras(s *session, n int) {
 
 // release gives up running shards of our own accord: cancel every
 // RunFunc first (so they stop in parallel), then for each wait for it to
-// return, forget it and only then delete its key, logging msg. This is
-// the one sequence by which this replica hands a running shard back; the
-// key outlives the work, never the reverse.
-func (m *Manager) release(s *session, shards []int, msg string) {
+// return, forget it and only then delete its key, logging msg with args.
+// This is the one sequence by which this replica hands a running shard
+// back; the key outlives the work, never the reverse.
+func (m *Manager) release(s *session, shards []int, msg string, args ...any) {
 	for _, shard := range shards {
 		m.runs[shard].cancel()
 	}
@@ -303,13 +359,15 @@ func (m *Manager) release(s *session, shards []int, msg string) {
 		m.wait(r)
 		m.removeRun(r, changeReleased)
 		m.deleteKey(s, shard, r.epoch)
-		m.log.Info(msg, "shard", shard, "epoch", r.epoch)
+		m.log.Info(msg, append([]any{"shard", shard, "epoch", r.epoch}, args...)...)
 	}
 }
 
 // deleteOrphans deletes shard keys on our current lease that no RunFunc
 // runs for: left by an acquire whose answer timed out or a delete that
 // failed. Keys on our older leases are not ours and are left to expire.
+// reconcile calls it after releaseBeyond, so no RunFunc runs for a shard
+// beyond the shard count and our keys for such shards go too.
 func (m *Manager) deleteOrphans(s *session) {
 	for shard, o := range m.view.owners {
 		if o.replica == m.cfg.ReplicaID && o.lease == s.lease && m.runs[shard] == nil {
@@ -318,17 +376,18 @@ func (m *Manager) deleteOrphans(s *session) {
 	}
 }
 
-// acquire tries free shards, preferred ones first, until the quota is
-// met. Each try is one non-blocking txn; a shard someone else holds is
-// simply skipped, and the next watch event brings the next chance.
-func (m *Manager) acquire(s *session, q, r, me int) {
+// acquire tries free shards among the n, preferred ones first, until
+// the quota is met. Each try is one non-blocking txn; a shard someone
+// else holds is simply skipped, and the next watch event brings the next
+// chance.
+func (m *Manager) acquire(s *session, n, q, r, me int) {
 	now := time.Now()
 	free := func(shard int) bool {
 		_, running := m.runs[shard]
 		_, owned := m.view.owners[shard]
 		return !running && !owned && !now.Before(m.cooldown[shard])
 	}
-	for _, shard := range candidates(m.cfg.Shards, r, me, free) {
+	for _, shard := range candidates(n, r, me, free) {
 		if len(m.runs) >= q || !s.valid() {
 			return
 		}

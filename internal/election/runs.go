@@ -41,10 +41,7 @@ func (m *Manager) start(s *session, shard int, epoch int64) {
 		defer m.wg.Done()
 		m.run(ctx, shard, epoch)
 		close(r.done)
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
+		m.poke()
 	}()
 }
 
