@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -107,12 +108,30 @@ type node struct {
 
 func startNode(t *testing.T, e *testenv.Etcd, rec *recorder, id string) *node {
 	t.Helper()
+	return startNodeWith(t, e, rec, id, nodeOpts{})
+}
+
+// nodeOpts changes startNode's defaults.
+type nodeOpts struct {
+	shards    int                        // Config.Shards; 0 means testShards
+	ttl       time.Duration              // Config.TTL; 0 means testTTL
+	beforeRun func(*testing.T, *Manager) // called between New and Run
+}
+
+func startNodeWith(t *testing.T, e *testenv.Etcd, rec *recorder, id string, o nodeOpts) *node {
+	t.Helper()
+	if o.shards == 0 {
+		o.shards = testShards
+	}
+	if o.ttl == 0 {
+		o.ttl = testTTL
+	}
 	n := &node{id: id, cli: e.Client(t), reg: prometheus.NewRegistry(), done: make(chan error, 1)}
 	m, err := New(n.cli, Config{
 		Prefix:     testPrefix,
 		ReplicaID:  id,
-		Shards:     testShards,
-		TTL:        testTTL,
+		Shards:     o.shards,
+		TTL:        o.ttl,
 		Logger:     testLogger(t, id),
 		Registerer: n.reg,
 	}, rec.runFunc(id))
@@ -120,6 +139,9 @@ func startNode(t *testing.T, e *testenv.Etcd, rec *recorder, id string) *node {
 		t.Fatalf("New(%s): %v", id, err)
 	}
 	n.m = m
+	if o.beforeRun != nil {
+		o.beforeRun(t, m)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- m.Run(ctx) }()
@@ -192,14 +214,15 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = testWriter{}
 
-// balanced reports whether the nodes together own every shard exactly
-// once, each node owning floor or ceil of N/len(nodes), and whether etcd's
-// shard keys say the same (owner and epoch). It returns the ownership.
-func balanced(t *testing.T, cli *clientv3.Client, nodes []*node) (bool, string, map[int]int64) {
+// balanced reports whether the nodes together own every one of the
+// shards [0,shards) exactly once, each node owning floor or ceil of
+// shards/len(nodes), and whether etcd's shard keys say the same (owner
+// and epoch, and no other key). It returns the ownership.
+func balanced(t *testing.T, cli *clientv3.Client, nodes []*node, shards int) (bool, string, map[int]int64) {
 	t.Helper()
-	lo := testShards / len(nodes)
+	lo := shards / len(nodes)
 	hi := lo
-	if testShards%len(nodes) != 0 {
+	if shards%len(nodes) != 0 {
 		hi++
 	}
 	owner := map[int]string{}
@@ -221,8 +244,13 @@ func balanced(t *testing.T, cli *clientv3.Client, nodes []*node) (bool, string, 
 			owner[s], epochs[s] = n.id, e
 		}
 	}
-	if len(owner) != testShards {
-		return false, fmt.Sprintf("%d of %d shards owned (%v)", len(owner), testShards, counts), nil
+	for s := range owner {
+		if s < 0 || s >= shards {
+			return false, fmt.Sprintf("shard %d owned by %s, outside 0..%d", s, owner[s], shards-1), nil
+		}
+	}
+	if len(owner) != shards {
+		return false, fmt.Sprintf("%d of %d shards owned (%v)", len(owner), shards, counts), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -230,23 +258,31 @@ func balanced(t *testing.T, cli *clientv3.Client, nodes []*node) (bool, string, 
 	if err != nil {
 		return false, err.Error(), nil
 	}
-	for s := range testShards {
+	for s := range shards {
 		if k := keys[s]; k.Replica != owner[s] || k.Epoch != epochs[s] {
 			return false, fmt.Sprintf("shard %d: etcd says %s@%d, Owned says %s@%d", s, k.Replica, k.Epoch, owner[s], epochs[s]), nil
 		}
 	}
-	if len(keys) != testShards {
-		return false, fmt.Sprintf("etcd has %d shard keys", len(keys)), nil
+	if len(keys) != shards {
+		return false, fmt.Sprintf("etcd has %d shard keys, want %d (%v)", len(keys), shards, slices.Sorted(maps.Keys(keys))), nil
 	}
 	return true, "", epochs
 }
 
-// waitBalanced waits until balanced holds and returns the epochs.
+// waitBalanced waits until balanced holds for testShards shards and
+// returns the epochs.
 func waitBalanced(t *testing.T, cli *clientv3.Client, nodes []*node, timeout time.Duration) map[int]int64 {
 	t.Helper()
+	return waitBalancedN(t, cli, nodes, testShards, timeout)
+}
+
+// waitBalancedN waits until balanced holds for shards shards and returns
+// the epochs.
+func waitBalancedN(t *testing.T, cli *clientv3.Client, nodes []*node, shards int, timeout time.Duration) map[int]int64 {
+	t.Helper()
 	var epochs map[int]int64
-	testenv.WaitFor(t, timeout, fmt.Sprintf("%d nodes balanced", len(nodes)), func() (bool, string) {
-		ok, msg, e := balanced(t, cli, nodes)
+	testenv.WaitFor(t, timeout, fmt.Sprintf("%d nodes balanced over %d shards", len(nodes), shards), func() (bool, string) {
+		ok, msg, e := balanced(t, cli, nodes, shards)
 		epochs = e
 		return ok, msg
 	})
