@@ -27,6 +27,23 @@
 // key in a txn guarded by value, lease and CreateRevision, so a replica
 // can only ever delete its own current key.
 //
+// # Changing the shard count
+//
+// Config.Shards is only the initial N; Manager.SetShards changes it at run
+// time, for online resharding (grow while a migration runs, shrink once
+// it is done), from any goroutine, before or during Run. Each reconcile
+// pass reads the count once and computes the quota and the candidate
+// shards from it; SetShards kicks the loop so that the change does not
+// wait for the TTL tick. When N grows, every quota grows or stays, so
+// replicas only take new shards and no owned shard moves. When N shrinks
+// to n, each replica stops and releases the shards >= n it runs, in the
+// same order as a rebalance (cancel, wait for RunFunc, delete the key),
+// and then balances over shards 0..n-1. A replica only ever drops its
+// own keys: keys of shards >= n held by others are left to them. Every
+// replica must be told the same count; while they disagree, their quotas
+// do not add up and a shard may change hands more than once before they
+// settle. The count is bounded by shard.MaxShards.
+//
 // # Fencing epoch
 //
 // Acquiring is one txn: if CreateRevision(key) == 0 then put the key on
