@@ -155,7 +155,7 @@ func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
 
 // registry runs registry.lua on every shard (one pipelined round trip).
 func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64, error) {
-	calls := make([]scriptCall, s.l.shards)
+	calls := make([]scriptCall, s.Layout().Span())
 	for sh := range calls {
 		calls[sh] = scriptCall{keys: []string{s.l.Queues(sh)}, args: []any{op, queue, policy}}
 	}
@@ -218,7 +218,7 @@ func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
 // recorded (0: none yet), in shard order: one pipelined GET per shard.
 func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, s.l.shards)
+	cmds := make([]*redis.StringCmd, s.Layout().Span())
 	for sh := range cmds {
 		cmds[sh] = pipe.Get(ctx, s.l.Epoch(sh))
 	}

@@ -22,9 +22,16 @@ func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
 
 // Layout names every Redis key of a deployment. It is a value type; the
 // zero Layout is invalid, build one with NewLayout.
+//
+// A layout also has a generation: 0 for a deployment that was never
+// resized, incremented by every change of the shard count (layout.go).
+// While a change runs, From is the shard count being left: tasks are
+// placed by Shards, and shards up to Span exist.
 type Layout struct {
 	ns     string
 	shards int
+	gen    int64
+	from   int // 0: stable
 }
 
 // NewLayout returns the layout for namespace ns with n shards.
@@ -64,8 +71,31 @@ const MaxShards = 4096
 // Namespace returns the namespace every key starts with.
 func (l Layout) Namespace() string { return l.ns }
 
-// Shards returns the shard count N.
+// Shards returns the shard count N: new tasks are placed by it.
 func (l Layout) Shards() int { return l.shards }
+
+// Gen returns the layout's generation (0: never resized).
+func (l Layout) Gen() int64 { return l.gen }
+
+// From returns the shard count a running change leaves, 0 when stable.
+func (l Layout) From() int { return l.from }
+
+// Migrating reports whether a change of the shard count is running.
+func (l Layout) Migrating() bool { return l.from > 0 }
+
+// Span returns the number of shards that exist: Shards, or the larger of
+// Shards and From while a change runs. Owners and workers cover shards
+// 0..Span-1.
+func (l Layout) Span() int { return max(l.shards, l.from) }
+
+// OldShardOf returns the shard of id in the layout being left, or
+// ShardOf when stable.
+func (l Layout) OldShardOf(id string) int {
+	if l.from == 0 {
+		return l.ShardOf(id)
+	}
+	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.from))
+}
 
 // ShardOf returns the shard of a task id: crc32 (IEEE) of the id's bytes
 // modulo N. Producers in other languages compute the same (for example
@@ -194,11 +224,12 @@ func (l Layout) Stats(s int) string { return l.Tag(s) + ":stats" }
 // a new earliest task publish its due time.
 func (l Layout) WakeChannel(s int) string { return l.Tag(s) + ":wake" }
 
-// ReadyKeys returns the ready lists of the given queues in every shard,
+// ReadyKeys returns the ready lists of the given queues in every shard
+// (up to Span),
 // in shard order; workers block on them with Pop.
 func (l Layout) ReadyKeys(queues []string) []string {
-	keys := make([]string, 0, l.shards*len(queues))
-	for sh := 0; sh < l.shards; sh++ {
+	keys := make([]string, 0, l.Span()*len(queues))
+	for sh := 0; sh < l.Span(); sh++ {
 		for _, q := range queues {
 			keys = append(keys, l.Ready(sh, q))
 		}
@@ -217,7 +248,7 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 		return 0, "", false
 	}
 	sh, err := strconv.Atoi(num)
-	if err != nil || sh < 0 || sh >= l.shards {
+	if err != nil || sh < 0 || sh >= l.Span() {
 		return 0, "", false
 	}
 	return sh, q, true

@@ -189,7 +189,12 @@ func (s *Store) DeadOne(ctx context.Context, op DeadOp, id string, at time.Time)
 	if !ValidID(id) {
 		return fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	r, err := s.deadOps(ctx, s.l.ShardOf(id), op, id, at, Cursor{}, 1, Filter{})
+	l := s.Layout()
+	r, err := s.deadOps(ctx, l.ShardOf(id), op, id, at, Cursor{}, 1, Filter{})
+	if o := l.OldShardOf(id); err == nil && r.Examined == 0 && o != l.ShardOf(id) {
+		// Not moved to its new shard yet (the shard count is changing).
+		r, err = s.deadOps(ctx, o, op, id, at, Cursor{}, 1, Filter{})
+	}
 	switch {
 	case err != nil:
 		return err

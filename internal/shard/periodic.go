@@ -84,7 +84,7 @@ type FireResult struct {
 // occurrence is enqueued at most once, whoever fires it, also after its
 // task completed and was deleted. Fenced by epoch: ErrStaleEpoch.
 func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error) {
-	if home := s.l.HomeShard(a.Schedule); home != sh || s.l.ShardOf(a.Task.ID) != sh {
+	if l := s.Layout(); l.HomeShard(a.Schedule) != sh || l.ShardOf(a.Task.ID) != sh {
 		return FireResult{}, fmt.Errorf("%w: schedule %q and task %q must be in shard %d", ErrInvalidArgument, a.Schedule, a.Task.ID, sh)
 	}
 	mode := ""

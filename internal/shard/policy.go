@@ -100,8 +100,9 @@ func (p QueuePolicy) encode() string {
 // so that enqueues to them are accepted. Queues already registered and
 // absent from policies are left alone: tasks may still reference them.
 func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePolicy) error {
+	marker := markerValue(s.Layout())
 	pipe := s.rdb.Pipeline()
-	for sh := 0; sh < s.l.shards; sh++ {
+	for sh := 0; sh < s.Layout().Span(); sh++ {
 		vals := make([]any, 0, 2*len(policies))
 		for q, p := range policies {
 			if !ValidQueue(q) {
@@ -110,6 +111,10 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 			vals = append(vals, q, p.encode())
 		}
 		pipe.HSet(ctx, s.l.Queues(sh), vals...)
+		// The shard's layout marker, if it has none yet: enqueue.lua
+		// declares it, and on a Redis Cluster a declared key that exists
+		// nowhere stops the call while the slot migrates.
+		pipe.SetNX(ctx, s.l.Marker(sh), marker, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("shard: register queues: %w", err)
@@ -154,7 +159,7 @@ func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
 		return err
 	}
 	pipe := s.rdb.Pipeline()
-	for sh := 0; sh < s.l.shards; sh++ {
+	for sh := 0; sh < s.Layout().Span(); sh++ {
 		if f.Bucket == 0 {
 			pipe.HDel(ctx, s.l.Queues(sh), farField)
 		} else {
@@ -193,13 +198,13 @@ type Registration struct {
 // pipelined round trip).
 func (s *Store) Registration(ctx context.Context, queues []string) (Registration, error) {
 	pipe := s.rdb.Pipeline()
-	policies := make([][]*redis.StringCmd, s.l.shards)
-	for sh := range s.l.shards {
+	policies := make([][]*redis.StringCmd, s.Layout().Span())
+	for sh := range s.Layout().Span() {
 		for _, q := range queues {
 			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.l.Queues(sh), q))
 		}
 	}
-	beyond := pipe.Exists(ctx, s.l.Queues(s.l.shards))
+	beyond := pipe.Exists(ctx, s.l.Queues(s.Layout().Span()))
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return Registration{}, fmt.Errorf("shard: registration: %w", err)
 	}

@@ -49,6 +49,12 @@ var (
 	pageReadyScript = newScript("pageready.lua", true)
 	deadOpsScript   = newScript("deadops.lua", true)
 	popNodeScript   = newScript("popnode.lua", false)
+	layoutScript    = newScript("layout.lua", false)
+	scanIDsScript   = newScript("scanids.lua", false)
+	exportScript    = newScript("export.lua", true)
+	importScript    = newScript("import.lua", true)
+	commitScript    = newScript("commit.lua", true)
+	unimportScript  = newScript("unimport.lua", true)
 	// fireScript is fire.lua (with the lib helpers it uses) with
 	// enqueue.lua's text in its enqueue function: the occurrence is
 	// recorded and its task enqueued in one atomic call.

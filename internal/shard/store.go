@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,13 @@ import (
 // delivery's life in a worker (delivery.go, settle.go) and the owner's
 // recovery (recover.go). It is safe for concurrent use.
 type Store struct {
-	rdb  redis.UniversalClient
+	rdb redis.UniversalClient
+	// l names the keys, which do not depend on the shard count; cur is
+	// the current layout (SetLayout), base the one the store was made
+	// with (the layout without a record).
 	l    Layout
+	base *Layout
+	cur  *atomic.Pointer[Layout]
 	wait Durability
 }
 
@@ -51,7 +57,12 @@ func (s *Store) WithDurability(d Durability) *Store {
 }
 
 // NewStore returns a Store for layout l on rdb.
-func NewStore(rdb redis.UniversalClient, l Layout) *Store { return &Store{rdb: rdb, l: l} }
+func NewStore(rdb redis.UniversalClient, l Layout) *Store {
+	s := &Store{rdb: rdb, l: l, base: &l, cur: new(atomic.Pointer[Layout])}
+	s.cur.Store(&l)
+	return s
+}
 
-// Layout returns the store's key layout.
-func (s *Store) Layout() Layout { return s.l }
+// Layout returns the store's current layout (SetLayout). Its key names
+// are those of every layout of the namespace.
+func (s *Store) Layout() Layout { return *s.cur.Load() }

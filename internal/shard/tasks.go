@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // EnqueueArgs are the arguments of one enqueue. Exactly one of Due and
@@ -61,27 +63,60 @@ func (s *Store) Enqueue(ctx context.Context, a EnqueueArgs) EnqueueResult {
 // EnqueueBatch stores many tasks in one pipelined round trip: one script
 // call per shard (per enqueueChunk tasks). Each result reports its own
 // outcome.
+//
+// Tasks are placed by the store's layout, and each call carries its
+// generation. A shard whose marker has a newer one refuses the call
+// (ErrLayoutChanged, nothing written): the store adopts that layout and
+// sends those tasks again, placed by it. While a change of the shard
+// count runs, an id whose shard changes is first looked for in its old
+// shard, where it may still be live: it is a duplicate there.
 func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueResult {
 	out := make([]EnqueueResult, len(as))
+	todo := make([]int, len(as))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		l := s.Layout()
+		redirected := s.enqueueOnce(ctx, l, as, todo, out)
+		if len(redirected) == 0 || attempt == maxRedirects {
+			return out
+		}
+		todo = redirected
+	}
+	return out
+}
+
+// maxRedirects bounds how often one EnqueueBatch follows a newer layout.
+const maxRedirects = 3
+
+// enqueueOnce sends the tasks as[i] for i in todo, placed by l, and
+// writes their results to out. It returns the tasks a shard refused
+// because its layout is newer (adopted by the store), to be sent again.
+func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, todo []int, out []EnqueueResult) (redirected []int) {
 	byShard := make(map[int][]int)
-	for i, a := range as {
-		sh := s.l.ShardOf(a.ID)
+	for _, i := range s.liveInOldShards(ctx, l, as, todo, out) {
+		sh := l.ShardOf(as[i].ID)
 		byShard[sh] = append(byShard[sh], i)
 	}
+	gen := "@" + strconv.FormatInt(l.Gen(), 10)
 	var calls []scriptCall
 	var members [][]int // task indexes of each call
 	for sh, idx := range byShard {
 		for len(idx) > 0 {
 			n := min(len(idx), enqueueChunk)
-			args := make([]any, 1, 1+6*n)
-			args[0] = s.l.WakeChannel(sh)
+			args := make([]any, 2, 2+6*n)
+			args[0], args[1] = gen, l.WakeChannel(sh)
 			for _, i := range idx[:n] {
 				args = append(args, enqueueArgs(as[i])...)
 			}
-			calls = append(calls, scriptCall{keys: []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh)}, args: args})
+			calls = append(calls, scriptCall{keys: []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh)}, args: args})
 			members = append(members, idx[:n])
 			idx = idx[n:]
 		}
+	}
+	if len(calls) == 0 {
+		return nil
 	}
 	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
 	replicated := true
@@ -96,6 +131,14 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			continue
 		}
 		v, cerr := cmds[c].Slice()
+		if nl, ok := s.layoutFromError(cerr); ok {
+			s.SetLayout(nl)
+			for _, i := range idx {
+				out[i].Err = fmt.Errorf("%w: %q: now generation %d with %d shards", ErrLayoutChanged, as[i].ID, nl.Gen(), nl.Shards())
+			}
+			redirected = append(redirected, idx...)
+			continue
+		}
 		for k, i := range idx {
 			switch {
 			case cerr != nil:
@@ -114,7 +157,55 @@ func (s *Store) EnqueueBatch(ctx context.Context, as []EnqueueArgs) []EnqueueRes
 			}
 		}
 	}
-	return out
+	return redirected
+}
+
+// liveInOldShards returns the tasks of todo to send. While l's change
+// runs, a task whose shard changes may still be live in its old shard
+// (stored there, or on its way out in the outbox): such a task is a
+// duplicate, reported in out and not sent. Nothing can store the id in
+// the old shard after this check (a producer on the old layout is
+// redirected there), and the migration copies a task to its new shard
+// before it removes it from the old one, so a check that misses it there
+// means the enqueue script finds it in the new shard.
+func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs, todo []int, out []EnqueueResult) []int {
+	if !l.Migrating() {
+		return todo
+	}
+	type check struct {
+		i          int
+		data, sent *redis.BoolCmd
+	}
+	var checks []check
+	pipe := s.rdb.Pipeline()
+	for _, i := range todo {
+		id := as[i].ID
+		if o := l.OldShardOf(id); o != l.ShardOf(id) {
+			checks = append(checks, check{i, pipe.HExists(ctx, l.Tasks(o), id), pipe.HExists(ctx, l.Outbox(o), id)})
+		}
+	}
+	if len(checks) == 0 {
+		return todo
+	}
+	_, err := pipe.Exec(ctx)
+	live := make(map[int]bool)
+	for _, c := range checks {
+		switch {
+		case err != nil:
+			out[c.i].Err = fmt.Errorf("shard: enqueue %q: look in its old shard: %w", as[c.i].ID, err)
+			live[c.i] = true
+		case c.data.Val() || c.sent.Val():
+			out[c.i] = EnqueueResult{State: "live in its old shard", Err: fmt.Errorf("%w: %q is live in its old shard %d (the shard count is changing)", ErrDuplicate, as[c.i].ID, l.OldShardOf(as[c.i].ID))}
+			live[c.i] = true
+		}
+	}
+	send := todo[:0:0]
+	for _, i := range todo {
+		if !live[i] {
+			send = append(send, i)
+		}
+	}
+	return send
 }
 
 func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
@@ -140,15 +231,35 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 }
 
 // Cancel deletes a task that is not running and returns the state it was
-// in. It returns ErrNotFound or ErrActive.
+// in. It returns ErrNotFound or ErrActive. While the shard count changes,
+// a task whose shard changes is cancelled in both shards, so a task
+// copied to its new shard meanwhile does not come back.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	if !ValidID(id) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	sh := s.l.ShardOf(id)
-	v, err := cancelScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)},
-		id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
+	l := s.Layout()
+	state, err := s.cancelIn(ctx, l, l.ShardOf(id), id)
+	if o := l.OldShardOf(id); o != l.ShardOf(id) && (err == nil || errors.Is(err, ErrNotFound)) {
+		oldState, oerr := s.cancelIn(ctx, l, o, id)
+		switch {
+		case err == nil: // cancelled in the new shard; the old one's copy is gone too now
+		case oerr == nil || !errors.Is(oerr, ErrNotFound):
+			state, err = oldState, oerr
+		}
+	}
+	return state, err
+}
+
+// cancelIn cancels id in shard sh. The outbox is looked at only while l's
+// change runs (it is empty otherwise; on a Redis Cluster a declared key
+// that exists nowhere would stop the call during a slot migration).
+func (s *Store) cancelIn(ctx context.Context, l Layout, sh int, id string) (string, error) {
+	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)}
+	if l.Migrating() {
+		keys = append(keys, s.l.Outbox(sh))
+	}
+	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
 	if err != nil {
 		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
 	}
@@ -181,14 +292,33 @@ type Info struct {
 }
 
 // Lookup returns a task's state. It returns ErrNotFound for unknown ids.
+// While the shard count changes, a task whose shard changes is looked for
+// in its new shard, then in its old one, then in the new one again (it may
+// have moved between the first two reads).
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	if !ValidID(id) {
 		return Info{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	sh := s.l.ShardOf(id)
-	v, err := lookupScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
-		id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
+	l := s.Layout()
+	n, o := l.ShardOf(id), l.OldShardOf(id)
+	info, err := s.lookupIn(ctx, l, n, id)
+	if o == n || !errors.Is(err, ErrNotFound) {
+		return info, err
+	}
+	if info, err = s.lookupIn(ctx, l, o, id); !errors.Is(err, ErrNotFound) {
+		return info, err
+	}
+	return s.lookupIn(ctx, l, n, id)
+}
+
+// lookupIn looks id up in shard sh (the outbox only while l's change
+// runs, as cancelIn).
+func (s *Store) lookupIn(ctx context.Context, l Layout, sh int, id string) (Info, error) {
+	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)}
+	if l.Migrating() {
+		keys = append(keys, s.l.Outbox(sh))
+	}
+	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}

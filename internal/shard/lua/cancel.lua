@@ -7,6 +7,9 @@
 -- KEYS[5] dead info  HASH  task id -> JSON
 -- KEYS[6] errors     HASH  task id -> last error
 -- KEYS[7] counts     HASH  task counts (see lib.lua's count)
+-- KEYS[8] outbox     HASH  optional: tasks on their way to another shard
+--                          while the shard count changes (export.lua); a
+--                          task there is cancelled by removing its entry
 -- ARGV[1] task id
 -- ARGV[2] ready-list key prefix of this shard
 -- ARGV[3] pending key prefix of this shard
@@ -29,6 +32,13 @@ if string.find(id, "|", 1, true) then
   return redis.error_reply("cancel: invalid task id")
 end
 local blob = redis.call("HGET", KEYS[2], id)
+if not blob and KEYS[8] then
+  local entry = redis.call("HGET", KEYS[8], id)
+  if entry then
+    redis.call("HDEL", KEYS[8], id)
+    return {1, cmsgpack.unpack(entry)[1] == "x" and "dead" or "scheduled"}
+  end
+end
 if not blob then
   -- A member without data (written by hand) is removed as well.
   if redis.call("ZREM", KEYS[1], id) == 1 then return {1, "scheduled"} end

@@ -24,6 +24,16 @@
 --                        field "s|<queue>" counts the queue's scheduled
 --                        tasks (see docs/protocol.md). A producer that
 --                        leaves it out makes those counts low.
+-- KEYS[6] marker   STRING optional, with the "@gen" argument below: the
+--                        shard's layout marker "gen|shards|from" (see
+--                        docs/resharding.md)
+-- ARGV[1] optional "@<gen>": the generation of the producer's layout
+--         (0 before the shard count was ever changed). When KEYS[6] holds
+--         a newer generation, nothing is written and the call fails with
+--         the error "LAYOUT <gen> <shards> <from>": the shard count has
+--         changed, and the producer must place each task again by that
+--         layout and send it there. The arguments below then start at
+--         ARGV[2]; a producer that leaves "@<gen>" out is not checked.
 -- ARGV[1] wake channel of this shard: when a call makes a task the shard's
 --         earliest (or ties the earliest), that due time is published
 --         there with SPUBLISH
@@ -47,7 +57,22 @@
 -- while the shard's slot is being migrated between Redis Cluster nodes and
 -- a bucket list the call would push to is not on this node: send the call
 -- again (after a short wait).
-if (#ARGV - 1) % 6 ~= 0 or #ARGV < 7 then
+local first = 1 -- the wake channel's argument
+if string.sub(ARGV[1] or "", 1, 1) == "@" then
+  local mine = tonumber(string.sub(ARGV[1], 2))
+  local marker = KEYS[6] and redis.call("GET", KEYS[6])
+  if not mine then
+    return redis.error_reply("enqueue: invalid layout generation " .. ARGV[1])
+  end
+  if marker then
+    local g, n, f = string.match(marker, "^(%d+)|(%d+)|(%d+)$")
+    if g and tonumber(g) > mine then
+      return redis.error_reply("LAYOUT " .. g .. " " .. n .. " " .. f)
+    end
+  end
+  first = 2
+end
+if (#ARGV - first) % 6 ~= 0 or #ARGV < first + 6 then
   return redis.error_reply("enqueue: want a wake channel and 6 arguments per task")
 end
 
@@ -110,7 +135,7 @@ end
 -- scripts).
 if KEYS[4] then
   local lists, seen = {}, {}
-  for i = 3, #ARGV, 6 do
+  for i = first + 2, #ARGV, 6 do
     local due = parse_due(ARGV[i])
     local b = due and far_bucket(due)
     if b and not seen[b] then
@@ -190,7 +215,7 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
 end
 
 local out = {}
-for i = 2, #ARGV, 6 do
+for i = first + 1, #ARGV, 6 do
   local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   out[#out + 1] = code
   out[#out + 1] = due
@@ -221,7 +246,7 @@ end
 if earliest ~= nil then
   local e = string.format("%d", earliest)
   if redis.call("ZCOUNT", KEYS[1], "-inf", "(" .. e) == 0 then
-    redis.call("SPUBLISH", ARGV[1], e)
+    redis.call("SPUBLISH", ARGV[first], e)
   end
 end
 return out

@@ -6,6 +6,9 @@
 -- KEYS[4] dead       ZSET  task id -> time buried
 -- KEYS[5] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[6] errors     HASH  task id -> last error (optional)
+-- KEYS[7] outbox     HASH  optional (needs KEYS[6]): tasks on their way
+--                          to another shard while the shard count
+--                          changes (export.lua); reported as they were
 -- ARGV[1] task id
 -- ARGV[2] pending key prefix of this shard (the queue name is appended)
 -- ARGV[3] ready-list key prefix of this shard (the queue name is appended)
@@ -22,6 +25,15 @@
 -- not moved yet would read as empty there).
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
+if blob == "" and KEYS[7] then
+  local entry = redis.call("HGET", KEYS[7], id)
+  if entry then
+    local e = cmsgpack.unpack(entry)
+    if e[1] == "x" then return {"dead", e[3], string.format("%d", e[2]), e[4], e[5]} end
+    local due = string.match(e[3], "^1|[^|]+|%d+|%d+|%d+|(%d+)|") or ""
+    return {"scheduled", e[3], due, "", e[5]}
+  end
+end
 local info = redis.call("HGET", KEYS[5], id) or ""
 local last = KEYS[6] and redis.call("HGET", KEYS[6], id) or ""
 local s = redis.call("ZSCORE", KEYS[3], id)

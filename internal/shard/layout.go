@@ -1,0 +1,316 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Changing the shard count online (docs/resharding.md). The layout is
+// data: the record {ns}:layout says how many shards there are, at which
+// generation, and whether a change runs. Shard s keeps its keys ({ns:s})
+// in every generation: a change only moves the tasks whose shard differs,
+// from the shard of the old count to that of the new one. Each shard also
+// carries a marker (Layout.Marker), which enqueue.lua reads to redirect a
+// producer still on an older generation.
+
+// Errors of the layout record.
+var (
+	// ErrLayoutChanged reports an enqueue refused by a shard whose marker
+	// is of a newer generation than the caller's layout: nothing was
+	// written. The error carries the new layout (LayoutOf); EnqueueBatch
+	// follows it by itself.
+	ErrLayoutChanged = errors.New("shard: layout changed")
+	// ErrResizeRunning reports a resize refused because another change
+	// runs.
+	ErrResizeRunning = errors.New("shard: a change of the shard count is running")
+	// ErrCorruptLayout reports a layout record or marker that does not
+	// parse.
+	ErrCorruptLayout = errors.New("shard: corrupt layout record")
+)
+
+// Layout record states.
+const (
+	LayoutStable    = "stable"
+	LayoutPreparing = "preparing"
+	LayoutMigrating = "migrating"
+)
+
+// LayoutRecord is the layout record as stored.
+type LayoutRecord struct {
+	// Layout is the layout components use: the stored one, or while a
+	// change prepares (the markers are being written) the one it leaves.
+	// Without a record, the layout the store was made with.
+	Layout Layout
+	// State is LayoutStable, LayoutPreparing or LayoutMigrating; "" when
+	// there is no record (the shard count was never changed).
+	State string
+	// Gen, Shards and From are the stored generation and counts.
+	Gen          int64
+	Shards, From int
+	// Started and Finished are when the last change began and ended.
+	Started, Finished time.Time
+	// Done lists the shards that have nothing left to move.
+	Done []int
+	// Moved counts the tasks the change has moved so far.
+	Moved int64
+}
+
+// Record is the layout record, one key for the deployment.
+func (l Layout) Record() string { return "{" + l.ns + "}:layout" }
+
+// Marker is shard s's copy of the layout, "gen|shards|from", which
+// enqueue.lua checks (KEYS[6]) against the producer's generation.
+func (l Layout) Marker(s int) string { return l.Tag(s) + ":layout" }
+
+// Outbox is the hash of the tasks shard s is moving to another shard:
+// id -> placement and task (reshard.lua's export).
+func (l Layout) Outbox(s int) string { return l.Tag(s) + ":outbox" }
+
+// Imported is the set of ids shard s received from other shards during
+// the change to generation gen, so that a repeated import cannot store a
+// task twice.
+func (l Layout) Imported(s int, gen int64) string {
+	return l.Tag(s) + ":imported:" + strconv.FormatInt(gen, 10)
+}
+
+// withChange returns l at generation gen with shards and from (0: stable).
+func (l Layout) withChange(gen int64, shards, from int) (Layout, error) {
+	if shards < 1 || shards > MaxShards || from < 0 || from > MaxShards || gen < 0 {
+		return Layout{}, fmt.Errorf("%w: generation %d, %d shards from %d", ErrCorruptLayout, gen, shards, from)
+	}
+	if from == shards {
+		from = 0
+	}
+	l.gen, l.shards, l.from = gen, shards, from
+	return l, nil
+}
+
+// newer reports whether m supersedes l: a later generation, or the same
+// one once its change has ended.
+func (m Layout) newer(l Layout) bool {
+	return m.gen > l.gen || (m.gen == l.gen && m.from == 0 && l.from != 0)
+}
+
+// SetLayout makes l the store's layout if it is newer than the current one
+// (a later generation, or the end of the running change) and reports
+// whether it did. Enqueue, cancel and lookup place ids by it.
+func (s *Store) SetLayout(l Layout) bool {
+	for {
+		cur := s.cur.Load()
+		if l.ns != cur.ns || !l.newer(*cur) {
+			return false
+		}
+		if s.cur.CompareAndSwap(cur, &l) {
+			return true
+		}
+	}
+}
+
+// ReadLayout reads the layout record.
+func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.Record()).Result()
+	if err != nil {
+		return LayoutRecord{}, fmt.Errorf("shard: read layout: %w", err)
+	}
+	if len(m) == 0 {
+		return LayoutRecord{Layout: *s.base}, nil
+	}
+	r := LayoutRecord{State: m["state"]}
+	num := func(k string) int64 {
+		n, perr := strconv.ParseInt(m[k], 10, 64)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("%w: field %s = %q", ErrCorruptLayout, k, m[k])
+		}
+		return n
+	}
+	r.Gen = num("gen")
+	r.Shards, r.From = int(num("shards")), int(num("from"))
+	r.Moved = num("moved")
+	if v := m["started_ms"]; v != "" {
+		r.Started = time.UnixMilli(num("started_ms"))
+	}
+	if v := m["finished_ms"]; v != "" {
+		r.Finished = time.UnixMilli(num("finished_ms"))
+	}
+	for k := range m {
+		if d, ok := strings.CutPrefix(k, "done:"); ok {
+			if n, aerr := strconv.Atoi(d); aerr == nil {
+				r.Done = append(r.Done, n)
+			}
+		}
+	}
+	if err != nil {
+		return r, err
+	}
+	switch r.State {
+	case LayoutStable:
+		r.Layout, err = s.l.withChange(r.Gen, r.Shards, 0)
+	case LayoutMigrating:
+		r.Layout, err = s.l.withChange(r.Gen, r.Shards, r.From)
+	case LayoutPreparing:
+		// Producers keep the layout being left until every marker says
+		// the new one (BeginResize): the generation before, stable.
+		r.Layout, err = s.l.withChange(r.Gen-1, r.From, 0)
+	default:
+		err = fmt.Errorf("%w: state %q", ErrCorruptLayout, r.State)
+	}
+	return r, err
+}
+
+// RefreshLayout reads the layout record and adopts it if it is newer
+// (SetLayout). It returns the store's layout after that.
+func (s *Store) RefreshLayout(ctx context.Context) (Layout, error) {
+	r, err := s.ReadLayout(ctx)
+	if err != nil {
+		return s.Layout(), err
+	}
+	s.SetLayout(r.Layout)
+	return s.Layout(), nil
+}
+
+// LayoutChanged is published on the control channel after each change of
+// the layout record, followed by the generation.
+const LayoutChanged = "layout"
+
+// BeginResize starts changing the shard count to n: it bumps the
+// generation (compare-and-set), registers the queues in the shards that
+// are new, writes every shard's marker, then marks the change migrating
+// and announces it on the control channel. Each old shard's owner then
+// moves the tasks whose shard changed (internal/reshard). A change left
+// "preparing" by a crash is finished by calling BeginResize again with the
+// same n. It returns the new layout, or ErrResizeRunning.
+func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
+	if n < 1 || n > MaxShards {
+		return Layout{}, fmt.Errorf("%w: shard count %d not in 1..%d", ErrInvalidArgument, n, MaxShards)
+	}
+	r, err := s.ReadLayout(ctx)
+	if err != nil {
+		return Layout{}, err
+	}
+	var gen int64
+	var from int
+	switch r.State {
+	case "", LayoutStable:
+		from = r.Layout.Shards()
+		if from == n {
+			return r.Layout, nil
+		}
+		v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "begin", r.Layout.Gen(), n, from).Int64Slice()
+		if err != nil {
+			return Layout{}, fmt.Errorf("shard: begin resize: %w", err)
+		}
+		if v[0] != 1 {
+			return Layout{}, fmt.Errorf("%w: the record is at generation %d (%s)", ErrResizeRunning, v[1], "changed meanwhile")
+		}
+		gen = v[1]
+	case LayoutPreparing:
+		if r.Shards != n {
+			return Layout{}, fmt.Errorf("%w: a change to %d shards was left half-prepared; run it again with %d to finish it", ErrResizeRunning, r.Shards, r.Shards)
+		}
+		gen, from = r.Gen, r.From
+	default:
+		return Layout{}, fmt.Errorf("%w: generation %d moves %d shards to %d", ErrResizeRunning, r.Gen, r.From, r.Shards)
+	}
+	next, err := s.l.withChange(gen, n, from)
+	if err != nil {
+		return Layout{}, err
+	}
+	// The queues of the new shards first: a producer sends tasks there as
+	// soon as it sees the new layout.
+	if n > from {
+		reg, err := s.rdb.HGetAll(ctx, s.l.Queues(0)).Result()
+		if err != nil {
+			return Layout{}, fmt.Errorf("shard: read the queues to register: %w", err)
+		}
+		if len(reg) > 0 {
+			pipe := s.rdb.Pipeline()
+			for sh := from; sh < n; sh++ {
+				pipe.HSet(ctx, s.l.Queues(sh), reg)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return Layout{}, fmt.Errorf("shard: register the queues in the new shards: %w", err)
+			}
+		}
+	}
+	if err := s.writeMarkers(ctx, next); err != nil {
+		return Layout{}, err
+	}
+	if _, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "start", gen).Int64Slice(); err != nil {
+		return Layout{}, fmt.Errorf("shard: start resize: %w", err)
+	}
+	s.SetLayout(next)
+	s.announceLayout(ctx, gen)
+	return next, nil
+}
+
+// writeMarkers sets the marker of every shard of l's span to l.
+func (s *Store) writeMarkers(ctx context.Context, l Layout) error {
+	v := markerValue(l)
+	pipe := s.rdb.Pipeline()
+	for sh := 0; sh < l.Span(); sh++ {
+		pipe.Set(ctx, s.l.Marker(sh), v, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: write the layout markers: %w", err)
+	}
+	return nil
+}
+
+func markerValue(l Layout) string { return fmt.Sprintf("%d|%d|%d", l.gen, l.shards, l.from) }
+
+func (s *Store) announceLayout(ctx context.Context, gen int64) {
+	_ = s.rdb.Publish(ctx, s.l.ControlChannel(), LayoutChanged+" "+strconv.FormatInt(gen, 10)).Err()
+}
+
+// ShardDone records that shard sh has nothing left to move in l's change.
+// The call that finds every shard of the span done ends the change: the
+// record becomes stable, the markers say so, and it is announced; then
+// ended is true.
+func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, err error) {
+	v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "done", l.gen, sh, l.Span()).Int64Slice()
+	if err != nil {
+		return false, fmt.Errorf("shard: record shard %d done: %w", sh, err)
+	}
+	if v[0] != 1 || v[1] != 1 {
+		return false, nil
+	}
+	stable, err := s.l.withChange(l.gen, l.shards, 0)
+	if err != nil {
+		return true, err
+	}
+	s.SetLayout(stable)
+	err = s.writeMarkers(ctx, stable)
+	s.announceLayout(ctx, l.gen)
+	return true, err
+}
+
+// AddMoved adds n to the count of tasks moved by l's change.
+func (s *Store) AddMoved(ctx context.Context, l Layout, n int) error {
+	return layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "moved", l.gen, n).Err()
+}
+
+// layoutFromError returns the layout an ErrLayoutChanged reply carries:
+// "LAYOUT gen shards from".
+func (s *Store) layoutFromError(err error) (Layout, bool) {
+	if err == nil || !redis.HasErrorPrefix(err, "LAYOUT") {
+		return Layout{}, false
+	}
+	f := strings.Fields(strings.TrimPrefix(err.Error(), "LAYOUT"))
+	if len(f) != 3 {
+		return Layout{}, false
+	}
+	g, e1 := strconv.ParseInt(f[0], 10, 64)
+	n, e2 := strconv.Atoi(f[1])
+	from, e3 := strconv.Atoi(f[2])
+	if e1 != nil || e2 != nil || e3 != nil {
+		return Layout{}, false
+	}
+	l, werr := s.l.withChange(g, n, from)
+	return l, werr == nil
+}

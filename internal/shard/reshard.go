@@ -1,0 +1,221 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The migration's steps (docs/resharding.md): an old shard's owner scans
+// its task ids (ScanIDs), takes those whose shard changed out of the
+// shard (Export, to the outbox), stores them in their new shards
+// (Import), then drops their outbox entries (Commit). Each step is one
+// script on one shard, so it works on a Redis Cluster; a crash between
+// steps leaves the tasks in the outbox, which the next owner resumes
+// (Outbox). Import remembers what it imported during the change, so a
+// repeated import stores nothing twice.
+
+// Exported is a task Export took out of its shard: its id and its outbox
+// entry (placement, data, dead record and last error, packed).
+type Exported struct {
+	ID    string
+	Entry string
+}
+
+// ExportResult is what Export did with the ids it was given.
+type ExportResult struct {
+	// Tasks were taken out, to be imported.
+	Tasks []Exported
+	// Stayed counts tasks in flight (ready, popped, leased) or due within
+	// the margin: they run in this shard.
+	Stayed int
+	// Gone counts ids without data (finished meanwhile).
+	Gone int
+}
+
+// ScanIDs returns one HSCAN step of shard sh's task ids from cursor, and
+// the next cursor (0 at the end).
+func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
+	v, err := scanIDsScript.Run(ctx, s.rdb, []string{s.l.Tasks(sh)}, strconv.FormatUint(cursor, 10), count).StringSlice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: %w", sh, err)
+	}
+	if len(v) == 0 {
+		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: empty reply", sh)
+	}
+	next, err := strconv.ParseUint(v[0], 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: cursor %q", sh, v[0])
+	}
+	return v[1:], next, nil
+}
+
+// Export takes the tasks ids of shard sh out of it, to the outbox: those
+// scheduled (delayed set or far tier) at least margin ahead, and the dead
+// ones. Fenced by epoch: ErrStaleEpoch.
+func (s *Store) Export(ctx context.Context, sh int, epoch int64, margin time.Duration, ids []string) (ExportResult, error) {
+	var r ExportResult
+	if len(ids) == 0 {
+		return r, nil
+	}
+	args := make([]any, 0, 3+len(ids))
+	args = append(args, epoch, margin.Milliseconds(), s.l.PendingPrefix(sh))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := exportScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh),
+		s.l.Errors(sh), s.l.Counts(sh), s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh),
+	}, args...).Slice()
+	if err != nil {
+		return r, fmt.Errorf("shard: export from shard %d: %w", sh, err)
+	}
+	if code, _ := v[0].(int64); code == -10 {
+		return r, fmt.Errorf("%w: export from shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	}
+	if len(v) != 1+len(ids) {
+		return r, fmt.Errorf("shard: export from shard %d: %d replies for %d ids", sh, len(v)-1, len(ids))
+	}
+	for i, id := range ids {
+		switch e, _ := v[1+i].(string); e {
+		case "":
+			r.Gone++
+		case "s":
+			r.Stayed++
+		default:
+			r.Tasks = append(r.Tasks, Exported{ID: id, Entry: e})
+		}
+	}
+	return r, nil
+}
+
+// Outbox returns the tasks shard sh exported and has not committed: a
+// batch an owner left unfinished.
+func (s *Store) Outbox(ctx context.Context, sh int) ([]Exported, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.Outbox(sh)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: read the outbox of shard %d: %w", sh, err)
+	}
+	out := make([]Exported, 0, len(m))
+	for id, e := range m {
+		out = append(out, Exported{ID: id, Entry: e})
+	}
+	return out, nil
+}
+
+// Import stores exported tasks in shard sh as they were, each once per
+// change of generation gen; it returns how many it stored.
+func (s *Store) Import(ctx context.Context, sh int, gen int64, tasks []Exported) (int, error) {
+	if len(tasks) == 0 {
+		return 0, nil
+	}
+	args := make([]any, 0, 1+2*len(tasks))
+	args = append(args, s.l.WakeChannel(sh))
+	for _, t := range tasks {
+		args = append(args, t.ID, t.Entry)
+	}
+	v, err := importScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Imported(sh, gen),
+	}, args...).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("shard: import into shard %d: %w", sh, err)
+	}
+	return int(v[0]), nil
+}
+
+// Commit drops the outbox entries of ids in shard sh once they are
+// imported. It returns the ids that had no entry any more: cancelled on
+// their way, whose imported copies the caller removes (Unimport). Fenced
+// by epoch: ErrStaleEpoch.
+func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (cancelled []string, err error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, epoch)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := commitScript.Run(ctx, s.rdb, []string{s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh)}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("shard: commit the exports of shard %d: %w", sh, err)
+	}
+	if v[0] == -10 {
+		return nil, fmt.Errorf("%w: commit in shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	}
+	for i, id := range ids {
+		if i+1 < len(v) && v[i+1] == 0 {
+			cancelled = append(cancelled, id)
+		}
+	}
+	return cancelled, nil
+}
+
+// Unimport removes from shard sh the imported copies of tasks that were
+// cancelled on their way, if they are still as imported.
+func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+2*len(tasks))
+	args = append(args, s.l.PendingPrefix(sh))
+	for _, t := range tasks {
+		args = append(args, t.ID, t.Entry)
+	}
+	err := unimportScript.Run(ctx, s.rdb, []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Counts(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Inflight(sh),
+	}, args...).Err()
+	if err != nil {
+		return fmt.Errorf("shard: unimport from shard %d: %w", sh, err)
+	}
+	return nil
+}
+
+// ShardEmpty reports whether shard sh holds no task and no outbox entry.
+func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.l.Tasks(sh)).Result()
+	if err != nil {
+		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
+	}
+	m, err := s.rdb.Exists(ctx, s.l.Outbox(sh)).Result()
+	if err != nil {
+		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
+	}
+	return n == 0 && m == 0, nil
+}
+
+// DropShard deletes the keys of shard sh, which a shrink left without
+// tasks (ShardEmpty): everything but its layout marker, which keeps
+// redirecting producers on an old layout, and its epoch.
+func (s *Store) DropShard(ctx context.Context, sh int) error {
+	keys := []string{
+		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh),
+		s.l.Counts(sh), s.l.Outbox(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Queues(sh), s.l.Stats(sh),
+		s.l.Periodic(sh), s.l.ReadyQueues(sh),
+	}
+	buckets, err := s.rdb.ZRange(ctx, s.l.Far(sh), 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+	}
+	for _, b := range buckets {
+		keys = append(keys, s.l.FarBucket(sh, b))
+	}
+	queues, err := s.rdb.SMembers(ctx, s.l.ReadyQueues(sh)).Result()
+	if err != nil {
+		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+	}
+	for _, q := range queues {
+		keys = append(keys, s.l.Ready(sh, q), s.l.Pending(sh, q))
+	}
+	keys = append(keys, s.l.Far(sh))
+	pipe := s.rdb.Pipeline()
+	for _, k := range keys {
+		pipe.Del(ctx, k) // one key per command: a Redis Cluster node serves them all, but one DEL may not span them
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+	}
+	return nil
+}
