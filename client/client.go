@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,8 +43,10 @@ const (
 	MaxRetriesLimit = shard.MaxRetriesLimit
 )
 
-// Config configures a Client. Namespace and Shards must equal the
-// schedulers' values, or tasks land in shards nobody scans.
+// Config configures a Client. Namespace must equal the schedulers'. The
+// shard count is read from the layout record in Redis once the count was
+// changed (docs/resharding.md), and followed without a restart; Shards
+// is the count before any change, and must then equal the schedulers'.
 type Config struct {
 	// Namespace prefixes every key; default "hourglass".
 	Namespace string
@@ -137,6 +140,33 @@ type Client struct {
 	store      *shard.Store
 	maxPayload int64
 	retryFor   time.Duration // 0: no retry
+	// layoutRead is when the layout record was last read (unix ns; 0:
+	// never), see followLayout.
+	layoutRead atomic.Int64
+}
+
+// layoutCheck is how often the client re-reads the layout record, at
+// most: on the first call, then on a call at least this long after the
+// last read.
+const layoutCheck = 5 * time.Second
+
+// followLayout reads the layout record (the shard count; see
+// docs/resharding.md) if it was not read in the last layoutCheck. A
+// failed read keeps the current layout: the enqueue script redirects a
+// call made with an outdated one, so the record matters for the end of a
+// change and for lookups, never for where a task is stored.
+func (c *Client) followLayout(ctx context.Context) {
+	last := c.layoutRead.Load()
+	now := time.Now().UnixNano()
+	if last != 0 && time.Duration(now-last) < layoutCheck {
+		return
+	}
+	if !c.layoutRead.CompareAndSwap(last, now) {
+		return // another call reads it
+	}
+	if _, err := c.store.RefreshLayout(ctx); err != nil {
+		c.layoutRead.Store(last) // try again on the next call
+	}
 }
 
 // New returns a Client on rdb.
@@ -240,6 +270,7 @@ func (e *BatchError) Unwrap() error { return e.First }
 // otherwise a *BatchError; invalid tasks are rejected without being
 // sent while the valid ones still go.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
+	c.followLayout(ctx)
 	out := make([]Result, len(tasks))
 	args := make([]shard.EnqueueArgs, 0, len(tasks))
 	generated := make([]bool, 0, len(tasks))
@@ -337,6 +368,7 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	if !shard.ValidID(id) {
 		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
+	c.followLayout(ctx)
 	_, err := c.store.Cancel(ctx, id)
 	return err
 }
@@ -380,6 +412,7 @@ func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
 	if !shard.ValidID(id) {
 		return Info{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
+	c.followLayout(ctx)
 	in, err := c.store.Lookup(ctx, id)
 	if err != nil {
 		return Info{}, err

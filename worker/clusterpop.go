@@ -67,6 +67,12 @@ type clusterPopper struct {
 	slots   map[string]int                     // hash slot by key, cached
 	warned  map[string]bool                    // keys whose pop failed, logged once
 	logged  map[string]time.Time               // when a node's failure was last logged
+	// subscribed holds the keys whose announcements are subscribed, on
+	// ctx (the fetch's); pops in flight at once (one per ring) take
+	// subsMu for it and subs.
+	subsMu     sync.Mutex
+	subscribed map[string]bool
+	ctx        context.Context
 }
 
 // newClusterPopper subscribes to the ready announcements of keys (every
@@ -75,14 +81,32 @@ type clusterPopper struct {
 func newClusterPopper(ctx context.Context, cc *redis.ClusterClient, store *shard.Store, log hclog.Logger, keys []string) *clusterPopper {
 	p := &clusterPopper{
 		cc: cc, store: store, log: log,
-		hub:     fanout.New(cc, fanout.Sharded, log),
-		waiters: map[string]map[*readyRing]struct{}{},
-		slots:   map[string]int{},
-		warned:  map[string]bool{},
-		logged:  map[string]time.Time{},
+		hub:        fanout.New(cc, fanout.Sharded, log),
+		waiters:    map[string]map[*readyRing]struct{}{},
+		slots:      map[string]int{},
+		warned:     map[string]bool{},
+		logged:     map[string]time.Time{},
+		subscribed: map[string]bool{},
 	}
+	p.ctx = ctx
+	p.subscribe(keys)
+	return p
+}
+
+// subscribe subscribes to the ready announcements of those of keys not
+// subscribed yet (new shards, after a change of the shard count). Called
+// by one pop at a time (register), never with p.mu held: the hub's
+// callbacks take it.
+func (p *clusterPopper) subscribe(keys []string) {
 	for _, k := range keys {
-		p.subs = append(p.subs, p.hub.Subscribe(ctx, shard.ReadyChannel(k), func(e fanout.Event) {
+		p.subsMu.Lock()
+		done := p.subscribed[k]
+		p.subscribed[k] = true
+		p.subsMu.Unlock()
+		if done {
+			continue
+		}
+		sub := p.hub.Subscribe(p.ctx, shard.ReadyChannel(k), func(e fanout.Event) {
 			if e.Subscribed {
 				// Announcements may have been lost while the channel was
 				// not subscribed: every waiter pops again.
@@ -90,12 +114,16 @@ func newClusterPopper(ctx context.Context, cc *redis.ClusterClient, store *shard
 				return
 			}
 			p.wake(k)
-		}))
+		})
+		p.subsMu.Lock()
+		p.subs = append(p.subs, sub)
+		p.subsMu.Unlock()
 	}
-	return p
 }
 
 func (p *clusterPopper) close() {
+	p.subsMu.Lock()
+	defer p.subsMu.Unlock()
 	for _, s := range p.subs {
 		s.Close()
 	}
@@ -278,6 +306,7 @@ func (p *clusterPopper) register(ring *readyRing) {
 	if ring.wake != nil {
 		return // a ring is used by one pop at a time
 	}
+	p.subscribe(ring.keys)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ring.wake = make(chan struct{}, 1)

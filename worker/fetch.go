@@ -117,11 +117,17 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 // indexes), so two sets never share a ring and a ring lives as long as
 // the fetch loop: its registration for ready announcements
 // (clusterpop.go) stays valid.
+//
+// A change of the shard count (the layout's span) makes new rings, with
+// the keys of the shards that exist now: the next pop after the store
+// adopted the new layout covers them.
 func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, idx []int) *readyRing {
-	set := make([]byte, (len(queues)+7)/8)
+	set := make([]byte, (len(queues)+7)/8, (len(queues)+7)/8+4)
 	for _, i := range idx {
 		set[i/8] |= 1 << (i % 8)
 	}
+	span := layout.Span()
+	set = append(set, byte(span>>24), byte(span>>16), byte(span>>8), byte(span))
 	r := rings[string(set)]
 	if r == nil {
 		names := make([]string, 0, len(idx))

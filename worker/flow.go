@@ -25,9 +25,14 @@ import (
 
 // flowLoop fetches queue q under flow control until ctx ends.
 func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
-	ring := &readyRing{keys: w.deps.store.Layout().ReadyKeys([]string{q.name})}
+	var ring *readyRing
+	span := 0
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
+		if l := w.deps.store.Layout(); l.Span() != span {
+			// The shard count changed: pop the shards that exist now.
+			span, ring = l.Span(), &readyRing{keys: l.ReadyKeys([]string{q.name})}
+		}
 		if q.free() <= 0 {
 			select {
 			case <-ctx.Done():

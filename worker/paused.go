@@ -45,21 +45,29 @@ func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
 	return true
 }
 
-// watchPauses keeps the queues' paused flags current until ctx ends.
+// watchPauses keeps the queues' paused flags and the layout (the shard
+// count, layout.go) current until ctx ends. The layout is also re-read
+// every layoutCheck, in case an announcement was missed.
 func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
 	hub := fanout.New(w.rdb, fanout.Classic, w.deps.log)
 	defer hub.Close()
 	changed, stop := hub.Signal(ctx, w.deps.store.Layout().ControlChannel(), nil)
 	defer stop()
+	tick := time.NewTicker(layoutCheck)
+	defer tick.Stop()
 	var bo backoff.Backoff
 	retry := make(<-chan time.Time) // never fires until a read failed
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			w.followLayout(ctx)
+			continue
 		case <-changed:
 		case <-retry:
 		}
+		w.followLayout(ctx)
 		if w.readPaused(ctx, queues) {
 			bo.Reset()
 			retry = make(<-chan time.Time)

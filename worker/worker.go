@@ -153,7 +153,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	checked := make(chan struct{})
 	go func() { defer close(checked); w.checkSetup(ctx, queues) }()
 	defer func() { <-checked }()
-	// Paused queues start nothing, from the first fetch on (paused.go).
+	// The shard count first (layout.go), then paused queues, which start
+	// nothing from the first fetch on (paused.go).
+	w.followLayout(ctx)
 	w.readPaused(ctx, queues)
 	watched := make(chan struct{})
 	go func() { defer close(watched); w.watchPauses(ctx, queues) }()

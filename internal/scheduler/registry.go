@@ -108,6 +108,11 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		// registers again.
 		err := s.rdb.Set(actx, s.store.Layout().Registered(), s.replica, 0).Err()
 		if err == nil {
+			// The layout record says how many shards there are; the
+			// configured count is only the initial one.
+			err = s.adoptLayout(actx)
+		}
+		if err == nil {
 			err = s.store.RegisterQueues(actx, policies)
 		}
 		if err == nil {

@@ -40,6 +40,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
+	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/periodic"
@@ -56,6 +57,7 @@ type Scheduler struct {
 	waker    *scan.Waker
 	mover    *scan.Mover
 	recovery *recovery.Recoverer
+	migrator *reshard.Migrator
 	loops    []owner.Loop
 	election *election.Manager
 	// firer fires the periodic schedules: the configured ones
@@ -71,6 +73,9 @@ type Scheduler struct {
 	listener  net.Listener
 	// registryEvery is watchRegistry's period (registryCheck).
 	registryEvery time.Duration
+	// warnedShards is set once the configured shard count was reported
+	// as overridden by the layout record (adoptLayout, Run's goroutines).
+	warnedShards atomic.Bool
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
 	starting atomic.Pointer[startState]
@@ -129,10 +134,13 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.schedules = schedules
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.fired.Store(&schedules)
+	s.migrator = reshard.New(s.store, reshard.Config{Logger: log, Metrics: reshard.NewMetrics(s.reg)})
+	s.reg.MustRegister(layoutGauges(s.store)...)
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
 		{Name: "periodic", Run: s.firer.Run},
+		{Name: "reshard", Run: s.migrator.Run},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg
@@ -234,6 +242,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.watchSchedules(wctx)
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.watchLayout(wctx)
 		}()
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
 		stopWatch()

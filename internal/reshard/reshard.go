@@ -1,0 +1,252 @@
+// Package reshard moves tasks between shards while the shard count
+// changes (docs/resharding.md). It is one of a shard owner's loops
+// (internal/owner): while the layout record says a change runs, the owner
+// of each shard of the span scans the shard's task ids and moves those
+// whose shard differs in the new count, in bounded batches of three
+// single-shard steps (shard.Store's Export, Import, Commit), fenced by the
+// owner's epoch. A shard with nothing left to move is recorded done; the
+// last one ends the change. A shard that the new count drops is deleted
+// once empty.
+//
+// Tasks in flight (ready, popped, leased) and tasks due within
+// Config.Margin stay where they are and run there; one that comes back (a
+// retry) is moved by a later pass. The loop idles, with no Redis traffic,
+// while no change runs: it waits for LayoutChanged.
+package reshard
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatch  = 512
+	DefaultMargin = time.Second
+	DefaultRetry  = time.Second
+)
+
+// Config configures a Migrator.
+type Config struct {
+	// Batch bounds the ids of one scan step and one export (default
+	// DefaultBatch).
+	Batch int
+	// Margin: a task due sooner stays in its shard (default
+	// DefaultMargin).
+	Margin time.Duration
+	// Retry is the pause after a failed step, and between passes while
+	// tasks in flight keep a shard from being done (default DefaultRetry).
+	Retry   time.Duration
+	Logger  hclog.Logger
+	Metrics *Metrics
+}
+
+// Migrator runs the migration for each owned shard (Run).
+type Migrator struct {
+	store *shard.Store
+	cfg   Config
+	log   hclog.Logger
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced by LayoutChanged
+}
+
+// New returns a Migrator on store, whose layout (shard.Store.Layout) says
+// whether a change runs; the caller keeps it current and calls
+// LayoutChanged after each change.
+func New(store *shard.Store, cfg Config) *Migrator {
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = DefaultMargin
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = DefaultRetry
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Migrator{store: store, cfg: cfg, log: cfg.Logger.Named("reshard"), changed: make(chan struct{})}
+}
+
+// LayoutChanged wakes every shard's loop to look at the store's layout
+// again.
+func (m *Migrator) LayoutChanged() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *Migrator) changes() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// Run is the owner loop for shard s: it migrates while a change runs and
+// waits otherwise, until ctx ends (nil) or the shard is fenced by a newer
+// owner (an error wrapping shard.ErrStaleEpoch).
+func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
+	log := m.log.With("shard", s.ID, "epoch", s.Epoch)
+	doneGen := int64(-1) // the generation this shard was recorded done for
+	for {
+		changed := m.changes()
+		l := m.store.Layout()
+		var wait <-chan time.Time
+		if l.Migrating() && s.ID < l.Span() && doneGen != l.Gen() {
+			done, err := m.pass(ctx, s, l, log)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, shard.ErrStaleEpoch):
+				return err
+			case err != nil:
+				m.cfg.Metrics.failed()
+				log.Warn("migration step failed; retrying", "error", err)
+				wait = time.After(m.cfg.Retry)
+			case done:
+				ended, err := m.finish(ctx, s, l)
+				if err != nil {
+					m.cfg.Metrics.failed()
+					log.Warn("could not record the shard done; retrying", "error", err)
+					wait = time.After(m.cfg.Retry)
+					break
+				}
+				doneGen = l.Gen()
+				log.Info("shard migrated: nothing left to move", "generation", l.Gen())
+				if ended {
+					log.Info("change of the shard count complete", "generation", l.Gen(), "shards", l.Shards())
+					m.LayoutChanged()
+				}
+			default:
+				wait = time.After(m.cfg.Retry) // tasks in flight stay: look again later
+			}
+			if wait == nil && !done {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-wait:
+		}
+	}
+}
+
+// pass finishes what an earlier owner left in the outbox, then scans the
+// shard once and moves what it can. It reports done when the scan found
+// nothing to move and nothing that stayed (then the shard, if the new
+// count drops it, is empty).
+func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
+	left, err := m.store.Outbox(ctx, s.ID)
+	if err != nil {
+		return false, err
+	}
+	if len(left) > 0 {
+		log.Info("resuming a batch left in the outbox", "tasks", len(left))
+		if err := m.deliver(ctx, s, l, left); err != nil {
+			return false, err
+		}
+	}
+	moved, stayed := 0, 0
+	var cursor uint64
+	for {
+		ids, next, err := m.store.ScanIDs(ctx, s.ID, cursor, m.cfg.Batch)
+		if err != nil {
+			return false, err
+		}
+		var away []string
+		for _, id := range ids {
+			if l.ShardOf(id) != s.ID {
+				away = append(away, id)
+			}
+		}
+		if len(away) > 0 {
+			r, err := m.store.Export(ctx, s.ID, s.Epoch, m.cfg.Margin, away)
+			if err != nil {
+				return false, err
+			}
+			stayed += r.Stayed
+			if err := m.deliver(ctx, s, l, r.Tasks); err != nil {
+				return false, err
+			}
+			moved += len(r.Tasks)
+		}
+		if cursor = next; cursor == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	m.cfg.Metrics.pass(stayed)
+	if moved > 0 || stayed > 0 {
+		log.Debug("migration pass", "moved", moved, "stayed", stayed)
+		return false, ctx.Err()
+	}
+	if s.ID >= l.Shards() {
+		return m.store.ShardEmpty(ctx, s.ID)
+	}
+	return true, nil
+}
+
+// deliver imports exported tasks into their new shards, commits them, and
+// removes the imported copies of those cancelled on their way.
+func (m *Migrator) deliver(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	byShard := make(map[int][]shard.Exported)
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		to := l.ShardOf(t.ID)
+		byShard[to] = append(byShard[to], t)
+		ids[i] = t.ID
+	}
+	for to, ts := range byShard {
+		if _, err := m.store.Import(ctx, to, l.Gen(), ts); err != nil {
+			return err
+		}
+	}
+	cancelled, err := m.store.Commit(ctx, s.ID, s.Epoch, ids)
+	if err != nil {
+		return err
+	}
+	if len(cancelled) > 0 {
+		gone := make(map[string]bool, len(cancelled))
+		for _, id := range cancelled {
+			gone[id] = true
+		}
+		undo := make(map[int][]shard.Exported)
+		for _, t := range tasks {
+			if gone[t.ID] {
+				undo[l.ShardOf(t.ID)] = append(undo[l.ShardOf(t.ID)], t)
+			}
+		}
+		for to, ts := range undo {
+			if err := m.store.Unimport(ctx, to, ts); err != nil {
+				return err
+			}
+		}
+	}
+	m.cfg.Metrics.moved(len(tasks) - len(cancelled))
+	return m.store.AddMoved(ctx, l, len(tasks)-len(cancelled))
+}
+
+// finish records the shard done, first deleting its keys if the new
+// count drops it. It reports whether this ended the change.
+func (m *Migrator) finish(ctx context.Context, s owner.Shard, l shard.Layout) (bool, error) {
+	if s.ID >= l.Shards() {
+		if err := m.store.DropShard(ctx, s.ID); err != nil {
+			return false, err
+		}
+	}
+	return m.store.ShardDone(ctx, l, s.ID)
+}
