@@ -28,11 +28,12 @@ type target struct {
 	arrivals []time.Time
 	late     []time.Duration // receive time - due time, per first delivery
 	first    map[string]time.Time
+	due      map[string]time.Time // the due time of each id's first delivery
 	behave   func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
 }
 
 func newTarget(t *testing.T) *target {
-	tg := &target{count: map[string]int{}, first: map[string]time.Time{}}
+	tg := &target{count: map[string]int{}, first: map[string]time.Time{}, due: map[string]time.Time{}}
 	tg.Server = httptest.NewServer(http.HandlerFunc(tg.serve))
 	t.Cleanup(tg.Close)
 	return tg
@@ -49,6 +50,7 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	tg.count[id]++
 	if tg.count[id] == 1 {
 		tg.first[id] = now
+		tg.due[id] = time.UnixMilli(dueMs)
 		tg.late = append(tg.late, now.Sub(time.UnixMilli(dueMs)))
 	}
 	behave := tg.behave

@@ -100,9 +100,12 @@ func (p QueuePolicy) encode() string {
 // so that enqueues to them are accepted. Queues already registered and
 // absent from policies are left alone: tasks may still reference them.
 func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePolicy) error {
-	marker := markerValue(s.Layout())
+	// The shards new tasks go to: while the count shrinks, the shards
+	// being emptied keep what they had and are deleted at the end.
+	l := s.Layout()
+	marker := markerValue(l)
 	pipe := s.rdb.Pipeline()
-	for sh := 0; sh < s.Layout().Span(); sh++ {
+	for sh := 0; sh < l.Shards(); sh++ {
 		vals := make([]any, 0, 2*len(policies))
 		for q, p := range policies {
 			if !ValidQueue(q) {
@@ -159,7 +162,7 @@ func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
 		return err
 	}
 	pipe := s.rdb.Pipeline()
-	for sh := 0; sh < s.Layout().Span(); sh++ {
+	for sh := 0; sh < s.Layout().Shards(); sh++ {
 		if f.Bucket == 0 {
 			pipe.HDel(ctx, s.l.Queues(sh), farField)
 		} else {
@@ -198,13 +201,14 @@ type Registration struct {
 // pipelined round trip).
 func (s *Store) Registration(ctx context.Context, queues []string) (Registration, error) {
 	pipe := s.rdb.Pipeline()
-	policies := make([][]*redis.StringCmd, s.Layout().Span())
-	for sh := range s.Layout().Span() {
+	l := s.Layout()
+	policies := make([][]*redis.StringCmd, l.Shards())
+	for sh := range l.Shards() {
 		for _, q := range queues {
 			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.l.Queues(sh), q))
 		}
 	}
-	beyond := pipe.Exists(ctx, s.l.Queues(s.Layout().Span()))
+	beyond := pipe.Exists(ctx, s.l.Queues(l.Span()))
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return Registration{}, fmt.Errorf("shard: registration: %w", err)
 	}
