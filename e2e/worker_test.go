@@ -28,7 +28,7 @@ type target struct {
 	arrivals []time.Time
 	late     []time.Duration // receive time - due time, per first delivery
 	first    map[string]time.Time
-	due      map[string]time.Time // the due time of each id's first delivery
+	due      map[string]time.Time                                                      // the due time of each id's first delivery
 	behave   func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
 }
 
