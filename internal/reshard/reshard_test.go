@@ -1,0 +1,206 @@
+package reshard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/reshard"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
+
+// waitStable waits until the layout record is stable at generation gen.
+func waitStable(t *testing.T, e *shardtest.Env, gen int64) shard.LayoutRecord {
+	t.Helper()
+	var rec shard.LayoutRecord
+	testenv.WaitFor(t, 20*time.Second, fmt.Sprintf("generation %d stable", gen), func() (bool, string) {
+		var err error
+		rec, err = e.Store.ReadLayout(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		return rec.Gen == gen && rec.State == shard.LayoutStable, fmt.Sprintf("%+v", rec)
+	})
+	return rec
+}
+
+// checkPlaced fails unless every id is stored in its shard of n, in
+// state want.
+func checkPlaced(t *testing.T, e *shardtest.Env, n int, want string, ids ...string) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 10*time.Second)
+	for _, id := range ids {
+		if !e.RDB.HExists(ctx, e.Layout().Tasks(shardOf(id, n)), id).Val() {
+			t.Errorf("%s is not in its shard %d of %d", id, shardOf(id, n), n)
+		}
+		if s := e.State(id); s != want {
+			t.Errorf("%s is %q, want %q", id, s, want)
+		}
+	}
+}
+
+// TestGrowThenShrinkMovesEveryTask: 2 -> 5 -> 3 shards with the owner
+// loops of every shard running: scheduled and dead tasks end in their
+// shard of the new count, as they were; the dropped shards are deleted.
+func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{})
+	ctx := testenv.Ctx(t, time.Minute)
+	var later []string
+	for i := range 300 {
+		later = append(later, fmt.Sprintf("later-%d", i))
+	}
+	e.Schedule(shardtest.Queue, time.Hour, later...)
+	dead := e.Dead(shardtest.Queue, "dead-", 20)
+
+	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Batch: 64})
+	if _, err := e.Store.BeginResize(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	rec := waitStable(t, e, 1)
+	checkPlaced(t, e, 5, "scheduled", later...)
+	checkPlaced(t, e, 5, "dead", dead...)
+	if rec.Moved == 0 {
+		t.Error("the record counts no task moved")
+	}
+
+	if _, err := e.Store.BeginResize(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 2)
+	checkPlaced(t, e, 3, "scheduled", later...)
+	checkPlaced(t, e, 3, "dead", dead...)
+	for sh := 3; sh < 5; sh++ {
+		l := e.Layout()
+		for _, k := range []string{l.Tasks(sh), l.Delayed(sh), l.Dead(sh), l.Queues(sh), l.Counts(sh)} {
+			if e.RDB.Exists(ctx, k).Val() != 0 {
+				t.Errorf("dropped shard %d still has %s", sh, k)
+			}
+		}
+		if e.RDB.Exists(ctx, l.Marker(sh)).Val() != 1 {
+			t.Errorf("dropped shard %d lost its layout marker", sh)
+		}
+	}
+}
+
+// TestResumesABatchLeftInTheOutbox: an owner exported a batch and died
+// before importing it. Its tasks stay visible (lookup, dedupe) in the
+// outbox, the next owner (a newer epoch) imports and commits them, and
+// the dead owner's epoch is refused.
+func TestResumesABatchLeftInTheOutbox(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{})
+	ctx := testenv.Ctx(t, time.Minute)
+	ids := e.IDsIn(0, 200, "t-")
+	e.Schedule(shardtest.Queue, time.Hour, ids...)
+	l, err := e.Store.BeginResize(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var away []string
+	for _, id := range ids {
+		if l.ShardOf(id) != 0 {
+			away = append(away, id)
+		}
+	}
+	r, err := e.Store.Export(ctx, 0, shardtest.Epoch, time.Second, away)
+	if err != nil || len(r.Tasks) != len(away) {
+		t.Fatalf("export: %d of %d, %v", len(r.Tasks), len(away), err)
+	}
+	// In the outbox: still found, still a duplicate.
+	if s := e.State(away[0]); s != "scheduled" {
+		t.Fatalf("%s in the outbox looks %q, want scheduled", away[0], s)
+	}
+	if res := e.Store.Enqueue(ctx, shard.EnqueueArgs{ID: away[0], Queue: shardtest.Queue, MaxRetries: -1}); !errors.Is(res.Err, shard.ErrDuplicate) {
+		t.Fatalf("enqueue of %s in the outbox: %v, want a duplicate", away[0], res.Err)
+	}
+
+	// The next owner of every shard: epoch 2.
+	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errs := make(chan error, 4)
+		for sh := range 4 {
+			go func() { errs <- m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch + 1}) }()
+		}
+		for range 4 {
+			<-errs
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	waitStable(t, e, 1)
+	checkPlaced(t, e, 4, "scheduled", ids...)
+	if n := e.RDB.HLen(ctx, e.Layout().Outbox(0)).Val(); n != 0 {
+		t.Errorf("outbox of shard 0 still holds %d entries", n)
+	}
+	if _, err := e.Store.Export(ctx, 0, shardtest.Epoch, time.Second, ids); !errors.Is(err, shard.ErrStaleEpoch) {
+		t.Errorf("export with the dead owner's epoch: %v, want ErrStaleEpoch", err)
+	}
+}
+
+// TestTasksInFlightKeepTheChangeOpen: a task leased in a shard it no
+// longer belongs to stays there; the change ends only once it is
+// settled.
+func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	ds := e.Popped(shardtest.Queue, "busy-", 8)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var moving []shard.Delivery
+	for _, d := range ds {
+		if shardOf(d.Task.ID, 2) != 0 {
+			moving = append(moving, d)
+		}
+	}
+	if len(moving) == 0 {
+		t.Fatal("no popped task changes shard; pick other ids")
+	}
+	reg := prometheus.NewRegistry()
+	m := reshard.New(e.Store, reshard.Config{Retry: 20 * time.Millisecond, Metrics: reshard.NewMetrics(reg)})
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	// Ten passes of each shard while the popped tasks are in flight: the
+	// change must not end, and the tasks must stay in shard 0.
+	testenv.WaitFor(t, 10*time.Second, "20 passes", func() (bool, string) {
+		fams, err := reg.Gather()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range fams {
+			if f.GetName() == "hourglass_reshard_passes_total" {
+				n := f.GetMetric()[0].GetCounter().GetValue()
+				return n >= 20, fmt.Sprint(n, " passes")
+			}
+		}
+		return false, "no passes metric"
+	})
+	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutMigrating {
+		t.Fatalf("record %+v, %v while tasks are in flight; want migrating", rec, err)
+	}
+	for _, d := range moving {
+		if !e.RDB.HExists(ctx, e.Layout().Tasks(0), d.Task.ID).Val() {
+			t.Fatalf("in-flight %s left shard 0", d.Task.ID)
+		}
+	}
+	for _, d := range ds {
+		if err := e.Store.Ack(ctx, d.AckArgs(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStable(t, e, 1)
+}
