@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -151,6 +152,15 @@ func testReshard(t *testing.T, opts ...clusterOption) {
 		return false
 	})
 	args := workerArgs(tg.URL, 30*time.Second, 128)
+	// Periodic schedules every second, whose homes move with the changes.
+	sargs := slices.Clone(args)
+	var ticks []string
+	for i := range 6 {
+		name := fmt.Sprintf("tick-%d", i)
+		ticks = append(ticks, name)
+		sargs = append(sargs, periodicArgs(name, "queue", "default", "interval", "1s", "catch_up", "all", "catch_up_window", "1m")...)
+	}
+	args = sargs
 	scheds := []*sched{c.start("s-1", args...), c.start("s-2", args...), c.start("s-3", args...)}
 	testenv.WaitFor(t, 20*time.Second, "3 replicas own the 16 shards", func() (bool, string) { return c.settled("s-1", "s-2", "s-3") })
 	c.startWorker("w-1", args...)
@@ -296,6 +306,30 @@ func testReshard(t *testing.T, opts ...clusterOption) {
 			}
 		}
 	}
+
+	// Every occurrence of every schedule once, across both changes.
+	time.Sleep(2 * time.Second) // the last occurrences fired are delivered (load, not a condition)
+	occurrences := 0
+	for _, name := range ticks {
+		occ := tg.occurrences(name)
+		ks := sortedKeys(occ)
+		if len(ks) < 10 {
+			t.Errorf("schedule %s: %d occurrences delivered", name, len(ks))
+			continue
+		}
+		for _, ms := range ks {
+			if len(occ[ms]) > 1 {
+				t.Errorf("schedule %s: occurrence %d delivered as %d tasks: %v", name, ms, len(occ[ms]), occ[ms])
+			}
+		}
+		for ms := ks[0]; ms <= ks[len(ks)-1]; ms += 1000 {
+			if _, ok := occ[ms]; !ok {
+				t.Errorf("schedule %s: occurrence %d never delivered", name, ms)
+			}
+		}
+		occurrences += len(ks)
+	}
+	t.Logf("%d periodic schedules, %d occurrences across both changes: each delivered once", len(ticks), occurrences)
 
 	resumed := 0
 	for _, s := range scheds {

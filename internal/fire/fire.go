@@ -73,12 +73,21 @@ type Firer struct {
 	now   func() time.Time
 
 	mu      sync.Mutex
+	all     []*periodic.Compiled
 	byShard map[int][]*periodic.Compiled
 	reload  map[int]chan struct{} // of each running shard loop
 }
 
 // errReload ends a shard's pass when its schedules changed.
 var errReload = errors.New("fire: the schedules changed")
+
+// errNotHandedOver ends a shard's pass while a schedule whose home it
+// became has not been handed over by its old home yet (HandOff).
+var errNotHandedOver = errors.New("fire: a schedule is not handed over yet")
+
+// handOverWait is how often a new home looks again whether its schedules
+// were handed over.
+const handOverWait = 200 * time.Millisecond
 
 // New returns a Firer for the schedules of cfg on store's layout.
 func New(store *shard.Store, cfg Config) *Firer {
@@ -98,14 +107,19 @@ func New(store *shard.Store, cfg Config) *Firer {
 // SetSchedules replaces the schedules fired (the configured ones and
 // those registered at run time); the loops of the shards whose schedules
 // changed start over from the state in Redis, so nothing fires twice.
+//
+// A schedule's home is its shard in the store's layout: after a change
+// of the shard count, call SetSchedules again.
 func (f *Firer) SetSchedules(ss []*periodic.Compiled) {
 	by := map[int][]*periodic.Compiled{}
+	l := f.store.Layout()
 	for _, c := range ss {
-		h := f.store.Layout().HomeShard(c.Name)
+		h := l.HomeShard(c.Name)
 		by[h] = append(by[h], c)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.all = ss
 	for sh, ch := range f.reload {
 		if !same(f.byShard[sh], by[sh]) {
 			select {
@@ -160,6 +174,14 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 			return err
 		case errors.Is(err, errReload):
 			continue
+		case errors.Is(err, errNotHandedOver):
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-reload:
+			case <-time.After(handOverWait):
+			}
+			continue
 		}
 		f.met.errors.Inc()
 		f.log.Warn("firing failed; retrying from the state in Redis", "shard", s.ID, "error", err)
@@ -189,6 +211,9 @@ func (st *state) fireAt() time.Time {
 // run reads the schedules' state, catches up, then fires until ctx ends
 // or a call fails.
 func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff, reload <-chan struct{}) error {
+	if err := f.takeOver(ctx, s, mine); err != nil {
+		return err
+	}
 	recorded, err := f.store.PeriodicState(ctx, s.ID)
 	if err != nil {
 		return err
@@ -341,6 +366,10 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 		f.log.Error("an occurrence's task was refused; the occurrence is skipped", "schedule", c.Name, "occurrence", occ, "error", r.Enqueue.Err)
 	case shard.AlreadyFired:
 		// Another owner (before a hand-over) recorded it: nothing to do.
+	case shard.HandedOver:
+		// Its home changed with the shard count; the reload that follows
+		// the new layout drops it from this shard.
+		f.log.Debug("schedule handed over to its new home shard", "schedule", c.Name, "shard", s.ID)
 	}
 	return nil
 }

@@ -43,7 +43,11 @@ type Config struct {
 	Margin time.Duration
 	// Retry is the pause after a failed step, and between passes while
 	// tasks in flight keep a shard from being done (default DefaultRetry).
-	Retry   time.Duration
+	Retry time.Duration
+	// HandOff, if set, is called at the start of every pass: the periodic
+	// schedules whose home leaves the shard are handed over
+	// (fire.Firer.HandOff), so a shard is done only once they are.
+	HandOff func(ctx context.Context, s owner.Shard, l shard.Layout) error
 	Logger  hclog.Logger
 	Metrics *Metrics
 }
@@ -148,6 +152,11 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 // nothing to move and nothing that stayed (then the shard, if the new
 // count drops it, is empty).
 func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
+	if m.cfg.HandOff != nil {
+		if err := m.cfg.HandOff(ctx, s, l); err != nil {
+			return false, err
+		}
+	}
 	left, err := m.store.Outbox(ctx, s.ID)
 	if err != nil {
 		return false, err

@@ -35,6 +35,8 @@ func (s *Scheduler) adoptLayout(ctx context.Context) error {
 		s.log.Info("layout", "generation", l.Gen(), "shards", l.Shards(), "from", l.From(), "migrating", l.Migrating())
 	}
 	s.election.SetShards(l.Span())
+	// Schedules' homes follow the shard count (fire's handover.go).
+	s.firer.SetSchedules(s.firedSchedules())
 	s.migrator.LayoutChanged()
 	return nil
 }

@@ -52,6 +52,9 @@ const (
 	// Refused: the enqueue was refused (Err says why: an unknown queue, a
 	// payload too large); the occurrence is recorded all the same.
 	Refused
+	// HandedOver: the schedule's home is another shard now (the shard
+	// count changed, HandOff); nothing was recorded.
+	HandedOver
 )
 
 // FireArgs describe one occurrence of a periodic schedule.
@@ -118,6 +121,8 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 		return FireResult{Outcome: SkippedOverlap, Last: occ}, nil
 	case 7:
 		return FireResult{Outcome: SkippedPaused, Last: occ}, nil
+	case 8:
+		return FireResult{Outcome: HandedOver}, nil
 	}
 	r := parseEnqueue(a.Task, v)
 	switch {
@@ -137,6 +142,65 @@ type ScheduleState struct {
 	// LastTask is the id of the last task the schedule enqueued ("":
 	// none), which overlap skip waits for.
 	LastTask string
+	// Moved is set once the schedule was handed over to another home
+	// shard (HandOff): this shard no longer fires it.
+	Moved bool
+}
+
+// HandOff marks the schedules names of shard sh as handed over to their
+// new home (handoff.lua; fire.lua refuses them here from then on) and
+// returns what sh recorded of each. Fenced by epoch: ErrStaleEpoch.
+func (s *Store) HandOff(ctx context.Context, sh int, epoch int64, names []string) (map[string]ScheduleState, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 1+len(names))
+	args = append(args, epoch)
+	for _, n := range names {
+		args = append(args, n)
+	}
+	v, err := handoffScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh)}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("shard: hand schedules over from shard %d: %w", sh, err)
+	}
+	if code, _ := v[0].(int64); code == -10 {
+		return nil, fmt.Errorf("%w: hand over from shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	}
+	if len(v) != 1+2*len(names) {
+		return nil, fmt.Errorf("shard: hand over from shard %d: %d values for %d schedules", sh, len(v)-1, len(names))
+	}
+	out := make(map[string]ScheduleState, len(names))
+	for i, n := range names {
+		last, _ := v[1+2*i].(string)
+		task, _ := v[2+2*i].(string)
+		st := ScheduleState{LastTask: task, Moved: true}
+		if ms, err := strconv.ParseInt(last, 10, 64); err == nil && ms > 0 {
+			st.Last = time.UnixMilli(ms)
+		}
+		out[n] = st
+	}
+	return out, nil
+}
+
+// Adopt takes handed-over schedules into their new home, shard sh: each
+// one's last occurrence becomes the given one if that is later than what
+// sh records (adopt.lua).
+func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleState) error {
+	if len(states) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3*len(states))
+	for n, st := range states {
+		var ms int64
+		if !st.Last.IsZero() {
+			ms = st.Last.UnixMilli()
+		}
+		args = append(args, n, ms, st.LastTask)
+	}
+	if err := adoptScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh)}, args...).Err(); err != nil {
+		return fmt.Errorf("shard: adopt schedules in shard %d: %w", sh, err)
+	}
+	return nil
 }
 
 // PeriodicState returns what shard sh records of each schedule whose
@@ -152,8 +216,11 @@ func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleS
 		st := out[name]
 		if task {
 			st.LastTask = v
-		} else if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			st.Last = time.UnixMilli(ms)
+		} else {
+			v, st.Moved = strings.CutPrefix(v, "moved:")
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+				st.Last = time.UnixMilli(ms)
+			}
 		}
 		out[name] = st
 	}

@@ -188,12 +188,14 @@ func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
 
 // DropShard deletes the keys of shard sh, which a shrink left without
 // tasks (ShardEmpty): everything but its layout marker, which keeps
-// redirecting producers on an old layout, and its epoch.
+// redirecting producers on an old layout, its epoch, and its periodic
+// schedules' hand-over marks (HandOff), which their new homes read until
+// the change ends.
 func (s *Store) DropShard(ctx context.Context, sh int) error {
 	keys := []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh),
 		s.l.Counts(sh), s.l.Outbox(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Queues(sh), s.l.Stats(sh),
-		s.l.Periodic(sh), s.l.ReadyQueues(sh),
+		s.l.ReadyQueues(sh),
 	}
 	buckets, err := s.rdb.ZRange(ctx, s.l.Far(sh), 0, -1).Result()
 	if err != nil {

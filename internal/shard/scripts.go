@@ -55,6 +55,8 @@ var (
 	importScript    = newScript("import.lua", true)
 	commitScript    = newScript("commit.lua", true)
 	unimportScript  = newScript("unimport.lua", true)
+	handoffScript   = newScript("handoff.lua", true)
+	adoptScript     = newScript("adopt.lua", false)
 	// fireScript is fire.lua (with the lib helpers it uses) with
 	// enqueue.lua's text in its enqueue function: the occurrence is
 	// recorded and its task enqueued in one atomic call.

@@ -34,6 +34,8 @@
 --   { 6, occurrence, id}  skipped: the schedule's last task, id, is still
 --                         stored (recorded as the last)
 --   { 7, occurrence, ""}  skipped: paused (recorded as the last)
+--   { 8, 0, ""}           the schedule was handed over to another home
+--                         shard (handoff.lua): nothing changed
 --   {-10, stored, ""}     ARGV[10] is older than the stored epoch
 local ok, stored = fence(KEYS[7], KEYS[8], ARGV[10])
 if not ok then
@@ -41,6 +43,9 @@ if not ok then
 end
 local name, occ, mode, task_id = ARGV[8], ARGV[9], ARGV[11], ARGV[2]
 local last = redis.call("HGET", KEYS[6], name)
+if last and string.sub(last, 1, 6) == "moved:" then
+  return {8, 0, ""}
+end
 if last and tonumber(occ) <= tonumber(last) then
   return {5, tonumber(last), ""}
 end

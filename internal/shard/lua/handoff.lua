@@ -1,0 +1,34 @@
+-- handoff.lua: hand periodic schedules over to their new home shard
+-- while the shard count changes (docs/resharding.md, "Periodic
+-- schedules"). Run by the old home's owner, fenced by its epoch. Each
+-- schedule's last occurrence is marked "moved:<ms>": from then on
+-- fire.lua refuses to fire it here (code 8), so an owner that has not
+-- seen the new layout yet cannot fire an occurrence the new home fires
+-- too. The new home takes the value over (adopt.lua). Idempotent.
+--
+-- KEYS[1] periodic HASH  schedule name -> last occurrence (unix ms), or
+--                        "moved:<ms>" once handed over; "<name>|task" ->
+--                        the id of the last task it enqueued
+-- KEYS[2] epoch    STRING fencing epoch of the shard's owner
+-- KEYS[3] stats    HASH  counters (stale_epoch)
+-- ARGV[1] caller's epoch
+-- ARGV[2..] schedule names
+--
+-- Returns {code, then per name: last occurrence ms ("0": none), last
+-- task id ("": none)}; code -10 when ARGV[1] is older than the stored
+-- epoch (nothing written).
+local ok, stored = fence(KEYS[2], KEYS[3], ARGV[1])
+if not ok then return {-10, stored} end
+local out = {1}
+for i = 2, #ARGV do
+  local name = ARGV[i]
+  local v = redis.call("HGET", KEYS[1], name) or "0"
+  local last = string.match(v, "^moved:(%d+)$")
+  if not last then
+    last = string.match(v, "^%d+$") or "0"
+    redis.call("HSET", KEYS[1], name, "moved:" .. last)
+  end
+  out[#out + 1] = last
+  out[#out + 1] = redis.call("HGET", KEYS[1], name .. "|task") or ""
+end
+return out
