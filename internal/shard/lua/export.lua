@@ -76,7 +76,12 @@ for i = 4, #ARGV do
       elseif not redis.call("ZSCORE", ARGV[3] .. q, id) then
         -- In no set and no pending set: in the far tier. Its bucket
         -- entry stays; the promotion drops it, the data being gone.
-        kind, score = "f", 0
+        -- Its due time is in its data: due within the margin, it stays
+        -- as a task of the delayed set does.
+        local t = decode(blob)
+        if not t or t.due >= now + margin then
+          kind, score = "f", 0
+        end
       end
     end
     if kind then
