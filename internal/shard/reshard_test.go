@@ -1,18 +1,13 @@
 package shard
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
@@ -21,84 +16,6 @@ import (
 // record and the shards' markers, the redirect of producers on an older
 // generation, and the scan that lists a shard's tasks. The migration's
 // steps are tested in reshard_move_test.go.
-
-// newSizedStore starts a Redis and returns a store of namespace "rs" with
-// n shards and the queues "default" and "mail" registered (as
-// newTestStore does for 4 shards).
-func newSizedStore(t *testing.T, n int) (*Store, *redis.Client) {
-	t.Helper()
-	rdb := testenv.StartRedis(t).Client(t)
-	return sizedStoreOn(t, rdb, n), rdb
-}
-
-// sizedStoreOn returns a store of namespace "rs" with n shards on rdb and
-// registers the queues "default" and "mail" in its shards.
-func sizedStoreOn(t *testing.T, rdb redis.UniversalClient, n int) *Store {
-	t.Helper()
-	l, err := NewLayout("rs", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(rdb, l)
-	if err := s.RegisterQueues(context.Background(), map[string]QueuePolicy{
-		"default": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
-		"mail":    {MaxRetries: 7, Timeout: 5 * time.Second, MaxPayload: 1024},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// shardOfN is the shard of id among n shards, computed here as producers
-// in other languages do (crc32 IEEE modulo n), not by Layout.
-func shardOfN(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
-
-// movingIDs returns the first count ids "<prefix><i>" of shard sh among
-// from shards whose shard among to shards is another one: the tasks a
-// change from -> to moves out of sh.
-func movingIDs(from, to, sh int, prefix string, count int) []string {
-	var out []string
-	for i := 0; len(out) < count; i++ {
-		if id := prefix + strconv.Itoa(i); shardOfN(id, from) == sh && shardOfN(id, to) != sh {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// markers returns the layout markers of shards 0..n-1 ("" for none).
-func markers(t *testing.T, ctx context.Context, rdb redis.UniversalClient, l Layout, n int) []string {
-	t.Helper()
-	out := make([]string, n)
-	for sh := range out {
-		v, err := rdb.Get(ctx, l.Marker(sh)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatal(err)
-		}
-		out[sh] = v
-	}
-	return out
-}
-
-// wantMarkers fails the test unless every one of shards 0..n-1 has the
-// marker want.
-func wantMarkers(t *testing.T, ctx context.Context, rdb redis.UniversalClient, l Layout, n int, want string) {
-	t.Helper()
-	for sh, m := range markers(t, ctx, rdb, l, n) {
-		if m != want {
-			t.Fatalf("marker of shard %d is %q, want %q", sh, m, want)
-		}
-	}
-}
-
-// wantLayout fails the test unless l is generation gen with shards and
-// from.
-func wantLayout(t *testing.T, what string, l Layout, gen int64, shards, from int) {
-	t.Helper()
-	if l.Gen() != gen || l.Shards() != shards || l.From() != from {
-		t.Fatalf("%s: generation %d, %d shards from %d; want %d, %d from %d", what, l.Gen(), l.Shards(), l.From(), gen, shards, from)
-	}
-}
 
 // TestLayoutRecordLifecycle follows a change of the shard count from 16
 // to 32 through the layout record and the markers: begun (record
