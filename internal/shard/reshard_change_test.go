@@ -155,3 +155,67 @@ func TestTaskOnItsWayDuringResize(t *testing.T) {
 		t.Fatalf("a new task is in %v of its new shard", p)
 	}
 }
+
+// TestReshardOnCluster: the migration's steps on a Redis Cluster, from a
+// shard to one whose slot is on another node: each step is a script on
+// one shard, so none spans two nodes.
+func TestReshardOnCluster(t *testing.T) {
+	t.Parallel()
+	rc := testenv.StartRedisCluster(t, 3, 0)
+	cc := rc.Client(t)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	s := sizedStoreOn(t, cc, 8)
+	l := s.Layout()
+	old := -1
+	for sh := range 8 { // 8 -> 16: shard sh's tasks that move go to sh+8
+		if rc.NodeForSlot(testenv.KeySlot(l.Tag(sh))) != rc.NodeForSlot(testenv.KeySlot(l.Tag(sh+8))) {
+			old = sh
+			break
+		}
+	}
+	if old < 0 {
+		t.Fatal("every shard's slot is on the node of its new shard's slot")
+	}
+	ids := movingIDs(8, 16, old, "cl", 7)
+	kinds := map[string]string{}
+	for i, k := range []string{kSched, kSoon, kRetry, kDead, kReady, kLeased, kFar} {
+		kinds[ids[i]] = k
+	}
+	seedKinds(t, ctx, s, cc, old, kinds)
+	before := lookupAll(t, ctx, s, ids)
+	if _, err := s.BeginResize(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	l = s.Layout()
+	wantMarkers(t, ctx, cc, l, 16, "1|16|8")
+
+	var scanned []string
+	for cursor := uint64(0); ; {
+		batch, next, err := s.ScanIDs(ctx, old, cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scanned = append(scanned, batch...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(scanned)
+	if want := slices.Sorted(slices.Values(ids)); !slices.Equal(slices.Compact(scanned), want) {
+		t.Fatalf("scanned %v, want %v", scanned, want)
+	}
+	res, err := s.Export(ctx, old, rsEpoch, time.Minute, scanned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tasks) != 4 || res.Stayed != 3 {
+		t.Fatalf("export: %d exported, %d stayed; want 4 and 3", len(res.Tasks), res.Stayed)
+	}
+	if n := importAll(t, ctx, s, l, res.Tasks); n != 4 {
+		t.Fatalf("imported %d, want 4", n)
+	}
+	if c, err := s.Commit(ctx, old, rsEpoch, exportedIDs(res.Tasks)); err != nil || len(c) != 0 {
+		t.Fatalf("commit: %v, %v", c, err)
+	}
+	checkMoved(t, ctx, s, cc, old, kinds, before)
+}
