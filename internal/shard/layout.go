@@ -238,7 +238,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 			}
 		}
 	}
-	if err := s.writeMarkers(ctx, next); err != nil {
+	if err := s.writeMarkers(ctx, next, next.Span()); err != nil {
 		return Layout{}, err
 	}
 	if _, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "start", gen).Int64Slice(); err != nil {
@@ -249,11 +249,11 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	return next, nil
 }
 
-// writeMarkers sets the marker of every shard of l's span to l.
-func (s *Store) writeMarkers(ctx context.Context, l Layout) error {
+// writeMarkers sets the marker of shards 0..n-1 to l.
+func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 	v := markerValue(l)
 	pipe := s.rdb.Pipeline()
-	for sh := 0; sh < l.Span(); sh++ {
+	for sh := 0; sh < n; sh++ {
 		pipe.Set(ctx, s.l.Marker(sh), v, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -285,7 +285,9 @@ func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, er
 		return true, err
 	}
 	s.SetLayout(stable)
-	err = s.writeMarkers(ctx, stable)
+	// The dropped shards' markers too: they keep redirecting producers
+	// on an old count, to the stable layout.
+	err = s.writeMarkers(ctx, stable, l.Span())
 	s.announceLayout(ctx, l.gen)
 	return true, err
 }
