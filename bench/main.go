@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic"}
+var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic", "reshard"}
 
 func main() {
 	os.Exit(run())
@@ -146,6 +146,7 @@ func run() int {
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })
 	step("periodic", func() { rep.Scenarios = append(rep.Scenarios, runPeriodic(ctx, o, logf)) })
+	step("reshard", func() { rep.Scenarios = append(rep.Scenarios, runReshard(ctx, logf)) })
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no results written")
 		return 1

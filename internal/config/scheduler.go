@@ -5,6 +5,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
+	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -53,6 +54,10 @@ type SchedulerConfig struct {
 	// per task at steady rates. 0 (the default) moves tasks when due. See
 	// docs/operations.md for what it changes (cancel, rate limits).
 	Prefetch time.Duration `koanf:"prefetch"`
+	// ReshardRate bounds the tasks this replica moves per second while the
+	// shard count changes (docs/resharding.md), 0 for no bound, at most
+	// 1000000. Default 5000: a change then costs the load little latency.
+	ReshardRate int `koanf:"reshard_rate"`
 }
 
 // The scheduler's defaults and limits are the libraries': election (the
@@ -67,6 +72,7 @@ func defaultScheduler() SchedulerConfig {
 		IdleRecheck:   recovery.DefaultIdleRecheck,
 		FarBucket:     shard.DefaultFarBucket,
 		FarLead:       shard.DefaultFarLead,
+		ReshardRate:   reshard.DefaultRate,
 	}
 }
 
@@ -90,6 +96,7 @@ func (v *validator) scheduler(s SchedulerConfig) {
 		minFarLead = shard.MinFarLead
 	}
 	v.durationRange("scheduler.far_lead", s.FarLead, minFarLead, 0)
+	v.intRange("scheduler.reshard_rate", int64(s.ReshardRate), 0, reshard.MaxRate)
 	v.durationRange("scheduler.prefetch", s.Prefetch, 0, shard.MaxPrefetch)
 	if p := s.Prefetch; p%time.Millisecond != 0 {
 		// Due times are whole milliseconds; refuse rather than truncate.
@@ -102,6 +109,12 @@ func (v *validator) scheduler(s SchedulerConfig) {
 func (c *Config) ForMover() scan.Config {
 	s := c.Scheduler
 	return scan.Config{Limit: s.ScanLimit, SafetyRecheck: s.SafetyRecheck, Prefetch: s.Prefetch}
+}
+
+// ForReshard returns the migration's settings (Logger, Metrics and
+// HandOff are the caller's to set).
+func (c *Config) ForReshard() reshard.Config {
+	return reshard.Config{Rate: c.Scheduler.ReshardRate}
 }
 
 // ForRecovery returns the recovery loop's settings, the dead-letter

@@ -26,11 +26,16 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Defaults of Config.
+// Defaults and limits of Config.
 const (
 	DefaultBatch  = 512
 	DefaultMargin = time.Second
 	DefaultRetry  = time.Second
+	// DefaultRate is Config.Rate's default for the scheduler binary
+	// (scheduler.reshard_rate); the zero Config has no bound.
+	DefaultRate = 5000
+	// MaxRate is the largest Config.Rate.
+	MaxRate = 1_000_000
 )
 
 // Config configures a Migrator.
@@ -44,6 +49,10 @@ type Config struct {
 	// Retry is the pause after a failed step, and between passes while
 	// tasks in flight keep a shard from being done (default DefaultRetry).
 	Retry time.Duration
+	// Rate bounds the tasks moved per second, by all of this Migrator's
+	// shards together; 0: no bound. A batch of n tasks waits n/Rate
+	// before the next one starts.
+	Rate int
 	// HandOff, if set, is called at the start of every pass: the periodic
 	// schedules whose home leaves the shard are handed over
 	// (fire.Firer.HandOff), so a shard is done only once they are.
@@ -60,6 +69,7 @@ type Migrator struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced by LayoutChanged
+	next    time.Time     // when the rate allows the next batch (Rate)
 }
 
 // New returns a Migrator on store, whose layout (shard.Store.Layout) says
@@ -181,6 +191,9 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 			}
 		}
 		if len(away) > 0 {
+			if !m.pace(ctx, len(away)) {
+				return false, ctx.Err()
+			}
 			r, err := m.store.Export(ctx, s.ID, s.Epoch, m.cfg.Margin, away)
 			if err != nil {
 				return false, err
@@ -204,6 +217,32 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 		return m.store.ShardEmpty(ctx, s.ID)
 	}
 	return true, nil
+}
+
+// pace waits until the rate allows a batch of n tasks, reserving it; it
+// returns false if ctx ended first. The shards' loops share the budget.
+func (m *Migrator) pace(ctx context.Context, n int) bool {
+	if m.cfg.Rate <= 0 {
+		return true
+	}
+	m.mu.Lock()
+	now := time.Now()
+	start := now
+	if m.next.After(now) {
+		start = m.next
+	}
+	m.next = start.Add(time.Duration(n) * time.Second / time.Duration(m.cfg.Rate))
+	m.mu.Unlock()
+	if start.After(now) {
+		t := time.NewTimer(start.Sub(now))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // deliver imports exported tasks into their new shards, commits them, and

@@ -134,7 +134,9 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.schedules = schedules
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.fired.Store(&schedules)
-	s.migrator = reshard.New(s.store, reshard.Config{Logger: log, Metrics: reshard.NewMetrics(s.reg), HandOff: s.firer.HandOff})
+	rsc := cfg.ForReshard()
+	rsc.Logger, rsc.Metrics, rsc.HandOff = log, reshard.NewMetrics(s.reg), s.firer.HandOff
+	s.migrator = reshard.New(s.store, rsc)
 	s.reg.MustRegister(layoutGauges(s.store)...)
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
