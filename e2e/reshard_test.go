@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -174,7 +175,9 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 		ticks = append(ticks, name)
 		sargs = append(sargs, periodicArgs(name, "queue", "default", "interval", "1s", "catch_up", "all", "catch_up_window", "1m")...)
 	}
-	args = sargs
+	// A slow migration, so that the SIGKILL below lands in the middle of
+	// one.
+	args = append(sargs, "-set", "scheduler.reshard_rate=1000")
 	scheds := []*sched{c.start("s-1", args...), c.start("s-2", args...), c.start("s-3", args...)}
 	testenv.WaitFor(t, 20*time.Second, "3 replicas own the 16 shards", func() (bool, string) { return c.settled("s-1", "s-2", "s-3") })
 	c.startWorker("w-1", args...)
@@ -184,17 +187,23 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 	// Before: tasks hours ahead (the far tier), dead letters, and ids to
 	// check dedupe, cancel and lookup on.
 	var far, dead []client.Task
-	for i := range 300 {
-		far = append(far, client.Task{ID: fmt.Sprintf("far-%d", i), Queue: "default", Payload: []byte("far"),
-			At: time.Now().Add(2*time.Hour + time.Duration(i)*time.Second)})
+	later := func(prefix string, n int) []client.Task {
+		var ts []client.Task
+		for i := range n {
+			ts = append(ts, client.Task{ID: fmt.Sprintf("%s%d", prefix, i), Queue: "default", Payload: []byte(prefix),
+				At: time.Now().Add(2*time.Hour + time.Duration(i)*time.Second)})
+		}
+		if _, err := c.cli.EnqueueBatch(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts
 	}
+	far = later("far-", 6000)
 	for i := range 40 {
 		dead = append(dead, client.Task{ID: fmt.Sprintf("dead-%d", i), Queue: "default", MaxRetries: client.Retries(0)})
 	}
-	for _, batch := range [][]client.Task{far, dead} {
-		if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.cli.EnqueueBatch(ctx, dead); err != nil {
+		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 30*time.Second, "40 dead letters", func() (bool, string) {
 		n := 0
@@ -210,16 +219,24 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 	stale := batchProducer(t, c.cli, "old-", rate/5, 10*time.Second, c.staleEnqueue)
 	time.Sleep(5 * time.Second) // a baseline of lateness before the change (load, not a wait for a condition)
 
+	// Dedupe and lookup of tasks enqueued before the changes, during
+	// the grow (mid) and after the shrink (post), whenever they are
+	// checked.
+	var mid, post []client.Task
 	checkIDs := func(when string) {
 		t.Helper()
-		// Dedupe: a far task enqueued again is a duplicate.
-		for _, f := range far[:20] {
+		var ts []client.Task
+		for _, set := range [][]client.Task{far, mid, post} {
+			ts = append(ts, set[:min(len(set), 30)]...)
+		}
+		// Dedupe: enqueued again, each is a duplicate.
+		for _, f := range ts {
 			if _, err := c.cli.Enqueue(ctx, f); !errors.Is(err, client.ErrDuplicate) {
 				t.Errorf("%s: enqueue %s again: %v, want ErrDuplicate", when, f.ID, err)
 			}
 		}
-		// Lookup: the far tasks are scheduled at their due time.
-		for _, f := range far[20:40] {
+		// Lookup: each is scheduled at its due time.
+		for _, f := range ts {
 			in, err := c.cli.Lookup(ctx, f.ID)
 			if err != nil || in.State != client.StateScheduled || !in.Due.Equal(f.At.Truncate(time.Millisecond)) {
 				t.Errorf("%s: lookup %s: %+v, %v; want scheduled at %s", when, f.ID, in, err, f.At)
@@ -241,22 +258,33 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 
 	// Grow 16 -> 32.
 	growStart, growEnd, grown := c.resize(t, ctx, 32, func() {
+		mid = later("mid-", 60)
 		checkIDs("during the grow")
 		cancel("during the grow", far[50:60])
 	})
 	checkIDs("after the grow")
 	time.Sleep(3 * time.Second) // load between the changes
 
-	// Shrink 32 -> 8, with a scheduler SIGKILLed as it starts; it comes
-	// back as s-4.
+	var killedShards []int
+	// Shrink 32 -> 8, with a scheduler SIGKILLed once tasks are moving;
+	// it comes back as s-4, and the killed replica's shards are migrated
+	// by their new owners.
 	shrinkStart, shrinkEnd, shrunk := c.resize(t, ctx, 8, func() {
+		testenv.WaitFor(t, 30*time.Second, "the shrink moving tasks", func() (bool, string) {
+			rec, err := c.store.ReadLayout(ctx)
+			return err == nil && rec.Moved >= 300, fmt.Sprintf("%+v %v", rec, err)
+		})
+		killedShards = c.shardsOf("s-1")
 		scheds[0].Kill()
 		scheds = append(scheds, c.start("s-4", args...))
 		checkIDs("during the shrink")
 		cancel("during the shrink", far[60:70])
+		cancel("during the shrink", mid[40:50])
 	})
+	post = later("post-", 60)
 	checkIDs("after the shrink")
 	cancel("after the shrink", far[70:80])
+	cancel("after the shrink", post[40:50])
 	time.Sleep(3 * time.Second)
 	fresh.Stop()
 	stale.Stop()
@@ -286,7 +314,7 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 	if l = c.store.Layout(); l.Shards() != 8 || l.Migrating() || l.Gen() != 2 {
 		t.Fatalf("layout after the changes: generation %d, %d shards, from %d", l.Gen(), l.Shards(), l.From())
 	}
-	for _, f := range far {
+	for _, f := range slices.Concat(far, mid, post) {
 		in, err := c.cli.Lookup(ctx, f.ID)
 		switch {
 		case cancelled[f.ID]:
@@ -347,10 +375,20 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 	}
 	t.Logf("%d periodic schedules, %d occurrences across both changes: %d delivered twice, %d missing", len(ticks), occurrences, doubled, missing)
 
-	resumed := 0
+	resumed, takenOver := 0, 0
 	for _, s := range scheds {
-		if b, err := os.ReadFile(s.LogPath()); err == nil {
-			resumed += strings.Count(string(b), "resuming a batch left in the outbox")
+		b, err := os.ReadFile(s.LogPath())
+		if err != nil {
+			continue
+		}
+		resumed += strings.Count(string(b), "resuming a batch left in the outbox")
+		if s != scheds[0] {
+			for _, sh := range killedShards {
+				re := regexp.MustCompile(fmt.Sprintf(`shard migrated: nothing left to move: .*\bshard=%d\b.* generation=2`, sh))
+				if re.Match(b) {
+					takenOver++
+				}
+			}
 		}
 	}
 	before50, before99, nb := lateness(tg, growStart.Add(-5*time.Second), growStart, fresh, stale)
@@ -359,6 +397,7 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 	t.Logf("grow 16->32: %d tasks moved in %s (%.0f tasks/s); shrink 32->8 with a scheduler SIGKILLed: %d moved in %s (%.0f tasks/s), %d outbox batches resumed by a new owner",
 		grown, growEnd.Sub(growStart), float64(grown)/growEnd.Sub(growStart).Seconds(),
 		shrunk, shrinkEnd.Sub(shrinkStart), float64(shrunk)/shrinkEnd.Sub(shrinkStart).Seconds(), resumed)
+	t.Logf("the SIGKILLed replica owned shards %v; %d of them were migrated by the replicas that took them over", killedShards, takenOver)
 	t.Logf("lateness receive-due p50/p99: before %s/%s (%d tasks), during the grow %s/%s (%d), during the shrink %s/%s (%d); %d + %d acknowledged tasks delivered, 0 lost, 0 twice, 0 early (race-enabled binaries; no bar asserted)",
 		before50, before99, nb, grow50, grow99, ng, shrink50, shrink99, ns, fresh.count(), stale.count())
 }

@@ -41,13 +41,11 @@ func main() {
 		return
 	}
 
+	// -duration counts from when everything runs (run applies it): the
+	// build of the binaries on a cold cache can take longer than a short
+	// demo.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if o.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.duration)
-		defer cancel()
-	}
 	if err := run(ctx, o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "hourglass-demo:", err)
 		os.Exit(1)

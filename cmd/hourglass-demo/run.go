@@ -67,6 +67,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := d.start(ctx, o); err != nil {
 		return err
 	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
 	cli, err := client.New(d.rdb, client.Config{Shards: o.shards})
 	if err != nil {
 		return err
