@@ -67,12 +67,18 @@ func (i *Inspector) Dead(ctx context.Context, id string) (Task, error) {
 // id is not dead; ErrInvalidArgument if its data cannot be decoded (purge
 // it instead).
 func (i *Inspector) Replay(ctx context.Context, id string, at time.Time) error {
+	if _, err := i.layout(ctx); err != nil {
+		return err
+	}
 	return mapErr(i.store.DeadOne(ctx, shard.Replay, id, at))
 }
 
 // Purge deletes dead task id with its data, so that the id can be
 // enqueued again. ErrNotFound if id is not dead.
 func (i *Inspector) Purge(ctx context.Context, id string) error {
+	if _, err := i.layout(ctx); err != nil {
+		return err
+	}
 	return mapErr(i.store.DeadOne(ctx, shard.Purge, id, time.Time{}))
 }
 
@@ -80,7 +86,11 @@ func (i *Inspector) Purge(ctx context.Context, id string) error {
 // zero filter) as Replay does, in bounded calls (each examines at most
 // 500 dead letters of one shard), calling progress (may be nil) after
 // each. It returns the final progress: Done counts the replayed tasks.
-// Dead letters whose data cannot be decoded are left in place.
+// Dead letters whose data cannot be decoded are left in place. The
+// shards visited are those of the layout record, read again before each
+// shard (Progress.Shards follows it): while the shard count changes, a
+// dead letter that moves between two shards during the call may be
+// missed (run it again once the change ended).
 func (i *Inspector) ReplayDead(ctx context.Context, f DeadFilter, at time.Time, progress ProgressFunc) (Progress, error) {
 	return i.bulk(ctx, shard.Replay, f, at, progress)
 }
@@ -94,8 +104,15 @@ func (i *Inspector) PurgeDead(ctx context.Context, f DeadFilter, progress Progre
 
 func (i *Inspector) bulk(ctx context.Context, op shard.DeadOp, f DeadFilter, at time.Time, progress ProgressFunc) (Progress, error) {
 	sf := cursor{Dead: &f}.filter()
-	p := Progress{Shards: i.layout.Shards()}
-	for sh := 0; sh < i.layout.Shards(); sh++ {
+	var p Progress
+	for sh := 0; ; sh++ {
+		l, err := i.layout(ctx)
+		if err != nil {
+			return p, err
+		}
+		if p.Shards = l.Span(); sh >= p.Shards {
+			return p, nil
+		}
 		var cur shard.Cursor
 		for done := false; !done; {
 			r, err := i.store.DeadPage(ctx, sh, op, at, cur, deadBatch, sf)
@@ -114,5 +131,4 @@ func (i *Inspector) bulk(ctx context.Context, op shard.DeadOp, f DeadFilter, at 
 			}
 		}
 	}
-	return p, nil
 }

@@ -1,6 +1,7 @@
 // Package inspect is Hourglass's administration API: queue depths and
 // policies, task listing, lookup and cancel, the dead-letter queue (list,
-// show, replay, purge), pause and resume, shard owners, and the state of
+// show, replay, purge), pause and resume, shard owners, the shard layout
+// and changing the shard count online (Layout, Resize), and the state of
 // periodic schedules (last occurrence, next ones, pause). The admin CLI
 // (cmd/hourglass) and the scheduler's web dashboard are two faces of it;
 // users' own tools can use it the same way.
@@ -13,6 +14,7 @@
 package inspect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -33,11 +35,17 @@ var (
 	ErrTaskActive = errors.New("inspect: task is running")
 	// ErrNoEtcd: the call needs the etcd client Options did not give.
 	ErrNoEtcd = errors.New("inspect: no etcd client configured")
+	// ErrResizeRunning: Resize was refused because another change of the
+	// shard count runs (or one was left half-prepared with another
+	// count).
+	ErrResizeRunning = errors.New("inspect: a change of the shard count is running")
 )
 
-// Options configure an Inspector. Namespace and Shards must be the
-// deployment's (the same as the schedulers'); zero values mean the
-// defaults ("hourglass", 16).
+// Options configure an Inspector. Namespace must be the deployment's
+// (the same as the schedulers'); Shards is its shard count before any
+// change of it (the schedulers' configured count): once the count was
+// changed, the layout record in Redis says it (Layout). Zero values mean
+// the defaults ("hourglass", 16).
 type Options struct {
 	Redis     redis.UniversalClient
 	Namespace string
@@ -50,10 +58,18 @@ type Options struct {
 
 // Inspector reads and administers one deployment. It is safe for
 // concurrent use.
+//
+// The shard count is data (the layout record, see Layout): every call
+// that depends on it reads the record first (one small HGETALL) and
+// works by what it says, so that a long-lived Inspector (the dashboard's)
+// follows a change of the count with no restart, and a lookup, cancel or
+// queue registration made just after a change started already covers the
+// new shards. While a change runs, the calls cover shards 0..Span-1 (the
+// old and the new ones) and place ids by the new count; afterwards, the
+// new count's shards.
 type Inspector struct {
 	rdb    redis.UniversalClient
 	store  *shard.Store
-	layout shard.Layout
 	etcd   *clientv3.Client
 	prefix string
 }
@@ -72,14 +88,27 @@ func New(opts Options) (*Inspector, error) {
 	if prefix == "" {
 		prefix = "/hourglass/"
 	}
-	return &Inspector{rdb: opts.Redis, store: shard.NewStore(opts.Redis, l), layout: l, etcd: opts.Etcd, prefix: prefix}, nil
+	return &Inspector{rdb: opts.Redis, store: shard.NewStore(opts.Redis, l), etcd: opts.Etcd, prefix: prefix}, nil
 }
 
-// ShardCount returns the deployment's shard count.
-func (i *Inspector) ShardCount() int { return i.layout.Shards() }
+// ShardCount returns the shard count new tasks are placed by, as the
+// Inspector last read it (Options.Shards before its first call that
+// reads the layout record). It does no I/O; Layout reads the record.
+func (i *Inspector) ShardCount() int { return i.store.Layout().Shards() }
 
 // Namespace returns the deployment's namespace.
-func (i *Inspector) Namespace() string { return i.layout.Namespace() }
+func (i *Inspector) Namespace() string { return i.store.Layout().Namespace() }
+
+// layout reads the layout record and returns the layout a call works by.
+// The store adopts it too (shard.Store.RefreshLayout), so that the ids it
+// places and looks up follow the same record.
+func (i *Inspector) layout(ctx context.Context) (shard.Layout, error) {
+	l, err := i.store.RefreshLayout(ctx)
+	if err != nil {
+		return l, fmt.Errorf("inspect: read the layout record: %w", err)
+	}
+	return l, nil
+}
 
 // Counts are the tasks of a queue (or of all queues) by state.
 type Counts struct {

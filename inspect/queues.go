@@ -27,7 +27,8 @@ func (i *Inspector) Queues(ctx context.Context) ([]Queue, Counts, error) {
 	return qs, total, nil
 }
 
-// Queue returns one queue with its per-shard counts (Queue.Shards).
+// Queue returns one queue with its per-shard counts (Queue.Shards: one
+// per shard of the span while the shard count changes).
 // ErrNotFound when no shard has it registered or counts tasks of it.
 func (i *Inspector) Queue(ctx context.Context, name string) (Queue, error) {
 	qs, err := i.queues(ctx, true)
@@ -42,9 +43,14 @@ func (i *Inspector) Queue(ctx context.Context, name string) (Queue, error) {
 	return Queue{}, fmt.Errorf("%w: queue %q", ErrNotFound, name)
 }
 
-// queues gathers the depth of every shard and the paused set.
+// queues gathers the depth of every shard of the layout's span and the
+// paused set.
 func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) {
-	depths, err := i.store.Depth(ctx, i.allShards())
+	l, err := i.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	depths, err := i.store.Depth(ctx, span(l))
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +106,10 @@ func countsOf(d shard.QueueDepth) Counts {
 	return Counts{Scheduled: d.Scheduled, Ready: d.Ready, InFlight: d.Leased + d.Popped, Dead: d.Dead}
 }
 
-func (i *Inspector) allShards() []int {
-	s := make([]int, i.layout.Shards())
+// span returns the shards that exist in l: 0..Span-1 (the old and the
+// new ones while the shard count changes).
+func span(l shard.Layout) []int {
+	s := make([]int, l.Span())
 	for k := range s {
 		s[k] = k
 	}
@@ -146,6 +154,9 @@ func DefaultPolicy() Policy {
 // starts re-registers the queues of its own config with the config's
 // policies: make lasting changes there too.
 func (i *Inspector) SetQueue(ctx context.Context, name string, p Policy) error {
+	if _, err := i.layout(ctx); err != nil {
+		return err
+	}
 	_, err := i.store.SetQueue(ctx, name, p.shardPolicy())
 	return mapErr(err)
 }
@@ -155,6 +166,9 @@ func (i *Inspector) SetQueue(ctx context.Context, name string, p Policy) error {
 // usual, and each shard's owner deletes the registration once the
 // queue's tasks in that shard are gone. ErrNotFound if not registered.
 func (i *Inspector) RemoveQueue(ctx context.Context, name string) error {
+	if _, err := i.layout(ctx); err != nil {
+		return err
+	}
 	return mapErr(i.store.RemoveQueue(ctx, name))
 }
 
@@ -183,11 +197,15 @@ func (i *Inspector) PausedQueues(ctx context.Context) (map[string]time.Time, err
 }
 
 func (i *Inspector) mustExist(ctx context.Context, name string) error {
+	l, err := i.layout(ctx)
+	if err != nil {
+		return err
+	}
 	reg, err := i.store.Registration(ctx, []string{name})
 	if err != nil {
 		return err
 	}
-	if len(reg.Missing[name]) == i.layout.Shards() {
+	if len(reg.Missing[name]) >= l.Shards() { // Registration looks in the shards new tasks go to
 		return fmt.Errorf("%w: queue %q is not registered", ErrNotFound, name)
 	}
 	return nil
@@ -204,6 +222,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrTaskActive, err)
 	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	case errors.Is(err, shard.ErrResizeRunning):
+		return fmt.Errorf("%w: %w", ErrResizeRunning, err)
 	}
 	return err
 }

@@ -27,7 +27,9 @@ type ScheduleInfo struct {
 	TimeZone string           `json:"time_zone,omitempty"`
 	CatchUp  periodic.CatchUp `json:"catch_up"`
 	Overlap  periodic.Overlap `json:"overlap"`
-	// Shard is the schedule's home shard: its owner fires it.
+	// Shard is the schedule's home shard: its owner fires it. It is the
+	// shard of its name by the layout record's count (the new count while
+	// the count changes, as the schedulers place it).
 	Shard int `json:"shard"`
 	// LastFired is the last occurrence recorded, fired or skipped (zero
 	// if none was).
@@ -50,9 +52,13 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 	if next < 0 || next > MaxNext {
 		return nil, fmt.Errorf("%w: %d next occurrences: want 0..%d", ErrInvalidArgument, next, MaxNext)
 	}
+	l, err := i.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
 	last := map[int]map[string]time.Time{}
 	for _, d := range defs {
-		sh := i.layout.HomeShard(d.Name)
+		sh := l.HomeShard(d.Name)
 		if _, ok := last[sh]; ok {
 			continue
 		}
@@ -68,7 +74,7 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 	}
 	out := make([]ScheduleInfo, 0, len(defs))
 	for _, d := range defs {
-		sh := i.layout.HomeShard(d.Name)
+		sh := l.HomeShard(d.Name)
 		s := ScheduleInfo{Name: d.Name, Queue: d.Queue, Spec: d.Cron, TimeZone: d.TimeZone,
 			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, LastFired: last[sh][d.Name], Next: []time.Time{}}
 		if d.Interval > 0 {

@@ -13,9 +13,15 @@ import (
 // Shards returns every shard with its counts, the epoch its scripts last
 // saw in Redis, its hash slot and, on a Redis Cluster, the primary that
 // serves it; and its owner and etcd epoch when an etcd client was given
-// (otherwise Owner is "" and Epoch 0).
+// (otherwise Owner is "" and Epoch 0). The shards are those of the
+// layout record: while the shard count changes, 0..Span-1 (those being
+// left and the new ones), afterwards the new count's.
 func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
-	depths, err := i.store.Depth(ctx, i.allShards())
+	l, err := i.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	depths, err := i.store.Depth(ctx, span(l))
 	if err != nil {
 		return nil, err
 	}
@@ -25,9 +31,12 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 	}
 	out := make([]Shard, len(depths))
 	for sh, ds := range depths {
-		out[sh] = Shard{Shard: sh, StoredEpoch: stored[sh], Slot: keyslot.Of(i.layout.Tag(sh))}
+		out[sh] = Shard{Shard: sh, Slot: keyslot.Of(l.Tag(sh))}
+		if sh < len(stored) {
+			out[sh].StoredEpoch = stored[sh]
+		}
 		if cc, ok := i.rdb.(*redis.ClusterClient); ok {
-			if n, err := cc.MasterForKey(ctx, i.layout.Tag(sh)); err == nil {
+			if n, err := cc.MasterForKey(ctx, l.Tag(sh)); err == nil {
 				out[sh].Node = n.Options().Addr
 			}
 		}

@@ -31,7 +31,12 @@ type ListOptions struct {
 // complete. A listing visits the shards in turn (for scheduled tasks: a
 // shard's far tier, then its delayed set); a task that stays put is
 // listed exactly once, a task that changes state while the listing runs
-// may be listed in neither state or in both.
+// may be listed in neither state or in both. The shards are those of the
+// layout record, read again for each page: while the shard count
+// changes, 0..Span-1, and a task moved to its new shard during the
+// listing may be listed twice or not at all, as a task that changes
+// state. A cursor naming a shard a shrink has since removed ends the
+// listing.
 type Page struct {
 	Tasks  []Task `json:"tasks"`
 	Cursor string `json:"cursor"`
@@ -109,11 +114,19 @@ func (i *Inspector) page(ctx context.Context, c cursor, limit int) (Page, error)
 		limit = DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	if c.Shard < 0 || c.Shard >= i.layout.Shards() {
-		return Page{}, fmt.Errorf("%w: cursor names shard %d of %d", ErrInvalidArgument, c.Shard, i.layout.Shards())
+	if c.Shard < 0 || c.Shard >= shard.MaxShards {
+		return Page{}, fmt.Errorf("%w: cursor names shard %d", ErrInvalidArgument, c.Shard)
 	}
+	l, err := i.layout(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	n := l.Span()
 	p := Page{Tasks: []Task{}}
-	for calls := 0; calls < 2*i.layout.Shards() && len(p.Tasks) < limit; calls++ {
+	if c.Shard >= n {
+		return p, nil // the shard was removed by a shrink: nothing left to list
+	}
+	for calls := 0; calls < 2*n && len(p.Tasks) < limit; calls++ {
 		tasks, done, err := i.step(ctx, &c, limit-len(p.Tasks))
 		if err != nil {
 			return Page{}, err
@@ -125,7 +138,7 @@ func (i *Inspector) page(ctx context.Context, c cursor, limit int) (Page, error)
 		switch {
 		case c.Far:
 			c.Far, c.FarC = false, shard.FarCursor{}
-		case c.Shard+1 < i.layout.Shards():
+		case c.Shard+1 < n:
 			c = c.start(c.Shard + 1)
 		default:
 			return p, nil // the listing is complete
@@ -219,13 +232,19 @@ func deadInfo(js string, at int64) *DeadInfo {
 }
 
 // Task looks up one task by id, in any state. ErrNotFound if no such
-// task is stored.
+// task is stored. While the shard count changes it is looked for in its
+// new shard and in its old one; Task.Shard is the new one (where it is,
+// or will be once moved).
 func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
+	l, err := i.layout(ctx)
+	if err != nil {
+		return Task{}, err
+	}
 	info, err := i.store.Lookup(ctx, id)
 	if err != nil {
 		return Task{}, mapErr(err)
 	}
-	t := Task{ID: id, State: State(info.State), Shard: i.layout.ShardOf(id), LastError: info.LastError}
+	t := Task{ID: id, State: State(info.State), Shard: l.ShardOf(id), LastError: info.LastError}
 	if info.DecodeErr != nil {
 		t.Problem = info.DecodeErr.Error()
 	} else {
@@ -247,6 +266,9 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 // be enqueued again afterwards. ErrNotFound if no such task,
 // ErrTaskActive if it is running.
 func (i *Inspector) Cancel(ctx context.Context, id string) (State, error) {
+	if _, err := i.layout(ctx); err != nil {
+		return "", err
+	}
 	st, err := i.store.Cancel(ctx, id)
 	return State(st), mapErr(err)
 }

@@ -1,0 +1,152 @@
+package inspect
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// LayoutState is the state of the layout record.
+type LayoutState string
+
+// Layout states.
+const (
+	// LayoutNone: there is no layout record, the shard count was never
+	// changed; it is the count the Inspector was made with
+	// (Options.Shards), which must be the schedulers'.
+	LayoutNone LayoutState = ""
+	// LayoutStable: no change runs.
+	LayoutStable LayoutState = shard.LayoutStable
+	// LayoutPreparing: a change was started and its starter is writing
+	// the new layout into every shard; producers still place tasks by the
+	// old count. A change left preparing (its starter stopped) is
+	// finished by Resize with the same count.
+	LayoutPreparing LayoutState = shard.LayoutPreparing
+	// LayoutMigrating: new tasks are placed by the new count and each old
+	// shard's owner moves the tasks whose shard changed.
+	LayoutMigrating LayoutState = shard.LayoutMigrating
+)
+
+// LayoutStatus is the deployment's layout record: how many shards there
+// are and the progress of a change of that count.
+type LayoutStatus struct {
+	// Generation counts the changes of the shard count (0: never
+	// changed).
+	Generation int64 `json:"generation"`
+	// Shards is the shard count new tasks are placed by (during a
+	// change: the new count).
+	Shards int `json:"shards"`
+	// From is the count a running change leaves, 0 when none runs.
+	From int `json:"from"`
+	// Span is the number of shards that exist: Shards, or the larger of
+	// Shards and From while a change runs. Shards 0..Span-1 are listed
+	// and counted.
+	Span  int         `json:"span"`
+	State LayoutState `json:"state"`
+	// Started and Finished are when the last change began and ended
+	// (Finished is zero while it runs).
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	// Done lists, in order, the shards recorded as having nothing left to
+	// move in the last change; it ends when all of its span are.
+	Done []int `json:"done"`
+	// Moved counts the tasks the last change moved so far.
+	Moved int64 `json:"moved"`
+	// Pending lists, while a change migrates, the shards being left that
+	// are not done yet, with the tasks each holds.
+	Pending []PendingShard `json:"pending,omitempty"`
+}
+
+// PendingShard is a shard of the count being left that still moves tasks.
+type PendingShard struct {
+	Shard int `json:"shard"`
+	// Tasks is the number of tasks the shard holds, in any state: an
+	// upper bound of those it has left to move (the tasks placed there by
+	// the new count stay, and so do those in flight until they settle).
+	// On a shrink, a shard the new count drops moves them all.
+	Tasks int64 `json:"tasks"`
+}
+
+// Changing reports whether a change of the shard count runs (preparing
+// or migrating).
+func (s LayoutStatus) Changing() bool {
+	return s.State == LayoutPreparing || s.State == LayoutMigrating
+}
+
+// Layout reads the layout record: the shard count, its generation and
+// the progress of a running change, with (while it migrates) the number
+// of tasks each old shard not done yet holds, read with one bounded
+// script call per such shard. Without a record it reports the count the
+// Inspector was made with, at generation 0, and state LayoutNone.
+func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
+	r, err := i.store.ReadLayout(ctx)
+	if err != nil {
+		return LayoutStatus{}, mapErr(err)
+	}
+	i.store.SetLayout(r.Layout)
+	st := LayoutStatus{Generation: r.Gen, Shards: r.Shards, From: r.From, State: LayoutState(r.State),
+		Started: r.Started, Finished: r.Finished, Done: slices.Sorted(slices.Values(r.Done)), Moved: r.Moved}
+	if st.Done == nil {
+		st.Done = []int{}
+	}
+	if st.State == LayoutNone {
+		st.Shards = r.Layout.Shards()
+	}
+	st.Span = st.Shards
+	if st.Changing() {
+		st.Span = max(st.Shards, st.From)
+	} else {
+		st.From = 0
+	}
+	if st.State != LayoutMigrating {
+		return st, nil
+	}
+	var old []int
+	for sh := range st.From {
+		if !slices.Contains(st.Done, sh) {
+			old = append(old, sh)
+		}
+	}
+	if len(old) == 0 {
+		return st, nil
+	}
+	depths, err := i.store.Depth(ctx, old)
+	if err != nil {
+		return st, err
+	}
+	st.Pending = make([]PendingShard, len(old))
+	for k, ds := range depths {
+		st.Pending[k].Shard = old[k]
+		for _, d := range ds {
+			c := countsOf(d)
+			st.Pending[k].Tasks += c.Total()
+		}
+	}
+	return st, nil
+}
+
+// Resize starts changing the shard count to n (1..4096) and returns the
+// layout record once the change migrates: from then on new tasks are
+// placed by n, and each old shard's owner (a scheduler) moves the tasks
+// whose shard changed; the last shard done ends the change (state
+// stable). Follow it with Layout. Queues registered in the old shards are
+// registered in the new ones first.
+//
+// When the deployment has n shards already and no change runs, Resize
+// changes nothing and returns the stable record. ErrResizeRunning when
+// another change runs, or one to another count was left preparing (then
+// the error says which count finishes it); the status returned is then
+// the running change's. ErrInvalidArgument for n out of range.
+func (i *Inspector) Resize(ctx context.Context, n int) (LayoutStatus, error) {
+	if _, err := i.store.BeginResize(ctx, n); err != nil {
+		err = mapErr(err)
+		st, lerr := i.Layout(ctx)
+		if lerr != nil {
+			return LayoutStatus{}, err
+		}
+		return st, err
+	}
+	return i.Layout(ctx)
+}
