@@ -1,7 +1,8 @@
 // Command hourglass is Hourglass's admin CLI: queue depths, pause and
 // resume, the queue registry, task listing, lookup and cancel, the
-// dead-letter queue (list, show, replay, purge), shard owners and periodic
-// schedules (state, pause, resume). It is a face of the public inspect
+// dead-letter queue (list, show, replay, purge), shard owners, the layout
+// and changing the shard count online, and periodic schedules (state,
+// pause, resume). It is a face of the public inspect
 // package and reads the same configuration as the scheduler and worker
 // binaries: built-in defaults, the YAML file of --config, HOURGLASS_*
 // environment variables and --set key=value flags, in rising precedence
@@ -15,7 +16,7 @@
 // 2 usage error (unknown command, bad flag or argument, invalid config);
 // 3 not found (no such task, dead letter or queue); 4 refused (a running
 // task cannot be cancelled; a destructive bulk operation was not
-// confirmed). Errors go to stderr, prefixed "hourglass: ".
+// confirmed; another change of the shard count runs). Errors go to stderr, prefixed "hourglass: ".
 //
 // See docs/cli.md for every verb and its JSON output.
 package main

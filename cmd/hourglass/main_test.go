@@ -18,6 +18,7 @@ func TestExitCodes(t *testing.T) {
 		{fmt.Errorf("x: %w", inspect.ErrNotFound), exitNotFound},
 		{fmt.Errorf("x: %w", inspect.ErrTaskActive), exitRefused},
 		{fmt.Errorf("x: %w", errRefused), exitRefused},
+		{fmt.Errorf("x: %w", inspect.ErrResizeRunning), exitRefused},
 		{fmt.Errorf("x: %w", inspect.ErrInvalidArgument), exitUsage},
 		{fmt.Errorf("unknown command %q for %q", "x", "hourglass"), exitUsage},
 		{fmt.Errorf("redis down"), exitFailed},
@@ -58,6 +59,11 @@ func TestUsageErrorsNeedNoRedis(t *testing.T) {
 		{"dlq", "purge"},
 		{"task", "ls", "--limit", "many"},
 		{"--set", "no_such_key=1", "queue", "ls"},
+		{"shards", "nope"},
+		{"shards", "resize"},
+		{"shards", "resize", "many"},
+		{"shards", "resize", "0"},
+		{"shards", "resize", "8", "--timeout", "soon"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(args, strings.NewReader(""), &out, &errOut); code != exitUsage || !strings.HasPrefix(errOut.String(), "hourglass: ") {

@@ -100,7 +100,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, inspect.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrTaskActive):
+	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrTaskActive), errors.Is(err, inspect.ErrResizeRunning):
 		return exitRefused
 	}
 	return exitFailed
@@ -117,7 +117,8 @@ Reads the same configuration as the scheduler and worker: --config FILE,
 HOURGLASS_* environment variables, --set key=value (in rising precedence).
 
 Exit codes: 0 done, 1 failed, 2 usage error, 3 not found, 4 refused
-(a running task, or a destructive bulk operation not confirmed).`,
+(a running task, a destructive bulk operation not confirmed, or a
+resize while another change of the shard count runs).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),

@@ -14,14 +14,18 @@ import (
 )
 
 func (a *app) shardsCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "shards",
-		Short: "Each shard's owner and epoch (from etcd) and depths",
-		Long: `Each shard's owner and epoch (from etcd), the epoch its scripts last saw
-in Redis, and its counts. etcd is only used here: when it cannot be
-reached within etcd.dial_timeout (or --timeout, if shorter) the depths
-are printed with the owners unknown, and a warning goes to stderr.`,
-		Args: exactArgs(0),
+		Short: "The layout, and each shard's owner and epoch (from etcd) and depths",
+		Long: `The layout (generation, shard count, state, and the progress of a change
+of the count) above each shard's owner and epoch (from etcd), the epoch
+its scripts last saw in Redis, and its counts. While the count changes,
+the shards being left and the new ones are listed. etcd is only used
+here: when it cannot be reached within etcd.dial_timeout (or --timeout,
+if shorter) the depths are printed with the owners unknown, and a
+warning goes to stderr. -o json prints the shards only (shards layout
+prints the layout).`,
+		Args: noVerb,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			etcd, warn := a.etcdClient(cmd.Context())
 			if warn != nil {
@@ -33,6 +37,12 @@ are printed with the owners unknown, and a warning goes to stderr.`,
 			}
 			ctx, done := context.WithTimeout(cmd.Context(), a.timeout)
 			defer done()
+			var st inspect.LayoutStatus
+			if a.output != "json" {
+				if st, err = in.Layout(ctx); err != nil {
+					return err
+				}
+			}
 			shards, err := in.Shards(ctx)
 			if err != nil && shards == nil {
 				return err
@@ -40,9 +50,23 @@ are printed with the owners unknown, and a warning goes to stderr.`,
 			if err != nil { // depths read, owners not: say so and go on
 				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %v\n", err)
 			}
-			return a.emit(shards, func(w io.Writer) { shardTable(w, shards) })
+			return a.emit(shards, func(w io.Writer) {
+				fmt.Fprintf(w, "layout: %s\n\n", layoutLine(st))
+				shardTable(w, shards)
+			})
 		},
 	}
+	cmd.AddCommand(a.shardsLayout(), a.shardsResize())
+	return cmd
+}
+
+// noVerb refuses arguments of a command that has verbs but also runs on
+// its own: the first one is an unknown verb.
+func noVerb(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: unknown command %q for %q", errUsage, args[0], cmd.CommandPath())
+	}
+	return nil
 }
 
 // etcdClient returns an etcd client for shard owners, or nil and why not

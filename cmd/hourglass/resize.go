@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+)
+
+// Following a change of the shard count: resizeProgressEvery is how
+// often shards resize reads the layout record while it waits, and
+// resizeQuietEvery how often it prints a line when nothing moved.
+var (
+	resizeProgressEvery = time.Second
+	resizeQuietEvery    = 10 * time.Second
+)
+
+func (a *app) shardsLayout() *cobra.Command {
+	return &cobra.Command{
+		Use:   "layout",
+		Short: "The layout record: shard count, generation, and the progress of a change",
+		Long: `The layout record: the shard count new tasks are placed by, its
+generation (the number of changes so far), the state (stable, preparing,
+migrating; none when the count was never changed), when the last change
+started and finished, the shards it recorded done, the tasks it moved,
+and while it migrates each old shard not done yet with the tasks it
+holds (at most what it has left to move).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			st, err := in.Layout(ctx)
+			if err != nil {
+				return err
+			}
+			return a.emit(st, func(w io.Writer) { layoutTable(w, st) })
+		},
+	}
+}
+
+func (a *app) shardsResize() *cobra.Command {
+	var (
+		noWait bool
+		bound  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "resize N",
+		Short: "Change the shard count to N online, and follow the change",
+		Long: `Change the shard count to N online: new tasks are placed by N at once,
+and each old shard's owner (a scheduler) moves the tasks whose shard
+changed; the last shard done ends the change. Then, unless --no-wait, it
+prints the progress on stderr (shards done, tasks moved, tasks/s; every
+second while it moves, every 10 s otherwise) until the change ends, and
+the total. --timeout bounds that wait (default: none): when it runs out,
+or on Ctrl-C, the command stops waiting with exit 1, and the change goes
+on. --timeout here is the wait's bound, not each call's (30s).
+
+Refused (exit 4) while another change runs. Resizing to the current
+count changes nothing. A change left half-prepared (its starter stopped
+before every shard had the new layout) is finished by running the same
+resize again.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return fmt.Errorf("%w: shard count %q: want a positive integer", errUsage, args[0])
+			}
+			return a.resize(cmd, n, noWait, bound)
+		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the change and return")
+	cmd.Flags().DurationVar(&bound, "timeout", 0, "stop waiting after this long (the change goes on); 0: wait until it ends")
+	return cmd
+}
+
+func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration) error {
+	in, ctx, done, err := a.session(cmd)
+	if err != nil {
+		return err
+	}
+	before, err := in.Layout(ctx)
+	if err != nil {
+		done()
+		return err
+	}
+	st, err := in.Resize(ctx, n)
+	done()
+	switch {
+	case errors.Is(err, inspect.ErrResizeRunning):
+		if st.State == inspect.LayoutPreparing {
+			return fmt.Errorf("%w: a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
+				errRefused, st.Shards, st.Generation, st.Shards)
+		}
+		return fmt.Errorf("%w: another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
+			errRefused, changeLine(st))
+	case err != nil:
+		return err
+	case !st.Changing() && st.Generation == before.Generation && !before.Changing():
+		return a.emit(st, func(w io.Writer) {
+			fmt.Fprintf(w, "the deployment has %d shards already (generation %d): nothing to change\n", st.Shards, st.Generation)
+		})
+	}
+	started := st
+	if !started.Changing() { // it ended already: an empty deployment's change is quick
+		started.From = before.Shards
+	}
+	if noWait {
+		return a.emit(st, func(w io.Writer) {
+			fmt.Fprintf(w, "started: %s\nnew tasks are placed by %d shards; follow the change with `hourglass shards`\n", changeLine(st), st.Shards)
+		})
+	}
+	fmt.Fprintf(a.errOut, "started: %s\n", changeLine(st))
+	end, err := a.follow(cmd.Context(), in, started, bound)
+	if err != nil {
+		return err
+	}
+	return a.emit(end, func(w io.Writer) {
+		if end.Generation != started.Generation {
+			fmt.Fprintf(w, "done: %d -> %d shards (generation %d); generation %d has started since\n",
+				started.From, started.Shards, started.Generation, end.Generation)
+			return
+		}
+		took := end.Finished.Sub(end.Started)
+		fmt.Fprintf(w, "done: %d -> %d shards (generation %d): %s tasks moved in %s (%s tasks/s)\n",
+			started.From, started.Shards, end.Generation, thousands(end.Moved), took.Round(time.Millisecond), rate(end.Moved, took))
+	})
+}
+
+// follow reads the layout record every resizeProgressEvery until the
+// change st started ends, printing progress on stderr, and returns the
+// record then. bound (0: none) limits the wait.
+func (a *app) follow(ctx context.Context, in *inspect.Inspector, st inspect.LayoutStatus, bound time.Duration) (inspect.LayoutStatus, error) {
+	wctx := ctx
+	if bound > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
+	ended := func(cur inspect.LayoutStatus) bool {
+		return cur.Generation > st.Generation || (cur.Generation == st.Generation && !cur.Changing())
+	}
+	if ended(st) {
+		return st, nil
+	}
+	tick := time.NewTicker(resizeProgressEvery)
+	defer tick.Stop()
+	last, lastAt := st, time.Now()
+	for {
+		select {
+		case <-wctx.Done():
+			why := "interrupted"
+			if ctx.Err() == nil {
+				why = fmt.Sprintf("--timeout %s reached", bound)
+			}
+			return last, fmt.Errorf("stopped waiting (%s); the change goes on (%s): follow it with `hourglass shards`", why, changeLine(last))
+		case <-tick.C:
+		}
+		cctx, done := context.WithTimeout(wctx, a.timeout)
+		cur, err := in.Layout(cctx)
+		done()
+		if err != nil {
+			if wctx.Err() == nil {
+				fmt.Fprintf(a.errOut, "hourglass: warning: %v (trying again)\n", err)
+			}
+			continue
+		}
+		if ended(cur) {
+			return cur, nil
+		}
+		now := time.Now()
+		if len(cur.Done) == len(last.Done) && cur.Moved == last.Moved && cur.State == last.State && now.Sub(lastAt) < resizeQuietEvery {
+			continue
+		}
+		fmt.Fprintf(a.errOut, "%s (%s tasks/s)\n", changeLine(cur), rate(cur.Moved-last.Moved, now.Sub(lastAt)))
+		last, lastAt = cur, now
+	}
+}
+
+// layoutLine sums the layout up in one line: generation, shard count and
+// state, or the progress of a change.
+func layoutLine(st inspect.LayoutStatus) string {
+	switch st.State {
+	case inspect.LayoutNone:
+		return fmt.Sprintf("generation 0, %d shards, stable (never resized)", st.Shards)
+	case inspect.LayoutStable:
+		return fmt.Sprintf("generation %d, %d shards, stable", st.Generation, st.Shards)
+	}
+	return fmt.Sprintf("generation %d, %d shards, %s", st.Generation, st.Shards, changeProgress(st))
+}
+
+// changeLine describes a running change with its generation.
+func changeLine(st inspect.LayoutStatus) string {
+	return fmt.Sprintf("generation %d, %s", st.Generation, changeProgress(st))
+}
+
+// changeProgress is "migrating 16 -> 32: 12/32 shards done, 45,210
+// tasks moved".
+func changeProgress(st inspect.LayoutStatus) string {
+	if st.State == inspect.LayoutPreparing {
+		return fmt.Sprintf("preparing %d -> %d: writing the new layout into every shard", st.From, st.Shards)
+	}
+	return fmt.Sprintf("%s %d -> %d: %d/%d shards done, %s tasks moved", st.State, st.From, st.Shards, len(st.Done), st.Span, thousands(st.Moved))
+}
+
+func layoutTable(w io.Writer, st inspect.LayoutStatus) {
+	state := string(st.State)
+	if st.State == inspect.LayoutNone {
+		state = "stable (never resized)"
+	}
+	row(w, "generation", st.Generation)
+	row(w, "shards", st.Shards)
+	row(w, "state", state)
+	if st.Changing() {
+		row(w, "change", changeProgress(st))
+	}
+	if st.Generation > 0 {
+		row(w, "started", when(st.Started))
+		row(w, "finished", when(st.Finished))
+		row(w, "shards done", fmt.Sprintf("%d of %d", len(st.Done), st.Span))
+		row(w, "tasks moved", thousands(st.Moved))
+	}
+	for _, p := range st.Pending {
+		row(w, "pending", fmt.Sprintf("shard %d holds %s tasks", p.Shard, thousands(p.Tasks)))
+	}
+}
+
+// thousands formats n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for k, c := range s {
+		if k > 0 && (len(s)-k)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// rate formats n per d as a whole number of tasks per second.
+func rate(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return thousands(int64(float64(n)/d.Seconds() + 0.5))
+}

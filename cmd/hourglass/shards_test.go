@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// shardRows counts the rows of the shards table (those starting with a
+// shard number).
+func shardRows(out string) int {
+	return len(regexp.MustCompile(`(?m)^\d+ `).FindAllString(out, -1))
+}
+
+// TestShardsResize runs shards and shards resize in process against a
+// real Redis and etcd, with the test in the owners' place (it records
+// the shards done, as their migration loops do): shards shows the layout
+// above the table; resize --no-wait starts a change that shards then
+// shows migrating over the 8 shards, and a second resize is refused with
+// exit 4; a waiting resize prints the progress and returns once the test
+// ended the change, with the total; a waiting resize whose --timeout runs
+// out exits 1 saying the change goes on.
+func TestShardsResize(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	etcd := testenv.StartEtcd(t)
+	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
+	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [%s]\nnamespace: clitest\nshards: 4\n", r.Addr, etcd.Endpoint)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
+		return out.String(), errOut.String(), code
+	}
+	ctx := testenv.Ctx(t, time.Minute)
+	l, err := shard.NewLayout("clitest", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := shard.NewStore(r.Client(t), l)
+	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{"default": {MaxRetries: 3, Timeout: time.Minute, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	args := make([]shard.EnqueueArgs, 100)
+	for k := range args {
+		args[k] = shard.EnqueueArgs{ID: fmt.Sprintf("t%d", k), Queue: "default", Delay: time.Hour, MaxRetries: -1}
+	}
+	for _, res := range store.EnqueueBatch(ctx, args) {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	// completeChange records every shard of the running change done.
+	completeChange := func() {
+		t.Helper()
+		l, err := store.RefreshLayout(ctx)
+		if err != nil || !l.Migrating() {
+			t.Fatalf("no change runs: %+v %v", l, err)
+		}
+		for sh := range l.Span() {
+			if _, err := store.ShardDone(ctx, l, sh); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	out, errOut, code := cli("shards")
+	if code != exitOK || !strings.HasPrefix(out, "layout: generation 0, 4 shards, stable (never resized)\n") || shardRows(out) != 4 {
+		t.Fatalf("shards before a change: exit %d\n%s%s", code, out, errOut)
+	}
+
+	out, errOut, code = cli("-o", "json", "shards", "resize", "8", "--no-wait")
+	var st inspect.LayoutStatus
+	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != inspect.LayoutMigrating || st.Generation != 1 || st.Span != 8 {
+		t.Fatalf("resize 8 --no-wait: exit %d %+v\n%s%s", code, st, out, errOut)
+	}
+	out, errOut, code = cli("shards")
+	if code != exitOK || !strings.HasPrefix(out, "layout: generation 1, 8 shards, migrating 4 -> 8: 0/8 shards done, 0 tasks moved\n") || shardRows(out) != 8 {
+		t.Fatalf("shards during the change: exit %d\n%s%s", code, out, errOut)
+	}
+	var shards []inspect.Shard
+	if out, _, code = cli("-o", "json", "shards"); code != exitOK || json.Unmarshal([]byte(out), &shards) != nil || len(shards) != 8 {
+		t.Fatalf("shards -o json during the change: exit %d\n%s", code, out)
+	}
+	if out, errOut, code = cli("shards", "layout"); code != exitOK || !strings.Contains(out, "migrating 4 -> 8") || strings.Count(out, "pending") != 4 {
+		t.Fatalf("shards layout: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = cli("shards", "resize", "16", "--timeout", "5s") // bounded, should the refusal fail
+	if code != exitRefused || !strings.Contains(errOut, "another change of the shard count is running (generation 1, migrating 4 -> 8") {
+		t.Fatalf("resize while a change runs: exit %d: %s", code, errOut)
+	}
+	completeChange()
+	if out, _, code = cli("shards"); code != exitOK || !strings.HasPrefix(out, "layout: generation 1, 8 shards, stable\n") || shardRows(out) != 8 {
+		t.Fatalf("shards after the change: exit %d\n%s", code, out)
+	}
+	if out, _, code = cli("shards", "resize", "8", "--timeout", "5s"); code != exitOK || !strings.Contains(out, "has 8 shards already") {
+		t.Fatalf("resize to the current count: exit %d\n%s", code, out)
+	}
+
+	// A waiting resize: progress, then the total once the change ends.
+	var wout, werr testenv.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run([]string{"--config", cfg, "shards", "resize", "2", "--timeout", "1m"}, strings.NewReader(""), &wout, &werr)
+	}()
+	testenv.WaitFor(t, 10*time.Second, "the change to 2 shards started", func() (bool, string) {
+		r, err := store.ReadLayout(ctx)
+		return err == nil && r.Gen == 2 && r.State == shard.LayoutMigrating, fmt.Sprintf("%+v %v", r, err)
+	})
+	l, err = store.RefreshLayout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range []int{5, 6, 7} {
+		if _, err := store.ShardDone(ctx, l, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.AddMoved(ctx, l, 1500); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "a progress line", func() (bool, string) {
+		return strings.Contains(werr.String(), "generation 2, migrating 8 -> 2: 3/8 shards done, 1,500 tasks moved ("), werr.String()
+	})
+	select {
+	case c := <-exited:
+		t.Fatalf("resize returned (exit %d) while the change runs: %s%s", c, wout.String(), werr.String())
+	default:
+	}
+	completeChange()
+	select {
+	case c := <-exited:
+		if c != exitOK || !strings.HasPrefix(wout.String(), "done: 8 -> 2 shards (generation 2): 1,500 tasks moved in ") {
+			t.Fatalf("waiting resize: exit %d\n%s%s", c, wout.String(), werr.String())
+		}
+		t.Logf("a waiting resize printed:\n%s%s", werr.String(), wout.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("resize still waits after the change ended: %s", werr.String())
+	}
+
+	// A wait bounded by --timeout that runs out: exit 1, the change goes on.
+	start := time.Now()
+	var terr testenv.Buffer
+	go func() {
+		exited <- run([]string{"--config", cfg, "shards", "resize", "3", "--timeout", "1500ms"}, strings.NewReader(""), &bytes.Buffer{}, &terr)
+	}()
+	select {
+	case c := <-exited:
+		if took := time.Since(start); c != exitFailed || !strings.Contains(terr.String(), "stopped waiting (--timeout 1.5s reached); the change goes on") || took < 1500*time.Millisecond {
+			t.Fatalf("resize --timeout 1500ms: exit %d after %s: %s", c, took, terr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("resize --timeout 1500ms still waits after 15 s: %s", terr.String())
+	}
+	if out, _, code = cli("shards"); code != exitOK || !strings.Contains(out, "migrating 2 -> 3") {
+		t.Fatalf("shards after the wait ran out: exit %d\n%s", code, out)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 45210: "45,210", 1234567: "1,234,567", -1500: "-1,500"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
