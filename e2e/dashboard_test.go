@@ -90,7 +90,8 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 }
 
 // TestDashboardInBrowser: a real scheduler serves the dashboard; headless
-// Chromium shows the queue the test created and the scheduler's periodic
+// Chromium shows the shard layout, the queue the test created and the
+// scheduler's periodic
 // schedule with its last occurrence, its Replay button brings a dead task
 // back and the worker delivers it, its Pause buttons pause the schedule
 // and the queue.
@@ -135,6 +136,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	step(t, bctx, "open the dashboard and see the queue", chromedp.Navigate(url),
 		chromedp.WaitVisible(`#queues tr[data-queue="default"]`),
 		chromedp.WaitVisible(`#dead button[data-action="replay"][data-id="bad-1"]`))
+	layout := value(t, bctx, "read the layout", chromedp.Poll[string](`(() => {
+		const p = document.querySelector("#layout");
+		return p && p.textContent ? p.textContent : "";
+	})()`))
+	if want := fmt.Sprintf("generation 0, %d shards, stable (never resized)", nShards); layout != want {
+		t.Fatalf("layout %q, want %q", layout, want)
+	}
 	cells := value(t, bctx, "read the queue's row", chromedp.Text(`#queues tr[data-queue="default"]`))
 	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") {
 		t.Fatalf("queue row %q", cells)

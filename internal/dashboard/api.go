@@ -15,9 +15,17 @@ func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), callTimeout)
 }
 
-func (d *dash) config(w http.ResponseWriter, _ *http.Request) {
+// config answers the dashboard's settings and the shard count: the
+// layout record's, or when it cannot be read, the one last read.
+func (d *dash) config(w http.ResponseWriter, r *http.Request) {
 	in := d.o.Inspector
-	writeJSON(w, map[string]any{"read_only": d.o.ReadOnly, "namespace": in.Namespace(), "shards": in.ShardCount()})
+	shards := in.ShardCount()
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	if l, err := in.Layout(ctx); err == nil {
+		shards = l.Shards
+	}
+	writeJSON(w, map[string]any{"read_only": d.o.ReadOnly, "namespace": in.Namespace(), "shards": shards})
 }
 
 func (d *dash) queues(w http.ResponseWriter, r *http.Request) {
@@ -73,9 +81,16 @@ func (d *dash) pauseSchedule(ctx context.Context, name string) error {
 	return d.o.Inspector.PauseSchedule(ctx, name)
 }
 
+// shards answers the layout record (inspect.LayoutStatus: the shard
+// count and the progress of a change of it) and the shards it lists.
 func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ownersTimeout)
 	defer cancel()
+	layout, err := d.o.Inspector.Layout(ctx)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
 	shards, err := d.o.Inspector.Shards(ctx)
 	if err != nil && shards == nil {
 		d.fail(w, err)
@@ -85,7 +100,7 @@ func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		warning = "owners unknown: " + err.Error()
 	}
-	writeJSON(w, map[string]any{"shards": shards, "warning": warning})
+	writeJSON(w, map[string]any{"layout": layout, "shards": shards, "warning": warning})
 }
 
 func (d *dash) dead(w http.ResponseWriter, r *http.Request) {

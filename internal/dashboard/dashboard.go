@@ -2,9 +2,11 @@
 // assets, nothing fetched from the internet) and a JSON API under /ui/,
 // both faces of the public inspect package. It shows queues with their
 // depths and state, periodic schedules, the replica's move rate and
-// lateness, shard owners, dead letters and task lookup, and offers pause,
-// resume (of queues and schedules), replay, purge and cancel unless it
-// is read-only.
+// lateness, the shard layout (and the progress of a change of the shard
+// count) with the shards' owners, dead letters and task lookup, and
+// offers pause, resume (of queues and schedules), replay, purge and
+// cancel unless it is read-only. It does not change the shard count (the
+// CLI's shards resize does).
 //
 // Protection, in the order a request meets it: the Host header must be an
 // IP address, localhost or an allowed host name (a DNS-rebinding page

@@ -25,6 +25,9 @@ const drawn = {};
 // reading (for the rate).
 let shownTask = "";
 let lastMoved = null;
+// The deployment's namespace (GET config); the shard count comes with
+// each refresh of the shards, which follows the layout record.
+let namespace = "";
 
 async function api(path, opts = {}) {
   const res = await fetch("api/" + path, opts);
@@ -183,10 +186,38 @@ async function loadDead(more) {
   $("#deadmore").hidden = !page.cursor;
 }
 
+// count formats a number with thousands separators, as the CLI does.
+function count(n) {
+  return Number(n).toLocaleString("en-US");
+}
+
+// layoutText sums the layout record up as `hourglass shards` does.
+function layoutText(l) {
+  const head = `generation ${l.generation}, ${l.shards} shards, `;
+  switch (l.state) {
+    case "": return head + "stable (never resized)";
+    case "stable": return head + "stable" + (l.finished ? `; the last change ended ${when(l.finished)}, ${count(l.moved)} tasks moved` : "");
+    case "preparing": return head + `preparing ${l.from} -> ${l.shards}: writing the new layout into every shard`;
+  }
+  const secs = (Date.now() - new Date(l.started).getTime()) / 1000;
+  const rate = secs > 0 ? `, ${count(Math.round(l.moved / secs))} tasks/s since ${when(l.started)}` : "";
+  const left = (l.pending || []).reduce((n, p) => n + p.tasks, 0);
+  return head + `${l.state} ${l.from} -> ${l.shards}: ${l.done.length}/${l.span} shards done, ${count(l.moved)} tasks moved` +
+    rate + (l.pending ? `; at most ${count(left)} tasks left in ${l.pending.length} old shards` : "");
+}
+
 async function loadShards() {
   const current = fresh("shards");
   const data = await api("shards");
   if (!current() || !changed("shards", data)) return;
+  const l = data.layout;
+  $("#layout").textContent = layoutText(l);
+  $("#layout").dataset.state = l.state;
+  const bar = $("#layoutprogress");
+  bar.hidden = l.state !== "migrating" && l.state !== "preparing";
+  bar.max = l.span;
+  bar.value = l.done.length;
+  $("#deployment").textContent = `namespace ${namespace}, ${l.shards} shards`;
   $("#shardwarn").textContent = data.warning || "";
   const body = $("#shards tbody");
   body.replaceChildren();
@@ -264,6 +295,7 @@ async function loop() {
 async function start() {
   const cfg = await api("config");
   readOnly = cfg.read_only;
+  namespace = cfg.namespace;
   document.body.classList.toggle("readonly", readOnly);
   $("#mode").hidden = !readOnly;
   $("#deployment").textContent = `namespace ${cfg.namespace}, ${cfg.shards} shards`;
