@@ -2,12 +2,16 @@ package inspect_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
+	"github.com/hourglass-sched/hourglass/periodic"
 )
 
 // shardIDs returns the shard numbers of a Shards listing.
@@ -209,4 +213,60 @@ func TestResizeToTheSameCount(t *testing.T) {
 	if n, err := e.RDB.Exists(ctx, e.Layout().Record()).Result(); err != nil || n != 0 {
 		t.Fatalf("a layout record was written: %d %v", n, err)
 	}
+}
+
+// TestSchedulesAcrossAChange: while 4 -> 8 runs, a schedule whose home
+// moves is shown in its new home with the last occurrence its old home
+// recorded (the new home fires from the later of the two), then with the
+// new home's once that one fires.
+func TestSchedulesAcrossAChange(t *testing.T) {
+	t.Parallel()
+	e, in := newInspector(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l4, l8 := e.Layout(), mustLayout(t, "insp", 8)
+	name := ""
+	for k := 0; name == ""; k++ {
+		if n := fmt.Sprintf("tick-%d", k); l4.HomeShard(n) != l8.HomeShard(n) {
+			name = n
+		}
+	}
+	def := compile(t, periodic.Schedule{Name: name, Queue: "a", Interval: 10 * time.Second, MaxRetries: -1})
+	fire := func(occ time.Time) {
+		t.Helper()
+		l := e.Store.Layout()
+		r, err := e.Store.Fire(ctx, l.HomeShard(name), shard.FireArgs{Schedule: name, Occurrence: occ, Epoch: shardtest.Epoch,
+			Task: shard.EnqueueArgs{ID: l.OccurrenceID(name, occ), Queue: "a", Due: occ, MaxRetries: -1}})
+		if err != nil || r.Outcome != shard.Fired {
+			t.Fatalf("fire %s at %v: %+v %v", name, occ, r, err)
+		}
+	}
+	show := func(what string, home int, last time.Time) {
+		t.Helper()
+		ss, err := in.Schedules(ctx, []*periodic.Compiled{def}, last, 0)
+		if err != nil || len(ss) != 1 || ss[0].Shard != home || !ss[0].LastFired.Equal(last) {
+			t.Fatalf("%s: %+v %v; want shard %d, last fired %v", what, ss, err, home, last)
+		}
+	}
+	t1 := time.Date(2030, 3, 1, 11, 0, 0, 0, time.UTC)
+	fire(t1)
+	show("before the change", l4.HomeShard(name), t1)
+	if _, err := in.Resize(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	show("during the change, recorded in the old home only", l8.HomeShard(name), t1)
+	if _, err := e.Store.RefreshLayout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t2 := t1.Add(10 * time.Second)
+	fire(t2) // by the new home's owner
+	show("during the change, fired by the new home", l8.HomeShard(name), t2)
+}
+
+func mustLayout(t *testing.T, ns string, n int) shard.Layout {
+	t.Helper()
+	l, err := shard.NewLayout(ns, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -32,7 +32,8 @@ type ScheduleInfo struct {
 	// the count changes, as the schedulers place it).
 	Shard int `json:"shard"`
 	// LastFired is the last occurrence recorded, fired or skipped (zero
-	// if none was).
+	// if none was). While the shard count changes and the schedule's
+	// home moves, the later of what its old and new homes record.
 	LastFired time.Time `json:"last_fired,omitzero"`
 	// Paused, and since when.
 	Paused   bool      `json:"paused"`
@@ -45,7 +46,8 @@ type ScheduleInfo struct {
 // Schedules returns the state of the schedules defs (those of the
 // caller's configuration, which is the schedulers' too), in the order
 // given: the last occurrence recorded, read with one call per distinct
-// home shard, whether it is paused, and its next occurrences after now
+// home shard (and old home, while the shard count changes), whether it
+// is paused, and its next occurrences after now
 // (next of them, at most MaxNext). Schedules paused or recorded in Redis
 // but not in defs are left out: only defs say what a schedule is.
 func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, now time.Time, next int) ([]ScheduleInfo, error) {
@@ -56,17 +58,27 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 	if err != nil {
 		return nil, err
 	}
+	// While the count changes, a schedule whose home moves may still be
+	// recorded in its old home only: the new home fires from the later
+	// of the two (internal/fire's hand-over), and so it is shown.
+	homes := func(name string) []int {
+		if h, o := l.HomeShard(name), l.OldShardOf(name); h != o {
+			return []int{h, o}
+		}
+		return []int{l.HomeShard(name)}
+	}
 	last := map[int]map[string]time.Time{}
 	for _, d := range defs {
-		sh := l.HomeShard(d.Name)
-		if _, ok := last[sh]; ok {
-			continue
+		for _, sh := range homes(d.Name) {
+			if _, ok := last[sh]; ok {
+				continue
+			}
+			m, err := i.store.LastFired(ctx, sh)
+			if err != nil {
+				return nil, err
+			}
+			last[sh] = m
 		}
-		m, err := i.store.LastFired(ctx, sh)
-		if err != nil {
-			return nil, err
-		}
-		last[sh] = m
 	}
 	paused, err := i.store.PausedSchedules(ctx)
 	if err != nil {
@@ -76,7 +88,12 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 	for _, d := range defs {
 		sh := l.HomeShard(d.Name)
 		s := ScheduleInfo{Name: d.Name, Queue: d.Queue, Spec: d.Cron, TimeZone: d.TimeZone,
-			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, LastFired: last[sh][d.Name], Next: []time.Time{}}
+			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, Next: []time.Time{}}
+		for _, h := range homes(d.Name) {
+			if t := last[h][d.Name]; t.After(s.LastFired) {
+				s.LastFired = t
+			}
+		}
 		if d.Interval > 0 {
 			s.Spec = "every " + d.Interval.String()
 		} else if s.TimeZone == "" {
