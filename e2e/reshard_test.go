@@ -142,7 +142,7 @@ func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) %
 // change are printed.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	t.Parallel()
-	testReshard(t, 1000)
+	testReshard(t, 1000, 6000)
 }
 
 // TestReshardOnRedisCluster: the same on a Redis Cluster of three
@@ -151,12 +151,13 @@ func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 // the rest of the suite).
 func TestReshardOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	testReshard(t, 300, withRedisCluster())
+	testReshard(t, 300, 1500, withRedisCluster())
 }
 
 // testReshard runs the changes under rate tasks/s (4/5 from an
-// up-to-date producer, 1/5 from a stale one).
-func testReshard(t *testing.T, rate int, opts ...clusterOption) {
+// up-to-date producer, 1/5 from a stale one), with backlog tasks hours
+// ahead.
+func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	c := newCluster(t, opts...)
 	tg := newTarget(t)
 	tg.setBehave(func(w http.ResponseWriter, _ *http.Request, id string, _ int) bool {
@@ -198,7 +199,7 @@ func testReshard(t *testing.T, rate int, opts ...clusterOption) {
 		}
 		return ts
 	}
-	far = later("far-", 6000)
+	far = later("far-", backlog)
 	for i := range 40 {
 		dead = append(dead, client.Task{ID: fmt.Sprintf("dead-%d", i), Queue: "default", MaxRetries: client.Retries(0)})
 	}
