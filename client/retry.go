@@ -74,7 +74,7 @@ func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, 
 			}
 		}
 		wait := bo.Next()
-		if len(again) == 0 || time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
+		if len(again) == 0 || time.Now().Add(wait).After(deadline) || !backoff.Sleep(ctx, wait) {
 			return out
 		}
 		sub := make([]shard.EnqueueArgs, len(again))
@@ -106,16 +106,4 @@ func storedIsSuccess(err error) error {
 		return ErrNotReplicated
 	}
 	return nil
-}
-
-// sleep waits d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -44,11 +44,7 @@ const enqueueBudget = 5 * time.Second
 // startProducer enqueues one task every every (ids prefix0, prefix1, …,
 // random delays up to maxDelay) until Stop or the test's end.
 func startProducer(t *testing.T, cli *client.Client, prefix string, every, maxDelay time.Duration) *producer {
-	p := &producer{cli: cli, prefix: prefix, sent: map[string]time.Time{}, notBefore: map[string]time.Time{},
-		acked: map[string]time.Time{}, errs: map[string]int{}}
-	ctx, stop := context.WithCancel(context.Background())
-	p.stop = stop
-	t.Cleanup(p.Stop)
+	p, ctx := newProducer(t, cli, prefix)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -73,6 +69,17 @@ func startProducer(t *testing.T, cli *client.Client, prefix string, every, maxDe
 		}
 	}()
 	return p
+}
+
+// newProducer returns empty books for ids prefix…, stopped by Stop or at
+// the test's end, and the ctx its goroutine runs under.
+func newProducer(t *testing.T, cli *client.Client, prefix string) (*producer, context.Context) {
+	p := &producer{cli: cli, prefix: prefix, sent: map[string]time.Time{}, notBefore: map[string]time.Time{},
+		acked: map[string]time.Time{}, errs: map[string]int{}}
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	t.Cleanup(p.Stop)
+	return p, ctx
 }
 
 func (p *producer) record(id string, err error) {

@@ -25,11 +25,7 @@ import (
 // the producer's books; settle sends unknown outcomes again through cli.
 func batchProducer(t *testing.T, cli *client.Client, prefix string, rate int, maxDelay time.Duration,
 	enqueue func(context.Context, []client.Task) ([]client.Result, error)) *producer {
-	p := &producer{cli: cli, prefix: prefix, sent: map[string]time.Time{}, notBefore: map[string]time.Time{},
-		acked: map[string]time.Time{}, errs: map[string]int{}}
-	ctx, stop := context.WithCancel(context.Background())
-	p.stop = stop
-	t.Cleanup(p.Stop)
+	p, ctx := newProducer(t, cli, prefix)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -35,11 +35,16 @@ func (b *Backoff) Next() time.Duration {
 func (b *Backoff) Reset() { b.cur = 0 }
 
 // Wait sleeps Next() or until ctx ends.
-func (b *Backoff) Wait(ctx context.Context) {
-	t := time.NewTimer(b.Next())
+func (b *Backoff) Wait(ctx context.Context) { Sleep(ctx, b.Next()) }
+
+// Sleep waits d and reports true, or false if ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return false
 	case <-t.C:
+		return true
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -233,16 +234,7 @@ func (m *Migrator) pace(ctx context.Context, n int) bool {
 	}
 	m.next = start.Add(time.Duration(n) * time.Second / time.Duration(m.cfg.Rate))
 	m.mu.Unlock()
-	if start.After(now) {
-		t := time.NewTimer(start.Sub(now))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	return !start.After(now) || backoff.Sleep(ctx, start.Sub(now))
 }
 
 // deliver imports exported tasks into their new shards, commits them, and
