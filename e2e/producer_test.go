@@ -112,7 +112,12 @@ func (p *producer) settle(t *testing.T, ctx context.Context) {
 	p.unknown = nil
 	p.mu.Unlock()
 	for _, id := range todo {
-		_, err := p.cli.Enqueue(ctx, client.Task{ID: id, Queue: "default", Payload: []byte(id)})
+		// Due when the first call wanted it (a lost first call must not
+		// make the task early), or now if that has passed.
+		p.mu.Lock()
+		at := p.notBefore[id]
+		p.mu.Unlock()
+		_, err := p.cli.Enqueue(ctx, client.Task{ID: id, Queue: "default", Payload: []byte(id), At: at})
 		// Stored, stored before, or stored and not confirmed by replicas
 		// (no failover follows here): acknowledged.
 		if err != nil && !errors.Is(err, client.ErrDuplicate) && !errors.Is(err, client.ErrNotReplicated) {

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -22,18 +23,24 @@ const (
 	resizeWait = resizeTTL / 2
 )
 
-// checkQuotas fails the test unless each node, in the order given (which
-// must be the sorted order of their ids), owns exactly its quota of n.
+// checkQuotas waits (up to resizeWait) until each node, in the order
+// given (which must be the sorted order of their ids), runs exactly its
+// quota of n and its owned-shards gauge says so, and fails the test if
+// they do not. etcd may look balanced a moment earlier: a replica that
+// joined last holds one shard too few until another releases one.
 func checkQuotas(t *testing.T, nodes []*node, n int) {
 	t.Helper()
-	for i, nd := range nodes {
-		if got, want := len(nd.m.Owned()), quota(n, len(nodes), i); got != want {
-			t.Errorf("%s owns %d of %d shards, quota %d", nd.id, got, n, want)
+	testenv.WaitFor(t, resizeWait, fmt.Sprintf("every node at its quota of %d", n), func() (bool, string) {
+		for i, nd := range nodes {
+			if got, want := len(nd.m.Owned()), quota(n, len(nodes), i); got != want {
+				return false, fmt.Sprintf("%s owns %d of %d shards, quota %d", nd.id, got, n, want)
+			}
+			if g := nd.metric(t, "hourglass_shards_owned", ""); int(g) != len(nd.m.Owned()) {
+				return false, fmt.Sprintf("%s: owned gauge %v, owns %d", nd.id, g, len(nd.m.Owned()))
+			}
 		}
-		if g := nd.metric(t, "hourglass_shards_owned", ""); int(g) != len(nd.m.Owned()) {
-			t.Errorf("%s: owned gauge %v, owns %d", nd.id, g, len(nd.m.Owned()))
-		}
-	}
+		return true, ""
+	})
 }
 
 func releasedTotal(t *testing.T, nodes []*node) float64 {
