@@ -81,13 +81,6 @@ type Firer struct {
 // errReload ends a shard's pass when its schedules changed.
 var errReload = errors.New("fire: the schedules changed")
 
-// errNotHandedOver ends a shard's pass while a schedule whose home it
-// became has not been handed over by its old home yet (HandOff).
-var errNotHandedOver = errors.New("fire: a schedule is not handed over yet")
-
-// handOverWait is how often a new home looks again whether its schedules
-// were handed over.
-const handOverWait = 200 * time.Millisecond
 
 // New returns a Firer for the schedules of cfg on store's layout.
 func New(store *shard.Store, cfg Config) *Firer {
@@ -173,14 +166,6 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 		case errors.Is(err, shard.ErrStaleEpoch):
 			return err
 		case errors.Is(err, errReload):
-			continue
-		case errors.Is(err, errNotHandedOver):
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-reload:
-			case <-time.After(handOverWait):
-			}
 			continue
 		}
 		f.met.errors.Inc()

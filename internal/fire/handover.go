@@ -2,7 +2,7 @@ package fire
 
 import (
 	"context"
-	"fmt"
+	"maps"
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -17,9 +17,10 @@ import (
 //     run by the migration before its shard can be done): its last
 //     occurrence is marked moved, after which fire.lua refuses it there,
 //     and copied to the new home (shard.Store.Adopt);
-//   - the new home fires a schedule that arrives only once its old home
-//     has marked it moved (takeOver), starting from the later of the two
-//     homes' last occurrences.
+//   - the new home fires a schedule that arrives only once it is marked
+//     moved in its old home (takeOver marks it itself if the old home's
+//     owner has not yet), starting from the later of the two homes' last
+//     occurrences.
 //
 // So no occurrence is fired by both homes, whichever of them sees the new
 // layout first; one due while the hand-over runs is fired late by the
@@ -41,7 +42,7 @@ func (f *Firer) HandOff(ctx context.Context, s owner.Shard, l shard.Layout) erro
 			names = append(names, c.Name)
 		}
 	}
-	states, err := f.store.HandOff(ctx, s.ID, s.Epoch, names)
+	states, err := f.store.HandOff(ctx, l, s.ID, s.Epoch, names)
 	if err != nil {
 		return err
 	}
@@ -64,9 +65,11 @@ func (f *Firer) HandOff(ctx context.Context, s owner.Shard, l shard.Layout) erro
 	return nil
 }
 
-// takeOver, while a change runs, checks that every schedule of mine that
-// arrives from another home was handed over, and adopts its state; it
-// returns errNotHandedOver if one was not yet.
+// takeOver, while a change runs, takes every schedule of mine that
+// arrives from another home over: one its old home did not hand over yet
+// (HandOff) it hands over itself, which needs no fence (the mark is
+// atomic with fire.lua's check in the old home); then it adopts the
+// later of the two records.
 func (f *Firer) takeOver(ctx context.Context, s owner.Shard, mine []*periodic.Compiled) error {
 	l := f.store.Layout()
 	if !l.Migrating() {
@@ -84,13 +87,19 @@ func (f *Firer) takeOver(ctx context.Context, s owner.Shard, mine []*periodic.Co
 			return err
 		}
 		sts := map[string]shard.ScheduleState{}
+		var pending []string
 		for _, c := range cs {
-			st := old[c.Name]
-			if !st.Moved {
-				return fmt.Errorf("%w: %q (from shard %d)", errNotHandedOver, c.Name, o)
+			if st := old[c.Name]; st.Moved {
+				sts[c.Name] = st
+			} else {
+				pending = append(pending, c.Name)
 			}
-			sts[c.Name] = st
 		}
+		handed, err := f.store.HandOff(ctx, l, o, 0, pending)
+		if err != nil {
+			return err
+		}
+		maps.Copy(sts, handed)
 		if err := f.store.Adopt(ctx, s.ID, sts); err != nil {
 			return err
 		}

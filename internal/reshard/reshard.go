@@ -124,6 +124,14 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 				return nil
 			case errors.Is(err, shard.ErrStaleEpoch):
 				return err
+			case errors.Is(err, shard.ErrStaleLayout):
+				// A later change began: follow it rather than move tasks
+				// by a layout that is over.
+				log.Info("the layout changed under the migration; reading it again", "generation", l.Gen())
+				if _, rerr := m.store.RefreshLayout(ctx); rerr == nil {
+					m.LayoutChanged()
+				}
+				wait = time.After(m.cfg.Retry)
 			case err != nil:
 				m.cfg.Metrics.failed()
 				log.Warn("migration step failed; retrying", "error", err)
@@ -168,6 +176,15 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 			return false, err
 		}
 	}
+	// What an earlier owner left: cancelled entries whose imported
+	// copies it did not remove, then a batch it did not commit.
+	cancelled, err := m.store.CancelledOnTheWay(ctx, s.ID)
+	if err != nil {
+		return false, err
+	}
+	if err := m.unimport(ctx, s, l, cancelled); err != nil {
+		return false, err
+	}
 	left, err := m.store.Outbox(ctx, s.ID)
 	if err != nil {
 		return false, err
@@ -192,12 +209,14 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 			}
 		}
 		if len(away) > 0 {
-			if !m.pace(ctx, len(away)) {
-				return false, ctx.Err()
-			}
-			r, err := m.store.Export(ctx, s.ID, s.Epoch, m.cfg.Margin, away)
+			r, err := m.store.Export(ctx, l, s.ID, s.Epoch, m.cfg.Margin, away)
 			if err != nil {
 				return false, err
+			}
+			// The rate counts what moves: tasks that stay (a paused
+			// queue's ready ones) cost a scan, not the budget.
+			if !m.pace(ctx, len(r.Tasks)) {
+				return false, ctx.Err()
 			}
 			stayed += r.Stayed
 			if err := m.deliver(ctx, s, l, r.Tasks); err != nil {
@@ -251,7 +270,7 @@ func (m *Migrator) deliver(ctx context.Context, s owner.Shard, l shard.Layout, t
 		ids[i] = t.ID
 	}
 	for to, ts := range byShard {
-		if _, err := m.store.Import(ctx, to, l.Gen(), ts); err != nil {
+		if _, err := m.store.Import(ctx, l, to, ts); err != nil {
 			return err
 		}
 	}
@@ -259,25 +278,43 @@ func (m *Migrator) deliver(ctx context.Context, s owner.Shard, l shard.Layout, t
 	if err != nil {
 		return err
 	}
+	var undo []shard.Exported
 	if len(cancelled) > 0 {
 		gone := make(map[string]bool, len(cancelled))
 		for _, id := range cancelled {
 			gone[id] = true
 		}
-		undo := make(map[int][]shard.Exported)
 		for _, t := range tasks {
 			if gone[t.ID] {
-				undo[l.ShardOf(t.ID)] = append(undo[l.ShardOf(t.ID)], t)
+				undo = append(undo, t)
 			}
 		}
-		for to, ts := range undo {
-			if err := m.store.Unimport(ctx, to, ts); err != nil {
-				return err
-			}
+		if err := m.unimport(ctx, s, l, undo); err != nil {
+			return err
 		}
 	}
 	m.cfg.Metrics.moved(len(tasks) - len(cancelled))
 	return m.store.AddMoved(ctx, l, len(tasks)-len(cancelled))
+}
+
+// unimport removes the imported copies of tasks cancelled on their way
+// out of shard s, then forgets their cancelled entries.
+func (m *Migrator) unimport(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	by := make(map[int][]shard.Exported)
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		by[l.ShardOf(t.ID)] = append(by[l.ShardOf(t.ID)], t)
+		ids[i] = t.ID
+	}
+	for to, ts := range by {
+		if err := m.store.Unimport(ctx, to, ts); err != nil {
+			return err
+		}
+	}
+	return m.store.Forget(ctx, s.ID, ids)
 }
 
 // finish records the shard done, first deleting its keys if the new

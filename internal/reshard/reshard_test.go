@@ -115,7 +115,7 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 			away = append(away, id)
 		}
 	}
-	r, err := e.Store.Export(ctx, 0, shardtest.Epoch, time.Second, away)
+	r, err := e.Store.Export(ctx, e.Layout(), 0, shardtest.Epoch, time.Second, away)
 	if err != nil || len(r.Tasks) != len(away) {
 		t.Fatalf("export: %d of %d, %v", len(r.Tasks), len(away), err)
 	}
@@ -147,7 +147,7 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 	if n := e.RDB.HLen(ctx, e.Layout().Outbox(0)).Val(); n != 0 {
 		t.Errorf("outbox of shard 0 still holds %d entries", n)
 	}
-	if _, err := e.Store.Export(ctx, 0, shardtest.Epoch, time.Second, ids); !errors.Is(err, shard.ErrStaleEpoch) {
+	if _, err := e.Store.Export(ctx, e.Layout(), 0, shardtest.Epoch, time.Second, ids); !errors.Is(err, shard.ErrStaleEpoch) {
 		t.Errorf("export with the dead owner's epoch: %v, want ErrStaleEpoch", err)
 	}
 }

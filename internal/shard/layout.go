@@ -32,6 +32,15 @@ var (
 	// ErrCorruptLayout reports a layout record or marker that does not
 	// parse.
 	ErrCorruptLayout = errors.New("shard: corrupt layout record")
+	// ErrInTransit reports an enqueue of an id that was cancelled while
+	// it moved to its new shard, whose imported copy the migration has
+	// not removed yet: nothing was written; send it again shortly (the
+	// Go client does, for Config.RetryFor).
+	ErrInTransit = errors.New("shard: the id is being cancelled on its way to its new shard")
+	// ErrStaleLayout reports a migration step refused because the
+	// shard's marker says another change (the caller's layout is out of
+	// date): nothing was written.
+	ErrStaleLayout = errors.New("shard: the migration's layout is out of date")
 )
 
 // Layout record states.
@@ -71,6 +80,11 @@ func (l Layout) Marker(s int) string { return l.Tag(s) + ":layout" }
 // Outbox is the hash of the tasks shard s is moving to another shard:
 // id -> placement and task (reshard.lua's export).
 func (l Layout) Outbox(s int) string { return l.Tag(s) + ":outbox" }
+
+// Cancelled is the hash of the outbox entries of shard s that were
+// cancelled on their way (cancel.lua): the migration removes their
+// imported copies, then the entries (Forget).
+func (l Layout) Cancelled(s int) string { return l.Tag(s) + ":outbox:cancelled" }
 
 // Imported is the set of ids shard s received from other shards during
 // the change to generation gen, so that a repeated import cannot store a

@@ -148,23 +148,33 @@ type ScheduleState struct {
 }
 
 // HandOff marks the schedules names of shard sh as handed over to their
-// new home (handoff.lua; fire.lua refuses them here from then on) and
-// returns what sh recorded of each. Fenced by epoch: ErrStaleEpoch.
-func (s *Store) HandOff(ctx context.Context, sh int, epoch int64, names []string) (map[string]ScheduleState, error) {
+// new home in l's change (handoff.lua; fire.lua refuses them here from
+// then on) and returns what sh recorded of each. Fenced by epoch
+// (ErrStaleEpoch) unless epoch is 0 (the new home's owner, which needs no
+// fence: the mark is atomic with fire.lua's check), and by the shard's
+// marker, which must be l's (ErrStaleLayout).
+func (s *Store) HandOff(ctx context.Context, l Layout, sh int, epoch int64, names []string) (map[string]ScheduleState, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 1+len(names))
-	args = append(args, epoch)
+	ep := ""
+	if epoch != 0 {
+		ep = strconv.FormatInt(epoch, 10)
+	}
+	args := make([]any, 0, 2+len(names))
+	args = append(args, ep, markerValue(l))
 	for _, n := range names {
 		args = append(args, n)
 	}
-	v, err := handoffScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh)}, args...).Slice()
+	v, err := handoffScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Marker(sh)}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: hand schedules over from shard %d: %w", sh, err)
 	}
-	if code, _ := v[0].(int64); code == -10 {
+	switch code, _ := v[0].(int64); code {
+	case -10:
 		return nil, fmt.Errorf("%w: hand over from shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	case -11:
+		return nil, fmt.Errorf("%w: hand over from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
 	if len(v) != 1+2*len(names) {
 		return nil, fmt.Errorf("shard: hand over from shard %d: %d values for %d schedules", sh, len(v)-1, len(names))

@@ -53,26 +53,31 @@ func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) (
 
 // Export takes the tasks ids of shard sh out of it, to the outbox: those
 // scheduled (delayed set or far tier) at least margin ahead, and the dead
-// ones. Fenced by epoch: ErrStaleEpoch.
-func (s *Store) Export(ctx context.Context, sh int, epoch int64, margin time.Duration, ids []string) (ExportResult, error) {
+// ones, for l's change. Fenced by epoch (ErrStaleEpoch) and by the
+// shard's marker, which must be l's (ErrStaleLayout: a later change
+// began).
+func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margin time.Duration, ids []string) (ExportResult, error) {
 	var r ExportResult
 	if len(ids) == 0 {
 		return r, nil
 	}
-	args := make([]any, 0, 3+len(ids))
-	args = append(args, epoch, margin.Milliseconds(), s.l.PendingPrefix(sh))
+	args := make([]any, 0, 4+len(ids))
+	args = append(args, epoch, margin.Milliseconds(), s.l.PendingPrefix(sh), markerValue(l))
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	v, err := exportScript.Run(ctx, s.rdb, []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh),
-		s.l.Errors(sh), s.l.Counts(sh), s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh),
+		s.l.Errors(sh), s.l.Counts(sh), s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Marker(sh),
 	}, args...).Slice()
 	if err != nil {
 		return r, fmt.Errorf("shard: export from shard %d: %w", sh, err)
 	}
-	if code, _ := v[0].(int64); code == -10 {
+	switch code, _ := v[0].(int64); code {
+	case -10:
 		return r, fmt.Errorf("%w: export from shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	case -11:
+		return r, fmt.Errorf("%w: export from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
 	if len(v) != 1+len(ids) {
 		return r, fmt.Errorf("shard: export from shard %d: %d replies for %d ids", sh, len(v)-1, len(ids))
@@ -105,30 +110,37 @@ func (s *Store) Outbox(ctx context.Context, sh int) ([]Exported, error) {
 }
 
 // Import stores exported tasks in shard sh as they were, each once per
-// change of generation gen; it returns how many it stored.
-func (s *Store) Import(ctx context.Context, sh int, gen int64, tasks []Exported) (int, error) {
+// change (l's generation); it returns how many it stored. The shard's
+// marker must be l's (ErrStaleLayout: a later change began, which may
+// have dropped the shard).
+func (s *Store) Import(ctx context.Context, l Layout, sh int, tasks []Exported) (int, error) {
 	if len(tasks) == 0 {
 		return 0, nil
 	}
-	args := make([]any, 0, 1+2*len(tasks))
-	args = append(args, s.l.WakeChannel(sh))
+	args := make([]any, 0, 2+2*len(tasks))
+	args = append(args, s.l.WakeChannel(sh), markerValue(l))
 	for _, t := range tasks {
 		args = append(args, t.ID, t.Entry)
 	}
 	v, err := importScript.Run(ctx, s.rdb, []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Imported(sh, gen),
+		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Imported(sh, l.Gen()), s.l.Marker(sh),
 	}, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("shard: import into shard %d: %w", sh, err)
+	}
+	if v[0] == -11 {
+		return 0, fmt.Errorf("%w: import into shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
 	return int(v[0]), nil
 }
 
 // Commit drops the outbox entries of ids in shard sh once they are
-// imported. It returns the ids that had no entry any more: cancelled on
-// their way, whose imported copies the caller removes (Unimport). Fenced
-// by epoch: ErrStaleEpoch.
+// imported. It returns the ids that were cancelled on their way
+// (cancel.lua moved their entries aside): the caller removes their
+// imported copies (Unimport), then forgets them (Forget). An id whose
+// entry an earlier commit dropped is neither. Fenced by epoch:
+// ErrStaleEpoch.
 func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (cancelled []string, err error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -138,7 +150,7 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	v, err := commitScript.Run(ctx, s.rdb, []string{s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh)}, args...).Int64Slice()
+	v, err := commitScript.Run(ctx, s.rdb, []string{s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Cancelled(sh)}, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: commit the exports of shard %d: %w", sh, err)
 	}
@@ -146,11 +158,38 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 		return nil, fmt.Errorf("%w: commit in shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
 	}
 	for i, id := range ids {
-		if i+1 < len(v) && v[i+1] == 0 {
+		if i+1 < len(v) && v[i+1] == 2 {
 			cancelled = append(cancelled, id)
 		}
 	}
 	return cancelled, nil
+}
+
+// CancelledOnTheWay returns the outbox entries of shard sh that were
+// cancelled on their way and not forgotten yet: left by an owner that
+// died before it removed their imported copies.
+func (s *Store) CancelledOnTheWay(ctx context.Context, sh int) ([]Exported, error) {
+	m, err := s.rdb.HGetAll(ctx, s.l.Cancelled(sh)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: read the cancelled exports of shard %d: %w", sh, err)
+	}
+	out := make([]Exported, 0, len(m))
+	for id, e := range m {
+		out = append(out, Exported{ID: id, Entry: e})
+	}
+	return out, nil
+}
+
+// Forget drops the cancelled entries of ids in shard sh, once their
+// imported copies are removed.
+func (s *Store) Forget(ctx context.Context, sh int, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := s.rdb.HDel(ctx, s.l.Cancelled(sh), ids...).Err(); err != nil {
+		return fmt.Errorf("shard: forget the cancelled exports of shard %d: %w", sh, err)
+	}
+	return nil
 }
 
 // Unimport removes from shard sh the imported copies of tasks that were
@@ -194,7 +233,7 @@ func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
 func (s *Store) DropShard(ctx context.Context, sh int) error {
 	keys := []string{
 		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh),
-		s.l.Counts(sh), s.l.Outbox(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Queues(sh), s.l.Stats(sh),
+		s.l.Counts(sh), s.l.Outbox(sh), s.l.Cancelled(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Queues(sh), s.l.Stats(sh),
 		s.l.ReadyQueues(sh),
 	}
 	buckets, err := s.rdb.ZRange(ctx, s.l.Far(sh), 0, -1).Result()

@@ -71,7 +71,7 @@ func TestTaskOnItsWayDuringResize(t *testing.T) {
 	lookupSame(c, "in its old shard")
 
 	// In the outbox.
-	res, err := s.Export(ctx, old, rsEpoch, time.Minute, []string{b, c, d, e, f})
+	res, err := s.Export(ctx, s.Layout(), old, rsEpoch, time.Minute, []string{b, c, d, e, f})
 	if err != nil || len(res.Tasks) != 5 {
 		t.Fatalf("export: %+v, %v", res, err)
 	}
@@ -204,7 +204,7 @@ func TestReshardOnCluster(t *testing.T) {
 	if want := slices.Sorted(slices.Values(ids)); !slices.Equal(slices.Compact(scanned), want) {
 		t.Fatalf("scanned %v, want %v", scanned, want)
 	}
-	res, err := s.Export(ctx, old, rsEpoch, time.Minute, scanned)
+	res, err := s.Export(ctx, s.Layout(), old, rsEpoch, time.Minute, scanned)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,7 +327,7 @@ func importAll(t *testing.T, ctx context.Context, s *Store, l Layout, tasks []Ex
 	}
 	n := 0
 	for sh, ts := range byShard {
-		k, err := s.Import(ctx, sh, l.Gen(), ts)
+		k, err := s.Import(ctx, l, sh, ts)
 		if err != nil {
 			t.Fatalf("import into shard %d: %v", sh, err)
 		}

@@ -46,13 +46,13 @@ func TestExportImportCommit(t *testing.T) {
 	l := s.Layout()
 
 	all := append(slices.Clone(ids), gone)
-	if _, err := s.Export(ctx, old, rsEpoch-1, time.Minute, all); !errors.Is(err, ErrStaleEpoch) {
+	if _, err := s.Export(ctx, s.Layout(), old, rsEpoch-1, time.Minute, all); !errors.Is(err, ErrStaleEpoch) {
 		t.Fatalf("export with a stale epoch: %v, want ErrStaleEpoch", err)
 	}
 	if n := rdb.HLen(ctx, l.Tasks(old)).Val(); n != 7 || rdb.Exists(ctx, l.Outbox(old)).Val() != 0 {
 		t.Fatalf("the stale export changed the shard: %d tasks left", n)
 	}
-	res, err := s.Export(ctx, old, rsEpoch, time.Minute, all)
+	res, err := s.Export(ctx, s.Layout(), old, rsEpoch, time.Minute, all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,11 +186,11 @@ func TestExportFarTierTask(t *testing.T) {
 	l = s.Layout()
 
 	// Due within a minute: it runs here.
-	res, err := s.Export(ctx, old, rsEpoch, time.Minute, []string{moving})
+	res, err := s.Export(ctx, s.Layout(), old, rsEpoch, time.Minute, []string{moving})
 	if err != nil || len(res.Tasks) != 0 || res.Stayed != 1 {
 		t.Fatalf("export of a far-tier task due within the margin: %+v, %v; want it to stay", res, err)
 	}
-	res, err = s.Export(ctx, old, rsEpoch, 500*time.Millisecond, []string{moving})
+	res, err = s.Export(ctx, s.Layout(), old, rsEpoch, 500*time.Millisecond, []string{moving})
 	if err != nil || len(res.Tasks) != 1 {
 		t.Fatalf("export of a far-tier task beyond the margin: %+v, %v", res, err)
 	}

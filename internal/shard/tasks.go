@@ -173,15 +173,16 @@ func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs,
 		return todo
 	}
 	type check struct {
-		i          int
-		data, sent *redis.BoolCmd
+		i                     int
+		data, sent, cancelled *redis.BoolCmd
 	}
 	var checks []check
 	pipe := s.rdb.Pipeline()
 	for _, i := range todo {
 		id := as[i].ID
 		if o := l.OldShardOf(id); o != l.ShardOf(id) {
-			checks = append(checks, check{i, pipe.HExists(ctx, l.Tasks(o), id), pipe.HExists(ctx, l.Outbox(o), id)})
+			checks = append(checks, check{i, pipe.HExists(ctx, l.Tasks(o), id), pipe.HExists(ctx, l.Outbox(o), id),
+				pipe.HExists(ctx, l.Cancelled(o), id)})
 		}
 	}
 	if len(checks) == 0 {
@@ -193,6 +194,11 @@ func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs,
 		switch {
 		case err != nil:
 			out[c.i].Err = fmt.Errorf("shard: enqueue %q: look in its old shard: %w", as[c.i].ID, err)
+			live[c.i] = true
+		case c.cancelled.Val():
+			// Its imported copy is about to be removed: storing the id
+			// now would be reported a duplicate, then deleted with it.
+			out[c.i] = EnqueueResult{Err: fmt.Errorf("%w: %q", ErrInTransit, as[c.i].ID)}
 			live[c.i] = true
 		case c.data.Val() || c.sent.Val():
 			out[c.i] = EnqueueResult{State: "live in its old shard", Err: fmt.Errorf("%w: %q is live in its old shard %d (the shard count is changing)", ErrDuplicate, as[c.i].ID, l.OldShardOf(as[c.i].ID))}
@@ -232,23 +238,29 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 
 // Cancel deletes a task that is not running and returns the state it was
 // in. It returns ErrNotFound or ErrActive. While the shard count changes,
-// a task whose shard changes is cancelled in both shards, so a task
-// copied to its new shard meanwhile does not come back.
+// a task whose shard changes is cancelled in its old shard, then in its
+// new one, so a task that moves meanwhile does not come back.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	if !ValidID(id) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	l := s.Layout()
-	state, err := s.cancelIn(ctx, l, l.ShardOf(id), id)
-	if o := l.OldShardOf(id); o != l.ShardOf(id) && (err == nil || errors.Is(err, ErrNotFound)) {
-		oldState, oerr := s.cancelIn(ctx, l, o, id)
-		switch {
-		case err == nil: // cancelled in the new shard; the old one's copy is gone too now
-		case oerr == nil || !errors.Is(oerr, ErrNotFound):
-			state, err = oldState, oerr
-		}
+	n, o := l.ShardOf(id), l.OldShardOf(id)
+	if o == n {
+		return s.cancelIn(ctx, l, n, id)
 	}
-	return state, err
+	// The old shard first: a task only moves from there to the new one,
+	// so one that leaves between the two calls is found by the second
+	// (a cancel of its outbox entry is seen by the migration's commit).
+	state, err := s.cancelIn(ctx, l, o, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return state, err
+	}
+	newState, nerr := s.cancelIn(ctx, l, n, id)
+	if err == nil && errors.Is(nerr, ErrNotFound) {
+		return state, nil
+	}
+	return newState, nerr
 }
 
 // cancelIn cancels id in shard sh. The outbox is looked at only while l's
@@ -257,7 +269,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 func (s *Store) cancelIn(ctx context.Context, l Layout, sh int, id string) (string, error) {
 	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)}
 	if l.Migrating() {
-		keys = append(keys, s.l.Outbox(sh))
+		keys = append(keys, s.l.Outbox(sh), s.l.Cancelled(sh))
 	}
 	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
 	if err != nil {

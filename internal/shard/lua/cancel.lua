@@ -9,7 +9,10 @@
 -- KEYS[7] counts     HASH  task counts (see lib.lua's count)
 -- KEYS[8] outbox     HASH  optional: tasks on their way to another shard
 --                          while the shard count changes (export.lua); a
---                          task there is cancelled by removing its entry
+--                          task there is cancelled by moving its entry to
+-- KEYS[9] cancelled  HASH  (with KEYS[8]) the outbox entries cancelled on
+--                          their way: commit.lua reports them, and the
+--                          migration removes their imported copies
 -- ARGV[1] task id
 -- ARGV[2] ready-list key prefix of this shard
 -- ARGV[3] pending key prefix of this shard
@@ -36,6 +39,7 @@ if not blob and KEYS[8] then
   local entry = redis.call("HGET", KEYS[8], id)
   if entry then
     redis.call("HDEL", KEYS[8], id)
+    redis.call("HSET", KEYS[9], id, entry)
     return {1, cmsgpack.unpack(entry)[1] == "x" and "dead" or "scheduled"}
   end
 end

@@ -21,24 +21,28 @@
 --                          "f" far tier, "x" dead (score: time buried)
 -- KEYS[9] epoch      STRING fencing epoch of the shard's owner
 -- KEYS[10] stats     HASH  counters (stale_epoch)
+-- KEYS[11] marker    STRING the shard's layout marker "gen|shards|from"
 -- ARGV[1] caller's epoch
 -- ARGV[2] margin ms: a task due sooner than that stays
 -- ARGV[3] pending key prefix of this shard (a queue name follows; not
 --         declared: checked with lib.lua's served_here before any write)
--- ARGV[4..] task ids
+-- ARGV[4] the marker of the change the caller migrates for: another
+--         value (a later change began) refuses the call
+-- ARGV[5..] task ids
 --
--- Returns {code, outcome per id}: code 1, or -10 when ARGV[1] is older
--- than the stored epoch (nothing written). Outcomes: the packed outbox
--- entry of an exported task, "" for an id without data (gone), "s" for a
--- task that stays.
+-- Returns {code, outcome per id}: code 1; -10 when ARGV[1] is older than
+-- the stored epoch; -11 when the marker is not ARGV[4] (nothing written
+-- either way). Outcomes: the packed outbox entry of an exported task, ""
+-- for an id without data (gone), "s" for a task that stays.
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
 if not ok then return {-10, stored} end
+if redis.call("GET", KEYS[11]) ~= ARGV[4] then return {-11, 0} end
 local now = now_ms()
 local margin = tonumber(ARGV[2])
 
 local pending = {}
 local blobs = {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local blob = redis.call("HGET", KEYS[2], ARGV[i])
   blobs[i] = blob or false
   local q = blob and blob_queue(blob)
@@ -48,7 +52,7 @@ local moving = served_here(KEYS[1], pending)
 if moving then return moving end
 
 local out = {1}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local id, blob = ARGV[i], blobs[i]
   local res = "s"
   if not blob then

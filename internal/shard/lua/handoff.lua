@@ -11,16 +11,24 @@
 --                        the id of the last task it enqueued
 -- KEYS[2] epoch    STRING fencing epoch of the shard's owner
 -- KEYS[3] stats    HASH  counters (stale_epoch)
--- ARGV[1] caller's epoch
--- ARGV[2..] schedule names
+-- KEYS[4] marker   STRING the shard's layout marker "gen|shards|from"
+-- ARGV[1] caller's epoch, or "" (the new home's owner hands a schedule
+--         over itself: the mark is atomic with fire.lua's check, so no
+--         fence is needed for it)
+-- ARGV[2] the marker of the change the caller hands over for: another
+--         value (a later change began) refuses the call
+-- ARGV[3..] schedule names
 --
 -- Returns {code, then per name: last occurrence ms ("0": none), last
 -- task id ("": none)}; code -10 when ARGV[1] is older than the stored
--- epoch (nothing written).
-local ok, stored = fence(KEYS[2], KEYS[3], ARGV[1])
-if not ok then return {-10, stored} end
+-- epoch, -11 when the marker is not ARGV[2] (nothing written either way).
+if ARGV[1] ~= "" then
+  local ok, stored = fence(KEYS[2], KEYS[3], ARGV[1])
+  if not ok then return {-10, stored} end
+end
+if redis.call("GET", KEYS[4]) ~= ARGV[2] then return {-11, 0} end
 local out = {1}
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local name = ARGV[i]
   local v = redis.call("HGET", KEYS[1], name) or "0"
   local last = string.match(v, "^moved:(%d+)$")

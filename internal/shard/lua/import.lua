@@ -18,11 +18,17 @@
 -- KEYS[8] errors     HASH  task id -> last error
 -- KEYS[9] imported   SET   ids imported during this change; it expires a
 --                          day after the last import
+-- KEYS[10] marker    STRING the shard's layout marker "gen|shards|from"
 -- ARGV[1] this shard's wake channel (the owner is woken when an imported
 --         task is the new earliest)
--- ARGV[2..] pairs: task id, its outbox entry as export.lua packed it
+-- ARGV[2] the marker of the change the caller migrates for: another value
+--         (a later change began, which may have dropped this shard)
+--         refuses the call
+-- ARGV[3..] pairs: task id, its outbox entry as export.lua packed it
 --
--- Returns {imported, skipped}.
+-- Returns {imported, skipped}, or {-11, 0} when the marker is not ARGV[2]
+-- (nothing written).
+if redis.call("GET", KEYS[10]) ~= ARGV[2] then return {-11, 0} end
 local now = now_ms()
 local far = nil
 do
@@ -32,7 +38,7 @@ end
 
 -- Where each task goes, and the far-tier lists to check first.
 local plan, lists, seen = {}, {}, {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local e = cmsgpack.unpack(ARGV[i + 1])
   local p = {id = id, kind = e[1], score = tonumber(e[2]), blob = e[3], info = e[4], last = e[5]}
