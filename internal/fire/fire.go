@@ -81,7 +81,6 @@ type Firer struct {
 // errReload ends a shard's pass when its schedules changed.
 var errReload = errors.New("fire: the schedules changed")
 
-
 // New returns a Firer for the schedules of cfg on store's layout.
 func New(store *shard.Store, cfg Config) *Firer {
 	log := cfg.Logger
