@@ -150,6 +150,20 @@ type Client struct {
 // last read.
 const layoutCheck = 5 * time.Second
 
+// layoutChanged reads the layout record now and reports whether the
+// client's layout changed: an id not found by the old one may be in a
+// shard of the new count (cancel and lookup carry no generation, so no
+// script redirects them).
+func (c *Client) layoutChanged(ctx context.Context) bool {
+	before := c.store.Layout()
+	l, err := c.store.RefreshLayout(ctx)
+	if err != nil {
+		return false
+	}
+	c.layoutRead.Store(time.Now().UnixNano())
+	return l != before
+}
+
 // followLayout reads the layout record (the shard count; see
 // docs/resharding.md) if it was not read in the last layoutCheck. A
 // failed read keeps the current layout: the enqueue script redirects a
@@ -370,6 +384,9 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	}
 	c.followLayout(ctx)
 	_, err := c.store.Cancel(ctx, id)
+	if errors.Is(err, ErrNotFound) && c.layoutChanged(ctx) {
+		_, err = c.store.Cancel(ctx, id) // it may have moved to a shard of the new count
+	}
 	return err
 }
 
@@ -414,6 +431,9 @@ func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
 	}
 	c.followLayout(ctx)
 	in, err := c.store.Lookup(ctx, id)
+	if errors.Is(err, ErrNotFound) && c.layoutChanged(ctx) {
+		in, err = c.store.Lookup(ctx, id) // it may have moved to a shard of the new count
+	}
 	if err != nil {
 		return Info{}, err
 	}

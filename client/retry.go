@@ -41,6 +41,9 @@ func transient(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
+	if errors.Is(err, shard.ErrInTransit) {
+		return true // cancelled on its way to its new shard: the copy is being removed
+	}
 	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true

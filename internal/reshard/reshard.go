@@ -37,6 +37,9 @@ const (
 	DefaultRate = 5000
 	// MaxRate is the largest Config.Rate.
 	MaxRate = 1_000_000
+	// cleanPasses is how many passes in a row must find nothing to move
+	// before a shard is done.
+	cleanPasses = 2
 )
 
 // Config configures a Migrator.
@@ -113,6 +116,11 @@ func (m *Migrator) changes() <-chan struct{} {
 func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 	log := m.log.With("shard", s.ID, "epoch", s.Epoch)
 	doneGen := int64(-1) // the generation this shard was recorded done for
+	// clean counts the passes in a row that found nothing: a shard is
+	// done after cleanPasses of them, so that a scan that skipped part of
+	// the hash (its cursor carried over a Redis failover or restart, which
+	// rehashes it) cannot end the change alone.
+	clean := 0
 	for {
 		changed := m.changes()
 		l := m.store.Layout()
@@ -136,7 +144,11 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 				m.cfg.Metrics.failed()
 				log.Warn("migration step failed; retrying", "error", err)
 				wait = time.After(m.cfg.Retry)
+			case done && clean+1 < cleanPasses:
+				clean++
+				continue
 			case done:
+				clean = 0
 				ended, err := m.finish(ctx, s, l)
 				if err != nil {
 					m.cfg.Metrics.failed()
@@ -152,6 +164,9 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 				}
 			default:
 				wait = time.After(m.cfg.Retry) // tasks in flight stay: look again later
+			}
+			if !done {
+				clean = 0
 			}
 			if wait == nil && !done {
 				continue

@@ -19,13 +19,35 @@ const layoutCheck = 5 * time.Second
 // shard count is the layout until a change is recorded; a different
 // recorded count wins, with a warning.
 func (s *Scheduler) adoptLayout(ctx context.Context) error {
+	_, err := s.followLayout(ctx)
+	return err
+}
+
+// preparingFor is how long a change may stay "preparing" before a
+// scheduler finishes setting it up (the resize that began it died).
+const preparingFor = 10 * time.Second
+
+// followLayout is adoptLayout, reporting whether the layout changed. A
+// change left "preparing" for preparingFor is finished here: its steps
+// are idempotent, and until it is, producers on the old count are told
+// to wait.
+func (s *Scheduler) followLayout(ctx context.Context) (bool, error) {
 	before := s.store.Layout()
-	l, err := s.store.RefreshLayout(ctx)
+	rec, err := s.store.ReadLayout(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
+	if rec.State == shard.LayoutPreparing && time.Since(rec.Started) > preparingFor {
+		s.log.Warn("a change of the shard count was left half set up; finishing it", "generation", rec.Gen, "shards", rec.Shards, "from", rec.From)
+		if _, err := s.store.BeginResize(ctx, rec.Shards); err != nil {
+			s.log.Warn("could not finish setting up the change of the shard count", "error", err)
+		}
+	} else {
+		s.store.SetLayout(rec.Layout)
+	}
+	l := s.store.Layout()
 	if l == before && s.election.Shards() == l.Span() {
-		return nil
+		return false, nil
 	}
 	if l.Shards() != s.cfg.Shards && !s.warnedShards.Swap(true) {
 		s.log.Warn("the layout record's shard count differs from the configured one, which only sets the initial count: the record wins",
@@ -38,7 +60,7 @@ func (s *Scheduler) adoptLayout(ctx context.Context) error {
 	// Schedules' homes follow the shard count (fire's handover.go).
 	s.firer.SetSchedules(s.firedSchedules())
 	s.migrator.LayoutChanged()
-	return nil
+	return l != before, nil
 }
 
 // watchLayout follows the layout record until ctx ends: on each
@@ -59,8 +81,17 @@ func (s *Scheduler) watchLayout(ctx context.Context) {
 		case <-tick.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		if err := s.adoptLayout(cctx); err != nil && ctx.Err() == nil {
+		changed, err := s.followLayout(cctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			s.log.Warn("could not read the layout record; keeping the current layout", "error", err)
+		case changed:
+			// The configured queues in the shards of the new count: a
+			// queue this replica registered by the old one while the
+			// change was set up would miss them.
+			if err := s.registerPolicies(cctx); err != nil {
+				s.log.Warn("could not register the queues in the new shards; the registry check retries", "error", err)
+			}
 		}
 		cancel()
 	}

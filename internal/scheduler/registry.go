@@ -97,7 +97,6 @@ func (s *Scheduler) watchRegistry(ctx context.Context) {
 // policies and the far tier's settings to every shard, retrying while
 // Redis is unreachable.
 func (s *Scheduler) registerQueues(ctx context.Context) error {
-	policies, far := s.cfg.QueuePolicies(), s.cfg.FarTier()
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		// Each attempt within a second, so that /readyz says within about
@@ -113,10 +112,7 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 			err = s.adoptLayout(actx)
 		}
 		if err == nil {
-			err = s.store.RegisterQueues(actx, policies)
-		}
-		if err == nil {
-			err = s.store.SetFarTier(actx, far)
+			err = s.registerPolicies(actx)
 		}
 		cancel()
 		if err == nil {
@@ -129,4 +125,13 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 			return fmt.Errorf("scheduler: register queues: %w", err)
 		}
 	}
+}
+
+// registerPolicies writes the configured queue policies and the far
+// tier's settings to every shard of the current count.
+func (s *Scheduler) registerPolicies(ctx context.Context) error {
+	if err := s.store.RegisterQueues(ctx, s.cfg.QueuePolicies()); err != nil {
+		return err
+	}
+	return s.store.SetFarTier(ctx, s.cfg.FarTier())
 }

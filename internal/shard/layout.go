@@ -212,17 +212,24 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	switch r.State {
 	case "", LayoutStable:
 		from = r.Layout.Shards()
+		if r.State == "" {
+			// Never changed: the count is what the schedulers registered
+			// (shard 0's marker), not the caller's configuration.
+			if from, err = s.registeredCount(ctx, from); err != nil {
+				return Layout{}, err
+			}
+		}
 		if from == n {
 			return r.Layout, nil
 		}
-		v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "begin", r.Layout.Gen(), n, from).Int64Slice()
+		ok, at, state, err := s.layoutOp(ctx, "begin", r.Layout.Gen(), n, from)
 		if err != nil {
 			return Layout{}, fmt.Errorf("shard: begin resize: %w", err)
 		}
-		if v[0] != 1 {
-			return Layout{}, fmt.Errorf("%w: the record is at generation %d (%s)", ErrResizeRunning, v[1], "changed meanwhile")
+		if !ok {
+			return Layout{}, fmt.Errorf("%w: the record changed meanwhile (generation %d, %s)", ErrResizeRunning, at, state)
 		}
-		gen = v[1]
+		gen = at
 	case LayoutPreparing:
 		if r.Shards != n {
 			return Layout{}, fmt.Errorf("%w: a change to %d shards was left half-prepared; run it again with %d to finish it", ErrResizeRunning, r.Shards, r.Shards)
@@ -237,30 +244,106 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	}
 	// The queues of the new shards first: a producer sends tasks there as
 	// soon as it sees the new layout.
-	if n > from {
-		reg, err := s.rdb.HGetAll(ctx, s.l.Queues(0)).Result()
-		if err != nil {
-			return Layout{}, fmt.Errorf("shard: read the queues to register: %w", err)
-		}
-		if len(reg) > 0 {
-			pipe := s.rdb.Pipeline()
-			for sh := from; sh < n; sh++ {
-				pipe.HSet(ctx, s.l.Queues(sh), reg)
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				return Layout{}, fmt.Errorf("shard: register the queues in the new shards: %w", err)
-			}
-		}
+	if err := s.copyQueues(ctx, from, n); err != nil {
+		return Layout{}, err
+	}
+	// The markers in two rounds. First every shard refuses producers on
+	// the old generation without redirecting them (they retry): once it
+	// is done, none can store a task by the old count. Then every shard
+	// redirects them to the new count. So a producer redirected by one
+	// shard cannot race one that still stores by the old count in
+	// another, which the dedupe check in the old shard relies on.
+	sealed := next
+	sealed.shards, sealed.from = 0, 0
+	if err := s.writeMarkers(ctx, sealed, next.Span()); err != nil {
+		return Layout{}, err
 	}
 	if err := s.writeMarkers(ctx, next, next.Span()); err != nil {
 		return Layout{}, err
 	}
-	if _, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "start", gen).Int64Slice(); err != nil {
+	ok, at, state, err := s.layoutOp(ctx, "start", gen)
+	if err != nil {
 		return Layout{}, fmt.Errorf("shard: start resize: %w", err)
+	}
+	if !ok && (at != gen || state == LayoutPreparing) {
+		return Layout{}, fmt.Errorf("%w: generation %d could not start: the record is at generation %d, %s", ErrResizeRunning, gen, at, state)
+	}
+	if !ok && state == LayoutStable {
+		// Another caller finished setting it up, and the change has
+		// ended since: put back the markers its end wrote.
+		stable, err := s.l.withChange(gen, n, 0)
+		if err != nil {
+			return Layout{}, err
+		}
+		return stable, s.writeMarkers(ctx, stable, next.Span())
+	}
+	// Again, for a queue registered while the markers were written (a
+	// scheduler that started meanwhile registered by the old count).
+	if err := s.copyQueues(ctx, from, n); err != nil {
+		return Layout{}, err
 	}
 	s.SetLayout(next)
 	s.announceLayout(ctx, gen)
 	return next, nil
+}
+
+// layoutOp runs layout.lua's operation op and returns whether it
+// succeeded and the generation (and, on failure, the state) the record
+// is at.
+func (s *Store) layoutOp(ctx context.Context, op string, args ...any) (ok bool, gen int64, state string, err error) {
+	v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, append([]any{op}, args...)...).Slice()
+	if err != nil {
+		return false, 0, "", err
+	}
+	code, _ := v[0].(int64)
+	if len(v) > 1 {
+		gen, _ = v[1].(int64)
+	}
+	if len(v) > 2 {
+		state, _ = v[2].(string)
+	}
+	return code == 1, gen, state, nil
+}
+
+// registeredCount returns the shard count the schedulers registered
+// before any change (shard 0's marker, "0|N|0"), or def when there is
+// none (nothing registered yet).
+func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
+	m, err := s.rdb.Get(ctx, s.l.Marker(0)).Result()
+	if errors.Is(err, redis.Nil) {
+		return def, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("shard: read shard 0's layout marker: %w", err)
+	}
+	f := strings.Split(m, "|")
+	n, perr := strconv.Atoi(f[min(1, len(f)-1)])
+	if len(f) != 3 || f[0] != "0" || perr != nil || n < 1 || n > MaxShards {
+		return 0, fmt.Errorf("%w: shard 0's marker %q without a layout record", ErrCorruptLayout, m)
+	}
+	return n, nil
+}
+
+// copyQueues registers the queues of shard 0 in shards from..n-1.
+func (s *Store) copyQueues(ctx context.Context, from, n int) error {
+	if n <= from {
+		return nil
+	}
+	reg, err := s.rdb.HGetAll(ctx, s.l.Queues(0)).Result()
+	if err != nil {
+		return fmt.Errorf("shard: read the queues to register: %w", err)
+	}
+	if len(reg) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	for sh := from; sh < n; sh++ {
+		pipe.HSet(ctx, s.l.Queues(sh), reg)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("shard: register the queues in the new shards: %w", err)
+	}
+	return nil
 }
 
 // writeMarkers sets the marker of shards 0..n-1 to l.
@@ -287,11 +370,11 @@ func (s *Store) announceLayout(ctx context.Context, gen int64) {
 // record becomes stable, the markers say so, and it is announced; then
 // ended is true.
 func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, err error) {
-	v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "done", l.gen, sh, l.Span()).Int64Slice()
+	ok, last, _, err := s.layoutOp(ctx, "done", l.gen, sh, l.Span())
 	if err != nil {
 		return false, fmt.Errorf("shard: record shard %d done: %w", sh, err)
 	}
-	if v[0] != 1 || v[1] != 1 {
+	if !ok || last != 1 {
 		return false, nil
 	}
 	stable, err := s.l.withChange(l.gen, l.shards, 0)

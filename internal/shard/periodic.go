@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Periodic schedules (package periodic) live in the shard of their name:
@@ -96,6 +98,13 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 		mode = "paused"
 	case a.Overlap:
 		mode = "overlap"
+		busy, err := s.lastTaskElsewhere(ctx, sh, a.Schedule)
+		if err != nil {
+			return FireResult{}, err
+		}
+		if busy {
+			mode = "busy"
+		}
 	}
 	args := append([]any{s.l.WakeChannel(sh)}, enqueueArgs(a.Task)...)
 	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode)
@@ -133,6 +142,44 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 	default:
 		return FireResult{Outcome: Refused, Last: occ, Enqueue: r}, nil
 	}
+}
+
+// lastTaskElsewhere reports whether schedule name's last task (the one
+// overlap skip waits for) is stored outside home shard sh: after a change
+// of the shard count it may have moved, or been placed by another count,
+// where fire.lua cannot see it. It costs a round trip only once the count
+// was changed.
+func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (bool, error) {
+	l := s.Layout()
+	if l.Gen() == 0 {
+		return false, nil
+	}
+	id, err := s.rdb.HGet(ctx, s.l.Periodic(sh), name+"|task").Result()
+	if errors.Is(err, redis.Nil) || id == "" {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("shard: last task of schedule %q: %w", name, err)
+	}
+	pipe := s.rdb.Pipeline()
+	var cmds []*redis.BoolCmd
+	for _, o := range []int{l.ShardOf(id), l.OldShardOf(id)} {
+		if o != sh {
+			cmds = append(cmds, pipe.HExists(ctx, s.l.Tasks(o), id), pipe.HExists(ctx, s.l.Outbox(o), id))
+		}
+	}
+	if len(cmds) == 0 {
+		return false, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("shard: find the last task of schedule %q: %w", name, err)
+	}
+	for _, c := range cmds {
+		if c.Val() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // ScheduleState is what a shard records of a periodic schedule.

@@ -32,7 +32,9 @@
 --         a newer generation, nothing is written and the call fails with
 --         the error "LAYOUT <gen> <shards> <from>": the shard count has
 --         changed, and the producer must place each task again by that
---         layout and send it there. The arguments below then start at
+--         layout and send it there; or, while the change is being set up
+--         (a marker "<gen>|0|0"), with "TRYAGAIN ...": send it again
+--         shortly. The arguments below then start at
 --         ARGV[2]; a producer that leaves "@<gen>" out is not checked.
 -- ARGV[1] wake channel of this shard: when a call makes a task the shard's
 --         earliest (or ties the earliest), that due time is published
@@ -67,6 +69,9 @@ if string.sub(ARGV[1] or "", 1, 1) == "@" then
   if marker then
     local g, n, f = string.match(marker, "^(%d+)|(%d+)|(%d+)$")
     if g and tonumber(g) > mine then
+      if n == "0" then
+        return redis.error_reply("TRYAGAIN the shard count is changing; nothing was written")
+      end
       return redis.error_reply("LAYOUT " .. g .. " " .. n .. " " .. f)
     end
   end

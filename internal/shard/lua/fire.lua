@@ -22,7 +22,9 @@
 -- ARGV[10] caller's epoch
 -- ARGV[11] "" to enqueue; "paused" to record the occurrence as skipped
 --          without a task; "overlap" to skip it (recorded) while the
---          schedule's last task ("<name>|task") is still stored
+--          schedule's last task ("<name>|task") is still stored; "busy"
+--          to skip it (recorded) because the caller found that task
+--          stored in another shard (the shard count changed since)
 --
 -- Returns {code, due_ms, detail}:
 --   enqueue.lua's reply for the task (1 enqueued, 0 duplicate, -1..-3
@@ -52,6 +54,10 @@ end
 if mode == "paused" then
   redis.call("HSET", KEYS[6], name, occ)
   return {7, tonumber(occ), ""}
+end
+if mode == "busy" then
+  redis.call("HSET", KEYS[6], name, occ)
+  return {6, tonumber(occ), redis.call("HGET", KEYS[6], name .. "|task") or ""}
 end
 if mode == "overlap" then
   local watched = redis.call("HGET", KEYS[6], name .. "|task")
