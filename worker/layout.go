@@ -13,8 +13,9 @@ import (
 // (fetch.go's ringFor, flow.go).
 
 // layoutCheck is how often a worker re-reads the layout record besides
-// the announcements (one HGETALL).
-const layoutCheck = 5 * time.Second
+// the announcements and its resubscriptions to the control channel (one
+// HGETALL): a safety net for an announcement lost without a disconnect.
+const layoutCheck = time.Minute
 
 // followLayout re-reads the layout record and logs a change.
 func (w *Worker) followLayout(ctx context.Context) {

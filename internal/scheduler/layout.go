@@ -6,13 +6,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // layoutCheck is how often a replica re-reads the layout record besides
-// the announcements on the control channel (one HGETALL).
-const layoutCheck = 5 * time.Second
+// the announcements on the control channel and its resubscriptions (one
+// HGETALL): a safety net for an announcement lost without a disconnect.
+const layoutCheck = time.Minute
 
 // adoptLayout reads the layout record and, if it changed, makes the
 // election cover its span and wakes the migration loops. The configured
@@ -63,37 +63,23 @@ func (s *Scheduler) followLayout(ctx context.Context) (bool, error) {
 	return l != before, nil
 }
 
-// watchLayout follows the layout record until ctx ends: on each
-// announcement on the control channel (shard.LayoutChanged, among
-// others) and every layoutCheck.
-func (s *Scheduler) watchLayout(ctx context.Context) {
-	hub := fanout.New(s.rdb, fanout.Classic, s.log)
-	defer hub.Close()
-	changed, stop := hub.Signal(ctx, s.store.Layout().ControlChannel(), nil)
-	defer stop()
-	tick := time.NewTicker(layoutCheck)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-tick.C:
+// checkLayout re-reads the layout record (watchSchedules calls it on each
+// announcement on the control channel, which also fires on every
+// resubscription, and every layoutCheck) and, when it changed, registers
+// the configured queues in the shards of the new count: a queue this
+// replica registered by the old count while the change was set up would
+// miss them.
+func (s *Scheduler) checkLayout(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	changed, err := s.followLayout(cctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("could not read the layout record; keeping the current layout", "error", err)
+	case changed:
+		if err := s.registerPolicies(cctx); err != nil {
+			s.log.Warn("could not register the queues in the new shards; the registry check retries", "error", err)
 		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		changed, err := s.followLayout(cctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn("could not read the layout record; keeping the current layout", "error", err)
-		case changed:
-			// The configured queues in the shards of the new count: a
-			// queue this replica registered by the old one while the
-			// change was set up would miss them.
-			if err := s.registerPolicies(cctx); err != nil {
-				s.log.Warn("could not register the queues in the new shards; the registry check retries", "error", err)
-			}
-		}
-		cancel()
 	}
 }
 

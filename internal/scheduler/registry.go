@@ -14,7 +14,9 @@ import (
 // watchSchedules keeps the firer's schedules current until ctx ends: the
 // configured ones, and those registered at run time (inspect.SetSchedule)
 // whose names the configuration does not use, re-read when a change is
-// announced on the control channel and every registryEvery.
+// announced on the control channel and every registryEvery. The same
+// subscription follows the layout record (checkLayout): one pub/sub
+// connection for both.
 func (s *Scheduler) watchSchedules(ctx context.Context) {
 	hub := fanout.New(s.rdb, fanout.Classic, s.log)
 	defer hub.Close()
@@ -22,6 +24,8 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 	defer stop()
 	tick := time.NewTicker(s.registryEvery)
 	defer tick.Stop()
+	layoutTick := time.NewTicker(layoutCheck)
+	defer layoutTick.Stop()
 	var warned string
 	for {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -40,6 +44,10 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			s.checkLayout(ctx)
+		case <-layoutTick.C:
+			s.checkLayout(ctx)
+			continue
 		case <-tick.C:
 		}
 	}

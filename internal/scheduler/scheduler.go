@@ -245,11 +245,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			defer wg.Done()
 			s.watchSchedules(wctx)
 		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.watchLayout(wctx)
-		}()
+
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
 		stopWatch()
 	}
