@@ -98,9 +98,14 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 // Outbox returns the tasks shard sh exported and has not committed: a
 // batch an owner left unfinished.
 func (s *Store) Outbox(ctx context.Context, sh int) ([]Exported, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.Outbox(sh)).Result()
+	return s.exported(ctx, s.l.Outbox(sh))
+}
+
+// exported reads a hash of outbox entries.
+func (s *Store) exported(ctx context.Context, key string) ([]Exported, error) {
+	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: read the outbox of shard %d: %w", sh, err)
+		return nil, fmt.Errorf("shard: read %s: %w", key, err)
 	}
 	out := make([]Exported, 0, len(m))
 	for id, e := range m {
@@ -169,15 +174,7 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 // cancelled on their way and not forgotten yet: left by an owner that
 // died before it removed their imported copies.
 func (s *Store) CancelledOnTheWay(ctx context.Context, sh int) ([]Exported, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.Cancelled(sh)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("shard: read the cancelled exports of shard %d: %w", sh, err)
-	}
-	out := make([]Exported, 0, len(m))
-	for id, e := range m {
-		out = append(out, Exported{ID: id, Entry: e})
-	}
-	return out, nil
+	return s.exported(ctx, s.l.Cancelled(sh))
 }
 
 // Forget drops the cancelled entries of ids in shard sh, once their
