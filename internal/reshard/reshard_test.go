@@ -96,20 +96,19 @@ func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
 	}
 }
 
-// TestResumesABatchLeftInTheOutbox: an owner exported a batch and died
-// before importing it. Its tasks stay visible (lookup, dedupe) in the
-// outbox, the next owner (a newer epoch) imports and commits them, and
-// the dead owner's epoch is refused.
-func TestResumesABatchLeftInTheOutbox(t *testing.T) {
-	e := shardtest.New(t, shardtest.Options{})
+// exportAway schedules n tasks an hour ahead in shard 0 (ids prefix…),
+// starts a change to shards, and exports those whose shard changes with
+// shardtest.Epoch, as an owner that then stops would. It returns the ids,
+// the new layout, the exported ids and their entries.
+func exportAway(t *testing.T, e *shardtest.Env, shards, n int, prefix string) (ids []string, l shard.Layout, away []string, tasks []shard.Exported) {
+	t.Helper()
 	ctx := testenv.Ctx(t, time.Minute)
-	ids := e.IDsIn(0, 200, "t-")
+	ids = e.IDsIn(0, n, prefix)
 	e.Schedule(shardtest.Queue, time.Hour, ids...)
-	l, err := e.Store.BeginResize(ctx, 4)
+	l, err := e.Store.BeginResize(ctx, shards)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var away []string
 	for _, id := range ids {
 		if l.ShardOf(id) != 0 {
 			away = append(away, id)
@@ -119,6 +118,17 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 	if err != nil || len(r.Tasks) != len(away) {
 		t.Fatalf("export: %d of %d, %v", len(r.Tasks), len(away), err)
 	}
+	return ids, l, away, r.Tasks
+}
+
+// TestResumesABatchLeftInTheOutbox: an owner exported a batch and died
+// before importing it. Its tasks stay visible (lookup, dedupe) in the
+// outbox, the next owner (a newer epoch) imports and commits them, and
+// the dead owner's epoch is refused.
+func TestResumesABatchLeftInTheOutbox(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{})
+	ctx := testenv.Ctx(t, time.Minute)
+	ids, _, away, _ := exportAway(t, e, 4, 200, "t-")
 	// In the outbox: still found, still a duplicate.
 	if s := e.State(away[0]); s != "scheduled" {
 		t.Fatalf("%s in the outbox looks %q, want scheduled", away[0], s)

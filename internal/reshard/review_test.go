@@ -44,24 +44,9 @@ func (h *afterCmd) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func TestReviewZombieCommitMakesNextOwnerUnimportLiveTasks(t *testing.T) {
 	e := shardtest.New(t, shardtest.Options{Shards: 1})
 	ctx := testenv.Ctx(t, time.Minute)
-	ids := e.IDsIn(0, 50, "z-")
-	e.Schedule(shardtest.Queue, time.Hour, ids...)
-	l, err := e.Store.BeginResize(ctx, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var away []string
-	for _, id := range ids {
-		if l.ShardOf(id) != 0 {
-			away = append(away, id)
-		}
-	}
 	// Owner A (epoch 1): export and import, then it stalls before its commit.
-	r, err := e.Store.Export(ctx, e.Layout(), 0, shardtest.Epoch, time.Second, away)
-	if err != nil || len(r.Tasks) != len(away) {
-		t.Fatalf("export: %d of %d, %v", len(r.Tasks), len(away), err)
-	}
-	if _, err := e.Store.Import(ctx, l, 1, r.Tasks); err != nil {
+	_, l, away, exported := exportAway(t, e, 2, 50, "z-")
+	if _, err := e.Store.Import(ctx, l, 1, exported); err != nil {
 		t.Fatal(err)
 	}
 	// Owner B (epoch 2) starts its pass; A's commit lands right after B
