@@ -82,38 +82,27 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every invalid field, each error wrapping
-// ErrInvalidConfig. Zero values that New replaces with defaults (TTL,
+// Validate reports every invalid field, each a *confcheck.FieldError
+// wrapping ErrInvalidConfig. Zero values that New replaces with defaults (TTL,
 // Logger, Registerer) are valid.
 func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
-	bad := p.Addf
 	switch {
 	case c.Prefix == "":
-		bad("Prefix is required")
+		p.Field("Prefix", "is required")
 	case !strings.HasSuffix(c.Prefix, "/"):
-		bad("Prefix %q must end in \"/\"", c.Prefix)
+		p.Field("Prefix", "must end in \"/\" (got %q)", c.Prefix)
 	}
 	switch {
 	case c.ReplicaID == "":
-		bad("ReplicaID is required")
+		p.Field("ReplicaID", "is required")
 	case !ValidReplicaID(c.ReplicaID):
-		bad("ReplicaID %q must match %s", c.ReplicaID, ReplicaIDRule)
+		p.Field("ReplicaID", "must match %s (got %q)", ReplicaIDRule, c.ReplicaID)
 	}
-	switch {
-	case c.Shards < 1:
-		bad("Shards is %d, must be >= 1", c.Shards)
-	case c.Shards > shard.MaxShards:
-		bad("Shards is %d, above the maximum %d", c.Shards, shard.MaxShards)
-	}
-	switch ttl := c.TTL; {
-	case ttl == 0:
-	case ttl < MinTTL:
-		bad("TTL %s is below the minimum %s", ttl, MinTTL)
-	case ttl > MaxTTL:
-		bad("TTL %s is above the maximum %s", ttl, MaxTTL)
-	case ttl%time.Second != 0:
-		bad("TTL %s is not a whole number of seconds", ttl)
+	p.IntRange("Shards", int64(c.Shards), 1, shard.MaxShards)
+	if ttl := c.TTL; ttl != 0 {
+		p.DurationRange("TTL", ttl, MinTTL, MaxTTL)
+		p.Whole("TTL", ttl, time.Second)
 	}
 	return p.Err()
 }

@@ -25,13 +25,13 @@ func TestConfigValidate(t *testing.T) {
 		{"missing replica", func(c *Config) { c.ReplicaID = "" }, "ReplicaID is required"},
 		{"replica with slash", func(c *Config) { c.ReplicaID = "a/b" }, "must match"},
 		{"replica too long", func(c *Config) { c.ReplicaID = strings.Repeat("r", 65) }, "must match"},
-		{"long TTL", func(c *Config) { c.TTL = MaxTTL + time.Second }, "above the maximum"},
+		{"long TTL", func(c *Config) { c.TTL = MaxTTL + time.Second }, "TTL must be at most 1m0s"},
 		{"fractional TTL", func(c *Config) { c.TTL = 2500 * time.Millisecond }, "whole number of seconds"},
-		{"zero shards", func(c *Config) { c.Shards = 0 }, "Shards is 0"},
-		{"negative shards", func(c *Config) { c.Shards = -1 }, "Shards is -1"},
+		{"zero shards", func(c *Config) { c.Shards = 0 }, "Shards must be between 1 and 4096 (got 0)"},
+		{"negative shards", func(c *Config) { c.Shards = -1 }, "(got -1)"},
 		{"max shards", func(c *Config) { c.Shards = shard.MaxShards }, ""},
-		{"too many shards", func(c *Config) { c.Shards = shard.MaxShards + 1 }, "above the maximum"},
-		{"short TTL", func(c *Config) { c.TTL = time.Second }, "below the minimum"},
+		{"too many shards", func(c *Config) { c.Shards = shard.MaxShards + 1 }, "Shards must be between"},
+		{"short TTL", func(c *Config) { c.TTL = time.Second }, "TTL must be at least 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

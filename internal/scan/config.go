@@ -24,7 +24,8 @@ const (
 	MinSafetyRecheck     = 100 * time.Millisecond
 )
 
-// Config configures a Mover. Zero fields take the defaults above.
+// Config configures a Mover. Zero fields take the defaults above;
+// Prefetch's zero means none.
 type Config struct {
 	// Limit is the most tasks one script call moves, at most MaxLimit.
 	Limit int
@@ -45,21 +46,25 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Validate reports every field the mover cannot run with, each error
-// wrapping ErrInvalidConfig. Zero fields are valid: they mean the
-// defaults.
+// DefaultConfig returns the mover's defaults, those the scheduler binary
+// runs with unless configured.
+func DefaultConfig() Config {
+	return Config{Limit: DefaultLimit, SafetyRecheck: DefaultSafetyRecheck}
+}
+
+// Validate reports every field the mover cannot run with, each a
+// *confcheck.FieldError wrapping ErrInvalidConfig. Zero fields are valid:
+// Limit and SafetyRecheck then mean the defaults, Prefetch none.
 func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
-	bad := p.Addf
-	if c.Limit < 0 || c.Limit > MaxLimit {
-		bad("Limit %d not in 1..%d (0: the default)", c.Limit, MaxLimit)
+	if c.Limit != 0 {
+		p.IntRange("Limit", int64(c.Limit), 1, MaxLimit)
 	}
-	if c.SafetyRecheck < 0 || (c.SafetyRecheck > 0 && c.SafetyRecheck < MinSafetyRecheck) {
-		bad("SafetyRecheck %s below %s", c.SafetyRecheck, MinSafetyRecheck)
+	if c.SafetyRecheck != 0 {
+		p.DurationRange("SafetyRecheck", c.SafetyRecheck, MinSafetyRecheck, 0)
 	}
-	if c.Prefetch < 0 || c.Prefetch > shard.MaxPrefetch || c.Prefetch%time.Millisecond != 0 {
-		bad("Prefetch %s: want whole milliseconds in 0..%s", c.Prefetch, shard.MaxPrefetch)
-	}
+	p.DurationRange("Prefetch", c.Prefetch, 0, shard.MaxPrefetch)
+	p.Whole("Prefetch", c.Prefetch, time.Millisecond)
 	return p.Err()
 }
 
