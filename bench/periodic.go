@@ -58,7 +58,7 @@ func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scena
 	late := map[occ][]float64{} // handler starts per occurrence, ms after it
 	rdb := e.dial(nil)
 	defer rdb.Close()
-	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: e.shards, Registerer: prometheus.NewRegistry(), ShutdownGrace: 5 * time.Second})
+	w, err := worker.New(rdb, workerConfig(e.shards, prometheus.NewRegistry()))
 	if err == nil {
 		err = w.Handle(hgQueue, func(_ context.Context, t *worker.Task) error {
 			now := time.Now()
@@ -70,7 +70,7 @@ func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scena
 			late[k] = append(late[k], float64(now.Sub(time.UnixMilli(ms)).Microseconds())/1000)
 			mu.Unlock()
 			return nil
-		}, worker.QueueOptions{Concurrency: concurrency})
+		}, queueOptions(concurrency))
 	}
 	if err != nil {
 		sc.Notes = append(sc.Notes, "worker: "+err.Error())

@@ -96,7 +96,7 @@ func reshardOnce(ctx context.Context, logf func(string, ...any), rate int, r *ro
 	late := map[string]float64{} // ms, first start
 	due := map[string]time.Time{}
 	runs := map[string]int{}
-	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: nShards, Registerer: prometheus.NewRegistry(), ShutdownGrace: 5 * time.Second})
+	w, err := worker.New(rdb, workerConfig(nShards, prometheus.NewRegistry()))
 	if err == nil {
 		err = w.Handle(hgQueue, func(_ context.Context, t *worker.Task) error {
 			now := time.Now()
@@ -109,7 +109,7 @@ func reshardOnce(ctx context.Context, logf func(string, ...any), rate int, r *ro
 				mu.Unlock()
 			}
 			return nil
-		}, worker.QueueOptions{Concurrency: concurrency})
+		}, queueOptions(concurrency))
 	}
 	if err != nil {
 		return "worker: " + err.Error()

@@ -141,7 +141,7 @@ func (h *hgSystem) warmUp(ctx context.Context) error {
 func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), error) {
 	rdb := h.e.dial(h.workN)
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(rdb, worker.Config{Namespace: namespace, Shards: h.e.shards, Registerer: reg, ShutdownGrace: 5 * time.Second})
+	w, err := worker.New(rdb, workerConfig(h.e.shards, reg))
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -150,7 +150,7 @@ func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), er
 		i, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
 		rec.record(i, t.Due.UnixNano())
 		return nil
-	}, worker.QueueOptions{Concurrency: concurrency})
+	}, queueOptions(concurrency))
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -406,4 +406,22 @@ func fmtErr(err error) string {
 		return ""
 	}
 	return fmt.Sprint(err)
+}
+
+// workerConfig is the Hourglass worker of a run: cmd/worker's defaults
+// (worker.DefaultConfig: the ack linger among them), a 5 s shutdown
+// grace.
+func workerConfig(shards int, reg prometheus.Registerer) worker.Config {
+	c := worker.DefaultConfig()
+	c.Namespace, c.Shards, c.Registerer, c.ShutdownGrace = namespace, shards, reg, 5*time.Second
+	return c
+}
+
+// queueOptions consumes a queue with cmd/worker's defaults
+// (worker.DefaultQueueOptions: handlers run before their lease) and
+// concurrency handlers.
+func queueOptions(concurrency int) worker.QueueOptions {
+	o := worker.DefaultQueueOptions()
+	o.Concurrency = concurrency
+	return o
 }

@@ -111,7 +111,8 @@ func TestAckLingerUrgentAndStop(t *testing.T) {
 	e.Gone(acks[2].ID)
 }
 
-// TestAckLingerBounds: Config.AckLinger above MaxAckLinger is refused.
+// TestAckLingerBounds: Config.AckLinger below 0 or above MaxAckLinger is
+// refused; 0 sends at once.
 func TestAckLingerBounds(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -119,7 +120,10 @@ func TestAckLingerBounds(t *testing.T) {
 	if _, err := New(rdb, Config{AckLinger: MaxAckLinger + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("AckLinger above the bound: %v", err)
 	}
-	for l, want := range map[time.Duration]time.Duration{0: DefaultAckLinger, NoAckLinger: 0, MaxAckLinger: MaxAckLinger} {
+	if _, err := New(rdb, Config{AckLinger: -time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("negative AckLinger: %v", err)
+	}
+	for l, want := range map[time.Duration]time.Duration{NoAckLinger: 0, DefaultAckLinger: DefaultAckLinger, MaxAckLinger: MaxAckLinger} {
 		w, err := New(rdb, Config{AckLinger: l})
 		if err != nil {
 			t.Fatalf("AckLinger %s: %v", l, err)

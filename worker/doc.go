@@ -2,13 +2,22 @@
 // then Run. A Worker takes due tasks from every shard's ready lists of its
 // queues with blocking pops and starts each handler at once: a ready
 // entry carries its task. A handler still running after
-// QueueOptions.LeaseAfter (default 100ms) gets a lease (the visibility
-// timeout), extended while it runs; one done sooner is acknowledged
-// without ever taking one. Until leased, a task whose worker dies is
-// taken back by the scheduler's recovery after about a second, counting
-// a failed attempt. Acknowledgements go to Redis in batches: one may wait
-// up to Config.AckLinger (default 2ms) for others to share its round
-// trip.
+// QueueOptions.LeaseAfter (100ms in DefaultQueueOptions) gets a lease
+// (the visibility timeout), extended while it runs; one done sooner is
+// acknowledged without ever taking one. Until leased, a task whose worker
+// dies is taken back by the scheduler's recovery after about a second,
+// counting a failed attempt. Acknowledgements go to Redis in batches: one
+// may wait up to Config.AckLinger (2ms in DefaultConfig) for others to
+// share its round trip.
+//
+// # Defaults
+//
+// DefaultConfig and DefaultQueueOptions hold the defaults, those the
+// worker binary runs with; start from them. A zero field means the
+// default where the setting cannot be off, and off where it can: a zero
+// ShutdownGrace, AckLinger, HandlerTimeout or LeaseAfter means no grace,
+// no linger, no bound, lease first, as the binary's configuration keys'
+// 0 does.
 //
 // A scheduler with scheduler.prefetch moves tasks into ready lists ahead
 // of their due time. The worker holds such a task, in one of its queue's

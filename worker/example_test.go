@@ -18,17 +18,21 @@ import (
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	w, err := worker.New(rdb, worker.Config{Namespace: "hourglass", Shards: 16, ShutdownGrace: 10 * time.Second})
+	cfg := worker.DefaultConfig() // the worker binary's defaults
+	cfg.Namespace, cfg.Shards, cfg.ShutdownGrace = "hourglass", 16, 10*time.Second
+	w, err := worker.New(rdb, cfg)
 	if err != nil {
 		panic(err)
 	}
+	opts := worker.DefaultQueueOptions()
+	opts.Concurrency = 20
 	err = w.Handle("orders", func(ctx context.Context, t *worker.Task) error {
 		var order struct{ ID int }
 		if err := json.Unmarshal(t.Payload, &order); err != nil {
 			return worker.NoRetry(err)
 		}
 		return closeIfUnpaid(ctx, order.ID)
-	}, worker.QueueOptions{Concurrency: 20})
+	}, opts)
 	if err != nil {
 		panic(err)
 	}

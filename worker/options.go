@@ -11,18 +11,26 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Defaults for zero Config and QueueOptions fields, the limits Validate
-// enforces, and the sentinels that mean "none". Each is stated once, here;
-// the worker binary's configuration (internal/config) refers to them.
+// Defaults, the limits Validate enforces, and the names of "none". Each
+// is stated once, here; the worker binary's configuration
+// (internal/config) refers to them.
+//
+// DefaultConfig and DefaultQueueOptions return the defaults: what the
+// worker binary runs with unless configured. A zero field means the
+// default where the setting has no "off" (Concurrency, FetchTimeout,
+// RatePeriod, Burst); where it has one (ShutdownGrace, AckLinger,
+// HandlerTimeout, LeaseAfter), zero means off, as the binary's
+// configuration key's 0 does, and the default is DefaultConfig's or
+// DefaultQueueOptions'.
 const (
 	DefaultNamespace = shard.DefaultNamespace
 	DefaultShards    = shard.DefaultShards
 
-	// DefaultShutdownGrace is Config.ShutdownGrace when unset. NoGrace as
-	// Config.ShutdownGrace releases running tasks at shutdown without
-	// waiting for their handlers.
+	// DefaultShutdownGrace is DefaultConfig's ShutdownGrace. NoGrace, the
+	// zero value, releases running tasks at shutdown without waiting for
+	// their handlers.
 	DefaultShutdownGrace               = 30 * time.Second
-	NoGrace              time.Duration = -1
+	NoGrace              time.Duration = 0
 
 	// DefaultFetchTimeout is Config.FetchTimeout when unset; it must be a
 	// whole number of seconds from MinFetchTimeout to MaxFetchTimeout
@@ -31,34 +39,33 @@ const (
 	MinFetchTimeout     = time.Second
 	MaxFetchTimeout     = time.Minute
 
-	// DefaultAckLinger is Config.AckLinger when unset: at a steady 2,000
+	// DefaultAckLinger is DefaultConfig's AckLinger: at a steady 2,000
 	// tasks/s it cuts Redis's round trips per task by about a fifth. It is
-	// at most MaxAckLinger (see internal/shard's timing.go); NoAckLinger
-	// sends acknowledgements without waiting for others.
+	// at most MaxAckLinger (see internal/shard's timing.go); NoAckLinger,
+	// the zero value, sends acknowledgements without waiting for others.
 	DefaultAckLinger               = 2 * time.Millisecond
 	MaxAckLinger                   = shard.MaxAckLinger
-	NoAckLinger      time.Duration = -1
+	NoAckLinger      time.Duration = 0
 
 	// DefaultConcurrency is QueueOptions.Concurrency when unset, at most
 	// MaxConcurrency.
 	DefaultConcurrency = 10
 	MaxConcurrency     = 10000
 
-	// DefaultHandlerTimeout bounds a handler run when QueueOptions sets
-	// none, so that a hung handler (a partner that never answers) frees
-	// its slot and its task within a minute instead of holding them; a
-	// handler that needs longer sets HandlerTimeout, or NoTimeout to run
-	// without a bound. The worker binary's queues.<name>.handler_timeout
-	// defaults to the same minute.
+	// DefaultHandlerTimeout is DefaultQueueOptions' HandlerTimeout, so
+	// that a hung handler (a partner that never answers) frees its slot
+	// and its task within a minute instead of holding them; a handler
+	// that needs longer sets a longer one. NoTimeout, the zero value,
+	// runs handlers without a bound.
 	DefaultHandlerTimeout               = time.Minute
-	NoTimeout             time.Duration = -1
+	NoTimeout             time.Duration = 0
 
-	// DefaultLeaseAfter is QueueOptions.LeaseAfter when unset, at most
-	// MaxLeaseAfter (see internal/shard's timing.go); LeaseFirst leases
-	// every task before its handler starts.
+	// DefaultLeaseAfter is DefaultQueueOptions' LeaseAfter, at most
+	// MaxLeaseAfter (see internal/shard's timing.go); LeaseFirst, the zero
+	// value, leases every task before its handler starts.
 	DefaultLeaseAfter               = 100 * time.Millisecond
 	MaxLeaseAfter                   = shard.MaxLeaseAfter
-	LeaseFirst        time.Duration = -1
+	LeaseFirst        time.Duration = 0
 
 	// MinLease is the shortest QueueOptions.Lease.
 	MinLease = 10 * time.Millisecond
@@ -75,23 +82,42 @@ const (
 	DefaultBurst      = 1
 )
 
+// DefaultConfig returns the worker's defaults, those the worker binary
+// runs with: set Namespace and Shards (equal to the schedulers') and
+// change what differs.
+func DefaultConfig() Config {
+	return Config{
+		Namespace: DefaultNamespace, Shards: DefaultShards,
+		ShutdownGrace: DefaultShutdownGrace, FetchTimeout: DefaultFetchTimeout, AckLinger: DefaultAckLinger,
+	}
+}
+
+// DefaultQueueOptions returns the defaults of consuming a queue, those
+// the worker binary uses unless configured.
+func DefaultQueueOptions() QueueOptions {
+	return QueueOptions{
+		Concurrency: DefaultConcurrency, HandlerTimeout: DefaultHandlerTimeout, LeaseAfter: DefaultLeaseAfter,
+		RatePeriod: DefaultRatePeriod, Burst: DefaultBurst,
+	}
+}
+
 // Config configures a Worker. Namespace and Shards must equal the
 // schedulers'.
 type Config struct {
 	Namespace string
 	Shards    int
 	// ShutdownGrace is how long running handlers may finish after Run's
-	// ctx ends; 0 means DefaultShutdownGrace, NoGrace (any negative value)
-	// releases running tasks at once.
+	// ctx ends, 0 or more; 0 (NoGrace) releases running tasks at once.
+	// DefaultConfig's is DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 	// FetchTimeout bounds one blocking fetch, in whole seconds from
 	// MinFetchTimeout to MaxFetchTimeout; 0 means DefaultFetchTimeout. An
 	// idle worker sends one command per FetchTimeout.
 	FetchTimeout time.Duration
 	// AckLinger is how long a successful delivery's acknowledgement may
-	// wait for others to share its round trip to Redis, at most
-	// MaxAckLinger; 0 means DefaultAckLinger, NoAckLinger (any negative
-	// value) sends each batch at once. The handler's slot is free
+	// wait for others to share its round trip to Redis, 0 to
+	// MaxAckLinger; 0 (NoAckLinger) sends each batch at once.
+	// DefaultConfig's is DefaultAckLinger. The handler's slot is free
 	// meanwhile; an ack that still holds a slot or a flow-control permit
 	// never waits.
 	AckLinger time.Duration
@@ -101,31 +127,33 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Validate reports every field New cannot use, each error wrapping
-// ErrInvalidConfig. Zero fields are valid: they mean the defaults.
+// Validate reports every field New cannot use, each error a
+// *confcheck.FieldError naming the field and wrapping ErrInvalidConfig.
+// Zero fields are valid: they mean the default or off, as each field
+// says.
 func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
-	if _, err := shard.NewLayout(shard.LayoutDefaults(c.Namespace, c.Shards)); err != nil {
-		p.Addf("%w", err)
+	ns, n := shard.LayoutDefaults(c.Namespace, c.Shards)
+	if !shard.ValidNamespace(ns) {
+		p.Field("Namespace", "must match %s (got %q)", shard.NamespaceRule, ns)
 	}
-	if ft := c.FetchTimeout; ft != 0 && (ft < MinFetchTimeout || ft > MaxFetchTimeout || ft%time.Second != 0) {
-		p.Addf("FetchTimeout %s: want whole seconds from %s to %s", ft, MinFetchTimeout, MaxFetchTimeout)
+	p.IntRange("Shards", int64(n), 1, shard.MaxShards)
+	p.DurationRange("ShutdownGrace", c.ShutdownGrace, 0, 0)
+	if ft := c.FetchTimeout; ft != 0 {
+		p.DurationRange("FetchTimeout", ft, MinFetchTimeout, MaxFetchTimeout)
+		p.Whole("FetchTimeout", ft, time.Second)
 	}
-	if c.AckLinger > MaxAckLinger {
-		p.Addf("AckLinger %s above %s", c.AckLinger, MaxAckLinger)
-	}
+	p.DurationRange("AckLinger", c.AckLinger, 0, MaxAckLinger)
 	return p.Err()
 }
 
-// withDefaults returns c with zero fields set to their defaults and the
-// "none" sentinels to what the worker runs with (0: no grace, no linger).
+// withDefaults returns c with the zero fields that mean a default set to
+// it.
 func (c Config) withDefaults() Config {
 	c.Namespace, c.Shards = shard.LayoutDefaults(c.Namespace, c.Shards)
-	c.ShutdownGrace = orNone(c.ShutdownGrace, DefaultShutdownGrace) // NoGrace: release at once
 	if c.FetchTimeout == 0 {
 		c.FetchTimeout = DefaultFetchTimeout
 	}
-	c.AckLinger = orNone(c.AckLinger, DefaultAckLinger) // NoAckLinger: send at once
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -148,8 +176,9 @@ type QueueOptions struct {
 	// Lease overrides the visibility timeout, at least MinLease; 0 uses
 	// each task's timeout (set at enqueue, default: the queue's).
 	Lease time.Duration
-	// HandlerTimeout bounds one handler run (its ctx deadline); 0 means
-	// DefaultHandlerTimeout, NoTimeout (negative) means none. A timed-out
+	// HandlerTimeout bounds one handler run (its ctx deadline), 0 or
+	// more; 0 (NoTimeout) means no bound. DefaultQueueOptions' is
+	// DefaultHandlerTimeout. A timed-out
 	// handler's error is a retryable failure; a handler that ignores its
 	// ctx keeps its lease for one more lease period, then recovery
 	// delivers the task again. With ManualAck it bounds the time to Ack.
@@ -173,9 +202,9 @@ type QueueOptions struct {
 	// worker was paused) is leased first, and dropped unrun if recovery
 	// took it back meanwhile. A worker that stalls longer than the grace
 	// while the handler runs, or whose ack cannot reach Redis for that
-	// long, may see the task run again, as after an expired lease. 0 means
-	// DefaultLeaseAfter (100ms); LeaseFirst (any negative value) leases
-	// every task before its handler starts; at most MaxLeaseAfter. Queues
+	// long, may see the task run again, as after an expired lease. 0 to
+	// MaxLeaseAfter; 0 (LeaseFirst) leases every task before its handler
+	// starts. DefaultQueueOptions' is DefaultLeaseAfter (100ms). Queues
 	// under flow control (MaxConcurrency, Rate) always lease first.
 	LeaseAfter time.Duration
 	// MaxConcurrency caps the handlers of this queue running at once
@@ -192,50 +221,41 @@ type QueueOptions struct {
 	Burst      int
 }
 
-// Validate reports every option Handle cannot use, each error wrapping
-// ErrInvalidConfig. Zero fields are valid: they mean the defaults.
+// Validate reports every option Handle cannot use, each error a
+// *confcheck.FieldError naming the field and wrapping ErrInvalidConfig.
+// Zero fields are valid: they mean the default or off, as each field
+// says.
 func (o QueueOptions) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
-	bad := p.Addf
-	if o.Concurrency < 0 || o.Concurrency > MaxConcurrency {
-		bad("Concurrency %d not in 1..%d (0: the default)", o.Concurrency, MaxConcurrency)
+	if o.Concurrency != 0 {
+		p.IntRange("Concurrency", int64(o.Concurrency), 1, MaxConcurrency)
 	}
-	if o.Lease < 0 || (o.Lease > 0 && o.Lease < MinLease) {
-		bad("Lease %s below %s", o.Lease, MinLease)
+	if o.Lease != 0 {
+		p.DurationRange("Lease", o.Lease, MinLease, 0)
 	}
+	p.DurationRange("HandlerTimeout", o.HandlerTimeout, 0, 0)
 	if err := shard.Backoff(o.Backoff).Validate(); err != nil {
-		bad("Backoff: %v", err)
+		p.Field("Backoff", "%w", err)
 	}
-	if o.LeaseAfter > MaxLeaseAfter {
-		bad("LeaseAfter %s above %s", o.LeaseAfter, MaxLeaseAfter)
+	p.DurationRange("LeaseAfter", o.LeaseAfter, 0, MaxLeaseAfter)
+	p.IntRange("MaxConcurrency", int64(o.MaxConcurrency), 0, MaxClusterConcurrency)
+	p.IntRange("Rate", int64(o.Rate), 0, MaxRate)
+	if o.RatePeriod != 0 {
+		p.DurationRange("RatePeriod", o.RatePeriod, MinRatePeriod, 0)
 	}
-	if o.MaxConcurrency < 0 || o.MaxConcurrency > MaxClusterConcurrency {
-		bad("MaxConcurrency %d not in 0..%d", o.MaxConcurrency, MaxClusterConcurrency)
-	}
-	if o.Rate < 0 || o.Rate > MaxRate {
-		bad("Rate %d not in 0..%d", o.Rate, MaxRate)
-	}
-	if o.RatePeriod < 0 || (o.RatePeriod > 0 && o.RatePeriod < MinRatePeriod) {
-		bad("RatePeriod %s below %s", o.RatePeriod, MinRatePeriod)
-	}
-	if o.Burst < 0 || o.Burst > MaxBurst {
-		bad("Burst %d not in 0..%d", o.Burst, MaxBurst)
+	if o.Burst != 0 {
+		p.IntRange("Burst", int64(o.Burst), 1, MaxBurst)
 	}
 	return p.Err()
 }
 
-// withDefaults returns o with zero fields set to their defaults and the
-// "none" sentinels to what the worker runs with: HandlerTimeout 0 is no
-// bound, LeaseAfter LeaseFirst for queues under flow control.
+// withDefaults returns o with the zero fields that mean a default set to
+// it, and LeaseAfter LeaseFirst for queues under flow control.
 func (o QueueOptions) withDefaults() QueueOptions {
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 	}
-	o.HandlerTimeout = orNone(o.HandlerTimeout, DefaultHandlerTimeout) // NoTimeout: no bound
-	if o.LeaseAfter == 0 {
-		o.LeaseAfter = DefaultLeaseAfter
-	}
-	if o.LeaseAfter < 0 || o.flowControlled() {
+	if o.flowControlled() {
 		o.LeaseAfter = LeaseFirst
 	}
 	if o.Rate > 0 && o.RatePeriod == 0 {
@@ -249,18 +269,6 @@ func (o QueueOptions) withDefaults() QueueOptions {
 
 // flowControlled reports whether the queue has a cluster-wide limit.
 func (o QueueOptions) flowControlled() bool { return o.MaxConcurrency > 0 || o.Rate > 0 }
-
-// orNone maps a duration option to what the worker runs with: 0 (unset)
-// is def, a negative sentinel (NoGrace, NoAckLinger, NoTimeout) is 0.
-func orNone(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
-}
 
 // invalid returns a configuration error wrapping ErrInvalidConfig.
 func invalid(format string, args ...any) error {

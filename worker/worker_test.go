@@ -305,7 +305,7 @@ func TestCutOffWorkerLosesLease(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		leaseAfter time.Duration
-	}{{"leased first", LeaseFirst}, {"run before its lease", 0}} {
+	}{{"leased first", LeaseFirst}, {"run before its lease", DefaultLeaseAfter}} {
 		t.Run(c.name, func(t *testing.T) { testCutOff(t, c.leaseAfter) })
 	}
 }
@@ -756,7 +756,8 @@ func TestRunsBeforeLease(t *testing.T) {
 	}
 }
 
-// TestLeaseAfterBounds: LeaseAfter beyond MaxLeaseAfter is refused.
+// TestLeaseAfterBounds: LeaseAfter below 0 or beyond MaxLeaseAfter is
+// refused.
 func TestLeaseAfterBounds(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -769,7 +770,10 @@ func TestLeaseAfterBounds(t *testing.T) {
 	if err := w.Handle("a", h, QueueOptions{LeaseAfter: MaxLeaseAfter + time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("LeaseAfter above the bound: %v", err)
 	}
-	for _, la := range []time.Duration{0, LeaseFirst, MaxLeaseAfter} {
+	if err := w.Handle("b", h, QueueOptions{LeaseAfter: -time.Millisecond}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("negative LeaseAfter: %v", err)
+	}
+	for _, la := range []time.Duration{LeaseFirst, DefaultLeaseAfter, MaxLeaseAfter} {
 		if err := w.Handle(fmt.Sprint("q", int64(la)), h, QueueOptions{LeaseAfter: la}); err != nil {
 			t.Fatalf("LeaseAfter %s: %v", la, err)
 		}

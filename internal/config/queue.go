@@ -207,14 +207,13 @@ func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 }
 
 // ForWorker returns the worker library's options for consuming the
-// queue. A 0 in the file means "none" where the library reads 0 as "the
-// default": handler_timeout 0 is worker.NoTimeout, lease_after 0 is
-// worker.LeaseFirst.
+// queue. A key's 0 means what the library's zero field means:
+// handler_timeout 0 is worker.NoTimeout, lease_after 0 worker.LeaseFirst.
 func (q QueueConfig) ForWorker() worker.QueueOptions {
 	return worker.QueueOptions{
 		Concurrency:    q.Concurrency,
-		HandlerTimeout: zeroMeansNone(q.HandlerTimeout, worker.NoTimeout),
-		LeaseAfter:     zeroMeansNone(q.LeaseAfter, worker.LeaseFirst),
+		HandlerTimeout: q.HandlerTimeout,
+		LeaseAfter:     q.LeaseAfter,
 		MaxConcurrency: q.MaxConcurrency,
 		Rate:           q.RateLimit.Rate,
 		RatePeriod:     q.RateLimit.Period,

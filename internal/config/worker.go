@@ -43,24 +43,15 @@ func (v *validator) worker(w WorkerConfig) {
 }
 
 // ForWorker returns the worker library's settings (Logger and Registerer
-// are the caller's to set). A 0 in the file means "none" where the
-// library reads 0 as "the default": worker.shutdown_grace 0 is
-// worker.NoGrace, worker.ack_linger 0 is worker.NoAckLinger.
+// are the caller's to set). A key's 0 means what the library's zero field
+// means: worker.shutdown_grace 0 is worker.NoGrace, worker.ack_linger 0
+// worker.NoAckLinger.
 func (c *Config) ForWorker() worker.Config {
 	return worker.Config{
 		Namespace:     c.Namespace,
 		Shards:        c.Shards,
-		ShutdownGrace: zeroMeansNone(c.Worker.ShutdownGrace, worker.NoGrace),
+		ShutdownGrace: c.Worker.ShutdownGrace,
 		FetchTimeout:  c.Worker.FetchTimeout,
-		AckLinger:     zeroMeansNone(c.Worker.AckLinger, worker.NoAckLinger),
+		AckLinger:     c.Worker.AckLinger,
 	}
-}
-
-// zeroMeansNone maps a duration key whose 0 means "none" to the library's
-// sentinel for none: the libraries read 0 as "use the default".
-func zeroMeansNone(d, none time.Duration) time.Duration {
-	if d == 0 {
-		return none
-	}
-	return d
 }
