@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -153,7 +154,7 @@ func defaultsWithoutQueues() Config {
 		Etcd:       defaultEtcd(),
 		Scheduler:  defaultScheduler(),
 		Worker:     defaultWorker(),
-		DLQ:        DLQConfig{MaxSize: 100000, MaxAge: 7 * 24 * time.Hour},
+		DLQ:        DLQConfig{MaxSize: recovery.DefaultDeadMaxSize, MaxAge: recovery.DefaultDeadMaxAge},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
 		Log:        LogConfig{Level: "info", Format: "text"},
 	}

@@ -50,7 +50,10 @@ func TestReviewOneUnhandedScheduleStopsTheWholeNewHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
-	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, HandOff: f.HandOff})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, HandOff: f.HandOff})
+	if err != nil {
+		t.Fatal(err)
+	}
 	loops := []owner.Loop{{Name: "periodic", Run: f.Run}, {Name: "reshard", Run: m.Run}}
 	e.Own(loops...) // shards 0, 1 (Own covers Shards, not Span)
 	rctx, stop := context.WithCancel(ctx)

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,10 +22,26 @@ const (
 	DefaultIdleRecheck   = 5 * time.Minute
 	// MinInterval is the least StrandCheck, SafetyRecheck and IdleRecheck.
 	MinInterval = 100 * time.Millisecond
+	// DefaultDeadMaxSize and DefaultDeadMaxAge are DefaultConfig's
+	// dead-letter bounds (dlq.max_size, dlq.max_age): a week of dead
+	// letters, at most 100,000 per shard, so that a failing handler
+	// cannot fill Redis's memory with them while nobody looks.
+	DefaultDeadMaxSize = 100000
+	DefaultDeadMaxAge  = 7 * 24 * time.Hour
 )
 
-// Config configures a Recoverer. Zero fields take the defaults above;
-// DeadMaxSize and DeadMaxAge are 0 (unbounded) unless set.
+// DefaultConfig returns the recovery loop's defaults, those the scheduler
+// binary runs with unless configured: the dead-letter bounds among them.
+func DefaultConfig() Config {
+	return Config{
+		Limit: DefaultLimit, StrandCheck: DefaultStrandCheck, SafetyRecheck: DefaultSafetyRecheck, IdleRecheck: DefaultIdleRecheck,
+		DeadMaxSize: DefaultDeadMaxSize, DeadMaxAge: DefaultDeadMaxAge,
+	}
+}
+
+// Config configures a Recoverer. Zero fields take the defaults above,
+// except DeadMaxSize and DeadMaxAge, whose zero means unbounded (as
+// dlq.max_size's and dlq.max_age's 0 does): DefaultConfig bounds them.
 type Config struct {
 	// Limit bounds each part of one pass, at most MaxLimit.
 	Limit int
@@ -39,33 +56,32 @@ type Config struct {
 	// the loop, so this check is a backstop and for dead-letter retention.
 	// A value below SafetyRecheck is raised to it.
 	IdleRecheck time.Duration
-	// DeadMaxSize and DeadMaxAge bound each shard's dead-letter set.
+	// DeadMaxSize and DeadMaxAge bound each shard's dead-letter set, 0 or
+	// more; 0 means unbounded.
 	DeadMaxSize int
 	DeadMaxAge  time.Duration
 	Logger      hclog.Logger
 	Metrics     *Metrics
 }
 
-// Validate reports every field the loop cannot run with, each error
-// wrapping ErrInvalidConfig. Zero fields are valid: they mean the
-// defaults (and no dead-letter bound).
+// Validate reports every field the loop cannot run with, each a
+// *confcheck.FieldError wrapping ErrInvalidConfig. Zero fields are valid:
+// they mean the defaults (and no dead-letter bound).
 func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
-	bad := p.Addf
-	if c.Limit < 0 || c.Limit > MaxLimit {
-		bad("Limit %d not in 1..%d (0: the default)", c.Limit, MaxLimit)
+	if c.Limit != 0 {
+		p.IntRange("Limit", int64(c.Limit), 1, MaxLimit)
 	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"StrandCheck", c.StrandCheck}, {"SafetyRecheck", c.SafetyRecheck}, {"IdleRecheck", c.IdleRecheck}} {
-		if f.d < 0 || (f.d > 0 && f.d < MinInterval) {
-			bad("%s %s below %s", f.name, f.d, MinInterval)
+		if f.d != 0 {
+			p.DurationRange(f.name, f.d, MinInterval, 0)
 		}
 	}
-	if c.DeadMaxSize < 0 || c.DeadMaxAge < 0 {
-		bad("negative dead-letter bound")
-	}
+	p.IntRange("DeadMaxSize", int64(c.DeadMaxSize), 0, math.MaxInt)
+	p.DurationRange("DeadMaxAge", c.DeadMaxAge, 0, 0)
 	return p.Err()
 }
 

@@ -27,43 +27,9 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Defaults and limits of Config.
-const (
-	DefaultBatch  = 512
-	DefaultMargin = time.Second
-	DefaultRetry  = time.Second
-	// DefaultRate is Config.Rate's default for the scheduler binary
-	// (scheduler.reshard_rate); the zero Config has no bound.
-	DefaultRate = 5000
-	// MaxRate is the largest Config.Rate.
-	MaxRate = 1_000_000
-	// cleanPasses is how many passes in a row must find nothing to move
-	// before a shard is done.
-	cleanPasses = 2
-)
-
-// Config configures a Migrator.
-type Config struct {
-	// Batch bounds the ids of one scan step and one export (default
-	// DefaultBatch).
-	Batch int
-	// Margin: a task due sooner stays in its shard (default
-	// DefaultMargin).
-	Margin time.Duration
-	// Retry is the pause after a failed step, and between passes while
-	// tasks in flight keep a shard from being done (default DefaultRetry).
-	Retry time.Duration
-	// Rate bounds the tasks moved per second, by all of this Migrator's
-	// shards together; 0: no bound. A batch of n tasks waits n/Rate
-	// before the next one starts.
-	Rate int
-	// HandOff, if set, is called at the start of every pass: the periodic
-	// schedules whose home leaves the shard are handed over
-	// (fire.Firer.HandOff), so a shard is done only once they are.
-	HandOff func(ctx context.Context, s owner.Shard, l shard.Layout) error
-	Logger  hclog.Logger
-	Metrics *Metrics
-}
+// cleanPasses is how many passes in a row must find nothing to move
+// before a shard is done.
+const cleanPasses = 2
 
 // Migrator runs the migration for each owned shard (Run).
 type Migrator struct {
@@ -79,20 +45,12 @@ type Migrator struct {
 // New returns a Migrator on store, whose layout (shard.Store.Layout) says
 // whether a change runs; the caller keeps it current and calls
 // LayoutChanged after each change.
-func New(store *shard.Store, cfg Config) *Migrator {
-	if cfg.Batch <= 0 {
-		cfg.Batch = DefaultBatch
+func New(store *shard.Store, cfg Config) (*Migrator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Margin <= 0 {
-		cfg.Margin = DefaultMargin
-	}
-	if cfg.Retry <= 0 {
-		cfg.Retry = DefaultRetry
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
-	return &Migrator{store: store, cfg: cfg, log: cfg.Logger.Named("reshard"), changed: make(chan struct{})}
+	cfg = cfg.withDefaults()
+	return &Migrator{store: store, cfg: cfg, log: cfg.Logger.Named("reshard"), changed: make(chan struct{})}, nil
 }
 
 // LayoutChanged wakes every shard's loop to look at the store's layout

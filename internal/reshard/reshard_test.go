@@ -64,7 +64,10 @@ func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
 	e.Schedule(shardtest.Queue, time.Hour, later...)
 	dead := e.Dead(shardtest.Queue, "dead-", 20)
 
-	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Batch: 64})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Batch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Store.BeginResize(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,10 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 	}
 
 	// The next owner of every shard: epoch 2.
-	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -182,7 +188,10 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 		t.Fatal("no popped task changes shard; pick other ids")
 	}
 	reg := prometheus.NewRegistry()
-	m := reshard.New(e.Store, reshard.Config{Retry: 20 * time.Millisecond, Metrics: reshard.NewMetrics(reg)})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 20 * time.Millisecond, Metrics: reshard.NewMetrics(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
 	// Ten passes of each shard while the popped tasks are in flight: the
 	// change must not end, and the tasks must stay in shard 0.

@@ -65,7 +65,10 @@ func TestReviewZombieCommitMakesNextOwnerUnimportLiveTasks(t *testing.T) {
 	t.Cleanup(func() { rdbB.Close() })
 	rdbB.AddHook(h)
 	storeB := shard.NewStore(rdbB, l)
-	m := reshard.New(storeB, reshard.Config{Retry: 50 * time.Millisecond})
+	m, err := reshard.New(storeB, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for sh := range 2 {
@@ -93,7 +96,10 @@ func TestReviewZombieCommitMakesNextOwnerUnimportLiveTasks(t *testing.T) {
 func TestReviewStaleGenerationMigratorStrandsTasksInADroppedShard(t *testing.T) {
 	e := shardtest.New(t, shardtest.Options{Shards: 2})
 	ctx := testenv.Ctx(t, time.Minute)
-	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	g1, err := e.Store.BeginResize(ctx, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +131,10 @@ func TestReviewStaleGenerationMigratorStrandsTasksInADroppedShard(t *testing.T) 
 
 	// A replica that missed the end of generation 1 acquires shard 1.
 	stale := shard.NewStore(e.RDB, g1)
-	sm := reshard.New(stale, reshard.Config{Retry: 50 * time.Millisecond})
+	sm, err := reshard.New(stale, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, sstop := context.WithTimeout(ctx, 2*time.Second)
 	defer sstop()
 	_ = sm.Run(sctx, owner.Shard{ID: 1, Epoch: shardtest.Epoch + 5})

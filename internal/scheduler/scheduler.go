@@ -136,7 +136,10 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
 	rsc.Logger, rsc.Metrics, rsc.HandOff = log, reshard.NewMetrics(s.reg), s.firer.HandOff
-	s.migrator = reshard.New(s.store, rsc)
+	if s.migrator, err = reshard.New(s.store, rsc); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.reg.MustRegister(layoutGauges(s.store)...)
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},

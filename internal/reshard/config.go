@@ -1,0 +1,98 @@
+package reshard
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// ErrInvalidConfig wraps every Config validation failure.
+var ErrInvalidConfig = errors.New("reshard: invalid config")
+
+// Defaults for Config's zero fields and the limits Validate enforces;
+// internal/config states the scheduler's keys with them.
+const (
+	DefaultBatch = 512
+	// MaxBatch is the largest Batch.
+	MaxBatch      = 10000
+	DefaultMargin = time.Second
+	DefaultRetry  = time.Second
+	// DefaultRate is DefaultConfig's Rate (scheduler.reshard_rate): at
+	// 5,000 tasks a second per replica a change of the shard count costs
+	// the load little lateness (docs/resharding.md), where an unbounded
+	// one competes with it for Redis. Rate's zero means no bound.
+	DefaultRate = 5000
+	// MaxRate is the largest Rate.
+	MaxRate = 1_000_000
+)
+
+// DefaultConfig returns the reshard loop's defaults, those the scheduler
+// binary runs with unless configured: the rate bound among them.
+func DefaultConfig() Config {
+	return Config{Batch: DefaultBatch, Margin: DefaultMargin, Retry: DefaultRetry, Rate: DefaultRate}
+}
+
+// Config configures a Migrator. Zero fields take the defaults above,
+// except Rate, whose zero means no bound (as scheduler.reshard_rate's 0
+// does): DefaultConfig bounds it.
+type Config struct {
+	// Batch bounds the ids of one scan step and one export, at most
+	// MaxBatch (default DefaultBatch).
+	Batch int
+	// Margin: a task due sooner stays in its shard (default
+	// DefaultMargin).
+	Margin time.Duration
+	// Retry is the pause after a failed step, and between passes while
+	// tasks in flight keep a shard from being done (default DefaultRetry).
+	Retry time.Duration
+	// Rate bounds the tasks moved per second, by all of this Migrator's
+	// shards together, 0 to MaxRate; 0: no bound. A batch of n tasks
+	// waits n/Rate before the next one starts.
+	Rate int
+	// HandOff, if set, is called at the start of every pass: the periodic
+	// schedules whose home leaves the shard are handed over
+	// (fire.Firer.HandOff), so a shard is done only once they are.
+	HandOff func(ctx context.Context, s owner.Shard, l shard.Layout) error
+	// Logger receives the reshard loop's logs; default: discard.
+	Logger hclog.Logger
+	// Metrics records the reshard loop's figures; nil records nothing.
+	Metrics *Metrics
+}
+
+// Validate reports every field the reshard loop cannot run with, each a
+// *confcheck.FieldError wrapping ErrInvalidConfig. Zero fields are valid:
+// they mean the defaults (and no rate bound).
+func (c Config) Validate() error {
+	p := confcheck.New(ErrInvalidConfig)
+	if c.Batch != 0 {
+		p.IntRange("Batch", int64(c.Batch), 1, MaxBatch)
+	}
+	p.DurationRange("Margin", c.Margin, 0, 0)
+	p.DurationRange("Retry", c.Retry, 0, 0)
+	p.IntRange("Rate", int64(c.Rate), 0, MaxRate)
+	return p.Err()
+}
+
+// withDefaults returns c with the zero fields that mean a default set to
+// it.
+func (c Config) withDefaults() Config {
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.Retry == 0 {
+		c.Retry = DefaultRetry
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
