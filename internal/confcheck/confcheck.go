@@ -7,8 +7,9 @@
 // A problem with one field is a *FieldError naming the field, so that
 // internal/config can report it under the configuration key that set the
 // field: the library's Validate is the only rule, and the configuration
-// adds the key name. The range helpers (IntRange, DurationRange, Whole)
-// word every range problem the same way in every package.
+// adds the key name. The range helpers (IntRange, AtLeast,
+// DurationRange, Whole) word every range problem the same way in every
+// package.
 //
 // The idiom around it: each package states its defaults and limits as
 // exported constants and returns them all from DefaultConfig; Validate
@@ -52,6 +53,13 @@ func (p *Problems) Field(field, format string, args ...any) {
 func (p *Problems) IntRange(field string, n, lo, hi int64) {
 	if n < lo || n > hi {
 		p.Field(field, "must be between %d and %d (got %d)", lo, hi, n)
+	}
+}
+
+// AtLeast records a problem with field unless lo <= n.
+func (p *Problems) AtLeast(field string, n, lo int64) {
+	if n < lo {
+		p.Field(field, "must be at least %d (got %d)", lo, n)
 	}
 }
 

@@ -41,17 +41,23 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 const redactedText = "[redacted]"
 
 // Config is the complete configuration of an Hourglass binary.
+//
+// A field's comment says what its key does; the key's range, unit,
+// default and what its zero means are its row in [Settings], stated
+// there once (docs/operations.md's settings tables are generated from
+// them).
 type Config struct {
 	// Namespace prefixes every Redis key and etcd key, so that several
-	// deployments can share servers. It must match ^[A-Za-z0-9_-]{1,32}$.
-	// Default "hourglass".
+	// deployments can share servers.
 	Namespace string `koanf:"namespace"`
-	// Shards is the number of shards the delayed tasks are spread over,
-	// 1 to 4096. Default 16.
+	// Shards is the number of shards the delayed tasks are spread over.
 	Shards int `koanf:"shards"`
-	// MaxPayload is the largest task payload accepted, in bytes, 1 to
-	// 512 MiB. Default 1 MiB.
+	// MaxPayload is the largest task payload accepted, in bytes.
 	MaxPayload int64 `koanf:"max_payload"`
+	// LayoutRefresh is how often a process re-reads the layout record
+	// besides announcements on the control channel. Not read yet: the
+	// layout follower will own it.
+	LayoutRefresh time.Duration `koanf:"layout_refresh"`
 	// Redis configures the Redis connection.
 	Redis RedisConfig `koanf:"redis"`
 	// Etcd configures the etcd connection.
@@ -78,18 +84,16 @@ type Config struct {
 // DLQConfig bounds each shard's dead-letter queue. Entries beyond either
 // bound are dropped, oldest first.
 type DLQConfig struct {
-	// MaxSize is the most entries kept per shard, 0 or more; 0 means
-	// unbounded. Default 100000.
+	// MaxSize is the most entries kept per shard.
 	MaxSize int `koanf:"max_size"`
-	// MaxAge is how long an entry is kept, 0 or more; 0 means unbounded.
-	// Default 168h (7 days).
+	// MaxAge is how long an entry is kept.
 	MaxAge time.Duration `koanf:"max_age"`
 }
 
 // HTTPConfig configures the binary's HTTP endpoint (metrics, health).
 type HTTPConfig struct {
-	// Addr is the host:port to listen on; empty disables the endpoint.
-	// Default "127.0.0.1:9464".
+	// Addr is the host:port to listen on; the worker binary's default is
+	// [WorkerHTTPAddr].
 	Addr string `koanf:"addr"`
 	// Dashboard configures the scheduler's web dashboard on Addr (the
 	// worker has none).
@@ -98,28 +102,28 @@ type HTTPConfig struct {
 
 // DashboardConfig configures the scheduler's web dashboard (/ui/).
 type DashboardConfig struct {
-	// Enabled serves the dashboard. Default true.
+	// Enabled serves the dashboard.
 	Enabled bool `koanf:"enabled"`
 	// ReadOnly refuses every change (pause, resume, replay, purge,
-	// cancel) and hides its buttons. Default false.
+	// cancel) and hides its buttons.
 	ReadOnly bool `koanf:"read_only"`
 	// Username and Password, when set (both or neither), protect the
-	// dashboard with HTTP basic auth. Default empty (none: the endpoint
-	// binds loopback by default).
+	// dashboard with HTTP basic auth (the endpoint binds loopback by
+	// default).
 	Username string `koanf:"username"`
 	Password string `koanf:"password"`
 	// AllowedHosts are host names (no port) the dashboard answers under
 	// besides IP addresses and localhost, for example a proxy's name.
 	// Requests naming another host are refused: a DNS-rebinding page
-	// reaches a loopback dashboard under its own name. Default empty.
+	// reaches a loopback dashboard under its own name.
 	AllowedHosts []string `koanf:"allowed_hosts"`
 }
 
 // LogConfig configures logging.
 type LogConfig struct {
-	// Level is one of trace, debug, info, warn, error. Default "info".
+	// Level is the least level logged.
 	Level string `koanf:"level"`
-	// Format is text or json. Default "text".
+	// Format is the format of every line.
 	Format string `koanf:"format"`
 }
 
@@ -150,13 +154,15 @@ func defaultsWithoutQueues() Config {
 		Namespace:  shard.DefaultNamespace,
 		Shards:     shard.DefaultShards,
 		MaxPayload: shard.DefaultMaxPayload,
-		Redis:      defaultRedis(),
-		Etcd:       defaultEtcd(),
-		Scheduler:  defaultScheduler(),
-		Worker:     defaultWorker(),
-		DLQ:        DLQConfig{MaxSize: recovery.DefaultDeadMaxSize, MaxAge: recovery.DefaultDeadMaxAge},
-		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
-		Log:        LogConfig{Level: "info", Format: "text"},
+		// LayoutRefresh: not read yet; the layout follower will own it.
+		LayoutRefresh: DefaultLayoutRefresh,
+		Redis:         defaultRedis(),
+		Etcd:          defaultEtcd(),
+		Scheduler:     defaultScheduler(),
+		Worker:        defaultWorker(),
+		DLQ:           DLQConfig{MaxSize: recovery.DefaultDeadMaxSize, MaxAge: recovery.DefaultDeadMaxAge},
+		HTTP:          HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
+		Log:           LogConfig{Level: "info", Format: "text"},
 	}
 }
 

@@ -21,12 +21,10 @@ const (
 // RedisConfig configures the connection to Redis: a standalone server,
 // a primary watched by Sentinels, or a Redis Cluster.
 type RedisConfig struct {
-	// Mode is the topology: standalone, sentinel or cluster. Default
-	// standalone.
+	// Mode is the topology.
 	Mode string `koanf:"mode"`
-	// Addr is the standalone server's host:port. Default
-	// "127.0.0.1:6379". Ignored (and must be left at its default or
-	// empty) in the other modes.
+	// Addr is the standalone server's host:port. In the other modes it
+	// must be left at its default or empty.
 	Addr string `koanf:"addr"`
 	// Addrs are host:port addresses: the Sentinels (mode sentinel) or
 	// some of the cluster's nodes, from which the rest is discovered
@@ -45,23 +43,21 @@ type RedisConfig struct {
 	Username string `koanf:"username"`
 	// Password is the ACL user's password or the AUTH password. Secret.
 	Password string `koanf:"password"`
-	// DB is the logical database, 0 to 15 (always 0 on a cluster).
-	// Default 0.
+	// DB is the logical database (always 0 on a cluster).
 	DB int `koanf:"db"`
 	// TLS configures TLS to every server: the data nodes and, in mode
 	// sentinel, the Sentinels.
 	TLS TLSConfig `koanf:"tls"`
 	// PoolSize is the maximum number of connections (per node on a
-	// cluster); 0 means the go-redis default (10 per CPU). Default 0.
+	// cluster).
 	PoolSize int `koanf:"pool_size"`
-	// DialTimeout bounds establishing a connection. Default 5s.
+	// DialTimeout bounds establishing a connection.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
 }
 
 // EtcdConfig configures the connection to an etcd cluster.
 type EtcdConfig struct {
-	// Endpoints are the client URLs of the cluster members, each with
-	// scheme http or https. Default ["http://127.0.0.1:2379"].
+	// Endpoints are the client URLs of the cluster members.
 	Endpoints []string `koanf:"endpoints"`
 	// Username is the etcd user; empty disables authentication.
 	Username string `koanf:"username"`
@@ -70,7 +66,7 @@ type EtcdConfig struct {
 	// TLS configures TLS to the cluster.
 	TLS TLSConfig `koanf:"tls"`
 	// DialTimeout bounds fetching an auth token and similar start-up
-	// calls. Default 5s.
+	// calls.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
 }
 
@@ -126,8 +122,6 @@ func (v *validator) redis(r RedisConfig) {
 		for i, a := range r.Addrs {
 			v.hostPort(fmt.Sprintf("redis.addrs[%d]", i), a, true)
 		}
-	default:
-		v.add("redis.mode", "must be standalone, sentinel or cluster (got %q)", r.Mode)
 	}
 	if (r.Mode == RedisSentinel) != (r.MasterName != "") {
 		if r.Mode == RedisSentinel {
@@ -147,11 +141,6 @@ func (v *validator) redis(r RedisConfig) {
 	if r.Mode == RedisCluster && r.DB != 0 {
 		v.add("redis.db", "must be 0 in mode cluster (a cluster has one database)")
 	}
-	v.intRange("redis.db", int64(r.DB), 0, maxRedisDB)
-	if r.PoolSize < 0 {
-		v.add("redis.pool_size", "must be 0 (the go-redis default) or more (got %d)", r.PoolSize)
-	}
-	v.positive("redis.dial_timeout", r.DialTimeout)
 	v.tls("redis.tls", r.TLS)
 }
 
@@ -165,7 +154,6 @@ func (v *validator) etcd(e EtcdConfig) {
 			v.add(fmt.Sprintf("etcd.endpoints[%d]", i), "must be an http:// or https:// URL with a host (got %q)", ep)
 		}
 	}
-	v.positive("etcd.dial_timeout", e.DialTimeout)
 	v.tls("etcd.tls", e.TLS)
 }
 

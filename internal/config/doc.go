@@ -60,21 +60,29 @@
 // (x-api-key becomes X-Api-Key), so a later layer overrides a header
 // however it spells the name.
 //
-// # Defaults, limits and the libraries
+// # Settings: each stated once
 //
-// Each section's keys, defaults, validation and translation to the
-// library it configures live together in one file (scheduler.go,
-// worker.go, queue.go, connection.go). Defaults and limits of what a
-// library configures are that library's own exported constants
-// (scan.DefaultLimit, worker.MaxAckLinger, shard.MaxRetriesLimit,
-// election.MinTTL, ...), so each is stated once; the binaries' own
-// settings (Redis and etcd connections, dead-letter retention, http) are
-// stated in their section's file; the For* methods (ForMover, ForRecovery,
-// ForElection, ForWorker, QueueConfig.ForWorker) and
-// QueuePolicies and FarTier hand each library its settings. Where a key's
-// 0 means "none" and the library's 0 means "the default", the
-// translation says so (worker.shutdown_grace, worker.ack_linger,
-// queues.<name>.handler_timeout and lease_after).
+// [Settings] (settings.go) is the one table of keys: for each, its range,
+// unit, what its zero means and a line of doc. Its default is [Default]'s
+// value, built in each section's file (scheduler.go, worker.go, queue.go,
+// connection.go) from the libraries' own constants (scan.DefaultLimit,
+// recovery.DefaultDeadMaxSize, worker.DefaultAckLinger, ...); the binaries'
+// own settings (Redis and etcd connections, http, log) are stated in
+// their section's file. The For* methods (ForMover, ForRecovery,
+// ForReshard, ForElection, ForWorker, QueueConfig.ForWorker) and
+// QueuePolicies and FarTier hand each library its settings, and each
+// library's DefaultConfig is what Default hands it.
+//
+// [Config.Validate] runs each library's Validate on what the For*
+// methods hand it and reports the library's problem under the key name;
+// the ranges of the keys no library owns are checked from their rows.
+// A 0 means the same in a key as in the library field it sets: the
+// default where the setting cannot be off (Load then fills in the
+// default), off where it can (worker.ack_linger 0 is no linger, as a
+// zero worker.Config.AckLinger is). settings_test.go checks the
+// Config's keys, the validator, the example configurations and the
+// settings tables of docs/operations.md (which it renders) against the
+// table.
 //
 // # Per-binary defaults
 //

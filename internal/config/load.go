@@ -32,7 +32,9 @@ const EnvPrefix = "HOURGLASS_"
 // the flags.
 //
 // Errors about keys and values wrap [ErrInvalid] and name the full dotted
-// key; several are joined with errors.Join.
+// key; several are joined with errors.Join. A key set to 0 (or "") where
+// that means its default (see [Settings]) holds the default in the
+// returned Config.
 //
 // Options change the built-in defaults of one binary, for example
 // Load(args, env, WithDefaults(WorkerDefaults)).
@@ -79,6 +81,7 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 	for _, fn := range o.defaults {
 		fn(&cfg)
 	}
+	def := cfg // the defaults of this binary, for fillDefaults
 	var errs []error
 	for _, l := range layers {
 		errs = append(errs, l.apply(&cfg)...)
@@ -92,6 +95,7 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, withSources(err, layers)
 	}
+	cfg.fillDefaults(&def)
 	return &cfg, nil
 }
 

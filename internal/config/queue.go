@@ -15,29 +15,24 @@ import (
 // registered in Redis by the schedulers; Concurrency, HandlerTimeout,
 // LeaseAfter, HTTP and Command are read by the worker binary only.
 type QueueConfig struct {
-	// MaxRetries is how often a failed task is retried, 0 to 1000.
-	// Default 25.
+	// MaxRetries is how often a failed task is retried.
 	MaxRetries int `koanf:"max_retries"`
 	// Timeout is the lease (visibility timeout) of one processing attempt
-	// and the default timeout of a task enqueued without one, at least
-	// 100ms. Default 30s.
+	// and the default timeout of a task enqueued without one.
 	Timeout time.Duration `koanf:"timeout"`
 	// Backoff is the delay before each retry.
 	Backoff BackoffConfig `koanf:"backoff"`
 	// Concurrency is the most tasks of this queue one worker process
-	// runs at once, 1 to 10000. Default 10.
+	// runs at once.
 	Concurrency int `koanf:"concurrency"`
-	// HandlerTimeout bounds one handler run in the worker, 0 or more; 0
-	// means no bound beyond the lease. Default 60s.
+	// HandlerTimeout bounds one handler run in the worker.
 	HandlerTimeout time.Duration `koanf:"handler_timeout"`
 	// LeaseAfter is how long a handler runs on a popped task before the
-	// worker leases it, 0 to 500ms: a handler done sooner costs no lease
-	// at all (see worker.QueueOptions.LeaseAfter); 0 leases every task
-	// before its handler starts. Default 100ms.
+	// worker leases it: a handler done sooner costs no lease at all (see
+	// worker.QueueOptions.LeaseAfter).
 	LeaseAfter time.Duration `koanf:"lease_after"`
 	// MaxConcurrency caps the handlers of this queue running at once
-	// across every worker process, 0 to 100000; 0 means no cluster-wide
-	// cap. Default 0.
+	// across every worker process.
 	MaxConcurrency int `koanf:"max_concurrency"`
 	// RateLimit caps dispatches of this queue across every worker process.
 	RateLimit RateLimitConfig `koanf:"rate_limit"`
@@ -53,25 +48,22 @@ type QueueConfig struct {
 // RateLimitConfig is a cluster-wide token bucket (GCRA): Rate dispatches
 // per Period, bursts of up to Burst.
 type RateLimitConfig struct {
-	// Rate is the number of dispatches per Period, 0 to 1000000; 0 means
-	// no rate limit. Default 0.
+	// Rate is the number of dispatches per Period.
 	Rate int `koanf:"rate"`
-	// Period is the rate's period, at least 1ms. Default 1s.
+	// Period is the rate's period.
 	Period time.Duration `koanf:"period"`
-	// Burst is the most dispatches admitted at once, 1 to 1000000.
-	// Default 1.
+	// Burst is the most dispatches admitted at once.
 	Burst int `koanf:"burst"`
 }
 
 // BackoffConfig is an exponential retry delay: failed attempt n waits
 // about min(Cap, Base*Factor^(n-1)).
 type BackoffConfig struct {
-	// Base is the first delay, at least 1ms. Default 1s.
+	// Base is the first delay.
 	Base time.Duration `koanf:"base"`
-	// Cap is the longest delay, at least Base. Default 1h.
+	// Cap is the longest delay.
 	Cap time.Duration `koanf:"cap"`
-	// Factor multiplies the delay after each attempt, 1 to 100.
-	// Default 2.
+	// Factor multiplies the delay after each attempt.
 	Factor float64 `koanf:"factor"`
 }
 
@@ -84,7 +76,7 @@ type HTTPTarget struct {
 	// Headers are added to every request. Their values are secret (they
 	// usually carry credentials). May only be set together with URL.
 	Headers map[string]string `koanf:"headers"`
-	// Method is POST or PUT. Default "POST".
+	// Method is the requests' method.
 	Method string `koanf:"method"`
 }
 
@@ -105,8 +97,6 @@ func DefaultQueue() QueueConfig {
 	}
 }
 
-var httpMethods = []string{"POST", "PUT"}
-
 func (v *validator) queues(queues map[string]QueueConfig) {
 	if len(queues) == 0 {
 		v.add("queues", "at least one queue is required")
@@ -116,32 +106,16 @@ func (v *validator) queues(queues map[string]QueueConfig) {
 	}
 }
 
+// queue checks what Settings' rows do not: the queue's name and its
+// backoff's cap against its base (the ranges are the rows').
 func (v *validator) queue(key, name string, q QueueConfig) {
 	if !shard.ValidQueue(name) {
 		v.add(key, "queue name must match %s", shard.QueueRule)
 	}
-	v.intRange(key+".max_retries", int64(q.MaxRetries), 0, shard.MaxRetriesLimit)
-	v.durationRange(key+".timeout", q.Timeout, shard.MinTimeout, 0)
-	v.backoff(key+".backoff", q.Backoff)
-	v.intRange(key+".concurrency", int64(q.Concurrency), 1, worker.MaxConcurrency)
-	v.durationRange(key+".handler_timeout", q.HandlerTimeout, 0, 0)
-	v.durationRange(key+".lease_after", q.LeaseAfter, 0, worker.MaxLeaseAfter)
-	v.intRange(key+".max_concurrency", int64(q.MaxConcurrency), 0, worker.MaxClusterConcurrency)
-	v.intRange(key+".rate_limit.rate", int64(q.RateLimit.Rate), 0, worker.MaxRate)
-	v.durationRange(key+".rate_limit.period", q.RateLimit.Period, worker.MinRatePeriod, 0)
-	v.intRange(key+".rate_limit.burst", int64(q.RateLimit.Burst), 1, worker.MaxBurst)
+	if b := q.Backoff; b.Cap < b.Base {
+		v.add(key+".backoff.cap", "must be at least %s.backoff.base (%s) (got %s)", key, b.Base, b.Cap)
+	}
 	v.target(key, q)
-}
-
-func (v *validator) backoff(prefix string, b BackoffConfig) {
-	v.durationRange(prefix+".base", b.Base, shard.MinBackoffBase, 0)
-	if b.Cap < b.Base {
-		v.add(prefix+".cap", "must be at least %s.base (%s) (got %s)", prefix, b.Base, b.Cap)
-	}
-	// The negated test also catches NaN.
-	if !(b.Factor >= 1 && b.Factor <= shard.MaxBackoffFactor) {
-		v.add(prefix+".factor", "must be between 1 and %d (got %g)", shard.MaxBackoffFactor, b.Factor)
-	}
 }
 
 // target checks a queue's delivery target: http or command, not both.
@@ -167,9 +141,6 @@ func (v *validator) target(key string, q QueueConfig) {
 			// The value is not shown: it is a secret.
 			v.add(key+".http.headers", "the value of %q contains a line break or NUL", name)
 		}
-	}
-	if !slices.Contains(httpMethods, h.Method) {
-		v.add(key+".http.method", "must be one of %s (got %q)", strings.Join(httpMethods, ", "), h.Method)
 	}
 	if len(q.Command) > 0 && q.Command[0] == "" {
 		v.add(key+".command", "the program (the first element) must not be empty")

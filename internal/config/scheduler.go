@@ -14,49 +14,41 @@ import (
 type SchedulerConfig struct {
 	// ReplicaID names this replica in etcd and in logs. Empty means the
 	// binary picks hostname-pid at start (other characters become "-", a
-	// long hostname loses its start). If set it must match
-	// ^[A-Za-z0-9_.-]{1,64}$.
+	// long hostname loses its start).
 	ReplicaID string `koanf:"replica_id"`
 	// LeaseTTL is the TTL of the etcd lease that holds this replica's
-	// shards: a whole number of seconds from 2s (etcd's minimum) to 60s.
-	// Default 5s.
+	// shards.
 	LeaseTTL time.Duration `koanf:"lease_ttl"`
-	// ScanLimit is the largest batch of due tasks moved per script call,
-	// 1 to 10000. Default 512.
+	// ScanLimit is the largest batch of due tasks moved per script call.
 	ScanLimit int `koanf:"scan_limit"`
 	// SafetyRecheck is how often every owned shard is scanned even
-	// without a wake-up, at least 100ms. Default 30s.
+	// without a wake-up.
 	SafetyRecheck time.Duration `koanf:"safety_recheck"`
 	// RecoveryLimit is the largest batch of expired leases recovered per
-	// script call, 1 to 10000. Default 512.
+	// script call.
 	RecoveryLimit int `koanf:"recovery_limit"`
 	// StrandCheck is how often a shard's owner looks for tasks that a
-	// worker popped from a ready list but died before leasing, at least
-	// 100ms. Default 5s.
+	// worker popped from a ready list but died before leasing.
 	StrandCheck time.Duration `koanf:"strand_check"`
 	// IdleRecheck is how often the recovery loop of a shard with nothing
 	// leased and nothing ready checks it anyway (the mover wakes it when
-	// tasks become ready), at least 100ms; a value below SafetyRecheck
-	// is raised to it. Default 5m.
+	// tasks become ready); a value below SafetyRecheck is raised to it.
 	IdleRecheck time.Duration `koanf:"idle_recheck"`
 	// FarBucket is the width of the far tier's time buckets: a task due
 	// more than FarLead plus up to one bucket ahead is kept in a list per
 	// bucket, at a fraction of a sorted-set member's memory, and moved
-	// into the delayed set FarLead before its bucket starts. 0 turns the
-	// tier off; else at least 1s. Default 1m.
+	// into the delayed set FarLead before its bucket starts.
 	FarBucket time.Duration `koanf:"far_bucket"`
 	// FarLead is how long before its bucket starts a far-tier bucket is
-	// promoted into the delayed set, at least 1s. Default 15s.
+	// promoted into the delayed set.
 	FarLead time.Duration `koanf:"far_lead"`
 	// Prefetch moves tasks into ready lists up to this long before they
-	// are due, whole milliseconds from 0 to 250ms; workers hold each until
-	// its due time. Fewer, larger mover calls and fetches cut Redis's cost
-	// per task at steady rates. 0 (the default) moves tasks when due. See
+	// are due; workers hold each until its due time. Fewer, larger mover
+	// calls and fetches cut Redis's cost per task at steady rates. See
 	// docs/operations.md for what it changes (cancel, rate limits).
 	Prefetch time.Duration `koanf:"prefetch"`
 	// ReshardRate bounds the tasks this replica moves per second while the
-	// shard count changes (docs/resharding.md), 0 for no bound, at most
-	// 1000000. Default 5000: a change then costs the load little latency.
+	// shard count changes (docs/resharding.md).
 	ReshardRate int `koanf:"reshard_rate"`
 }
 
@@ -76,31 +68,18 @@ func defaultScheduler() SchedulerConfig {
 	}
 }
 
+// scheduler checks the far tier, whose keys depend on each other; the
+// libraries check the other scheduler keys (Settings).
 func (v *validator) scheduler(s SchedulerConfig) {
-	if id := s.ReplicaID; id != "" && !election.ValidReplicaID(id) {
-		v.add("scheduler.replica_id", "must be empty or match %s (got %q)", election.ReplicaIDRule, id)
+	if s.FarBucket != 0 && s.FarBucket < shard.MinFarBucket {
+		v.add("scheduler.far_bucket", "must be at least %s (got %s)", shard.MinFarBucket, s.FarBucket)
 	}
-	v.durationRange("scheduler.lease_ttl", s.LeaseTTL, election.MinTTL, election.MaxTTL)
-	if ttl := s.LeaseTTL; ttl%time.Second != 0 {
-		// etcd lease TTLs are whole seconds; refuse rather than truncate.
-		v.add("scheduler.lease_ttl", "must be a whole number of seconds (got %s)", ttl)
-	}
-	v.intRange("scheduler.scan_limit", int64(s.ScanLimit), 1, scan.MaxLimit)
-	v.durationRange("scheduler.safety_recheck", s.SafetyRecheck, max(scan.MinSafetyRecheck, recovery.MinInterval), 0)
-	v.intRange("scheduler.recovery_limit", int64(s.RecoveryLimit), 1, recovery.MaxLimit)
-	v.durationRange("scheduler.strand_check", s.StrandCheck, recovery.MinInterval, 0)
-	v.durationRange("scheduler.idle_recheck", s.IdleRecheck, recovery.MinInterval, 0)
 	minFarLead := time.Duration(0) // far_bucket 0: the far tier is off, far_lead unused
 	if s.FarBucket != 0 {
-		v.durationRange("scheduler.far_bucket", s.FarBucket, shard.MinFarBucket, 0)
 		minFarLead = shard.MinFarLead
 	}
-	v.durationRange("scheduler.far_lead", s.FarLead, minFarLead, 0)
-	v.intRange("scheduler.reshard_rate", int64(s.ReshardRate), 0, reshard.MaxRate)
-	v.durationRange("scheduler.prefetch", s.Prefetch, 0, shard.MaxPrefetch)
-	if p := s.Prefetch; p%time.Millisecond != 0 {
-		// Due times are whole milliseconds; refuse rather than truncate.
-		v.add("scheduler.prefetch", "must be a whole number of milliseconds (got %s)", p)
+	if s.FarLead < minFarLead {
+		v.add("scheduler.far_lead", "must be at least %s (got %s)", minFarLead, s.FarLead)
 	}
 }
 
@@ -111,10 +90,12 @@ func (c *Config) ForMover() scan.Config {
 	return scan.Config{Limit: s.ScanLimit, SafetyRecheck: s.SafetyRecheck, Prefetch: s.Prefetch}
 }
 
-// ForReshard returns the migration's settings (Logger, Metrics and
+// ForReshard returns the reshard loop's settings (Logger, Metrics and
 // HandOff are the caller's to set).
 func (c *Config) ForReshard() reshard.Config {
-	return reshard.Config{Rate: c.Scheduler.ReshardRate}
+	r := reshard.DefaultConfig() // batch, margin and retry are not configured
+	r.Rate = c.Scheduler.ReshardRate
+	return r
 }
 
 // ForRecovery returns the recovery loop's settings, the dead-letter
@@ -131,7 +112,8 @@ func (c *Config) ForRecovery() recovery.Config {
 // replica: its etcd keys live under "/<namespace>/" (Logger and
 // Registerer are the caller's to set).
 func (c *Config) ForElection(replica string) election.Config {
-	return election.Config{Prefix: "/" + c.Namespace + "/", ReplicaID: replica, Shards: c.Shards, TTL: c.Scheduler.LeaseTTL}
+	ns, n := shard.LayoutDefaults(c.Namespace, c.Shards)
+	return election.Config{Prefix: "/" + ns + "/", ReplicaID: replica, Shards: n, TTL: c.Scheduler.LeaseTTL}
 }
 
 // FarTier returns the far tier's settings that the schedulers record in

@@ -159,8 +159,9 @@ func TestValidateNewKeys(t *testing.T) {
 	}
 	tests := []validateCase{
 		{"scheduler.recovery_limit min", func(c *config.Config) { c.Scheduler.RecoveryLimit = 1 }, ""},
-		{"scheduler.recovery_limit zero", func(c *config.Config) { c.Scheduler.RecoveryLimit = 0 },
-			"config: scheduler.recovery_limit: must be between 1 and 10000 (got 0)"},
+		{"scheduler.recovery_limit zero: the default", func(c *config.Config) { c.Scheduler.RecoveryLimit = 0 }, ""},
+		{"scheduler.recovery_limit negative", func(c *config.Config) { c.Scheduler.RecoveryLimit = -1 },
+			"config: scheduler.recovery_limit: must be between 1 and 10000 (got -1)"},
 		{"scheduler.recovery_limit big", func(c *config.Config) { c.Scheduler.RecoveryLimit = 10001 }, "config: scheduler.recovery_limit:"},
 		{"scheduler.strand_check min", func(c *config.Config) { c.Scheduler.StrandCheck = 100 * time.Millisecond }, ""},
 		{"scheduler.strand_check short", func(c *config.Config) { c.Scheduler.StrandCheck = 99 * time.Millisecond },
@@ -187,7 +188,8 @@ func TestValidateNewKeys(t *testing.T) {
 		{"worker.shutdown_grace negative", func(c *config.Config) { c.Worker.ShutdownGrace = -time.Second },
 			"config: worker.shutdown_grace: must be at least 0s"},
 		{"worker.fetch_timeout bounds", func(c *config.Config) { c.Worker.FetchTimeout = time.Second }, ""},
-		{"worker.fetch_timeout zero", func(c *config.Config) { c.Worker.FetchTimeout = 0 }, "config: worker.fetch_timeout: must be at least 1s"},
+		{"worker.fetch_timeout zero: the default", func(c *config.Config) { c.Worker.FetchTimeout = 0 }, ""},
+		{"worker.fetch_timeout short", func(c *config.Config) { c.Worker.FetchTimeout = -time.Second }, "config: worker.fetch_timeout: must be at least 1s"},
 		{"worker.fetch_timeout long", func(c *config.Config) { c.Worker.FetchTimeout = 61 * time.Second },
 			"config: worker.fetch_timeout: must be at most 1m0s"},
 		{"worker.ack_linger off", func(c *config.Config) { c.Worker.AckLinger = 0 }, ""},
@@ -200,8 +202,8 @@ func TestValidateNewKeys(t *testing.T) {
 			"config: worker.fetch_timeout: must be a whole number of seconds"},
 
 		{"dlq unbounded", func(c *config.Config) { c.DLQ = config.DLQConfig{} }, ""},
-		{"dlq.max_size negative", func(c *config.Config) { c.DLQ.MaxSize = -1 }, "config: dlq.max_size: must be 0 (unbounded) or more"},
-		{"dlq.max_age negative", func(c *config.Config) { c.DLQ.MaxAge = -time.Hour }, "config: dlq.max_age: must be 0 (unbounded) or more"},
+		{"dlq.max_size negative", func(c *config.Config) { c.DLQ.MaxSize = -1 }, "config: dlq.max_size: must be at least 0 (got -1)"},
+		{"dlq.max_age negative", func(c *config.Config) { c.DLQ.MaxAge = -time.Hour }, "config: dlq.max_age: must be at least 0s (got -1h0m0s)"},
 
 		{"backoff flat", withQueue(func(q *config.QueueConfig) {
 			q.Backoff = config.BackoffConfig{Base: time.Millisecond, Cap: time.Millisecond, Factor: 1}
@@ -218,8 +220,9 @@ func TestValidateNewKeys(t *testing.T) {
 			"config: queues.default.backoff.factor:"},
 
 		{"concurrency max", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10000 }), ""},
-		{"concurrency zero", withQueue(func(q *config.QueueConfig) { q.Concurrency = 0 }),
-			"config: queues.default.concurrency: must be between 1 and 10000 (got 0)"},
+		{"concurrency zero: the default", withQueue(func(q *config.QueueConfig) { q.Concurrency = 0 }), ""},
+		{"concurrency negative", withQueue(func(q *config.QueueConfig) { q.Concurrency = -1 }),
+			"config: queues.default.concurrency: must be between 1 and 10000 (got -1)"},
 		{"concurrency big", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10001 }), "config: queues.default.concurrency:"},
 		{"handler_timeout none", withQueue(func(q *config.QueueConfig) { q.HandlerTimeout = 0 }), ""},
 		{"lease_after off", withQueue(func(q *config.QueueConfig) { q.LeaseAfter = 0 }), ""},
@@ -297,7 +300,7 @@ func TestLoadNewKeyErrors(t *testing.T) {
 		{"both targets", "queues:\n  q:\n    http:\n      url: http://h/\n    command: [/bin/true]\n", nil, nil,
 			[]string{"config: queues.q: set either http.url or command, not both"}},
 		{"fetch_timeout fraction", "", []string{"-set", "worker.fetch_timeout=2500ms"}, nil, []string{"config: worker.fetch_timeout: must be a whole number"}},
-		{"recovery_limit", "", nil, []string{"HOURGLASS_SCHEDULER__RECOVERY_LIMIT=0"}, []string{"config: scheduler.recovery_limit:"}},
+		{"recovery_limit", "", nil, []string{"HOURGLASS_SCHEDULER__RECOVERY_LIMIT=-1"}, []string{"config: scheduler.recovery_limit:"}},
 		{"dlq.max_size", "", []string{"-set", "dlq.max_size=-5"}, nil, []string{"config: dlq.max_size:"}},
 	}
 	runLoadErrors(t, tests)
@@ -327,7 +330,7 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("two options: %v, %+v", err, w)
 	}
 	// An invalid default is reported like any other value.
-	_, err = config.Load(nil, nil, config.WithDefaults(func(c *config.Config) { c.Worker.FetchTimeout = 0 }))
+	_, err = config.Load(nil, nil, config.WithDefaults(func(c *config.Config) { c.Worker.FetchTimeout = -time.Second }))
 	wantErr(t, err, "config: worker.fetch_timeout:")
 	// Queues given as defaults replace the implicit "default" queue.
 	w, err = config.Load([]string{"-set", "queues.b.max_retries=1"}, nil, config.WithDefaults(func(c *config.Config) {
@@ -413,8 +416,8 @@ func TestFlowControlKeys(t *testing.T) {
 	for key, val := range map[string]string{
 		"queues.partner.max_concurrency":   "-1",
 		"queues.partner.rate_limit.rate":   "-5",
-		"queues.partner.rate_limit.burst":  "0",
-		"queues.partner.rate_limit.period": "0s",
+		"queues.partner.rate_limit.burst":  "-1",
+		"queues.partner.rate_limit.period": "-1s",
 	} {
 		_, err := config.Load([]string{"-set", key + "=" + val}, nil)
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -13,10 +13,11 @@ func TestValidate(t *testing.T) {
 	tests := []validateCase{
 		{"defaults", func(*config.Config) {}, ""},
 
-		{"namespace empty", func(c *config.Config) { c.Namespace = "" }, "config: namespace: must match"},
+		{"namespace empty: the default", func(c *config.Config) { c.Namespace = "" }, ""},
 		{"namespace bad char", func(c *config.Config) { c.Namespace = "a:b" }, "config: namespace: must match"},
 		{"namespace too long", func(c *config.Config) { c.Namespace = strings.Repeat("a", 33) }, "config: namespace:"},
-		{"shards zero", func(c *config.Config) { c.Shards = 0 }, "config: shards: must be between 1 and 4096 (got 0)"},
+		{"shards zero: the default", func(c *config.Config) { c.Shards = 0 }, ""},
+		{"shards negative", func(c *config.Config) { c.Shards = -1 }, "config: shards: must be between 1 and 4096 (got -1)"},
 		{"shards max", func(c *config.Config) { c.Shards = 4096 }, ""},
 		{"shards too many", func(c *config.Config) { c.Shards = 4097 }, "config: shards:"},
 		{"max_payload zero", func(c *config.Config) { c.MaxPayload = 0 }, "config: max_payload:"},
@@ -35,7 +36,7 @@ func TestValidate(t *testing.T) {
 		{"dashboard allowed host with port", func(c *config.Config) {
 			c.HTTP.Dashboard.AllowedHosts = []string{"hg.example.com:443"}
 		}, "config: http.dashboard.allowed_hosts[0]: must be a host name without scheme or port"},
-		{"redis.mode unknown", func(c *config.Config) { c.Redis.Mode = "replicated" }, `config: redis.mode: must be standalone, sentinel or cluster (got "replicated")`},
+		{"redis.mode unknown", func(c *config.Config) { c.Redis.Mode = "replicated" }, `config: redis.mode: must be one of standalone, sentinel, cluster (got "replicated")`},
 		{"redis.addrs in standalone", func(c *config.Config) { c.Redis.Addrs = []string{"a:1"} }, "config: redis.addrs: is for modes sentinel and cluster"},
 		{"sentinel", func(c *config.Config) {
 			c.Redis.Mode, c.Redis.Addrs, c.Redis.MasterName = "sentinel", []string{"s1:26379", "s2:26379"}, "main"
@@ -96,7 +97,8 @@ func TestValidate(t *testing.T) {
 			"config: scheduler.lease_ttl: must be at most 1m0s (got 1m1s)"},
 		{"scheduler.lease_ttl fraction", func(c *config.Config) { c.Scheduler.LeaseTTL = 2500 * time.Millisecond },
 			"config: scheduler.lease_ttl: must be a whole number of seconds"},
-		{"scheduler.scan_limit zero", func(c *config.Config) { c.Scheduler.ScanLimit = 0 }, "config: scheduler.scan_limit:"},
+		{"scheduler.scan_limit zero: the default", func(c *config.Config) { c.Scheduler.ScanLimit = 0 }, ""},
+		{"scheduler.scan_limit negative", func(c *config.Config) { c.Scheduler.ScanLimit = -1 }, "config: scheduler.scan_limit:"},
 		{"scheduler.scan_limit big", func(c *config.Config) { c.Scheduler.ScanLimit = 10001 }, "config: scheduler.scan_limit:"},
 		{"scheduler.safety_recheck short", func(c *config.Config) { c.Scheduler.SafetyRecheck = 99 * time.Millisecond },
 			"config: scheduler.safety_recheck: must be at least 100ms"},
@@ -128,7 +130,7 @@ func TestValidate(t *testing.T) {
 
 func TestValidateReportsAll(t *testing.T) {
 	c := config.Default()
-	c.Shards = 0
+	c.Shards = -1
 	c.Log.Level = "loud"
 	err := c.Validate()
 	wantErr(t, err, "config: shards:", "config: log.level:")

@@ -9,17 +9,14 @@ import (
 // WorkerConfig configures the worker process.
 type WorkerConfig struct {
 	// ShutdownGrace is how long running handlers may finish after a
-	// shutdown signal before their tasks are released, 0 or more; 0
-	// releases them at once. Default 30s.
+	// shutdown signal before their tasks are released.
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
-	// FetchTimeout bounds one blocking fetch from the ready lists: a
-	// whole number of seconds (Redis's BLMPOP timeout as go-redis sends
-	// it) from 1s to 60s. An idle worker sends one command per
-	// FetchTimeout. Default 2s.
+	// FetchTimeout bounds one blocking fetch from the ready lists (whole
+	// seconds: Redis's BLMPOP timeout as go-redis sends it). An idle
+	// worker sends one command per FetchTimeout.
 	FetchTimeout time.Duration `koanf:"fetch_timeout"`
 	// AckLinger is how long a successful task's acknowledgement may wait
-	// for others to share its round trip to Redis, 0 to 50ms; 0 sends
-	// each at once. Default 2ms.
+	// for others to share its round trip to Redis.
 	AckLinger time.Duration `koanf:"ack_linger"`
 }
 
@@ -28,17 +25,6 @@ func defaultWorker() WorkerConfig {
 		ShutdownGrace: worker.DefaultShutdownGrace,
 		FetchTimeout:  worker.DefaultFetchTimeout,
 		AckLinger:     worker.DefaultAckLinger,
-	}
-}
-
-func (v *validator) worker(w WorkerConfig) {
-	v.durationRange("worker.shutdown_grace", w.ShutdownGrace, 0, 0)
-	v.durationRange("worker.fetch_timeout", w.FetchTimeout, worker.MinFetchTimeout, worker.MaxFetchTimeout)
-	v.durationRange("worker.ack_linger", w.AckLinger, 0, worker.MaxAckLinger)
-	if ft := w.FetchTimeout; ft%time.Second != 0 {
-		// go-redis sends BLMPOP's timeout in whole seconds; refuse rather
-		// than truncate.
-		v.add("worker.fetch_timeout", "must be a whole number of seconds (got %s)", ft)
 	}
 }
 

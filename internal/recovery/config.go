@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"errors"
-	"math"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -80,7 +79,7 @@ func (c Config) Validate() error {
 			p.DurationRange(f.name, f.d, MinInterval, 0)
 		}
 	}
-	p.IntRange("DeadMaxSize", int64(c.DeadMaxSize), 0, math.MaxInt)
+	p.AtLeast("DeadMaxSize", int64(c.DeadMaxSize), 0)
 	p.DurationRange("DeadMaxAge", c.DeadMaxAge, 0, 0)
 	return p.Err()
 }
