@@ -101,6 +101,16 @@ func UnitName(unit time.Duration) string {
 	return "multiples of " + unit.String()
 }
 
+// Or returns v, or def if v is its type's zero value: how withDefaults
+// fills a zero field that means the default.
+func Or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
 // Err returns the problems joined, or nil when there are none.
 func (p *Problems) Err() error { return errors.Join(p.errs...) }
 

@@ -61,3 +61,16 @@ func TestFieldProblems(t *testing.T) {
 		t.Fatalf("message %q", s)
 	}
 }
+
+func TestOr(t *testing.T) {
+	if got := Or(0, 5); got != 5 {
+		t.Errorf("Or(0, 5) = %d", got)
+	}
+	if got := Or(3, 5); got != 3 {
+		t.Errorf("Or(3, 5) = %d", got)
+	}
+	var e error
+	if got := Or(e, errKind); got != errKind {
+		t.Errorf("Or(nil, errKind) = %v", got)
+	}
+}

@@ -87,21 +87,10 @@ func (c Config) Validate() error {
 // withDefaults returns c with zero fields set to their defaults and
 // IdleRecheck raised to SafetyRecheck.
 func (c Config) withDefaults() Config {
-	if c.Limit == 0 {
-		c.Limit = DefaultLimit
-	}
-	if c.StrandCheck == 0 {
-		c.StrandCheck = DefaultStrandCheck
-	}
-	if c.SafetyRecheck == 0 {
-		c.SafetyRecheck = DefaultSafetyRecheck
-	}
-	if c.IdleRecheck == 0 {
-		c.IdleRecheck = DefaultIdleRecheck
-	}
-	c.IdleRecheck = max(c.IdleRecheck, c.SafetyRecheck)
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
+	c.Limit = confcheck.Or(c.Limit, DefaultLimit)
+	c.StrandCheck = confcheck.Or(c.StrandCheck, DefaultStrandCheck)
+	c.SafetyRecheck = confcheck.Or(c.SafetyRecheck, DefaultSafetyRecheck)
+	c.IdleRecheck = max(confcheck.Or(c.IdleRecheck, DefaultIdleRecheck), c.SafetyRecheck)
+	c.Logger = confcheck.Or(c.Logger, hclog.NewNullLogger())
 	return c
 }

@@ -82,17 +82,9 @@ func (c Config) Validate() error {
 // withDefaults returns c with the zero fields that mean a default set to
 // it.
 func (c Config) withDefaults() Config {
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
-	if c.Margin == 0 {
-		c.Margin = DefaultMargin
-	}
-	if c.Retry == 0 {
-		c.Retry = DefaultRetry
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
+	c.Batch = confcheck.Or(c.Batch, DefaultBatch)
+	c.Margin = confcheck.Or(c.Margin, DefaultMargin)
+	c.Retry = confcheck.Or(c.Retry, DefaultRetry)
+	c.Logger = confcheck.Or(c.Logger, hclog.NewNullLogger())
 	return c
 }

@@ -70,14 +70,8 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.Limit == 0 {
-		c.Limit = DefaultLimit
-	}
-	if c.SafetyRecheck == 0 {
-		c.SafetyRecheck = DefaultSafetyRecheck
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
+	c.Limit = confcheck.Or(c.Limit, DefaultLimit)
+	c.SafetyRecheck = confcheck.Or(c.SafetyRecheck, DefaultSafetyRecheck)
+	c.Logger = confcheck.Or(c.Logger, hclog.NewNullLogger())
 	return c
 }
