@@ -61,7 +61,7 @@ func TestReviewOneUnhandedScheduleStopsTheWholeNewHome(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done; <-done })
 	for sh := 2; sh < 4; sh++ {
 		go func() {
-			_ = owner.Run(rctx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}, loops, nil)
+			_ = owner.Run(rctx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}, loops)
 			done <- struct{}{}
 		}()
 	}

@@ -3,11 +3,20 @@ package owner
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -46,7 +55,7 @@ func TestFirstToStopStopsAll(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), Shard{ID: 3, Epoch: 7, Wake: wake}, []Loop{relay, fenced, waiter}, nil)
+		done <- Run(context.Background(), Shard{ID: 3, Epoch: 7, Wake: wake}, []Loop{relay, fenced, waiter})
 	}()
 	var err error
 	select {
@@ -73,7 +82,7 @@ func TestCtxEndStopsAll(t *testing.T) {
 		return nil
 	}}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Shard{}, []Loop{loop, loop}, nil) }()
+	go func() { done <- Run(ctx, Shard{}, []Loop{loop, loop}) }()
 	<-started
 	<-started
 	cancel()
@@ -84,5 +93,87 @@ func TestCtxEndStopsAll(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its ctx ended")
+	}
+}
+
+// TestRepeatRetriesThenStopsWhenFenced: a failed step is counted, logged
+// once and retried after the backoff; a fenced step ends Repeat with its
+// error, counted and not logged; a successful step waits as it says (here
+// for its wake-up channel only).
+func TestRepeatRetriesThenStopsWhenFenced(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Buffer
+	errs, stale := prometheus.NewCounter(prometheus.CounterOpts{Name: "e"}), prometheus.NewCounter(prometheus.CounterOpts{Name: "s"})
+	wake := make(chan struct{})
+	var calls atomic.Int32
+	steps := Steps{
+		What: "probe call", Log: hclog.New(&hclog.LoggerOptions{Output: &logs}), Errors: errs, Stale: stale,
+		Backoff: backoff.Backoff{Min: time.Millisecond, Max: time.Millisecond},
+		Step: func(context.Context) (Wait, error) {
+			switch calls.Add(1) {
+			case 1, 2:
+				return Wait{}, errors.New("redis down")
+			case 3:
+				return Wait{For: Forever, Wake: wake}, nil
+			}
+			return Wait{}, fmt.Errorf("move: %w", shard.ErrStaleEpoch)
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- Repeat(context.Background(), steps) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for calls.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d steps after 10 s, want 3", calls.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Repeat returned %v while its step waited for a wake-up", err)
+	default:
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("%d steps before the wake-up, want 3", n)
+	}
+	wake <- struct{}{}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Repeat did not return after a fenced step")
+	}
+	if !errors.Is(err, shard.ErrStaleEpoch) {
+		t.Fatalf("Repeat = %v, want the fenced step's error", err)
+	}
+	if e, s := testutil.ToFloat64(errs), testutil.ToFloat64(stale); e != 2 || s != 1 {
+		t.Fatalf("counted %v failed and %v fenced steps, want 2 and 1", e, s)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "probe call failed; retrying"); n != 2 || strings.Contains(out, "stale") {
+		t.Fatalf("want the two failures logged and the fencing not, got:\n%s", out)
+	}
+}
+
+// TestRepeatEndsWithCtx: Repeat returns nil when its ctx ends, also in
+// the middle of a step that fails because of it.
+func TestRepeatEndsWithCtx(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Repeat(ctx, Steps{Step: func(ctx context.Context) (Wait, error) {
+			cancel()
+			<-ctx.Done()
+			return Wait{}, ctx.Err()
+		}})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Repeat = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Repeat did not return after its ctx ended")
 	}
 }

@@ -196,13 +196,17 @@ func (s *Scheduler) ReplicaID() string { return s.replica }
 // shard, with its producers' wake-ups. If a loop is fenced off by a newer
 // owner, all stop and the election gives the shard up.
 func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
-	// The election logs the acquisition and the release at Info.
+	// The election logs the acquisition and the release at Info; the
+	// loops log what they retry; what ended them is logged here, once.
 	log := s.log.With("shard", sh, "epoch", epoch)
 	log.Debug("owner loops starting")
-	defer log.Debug("owner loops stopped")
 	wake, unsubscribe := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
 	defer unsubscribe()
-	_ = owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops, s.log)
+	if err := owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops); err != nil {
+		log.Warn("owner loops stopped", "error", err) // a newer owner fenced the shard
+		return
+	}
+	log.Debug("owner loops stopped")
 }
 
 // Run runs the replica until ctx ends, then shuts down in the order the

@@ -261,7 +261,7 @@ func (e *Env) Own(loops ...owner.Loop) []owner.Shard {
 		go func() {
 			defer wg.Done()
 			defer unsubscribe()
-			_ = owner.Run(ctx, shards[sh], loops, nil)
+			_ = owner.Run(ctx, shards[sh], loops)
 		}()
 	}
 	e.T.Cleanup(func() {
