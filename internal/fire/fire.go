@@ -38,7 +38,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/periodic"
@@ -75,7 +74,13 @@ type Firer struct {
 	mu      sync.Mutex
 	all     []*periodic.Compiled
 	byShard map[int][]*periodic.Compiled
-	reload  map[int]chan struct{} // of each running shard loop
+	running map[int]*shardLoop // of each running shard loop
+}
+
+// shardLoop is what SetSchedules tells a running shard loop.
+type shardLoop struct {
+	gen    uint64        // bumped whenever the shard's schedules change
+	reload chan struct{} // signalled then, without blocking
 }
 
 // errReload ends a shard's pass when its schedules changed.
@@ -91,7 +96,7 @@ func New(store *shard.Store, cfg Config) *Firer {
 	if met == nil {
 		met = NewMetrics(nil)
 	}
-	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, reload: map[int]chan struct{}{}}
+	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, running: map[int]*shardLoop{}}
 	f.SetSchedules(cfg.Schedules)
 	return f
 }
@@ -112,10 +117,11 @@ func (f *Firer) SetSchedules(ss []*periodic.Compiled) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.all = ss
-	for sh, ch := range f.reload {
+	for sh, r := range f.running {
 		if !same(f.byShard[sh], by[sh]) {
+			r.gen++
 			select {
-			case ch <- struct{}{}:
+			case r.reload <- struct{}{}:
 			default:
 			}
 		}
@@ -128,49 +134,59 @@ func same(a, b []*periodic.Compiled) bool {
 	return slices.EqualFunc(a, b, func(x, y *periodic.Compiled) bool { return reflect.DeepEqual(x.Schedule, y.Schedule) })
 }
 
-// mine returns the schedules of shard sh.
-func (f *Firer) mine(sh int) []*periodic.Compiled {
+// mine returns the schedules of shard sh and their generation.
+func (f *Firer) mine(sh int) ([]*periodic.Compiled, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.byShard[sh]
+	return f.byShard[sh], f.running[sh].gen
+}
+
+// changedSince reports whether shard sh's schedules changed since
+// generation gen.
+func (f *Firer) changedSince(sh int, gen uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running[sh].gen != gen
 }
 
 // Run fires the schedules of shard s until ctx ends (it returns nil) or a
-// newer owner fenced the shard (an error wrapping shard.ErrStaleEpoch).
+// newer owner fenced the shard (an error wrapping shard.ErrStaleEpoch):
+// an owner.Loop, in owner.Repeat's shape. A pass starts from the state in
+// Redis (the first step), then each step fires what is due and waits for
+// the next occurrence or a change of the schedules, which starts a new
+// pass; so does a failed call, after a backoff.
 func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
-	reload := make(chan struct{}, 1)
+	r := &shardLoop{reload: make(chan struct{}, 1)}
 	f.mu.Lock()
-	f.reload[s.ID] = reload
+	f.running[s.ID] = r
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
-		delete(f.reload, s.ID)
+		delete(f.running, s.ID)
 		f.mu.Unlock()
 	}()
-	var bo backoff.Backoff
-	for {
-		mine := f.mine(s.ID)
-		if len(mine) == 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-reload:
-				continue
+	var p *pass // nil: start (over) from the state in Redis
+	return owner.Repeat(ctx, owner.Steps{
+		What: "firing", Log: f.log.With("shard", s.ID, "epoch", s.Epoch), Errors: f.met.errors,
+		Step: func(ctx context.Context) (owner.Wait, error) {
+			if p == nil {
+				np, err := f.start(ctx, s)
+				if np == nil && err == nil { // no schedule here: wait for some
+					return owner.Wait{For: owner.Forever, Wake: r.reload}, nil
+				}
+				p = np
+				return owner.Wait{}, err
 			}
-		}
-		err := f.run(ctx, s, mine, &bo, reload)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, shard.ErrStaleEpoch):
-			return err
-		case errors.Is(err, errReload):
-			continue
-		}
-		f.met.errors.Inc()
-		f.log.Warn("firing failed; retrying from the state in Redis", "shard", s.ID, "error", err)
-		bo.Wait(ctx)
-	}
+			w, err := f.fireDue(ctx, s, p, r.reload)
+			if err != nil {
+				p = nil // a new pass reads the state in Redis again
+			}
+			if errors.Is(err, errReload) {
+				return owner.Wait{}, nil
+			}
+			return w, err
+		},
+	})
 }
 
 // state is one schedule's progress on this owner.
@@ -192,84 +208,89 @@ func (st *state) fireAt() time.Time {
 	return st.next.Add(-lead)
 }
 
-// run reads the schedules' state, catches up, then fires until ctx ends
-// or a call fails.
-func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff, reload <-chan struct{}) error {
+// pass is a shard's firing from one reading of its schedules' state in
+// Redis.
+type pass struct {
+	gen    uint64 // of the schedules it fires
+	states []*state
+}
+
+// start reads the state of shard s's schedules and catches up: the
+// first step of a pass. It returns nil when the shard has no schedule.
+func (f *Firer) start(ctx context.Context, s owner.Shard) (*pass, error) {
+	mine, gen := f.mine(s.ID)
+	if len(mine) == 0 {
+		return nil, nil
+	}
 	if err := f.takeOver(ctx, s, mine); err != nil {
-		return err
+		return nil, err
 	}
 	recorded, err := f.store.PeriodicState(ctx, s.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	states := make([]*state, len(mine))
+	p := &pass{gen: gen, states: make([]*state, len(mine))}
 	for i, c := range mine {
 		st := &state{c: c, last: recorded[c.Name].Last}
-		states[i] = st
+		p.states[i] = st
 		if err := f.catchUp(ctx, s, st); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	bo.Reset()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		// A cron expression that no longer occurs (the library looks
-		// five years ahead) is done on this owner.
-		states = slices.DeleteFunc(states, func(st *state) bool { return st.next.IsZero() })
-		if len(states) == 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-reload:
-				return errReload
-			}
-		}
-		sort.Slice(states, func(i, j int) bool { return states[i].fireAt().Before(states[j].fireAt()) })
-		for _, st := range states {
-			f.met.next.WithLabelValues(st.c.Name).Set(float64(st.next.UnixMilli()) / 1000)
-		}
-		if d := states[0].fireAt().Sub(f.now()); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-reload:
-				return errReload
-			case <-timer.C:
-			}
-		}
-		paused, err := f.store.PausedSchedules(ctx)
-		if err != nil {
-			return err
-		}
-		// Stalled is judged by when this pass began, not by how late
-		// each schedule is once the ones before it were fired: firing
-		// many schedules that share an instant takes a round trip each,
-		// and that is late, not missed.
-		woke := f.now()
-		for _, st := range states {
-			if st.fireAt().After(f.now()) {
-				break
-			}
-			if woke.Sub(st.next) > MissedAfter {
-				// Stalled (or Redis was down): what was missed is the
-				// catch-up policy's.
-				if err := f.catchUp(ctx, s, st); err != nil {
-					return err
-				}
-				continue
-			}
-			_, isPaused := paused[st.c.Name]
-			planned := st.fireAt()
-			if err := f.fire(ctx, s, st, st.next, isPaused, false); err != nil {
-				return err
-			}
-			f.met.lateness.Observe(f.now().Sub(planned).Seconds())
-			st.next = st.c.Next(maxTime(st.next, st.last))
-		}
+	return p, nil
+}
+
+// fireDue fires the occurrences of p that are due and says how long to
+// wait for the next one, or for reload; errReload when the schedules
+// changed since p started.
+func (f *Firer) fireDue(ctx context.Context, s owner.Shard, p *pass, reload <-chan struct{}) (owner.Wait, error) {
+	if f.changedSince(s.ID, p.gen) {
+		return owner.Wait{}, errReload
 	}
+	// A cron expression that no longer occurs (the library looks five
+	// years ahead) is done on this owner.
+	p.states = slices.DeleteFunc(p.states, func(st *state) bool { return st.next.IsZero() })
+	if len(p.states) == 0 {
+		return owner.Wait{For: owner.Forever, Wake: reload}, nil
+	}
+	states := p.states
+	sort.Slice(states, func(i, j int) bool { return states[i].fireAt().Before(states[j].fireAt()) })
+	for _, st := range states {
+		f.met.next.WithLabelValues(st.c.Name).Set(float64(st.next.UnixMilli()) / 1000)
+	}
+	if d := states[0].fireAt().Sub(f.now()); d > 0 {
+		return owner.Wait{For: d, Wake: reload}, nil
+	}
+	paused, err := f.store.PausedSchedules(ctx)
+	if err != nil {
+		return owner.Wait{}, err
+	}
+	// Stalled is judged by when this step began, not by how late each
+	// schedule is once the ones before it were fired: firing many
+	// schedules that share an instant takes a round trip each, and that
+	// is late, not missed.
+	woke := f.now()
+	for _, st := range states {
+		if st.fireAt().After(f.now()) {
+			break
+		}
+		if woke.Sub(st.next) > MissedAfter {
+			// Stalled (or Redis was down): what was missed is the
+			// catch-up policy's.
+			if err := f.catchUp(ctx, s, st); err != nil {
+				return owner.Wait{}, err
+			}
+			continue
+		}
+		_, isPaused := paused[st.c.Name]
+		planned := st.fireAt()
+		if err := f.fire(ctx, s, st, st.next, isPaused, false); err != nil {
+			return owner.Wait{}, err
+		}
+		f.met.lateness.Observe(f.now().Sub(planned).Seconds())
+		st.next = st.c.Next(maxTime(st.next, st.last))
+	}
+	return owner.Wait{}, nil // look at the next occurrences at once
 }
 
 // catchUp fires what st's catch-up policy fires of the occurrences missed

@@ -16,12 +16,10 @@ package recovery
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -44,53 +42,45 @@ func New(store *shard.Store, cfg Config) (*Recoverer, error) {
 
 // Run recovers the owned shard s with its fencing epoch until ctx ends
 // (nil) or a newer owner fences the shard (an error wrapping
-// shard.ErrStaleEpoch): an owner.Loop. Redis errors are logged and
-// retried with backoff. s.Ready (may be nil) wakes the loop early: the
-// mover signals it after making tasks ready.
+// shard.ErrStaleEpoch): an owner.Loop, in owner.Repeat's shape. Redis
+// errors are logged and retried with backoff. s.Ready (may be nil) wakes
+// an idle shard's loop early: the mover signals it after making tasks
+// ready.
 func (r *Recoverer) Run(ctx context.Context, s owner.Shard) error {
 	log := r.log.With("shard", s.ID, "epoch", s.Epoch)
-	met := r.cfg.Metrics
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	var st strands
-	var bo backoff.Backoff
-	for {
+	steps := owner.Steps{What: "recovery pass", Log: log}
+	if met := r.cfg.Metrics; met != nil {
+		steps.Errors, steps.Stale = met.errors, met.stale
+	}
+	steps.Step = func(ctx context.Context) (owner.Wait, error) {
+		// An active shard is checked on its own cadence: a poke that came
+		// while it waited is no reason to look again.
+		select {
+		case <-s.Ready:
+		default:
+		}
 		pass := st.due()
 		res, err := r.store.Recover(ctx, s.ID, s.Epoch, shard.RecoverArgs{
 			Limit: r.cfg.Limit, Candidates: pass,
 			DeadMaxSize: r.cfg.DeadMaxSize, DeadMaxAge: r.cfg.DeadMaxAge,
 		})
-		if ctx.Err() != nil {
-			return nil
+		if err != nil {
+			return owner.Wait{}, err
 		}
-		var wait time.Duration
-		idle := false // nothing ready or leased: a poke may wake us early
-		switch {
-		case errors.Is(err, shard.ErrStaleEpoch):
-			if met != nil {
-				met.stale.Inc()
-			}
-			log.Warn("shard fenced by a newer owner; stopping recovery", "error", err)
-			return err
-		case err != nil:
-			if met != nil {
-				met.errors.Inc()
-			}
-			wait = bo.Next()
-			log.Warn("recovery pass failed; retrying", "error", err, "retry_in", wait)
-		default:
-			bo.Reset()
-			st.found(pass, res.Candidates)
-			r.observe(log, res)
-			if res.Retried+res.Buried >= r.cfg.Limit || res.Trimmed >= r.cfg.Limit {
-				continue // more to do now
-			}
-			wait, idle = r.next(res, len(st.candidates) > 0)
+		st.found(pass, res.Candidates)
+		r.observe(log, res)
+		if res.Retried+res.Buried >= r.cfg.Limit || res.Trimmed >= r.cfg.Limit {
+			return owner.Wait{}, nil // more to do now
 		}
-		if !r.sleep(ctx, timer, wait, s.Ready, idle) {
-			return nil
+		wait, idle := r.next(res, len(st.candidates) > 0)
+		if idle {
+			// Nothing ready or leased: the mover's poke ends the wait.
+			return owner.Wait{For: wait, Wake: s.Ready}, nil
 		}
+		return owner.Wait{For: wait}, nil
 	}
+	return owner.Repeat(ctx, steps)
 }
 
 // strands tracks the stranded candidates of the last pass. They are
@@ -138,25 +128,6 @@ func (r *Recoverer) next(res shard.RecoverResult, candidates bool) (wait time.Du
 		wait = min(wait, r.cfg.StrandCheck)
 	}
 	return max(wait, time.Millisecond), idle
-}
-
-// sleep waits for wait, or for a poke when idle (an active shard is
-// checked on its own cadence); it returns false when ctx ended.
-func (r *Recoverer) sleep(ctx context.Context, timer *time.Timer, wait time.Duration, poke <-chan struct{}, idle bool) bool {
-	timer.Reset(wait)
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-			return true
-		case <-poke:
-			if idle {
-				timer.Stop()
-				return true
-			}
-		}
-	}
 }
 
 func (r *Recoverer) observe(log hclog.Logger, res shard.RecoverResult) {

@@ -17,6 +17,7 @@ package reshard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -68,9 +69,10 @@ func (m *Migrator) changes() <-chan struct{} {
 	return m.changed
 }
 
-// Run is the owner loop for shard s: it migrates while a change runs and
-// waits otherwise, until ctx ends (nil) or the shard is fenced by a newer
-// owner (an error wrapping shard.ErrStaleEpoch).
+// Run is the owner loop for shard s: it moves tasks while a change runs
+// and waits otherwise, until ctx ends (nil) or the shard is fenced by a
+// newer owner (an error wrapping shard.ErrStaleEpoch). It has
+// owner.Repeat's shape; a failed step is retried after Config.Retry.
 func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 	log := m.log.With("shard", s.ID, "epoch", s.Epoch)
 	doneGen := int64(-1) // the generation this shard was recorded done for
@@ -79,17 +81,22 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 	// the hash (its cursor carried over a Redis failover or restart, which
 	// rehashes it) cannot end the change alone.
 	clean := 0
-	for {
-		changed := m.changes()
-		l := m.store.Layout()
-		var wait <-chan time.Time
-		if l.Migrating() && s.ID < l.Span() && doneGen != l.Gen() {
+	return owner.Repeat(ctx, owner.Steps{
+		What: "reshard step", Log: log, Errors: m.cfg.Metrics.errorCounter(),
+		Backoff: backoff.Backoff{Min: m.cfg.Retry, Max: m.cfg.Retry},
+		Step: func(ctx context.Context) (owner.Wait, error) {
+			changed := m.changes()
+			l := m.store.Layout()
+			idle := owner.Wait{For: owner.Forever, Wake: changed}
+			if !l.Migrating() || s.ID >= l.Span() || doneGen == l.Gen() {
+				return idle, nil
+			}
+			later := owner.Wait{For: m.cfg.Retry, Wake: changed}
 			done, err := m.pass(ctx, s, l, log)
+			if !done {
+				clean = 0
+			}
 			switch {
-			case ctx.Err() != nil:
-				return nil
-			case errors.Is(err, shard.ErrStaleEpoch):
-				return err
 			case errors.Is(err, shard.ErrStaleLayout):
 				// A later change began: follow it rather than move tasks
 				// by a layout that is over.
@@ -97,46 +104,29 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 				if _, rerr := m.store.RefreshLayout(ctx); rerr == nil {
 					m.LayoutChanged()
 				}
-				wait = time.After(m.cfg.Retry)
+				return later, nil
 			case err != nil:
-				m.cfg.Metrics.failed()
-				log.Warn("migration step failed; retrying", "error", err)
-				wait = time.After(m.cfg.Retry)
-			case done && clean+1 < cleanPasses:
+				return owner.Wait{Wake: changed}, err
+			case !done:
+				return later, nil // tasks in flight stay: look again later
+			case clean+1 < cleanPasses:
 				clean++
-				continue
-			case done:
-				clean = 0
-				ended, err := m.finish(ctx, s, l)
-				if err != nil {
-					m.cfg.Metrics.failed()
-					log.Warn("could not record the shard done; retrying", "error", err)
-					wait = time.After(m.cfg.Retry)
-					break
-				}
-				doneGen = l.Gen()
-				log.Info("shard migrated: nothing left to move", "generation", l.Gen())
-				if ended {
-					log.Info("change of the shard count complete", "generation", l.Gen(), "shards", l.Shards())
-					m.LayoutChanged()
-				}
-			default:
-				wait = time.After(m.cfg.Retry) // tasks in flight stay: look again later
+				return owner.Wait{}, nil
 			}
-			if !done {
-				clean = 0
+			clean = 0
+			ended, err := m.finish(ctx, s, l)
+			if err != nil {
+				return owner.Wait{Wake: changed}, fmt.Errorf("reshard: record shard %d done: %w", s.ID, err)
 			}
-			if wait == nil && !done {
-				continue
+			doneGen = l.Gen()
+			log.Info("shard migrated: nothing left to move", "generation", l.Gen())
+			if ended {
+				log.Info("change of the shard count complete", "generation", l.Gen(), "shards", l.Shards())
+				m.LayoutChanged()
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		case <-wait:
-		}
-	}
+			return idle, nil
+		},
+	})
 }
 
 // pass finishes what an earlier owner left in the outbox, then scans the

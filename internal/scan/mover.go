@@ -2,12 +2,10 @@ package scan
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -32,65 +30,42 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 // Run moves the due tasks of the owned shard s with its fencing epoch
 // until ctx ends (it then returns nil) or the shard is fenced by a newer
 // owner (it returns an error wrapping shard.ErrStaleEpoch): an
-// owner.Loop. s.Wake delivers producers' wake-ups (nil: none). After a
-// call that made tasks ready, Run signals s.Ready without blocking (nil:
-// none); the shard's recovery loop listens. Redis errors are logged and
-// retried with backoff; they never end Run.
+// owner.Loop, in owner.Repeat's shape. s.Wake delivers producers'
+// wake-ups (nil: none). After a call that made tasks ready, Run signals
+// s.Ready without blocking (nil: none); the shard's recovery loop
+// listens. Redis errors are logged and retried with backoff; they never
+// end Run.
 func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
-	sh, epoch, wake, poke := s.ID, s.Epoch, s.Wake, s.Ready
+	sh, epoch, poke := s.ID, s.Epoch, s.Ready
 	log := m.log.With("shard", sh, "epoch", epoch)
 	met := m.cfg.Metrics
 	met.initShard(sh)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	var bo backoff.Backoff
-	for {
+	st := owner.Steps{What: "mover call", Log: log}
+	if met != nil {
+		l := label(sh)
+		st.Errors, st.Stale = met.scanErrors.WithLabelValues(l), met.stale.WithLabelValues(l)
+	}
+	st.Step = func(ctx context.Context) (owner.Wait, error) {
 		start := time.Now()
 		res, err := m.store.MoveAhead(ctx, sh, epoch, m.cfg.Limit, m.cfg.Prefetch)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, shard.ErrStaleEpoch) {
-			if met != nil {
-				met.stale.WithLabelValues(label(sh)).Inc()
-			}
-			log.Warn("shard fenced by a newer owner; stopping", "error", err)
-			return err
-		}
-		var wait time.Duration
 		if err != nil {
-			wait = bo.Next()
-			if met != nil {
-				met.scanErrors.WithLabelValues(label(sh)).Inc()
-			}
-			log.Warn("mover call failed; retrying", "error", err, "retry_in", wait)
-		} else {
-			bo.Reset()
-			m.observe(sh, time.Since(start), res)
-			if res.Buried > 0 {
-				log.Warn("buried undecodable delayed members", "count", res.Buried)
-			}
-			if res.Moved > 0 && poke != nil {
-				select {
-				case poke <- struct{}{}:
-				default:
-				}
-			}
-			if wait = m.next(res); wait <= 0 {
-				continue // a full batch, promoted far-tier tasks, or the next task due
+			return owner.Wait{Wake: s.Wake}, err
+		}
+		m.observe(sh, time.Since(start), res)
+		if res.Buried > 0 {
+			log.Warn("buried undecodable delayed members", "count", res.Buried)
+		}
+		if res.Moved > 0 && poke != nil {
+			select {
+			case poke <- struct{}{}:
+			default:
 			}
 		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		case <-wake:
-			// Since Go 1.23 a stopped timer never delivers a stale value,
-			// so no drain is needed before the next Reset.
-			timer.Stop()
-		}
+		// At once after a full batch, promoted far-tier tasks, or the
+		// next task due; else until then or a wake-up.
+		return owner.Wait{For: m.next(res), Wake: s.Wake}, nil
 	}
+	return owner.Repeat(ctx, st)
 }
 
 // next returns how long to sleep after a successful call: 0 or less to
