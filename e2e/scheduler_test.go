@@ -364,7 +364,7 @@ func TestInvalidConfigExits(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"limit zero", []string{"-set", "scheduler.scan_limit=0"}, nil, "scheduler.scan_limit"},
+		{"limit negative", []string{"-set", "scheduler.scan_limit=-1"}, nil, "scheduler.scan_limit"},
 		{"unknown key", []string{"-set", "scheduler.bogus=1"}, nil, "scheduler.bogus"},
 		{"bad duration from env", nil, []string{"HOURGLASS_SCHEDULER__LEASE_TTL=soon"}, "scheduler.lease_ttl"},
 		{"malformed yaml", []string{"-config", bad}, nil, "bad.yaml"},
