@@ -12,11 +12,13 @@
 // package.
 //
 // The idiom around it: each package states its defaults and limits as
-// exported constants and returns them all from DefaultConfig; Validate
-// checks a Config as the caller wrote it; New calls Validate, then fills
-// the zero fields that mean "the default" (withDefaults). A field whose
-// setting can be off (a bound, a grace period, a linger) has no such
-// default: its zero means off, as the configuration key's 0 does.
+// exported constants (and, where the binaries configure it: scan,
+// recovery, reshard, worker, returns them all from DefaultConfig);
+// Validate checks a Config as the caller wrote it; New calls Validate,
+// then fills the zero fields that mean "the default" (withDefaults, with
+// Or). A field whose setting can be off (a bound, a grace period, a
+// linger) has no such default: its zero means off, as the configuration
+// key's 0 does, and DefaultConfig holds its default.
 package confcheck
 
 import (
