@@ -131,8 +131,27 @@ func (p *probe) set(x any) (valid bool, atKey error) {
 			p.t.Errorf("%s = %v: a problem at another key: %v", p.key, x, e)
 		}
 	})
+	if rule := shardRules[p.key]; rule != nil {
+		// internal/shard checks these too, with errors that name no
+		// field (so the rows state the range): it must agree.
+		if serr := rule(&c); (serr == nil) != (got == nil) {
+			p.t.Errorf("%s = %v: the validator says %v, internal/shard says %v", p.key, x, got, serr)
+		}
+	}
 	return err == nil, got
 }
+
+// shardRules are internal/shard's own checks of the keys whose ranges
+// the rows state.
+var shardRules = func() map[string]func(*Config) error {
+	policy := func(c *Config) error { return c.QueuePolicies()["default"].Validate() }
+	far := func(c *Config) error { return c.FarTier().Validate() }
+	return map[string]func(*Config) error{
+		"max_payload": policy, "queues.default.max_retries": policy, "queues.default.timeout": policy,
+		"queues.default.backoff.base": policy, "queues.default.backoff.cap": policy, "queues.default.backoff.factor": policy,
+		"scheduler.far_bucket": far, "scheduler.far_lead": far,
+	}
+}()
 
 // setKey sets the field at a concrete key (a queue's or a schedule's
 // entry is copied, set and stored back).
