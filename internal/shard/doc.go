@@ -7,8 +7,9 @@
 // Cluster slot. docs/protocol.md describes the layout, the encoding and
 // the enqueue protocol for producers written in other languages.
 //
-// Files by role: keys.go (every key name, the ready-list helpers and the
-// name of a queue's flow-control primitives), codec.go and errors.go (the
+// Files by role: keys.go (every key name, pure: names do not depend on
+// the shard count), placement.go (Layout: the shard count and where an
+// id is placed), codec.go and errors.go (the
 // task encoding, name rules, protocol errors), policy.go (queue policies,
 // backoff, the far tier), tasks.go (enqueue, cancel, lookup), move.go
 // (the mover and epochs), delivery.go and settle.go (a delivery's life in

@@ -15,10 +15,10 @@ import (
 // recovery (recover.go). It is safe for concurrent use.
 type Store struct {
 	rdb redis.UniversalClient
-	// l names the keys, which do not depend on the shard count; cur is
+	// k names the keys, which do not depend on the shard count; cur is
 	// the current layout (SetLayout), base the one the store was made
 	// with (the layout without a record).
-	l    Layout
+	k    Keys
 	base *Layout
 	cur  *atomic.Pointer[Layout]
 	wait Durability
@@ -42,7 +42,7 @@ type Durability struct {
 // reports whether they confirmed it in time.
 func (s *Store) waitReplicas(ctx context.Context) bool {
 	pipe := s.rdb.Pipeline()
-	pipe.Incr(ctx, s.l.WaitMark())
+	pipe.Incr(ctx, s.k.WaitMark())
 	wait := redis.NewIntCmd(ctx, "wait", s.wait.Replicas, max(s.wait.Timeout.Milliseconds(), 1))
 	_ = pipe.Process(ctx, wait)
 	_, err := pipe.Exec(ctx)
@@ -58,7 +58,7 @@ func (s *Store) WithDurability(d Durability) *Store {
 
 // NewStore returns a Store for layout l on rdb.
 func NewStore(rdb redis.UniversalClient, l Layout) *Store {
-	s := &Store{rdb: rdb, l: l, base: &l, cur: new(atomic.Pointer[Layout])}
+	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout])}
 	s.cur.Store(&l)
 	return s
 }

@@ -267,11 +267,11 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 // change runs (it is empty otherwise; on a Redis Cluster a declared key
 // that exists nowhere would stop the call during a slot migration).
 func (s *Store) cancelIn(ctx context.Context, l Layout, sh int, id string) (string, error) {
-	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)}
+	keys := []string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Counts(sh)}
 	if l.Migrating() {
-		keys = append(keys, s.l.Outbox(sh), s.l.Cancelled(sh))
+		keys = append(keys, s.k.Outbox(sh), s.k.Cancelled(sh))
 	}
-	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
+	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh)).Slice()
 	if err != nil {
 		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
 	}
@@ -326,11 +326,11 @@ func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 // lookupIn looks id up in shard sh (the outbox only while l's change
 // runs, as cancelIn).
 func (s *Store) lookupIn(ctx context.Context, l Layout, sh int, id string) (Info, error) {
-	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)}
+	keys := []string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh)}
 	if l.Migrating() {
-		keys = append(keys, s.l.Outbox(sh))
+		keys = append(keys, s.k.Outbox(sh))
 	}
-	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
+	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.k.PendingPrefix(sh), s.k.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}
