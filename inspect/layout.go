@@ -85,7 +85,6 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	if err != nil {
 		return LayoutStatus{}, mapErr(err)
 	}
-	i.store.SetLayout(r.Layout)
 	st := LayoutStatus{Generation: r.Gen, Shards: r.Shards, From: r.From, State: LayoutState(r.State),
 		Started: r.Started, Finished: r.Finished, Done: slices.Sorted(slices.Values(r.Done)), Moved: r.Moved}
 	if st.Done == nil {

@@ -95,6 +95,10 @@ type Config struct {
 	// meanwhile; an ack that still holds a slot or a flow-control permit
 	// never waits.
 	AckLinger time.Duration
+	// LayoutRefresh is how often the worker re-reads the layout record
+	// (the shard count, docs/resharding.md) besides the announcements it
+	// hears on the control channel, at least 1s; 0 means 1m.
+	LayoutRefresh time.Duration
 	// Logger receives the worker's logs; default: discard.
 	Logger hclog.Logger
 	// Registerer receives the worker's metrics; nil: not registered.
@@ -113,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if c.AckLinger > MaxAckLinger {
 		p.Addf("AckLinger %s above %s", c.AckLinger, MaxAckLinger)
+	}
+	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
+		p.Addf("LayoutRefresh %s below %s (0: the default)", c.LayoutRefresh, shard.MinLayoutRefresh)
 	}
 	return p.Err()
 }

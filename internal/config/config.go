@@ -51,6 +51,10 @@ type Config struct {
 	// MaxPayload is the largest task payload accepted, in bytes, 1 to
 	// 512 MiB. Default 1 MiB.
 	MaxPayload int64 `koanf:"max_payload"`
+	// LayoutRefresh is how often a process re-reads the layout record
+	// (the shard count, docs/resharding.md) besides the announcements on
+	// the control channel, at least 1s. Default 1m.
+	LayoutRefresh time.Duration `koanf:"layout_refresh"`
 	// Redis configures the Redis connection.
 	Redis RedisConfig `koanf:"redis"`
 	// Etcd configures the etcd connection.
@@ -146,16 +150,17 @@ func Default() Config {
 // defaults are stated next to its keys, from the libraries' constants.
 func defaultsWithoutQueues() Config {
 	return Config{
-		Namespace:  shard.DefaultNamespace,
-		Shards:     shard.DefaultShards,
-		MaxPayload: shard.DefaultMaxPayload,
-		Redis:      defaultRedis(),
-		Etcd:       defaultEtcd(),
-		Scheduler:  defaultScheduler(),
-		Worker:     defaultWorker(),
-		DLQ:        DLQConfig{MaxSize: 100000, MaxAge: 7 * 24 * time.Hour},
-		HTTP:       HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
-		Log:        LogConfig{Level: "info", Format: "text"},
+		Namespace:     shard.DefaultNamespace,
+		Shards:        shard.DefaultShards,
+		MaxPayload:    shard.DefaultMaxPayload,
+		LayoutRefresh: shard.DefaultLayoutRefresh,
+		Redis:         defaultRedis(),
+		Etcd:          defaultEtcd(),
+		Scheduler:     defaultScheduler(),
+		Worker:        defaultWorker(),
+		DLQ:           DLQConfig{MaxSize: 100000, MaxAge: 7 * 24 * time.Hour},
+		HTTP:          HTTPConfig{Addr: "127.0.0.1:9464", Dashboard: DashboardConfig{Enabled: true, AllowedHosts: []string{}}},
+		Log:           LogConfig{Level: "info", Format: "text"},
 	}
 }
 

@@ -218,9 +218,10 @@ log:
 `)
 	c := mustLoad(t, []string{"-config", path}, nil)
 	want := config.Config{
-		Namespace:  "prod",
-		Shards:     64,
-		MaxPayload: 4096,
+		Namespace:     "prod",
+		Shards:        64,
+		MaxPayload:    4096,
+		LayoutRefresh: time.Minute,
 		Redis: config.RedisConfig{
 			Mode: "standalone", Addr: "redis.internal:6380", Addrs: []string{}, Username: "svc", Password: "pw", DB: 3,
 			PoolSize: 20, DialTimeout: 250 * time.Millisecond,

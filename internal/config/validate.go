@@ -28,6 +28,7 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("shards", int64(c.Shards), 1, shard.MaxShards)
 	v.intRange("max_payload", c.MaxPayload, 1, shard.MaxPayloadLimit)
+	v.durationRange("layout_refresh", c.LayoutRefresh, shard.MinLayoutRefresh, 0)
 	v.redis(c.Redis)
 	v.etcd(c.Etcd)
 	v.scheduler(c.Scheduler)

@@ -53,6 +53,7 @@ func (c *Config) ForWorker() worker.Config {
 		ShutdownGrace: zeroMeansNone(c.Worker.ShutdownGrace, worker.NoGrace),
 		FetchTimeout:  c.Worker.FetchTimeout,
 		AckLinger:     zeroMeansNone(c.Worker.AckLinger, worker.NoAckLinger),
+		LayoutRefresh: c.LayoutRefresh,
 	}
 }
 

@@ -195,7 +195,11 @@ func (st *state) fireAt() time.Time {
 // run reads the schedules' state, catches up, then fires until ctx ends
 // or a call fails.
 func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compiled, bo *backoff.Backoff, reload <-chan struct{}) error {
-	if err := f.takeOver(ctx, s, mine); err != nil {
+	names := make([]string, len(mine))
+	for i, c := range mine {
+		names[i] = c.Name
+	}
+	if err := f.store.TakeOverSchedules(ctx, s.ID, names); err != nil {
 		return err
 	}
 	recorded, err := f.store.PeriodicState(ctx, s.ID)

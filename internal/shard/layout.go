@@ -32,11 +32,12 @@ var (
 	// ErrCorruptLayout reports a layout record or marker that does not
 	// parse.
 	ErrCorruptLayout = errors.New("shard: corrupt layout record")
-	// ErrInTransit reports an enqueue of an id that was cancelled while
-	// it moved to its new shard, whose imported copy the migration has
-	// not removed yet: nothing was written; send it again shortly (the
-	// Go client does, for Config.RetryFor).
-	ErrInTransit = errors.New("shard: the id is being cancelled on its way to its new shard")
+	// ErrInTransit reports an id that a change of the shard count is
+	// moving between two shards, where the operation cannot act on it
+	// (an enqueue of an id cancelled on its way, whose imported copy the
+	// reshard has not removed yet; a dead-letter replay of an id between
+	// export and import): nothing was done. It wraps ErrTryAgain.
+	ErrInTransit = fmt.Errorf("%w: the id is on its way to its new shard", ErrTryAgain)
 	// ErrStaleLayout reports a migration step refused because the
 	// shard's marker says another change (the caller's layout is out of
 	// date): nothing was written.
@@ -90,7 +91,9 @@ func (m Layout) newer(l Layout) bool {
 
 // SetLayout makes l the store's layout if it is newer than the current one
 // (a later generation, or the end of the running change) and reports
-// whether it did. Enqueue, cancel and lookup place ids by it.
+// whether it did; the store's follower hears of it (FollowConfig.OnChange).
+// Enqueue, cancel and lookup place and look for ids by it. Reading the
+// record (ReadLayout, a Follower) adopts what it says by itself.
 func (s *Store) SetLayout(l Layout) bool {
 	for {
 		cur := s.cur.Load()
@@ -98,13 +101,25 @@ func (s *Store) SetLayout(l Layout) bool {
 			return false
 		}
 		if s.cur.CompareAndSwap(cur, &l) {
+			if f := s.follower.Load(); f != nil && f.cfg.OnChange != nil {
+				f.cfg.OnChange(*cur, l)
+			}
 			return true
 		}
 	}
 }
 
-// ReadLayout reads the layout record.
+// ReadLayout reads the layout record, and adopts its layout if it is
+// newer than the store's (SetLayout).
 func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
+	r, err := s.readLayout(ctx)
+	if err == nil {
+		s.SetLayout(r.Layout)
+	}
+	return r, err
+}
+
+func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.Record()).Result()
 	if err != nil {
 		return LayoutRecord{}, fmt.Errorf("shard: read layout: %w", err)
@@ -154,15 +169,11 @@ func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
 	return r, err
 }
 
-// RefreshLayout reads the layout record and adopts it if it is newer
-// (SetLayout). It returns the store's layout after that.
+// RefreshLayout reads the layout record, adopts it if it is newer
+// (SetLayout) and returns the store's layout after that.
 func (s *Store) RefreshLayout(ctx context.Context) (Layout, error) {
-	r, err := s.ReadLayout(ctx)
-	if err != nil {
-		return s.Layout(), err
-	}
-	s.SetLayout(r.Layout)
-	return s.Layout(), nil
+	_, err := s.ReadLayout(ctx)
+	return s.Layout(), err
 }
 
 // LayoutChanged is published on the control channel after each change of

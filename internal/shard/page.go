@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -182,24 +183,28 @@ type DeadResult struct {
 	Done                     bool
 }
 
-// DeadOne replays (due at at; zero: now) or purges dead task id. It
+// DeadOne replays (due at at; zero: now) or purges dead task id,
+// wherever a change of the shard count has it (the locator's order). It
 // returns ErrNotFound when id is not dead, ErrUndecodable when its data
-// cannot be replayed.
+// cannot be replayed, ErrInTransit while it is between two shards.
 func (s *Store) DeadOne(ctx context.Context, op DeadOp, id string, at time.Time) error {
 	if !ValidID(id) {
 		return fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	l := s.Layout()
-	r, err := s.deadOps(ctx, l.ShardOf(id), op, id, at, Cursor{}, 1, Filter{})
-	if o := l.OldShardOf(id); err == nil && r.Examined == 0 && o != l.ShardOf(id) {
-		// Not moved to its new shard yet (the shard count is changing).
-		r, err = s.deadOps(ctx, o, op, id, at, Cursor{}, 1, Filter{})
-	}
+	var r DeadResult
+	err := s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		if p.Outbox {
+			return s.inTransit(ctx, p, id)
+		}
+		var err error
+		r, err = s.deadOps(ctx, p.Shard, op, id, at, Cursor{}, 1, Filter{})
+		return r.Examined > 0, err
+	})
 	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %q is not a dead letter", ErrNotFound, id)
 	case err != nil:
 		return err
-	case r.Examined == 0:
-		return fmt.Errorf("%w: %q is not a dead letter", ErrNotFound, id)
 	case r.Skipped > 0:
 		return fmt.Errorf("%w: %q cannot be replayed", ErrUndecodable, id)
 	}

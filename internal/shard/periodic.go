@@ -145,13 +145,13 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 }
 
 // lastTaskElsewhere reports whether schedule name's last task (the one
-// overlap skip waits for) is stored outside home shard sh: after a change
-// of the shard count it may have moved, or been placed by another count,
-// where fire.lua cannot see it. It costs a round trip only once the count
-// was changed.
+// overlap skip waits for) is stored outside home shard sh, where fire.lua
+// cannot see it: after a change of the shard count it may have moved, or
+// been placed by another count. The locator visits the task's homes other
+// than sh. Before any change every occurrence id's home is sh
+// (OccurrenceID), so this costs nothing then.
 func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (bool, error) {
-	l := s.Layout()
-	if l.Gen() == 0 {
+	if s.Layout().Gen() == 0 {
 		return false, nil
 	}
 	id, err := s.rdb.HGet(ctx, s.k.Periodic(sh), name+"|task").Result()
@@ -161,25 +161,24 @@ func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (boo
 	if err != nil {
 		return false, fmt.Errorf("shard: last task of schedule %q: %w", name, err)
 	}
-	pipe := s.rdb.Pipeline()
-	var cmds []*redis.BoolCmd
-	for _, o := range []int{l.ShardOf(id), l.OldShardOf(id)} {
-		if o != sh {
-			cmds = append(cmds, pipe.HExists(ctx, s.k.Tasks(o), id), pipe.HExists(ctx, s.k.Outbox(o), id))
-		}
-	}
-	if len(cmds) == 0 {
+	if h := s.Layout().Homes(id); !h.Moving() && h.New == sh {
 		return false, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err = s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		if p.Shard == sh && !p.Outbox {
+			return false, nil // fire.lua looks there
+		}
+		return s.existsIn(ctx, p, id)
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case errors.Is(err, ErrInTransit):
+		return true, nil
+	case err != nil:
 		return false, fmt.Errorf("shard: find the last task of schedule %q: %w", name, err)
 	}
-	for _, c := range cmds {
-		if c.Val() {
-			return true, nil
-		}
-	}
-	return false, nil
+	return true, nil
 }
 
 // ScheduleState is what a shard records of a periodic schedule.

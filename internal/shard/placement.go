@@ -86,12 +86,9 @@ func (l Layout) Migrating() bool { return l.from > 0 }
 // 0..Span-1.
 func (l Layout) Span() int { return max(l.shards, l.from) }
 
-// OldShardOf returns the shard of id in the layout being left, or
-// ShardOf when stable.
-func (l Layout) OldShardOf(id string) int {
-	if l.from == 0 {
-		return l.ShardOf(id)
-	}
+// oldShardOf returns the shard of id by the count a running change
+// leaves (From > 0); Homes says where an id may be.
+func (l Layout) oldShardOf(id string) int {
 	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.from))
 }
 

@@ -21,7 +21,11 @@ type Store struct {
 	k    Keys
 	base *Layout
 	cur  *atomic.Pointer[Layout]
-	wait Durability
+	// follower is the store's Follower, if one was made (Follow): it
+	// hears of every layout the store adopts. Shared by the copies of
+	// the store (WithDurability).
+	follower *atomic.Pointer[Follower]
+	wait     Durability
 }
 
 // Durability asks Redis to confirm that the enqueues of a call, stored or
@@ -58,7 +62,7 @@ func (s *Store) WithDurability(d Durability) *Store {
 
 // NewStore returns a Store for layout l on rdb.
 func NewStore(rdb redis.UniversalClient, l Layout) *Store {
-	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout])}
+	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower])}
 	s.cur.Store(&l)
 	return s
 }
