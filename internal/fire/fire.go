@@ -96,6 +96,18 @@ func New(store *shard.Store, cfg Config) *Firer {
 	return f
 }
 
+// Names returns the names of the schedules fired (SetSchedules).
+func (f *Firer) Names() []string {
+	f.mu.Lock()
+	all := f.all
+	f.mu.Unlock()
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.Name
+	}
+	return names
+}
+
 // SetSchedules replaces the schedules fired (the configured ones and
 // those registered at run time); the loops of the shards whose schedules
 // changed start over from the state in Redis, so nothing fires twice.
@@ -199,10 +211,7 @@ func (f *Firer) run(ctx context.Context, s owner.Shard, mine []*periodic.Compile
 	for i, c := range mine {
 		names[i] = c.Name
 	}
-	if err := f.store.TakeOverSchedules(ctx, s.ID, names); err != nil {
-		return err
-	}
-	recorded, err := f.store.PeriodicState(ctx, s.ID)
+	recorded, err := f.store.HomeSchedules(ctx, s.ID, names)
 	if err != nil {
 		return err
 	}

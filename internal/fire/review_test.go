@@ -50,7 +50,7 @@ func TestReviewOneUnhandedScheduleStopsTheWholeNewHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
-	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, HandOff: f.HandOff})
+	m := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Schedules: f.Names})
 	loops := []owner.Loop{{Name: "periodic", Run: f.Run}, {Name: "reshard", Run: m.Run}}
 	e.Own(loops...) // shards 0, 1 (Own covers Shards, not Span)
 	rctx, stop := context.WithCancel(ctx)

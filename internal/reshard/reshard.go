@@ -57,10 +57,12 @@ type Config struct {
 	// shards together; 0: no bound. A batch of n tasks waits n/Rate
 	// before the next one starts.
 	Rate int
-	// HandOff, if set, is called at the start of every pass: the periodic
-	// schedules whose home leaves the shard are handed over
-	// (fire.Firer.HandOff), so a shard is done only once they are.
-	HandOff func(ctx context.Context, s owner.Shard, l shard.Layout) error
+	// Schedules, if set, returns the names of the periodic schedules the
+	// schedulers fire (fire.Firer.Names): at the start of every pass those
+	// whose home leaves the shard are handed over to their new homes
+	// (shard.Store.HandOverSchedules), so a shard is done only once they
+	// are.
+	Schedules func() []string
 	Logger  hclog.Logger
 	Metrics *Metrics
 }
@@ -186,9 +188,13 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 // nothing to move and nothing that stayed (then the shard, if the new
 // count drops it, is empty).
 func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
-	if m.cfg.HandOff != nil {
-		if err := m.cfg.HandOff(ctx, s, l); err != nil {
+	if m.cfg.Schedules != nil {
+		n, err := m.store.HandOverSchedules(ctx, l, s.ID, s.Epoch, m.cfg.Schedules())
+		if err != nil {
 			return false, err
+		}
+		if n > 0 {
+			log.Info("periodic schedules handed over to their new home shards", "schedules", n)
 		}
 	}
 	// What an earlier owner left: cancelled entries whose imported

@@ -139,7 +139,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
-	rsc.Logger, rsc.Metrics, rsc.HandOff = log, reshard.NewMetrics(s.reg), s.firer.HandOff
+	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names
 	s.migrator = reshard.New(s.store, rsc)
 	s.reg.MustRegister(layoutGauges(s.store)...)
 	if s.layout, err = s.store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, FinishStalled: true, Logger: log, OnChange: s.onLayout}); err != nil {

@@ -15,7 +15,7 @@ import (
 //     done): its last occurrence is marked moved, after which fire.lua
 //     refuses it there, and copied to the new home (Adopt);
 //   - the new home fires a schedule that arrives only once it is marked
-//     moved in its old home (TakeOverSchedules marks it itself if the old
+//     moved in its old home (HomeSchedules marks it itself if the old
 //     home's owner has not yet), starting from the later of the two
 //     homes' last occurrences.
 //
@@ -57,14 +57,24 @@ func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch i
 	return len(leaving), nil
 }
 
-// TakeOverSchedules, while a change of the shard count runs, takes over
+// HomeSchedules returns what shard sh records of the schedules names
+// whose home it is (PeriodicState), once it has taken over those that a
+// change of the shard count brings to it (takeOverSchedules). The owner
+// of sh reads them so before it fires them.
+func (s *Store) HomeSchedules(ctx context.Context, sh int, names []string) (map[string]ScheduleState, error) {
+	if err := s.takeOverSchedules(ctx, sh, names); err != nil {
+		return nil, err
+	}
+	return s.PeriodicState(ctx, sh)
+}
+
+// takeOverSchedules, while a change of the shard count runs, takes over
 // every schedule of names that arrives in its new home sh from another
 // shard: one its old home did not hand over yet it hands over itself,
 // which needs no fence (the mark is atomic with fire.lua's check in the
-// old home); then it adopts the later of the two records. The owner of sh
-// calls it before it fires sh's schedules. It does nothing while no
-// change runs.
-func (s *Store) TakeOverSchedules(ctx context.Context, sh int, names []string) error {
+// old home); then it adopts the later of the two records. It does
+// nothing while no change runs.
+func (s *Store) takeOverSchedules(ctx context.Context, sh int, names []string) error {
 	l := s.Layout()
 	if !l.Migrating() {
 		return nil
