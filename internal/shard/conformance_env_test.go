@@ -392,7 +392,7 @@ func (f *confFixture) marker(sh int) string {
 // call runs the script call fn. In stSlotMigrating it first marks the
 // shard's slot migrating to another primary and moves the keys named by
 // moved (suffixes, see key) there: the call must then fail with
-// TRYAGAIN having written nothing on either node; the migration is
+// TRYAGAIN having written nothing on either node; the slot migration is
 // finished and fn runs again. It returns fn's last error.
 func (f *confFixture) call(moved []string, fn func() error) error {
 	f.t.Helper()

@@ -227,7 +227,7 @@ var conformanceCases = []confCase{
 			err := f.call([]string{"far:"}, func() error {
 				return f.s.Enqueue(f.ctx, EnqueueArgs{ID: id, Queue: "q2", Due: f.farDue, MaxRetries: -1}).Err
 			})
-			noErr(t, "enqueue after the migration", err)
+			noErr(t, "enqueue after the slot migration", err)
 		}},
 	{script: "enqueue.lua", name: "an id live in its old shard", states: onlyReshard, props: []confProp{pOutbox, pCounts},
 		prepare: prepareMoving,
@@ -300,7 +300,7 @@ var conformanceCases = []confCase{
 				return err
 			})
 			if err != nil || r.Outcome != Fired {
-				t.Errorf("fire after the migration: %+v, %v; want fired (the refused call recorded nothing)", r, err)
+				t.Errorf("fire after the slot migration: %+v, %v; want fired (the refused call recorded nothing)", r, err)
 			}
 		}},
 
@@ -460,7 +460,7 @@ var conformanceCases = []confCase{
 				return err
 			})
 			if err != nil || state != "ready" {
-				t.Errorf("cancel after the migration: %q, %v", state, err)
+				t.Errorf("cancel after the slot migration: %q, %v", state, err)
 			}
 		}},
 	{script: "cancel.lua", also: []string{"commit.lua"}, name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox, pCounts},
@@ -511,7 +511,7 @@ var conformanceCases = []confCase{
 				return err
 			})
 			if err != nil || info.State != "ready" {
-				t.Errorf("lookup after the migration: %+v, %v", info, err)
+				t.Errorf("lookup after the slot migration: %+v, %v", info, err)
 			}
 		}},
 	{script: "lookup.lua", name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox},
@@ -560,7 +560,7 @@ var conformanceCases = []confCase{
 	{script: "deadops.lua", name: "replay, the delayed set moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
 		run: func(t *testing.T, f *confFixture) {
 			err := f.call([]string{"delayed"}, func() error { return f.s.DeadOne(f.ctx, Replay, f.id["dead"], time.Time{}) })
-			noErr(t, "replay after the migration", err)
+			noErr(t, "replay after the slot migration", err)
 		}},
 	{script: "depth.lua", name: "counts per queue", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
 		run: func(t *testing.T, f *confFixture) {
@@ -754,7 +754,7 @@ var conformanceCases = []confCase{
 				return err
 			})
 			if err != nil || r.Stayed != 1 {
-				t.Errorf("export after the migration: %+v, %v; want the ready task to stay", r, err)
+				t.Errorf("export after the slot migration: %+v, %v; want the ready task to stay", r, err)
 			}
 		}},
 	{script: "import.lua", name: "stale marker", states: allStates, props: []confProp{pLayout},
@@ -779,7 +779,7 @@ var conformanceCases = []confCase{
 				return err
 			})
 			if err != nil || n != 1 {
-				t.Errorf("import after the migration: %d, %v", n, err)
+				t.Errorf("import after the slot migration: %d, %v", n, err)
 			}
 			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{f.id["far"]}); err != nil {
 				t.Fatal(err)
@@ -842,7 +842,7 @@ var conformanceCases = []confCase{
 				t.Fatal(err)
 			}
 			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.sh, r.Tasks) })
-			noErr(t, "unimport after the migration", err)
+			noErr(t, "unimport after the slot migration", err)
 			if _, err := confLookupIn(f.ctx, f.s, f.l0, f.sh, id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("the unimported task: %v, want it gone", err)
 			}
