@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,10 +96,10 @@ type confTopology struct {
 
 	mu      sync.Mutex
 	next    int
-	slots   map[int]bool                 // slots taken by a namespace (cluster)
-	owner   map[int]*testenv.ClusterNode // slot -> primary serving it (cluster)
-	nodes   []*testenv.ClusterNode       // primaries (cluster)
-	clients map[string]*redis.Client     // primaries by address (cluster)
+	slots   map[int]bool                           // slots taken by a namespace (cluster)
+	owner   map[int]*testenv.ClusterNode           // slot -> primary serving it (cluster)
+	nodes   []*testenv.ClusterNode                 // primaries (cluster)
+	clients map[*testenv.ClusterNode]*redis.Client // a client of each primary (cluster)
 }
 
 func startStandalone(t *testing.T) *confTopology {
@@ -114,10 +113,10 @@ func startSentinel(t *testing.T) *confTopology {
 func startCluster(t *testing.T) *confTopology {
 	rc := testenv.StartRedisCluster(t, 3, 0)
 	tp := &confTopology{name: "cluster", rdb: rc.Client(t), cluster: true,
-		slots: map[int]bool{}, owner: map[int]*testenv.ClusterNode{}, clients: map[string]*redis.Client{}}
+		slots: map[int]bool{}, owner: map[int]*testenv.ClusterNode{}, clients: map[*testenv.ClusterNode]*redis.Client{}}
 	tp.nodes = rc.Primaries()
 	for _, n := range tp.nodes {
-		tp.clients[n.Addr] = n.Client(t)
+		tp.clients[n] = n.Client(t)
 		for _, s := range rc.SlotsOf(n) {
 			tp.owner[s] = n
 		}
@@ -405,7 +404,7 @@ func (f *confFixture) call(moved []string, fn func() error) error {
 	for _, k := range moved {
 		keys = append(keys, f.key(k))
 	}
-	if err := m.migrate(f.ctx, keys...); err != nil {
+	if err := m.migrate(f.ctx, false, keys...); err != nil {
 		f.t.Fatalf("MIGRATE %v: %v", keys, err)
 	}
 	before := m.snapshot(f.t, f.ctx)
@@ -416,22 +415,18 @@ func (f *confFixture) call(moved []string, fn func() error) error {
 	if !redis.HasErrorPrefix(err, "TRYAGAIN") {
 		f.t.Errorf("[%s] during the slot migration (%v moved): %v, want a TRYAGAIN error", pTryAgain, moved, err)
 	}
-	m.finish(f.t, f.ctx)
+	f.finishSlotMigration(m)
 	return fn()
 }
 
-// confMigration is shard confShard's slot moving from src to dst.
-type confMigration struct {
-	top      *confTopology
-	slot     int
-	src, dst *testenv.ClusterNode
-	others   []*testenv.ClusterNode
-}
-
-func (f *confFixture) beginSlotMigration() *confMigration {
+// beginSlotMigration marks shard confShard's slot importing on another
+// primary, then migrating on its own, with migration_test.go's fixture
+// (its migrate, finishMigration and snapshot move keys and read both
+// nodes).
+func (f *confFixture) beginSlotMigration() *migFixture {
 	f.t.Helper()
 	tp := f.top
-	m := &confMigration{top: tp, slot: testenv.KeySlot(f.l0.Tag(f.sh))}
+	m := &migFixture{sh: f.sh, slot: testenv.KeySlot(f.l0.Tag(f.sh)), nodes: tp.clients}
 	tp.mu.Lock()
 	m.src = tp.owner[m.slot]
 	for _, n := range tp.nodes {
@@ -444,79 +439,18 @@ func (f *confFixture) beginSlotMigration() *confMigration {
 		}
 	}
 	tp.mu.Unlock()
-	if err := tp.clients[m.dst.Addr].Do(f.ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.src.ID).Err(); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := tp.clients[m.src.Addr].Do(f.ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dst.ID).Err(); err != nil {
-		f.t.Fatal(err)
-	}
+	m.beginMigration(f.t, f.ctx)
 	return m
 }
 
-// migrate moves keys from the source to the target (no REPLACE: a key
-// the target has already fails, BUSYKEY).
-func (m *confMigration) migrate(ctx context.Context, keys ...string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(m.dst.Addr)
-	if err != nil {
-		return err
-	}
-	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	return m.top.clients[m.src.Addr].Do(ctx, args...).Err()
-}
-
-// finish moves the slot's other keys and gives the slot to the target
-// on every primary. A key the target already has fails the test: a call
-// created it there while the source still held it.
-func (m *confMigration) finish(t *testing.T, ctx context.Context) {
-	t.Helper()
-	keys, err := m.top.clients[m.src.Addr].ClusterGetKeysInSlot(ctx, m.slot, 10000).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.migrate(ctx, keys...); err != nil {
-		t.Fatalf("MIGRATE of the remaining keys: %v (a call created a key on the importing node)", err)
-	}
-	for _, n := range append([]*testenv.ClusterNode{m.dst, m.src}, m.others...) {
-		if err := m.top.clients[n.Addr].Do(ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dst.ID).Err(); err != nil {
-			t.Fatalf("SETSLOT NODE on %s: %v", n.Addr, err)
-		}
-	}
-	m.top.mu.Lock()
-	m.top.owner[m.slot] = m.dst
-	m.top.mu.Unlock()
-}
-
-// snapshot returns the DUMP of every key of the slot on the source and
-// the target, by "node key" (ASKING lets the target answer).
-func (m *confMigration) snapshot(t *testing.T, ctx context.Context) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, n := range []*testenv.ClusterNode{m.src, m.dst} {
-		c := m.top.clients[n.Addr]
-		keys, err := c.ClusterGetKeysInSlot(ctx, m.slot, 10000).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pipe := c.Pipeline()
-		dumps := make([]*redis.StringCmd, len(keys))
-		for i, k := range keys {
-			pipe.Do(ctx, "ASKING")
-			dumps[i] = pipe.Dump(ctx, k)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatalf("DUMP on %s: %v", n.Addr, err)
-		}
-		for i, k := range keys {
-			out[n.Addr+" "+k] = dumps[i].Val()
-		}
-	}
-	return out
+// finishSlotMigration moves the slot's other keys and gives it to the
+// target (migFixture.finishMigration), and records its new owner.
+func (f *confFixture) finishSlotMigration(m *migFixture) {
+	f.t.Helper()
+	m.finishMigration(f.t, f.ctx)
+	f.top.mu.Lock()
+	f.top.owner[m.slot] = m.dst
+	f.top.mu.Unlock()
 }
 
 // keysOf lists the keys the namespace may have in shard sh (the far-tier
