@@ -419,6 +419,31 @@ func (f *confFixture) call(moved []string, fn func() error) error {
 	return fn()
 }
 
+// callAsk runs fn in stSlotMigrating once every key of the shard has
+// moved to the target but the slot is still migrating: Redis answers the
+// call with ASK, and fn (go-redis follows it with ASKING) must succeed
+// on the target. The migration then finishes: a key the call created on
+// the target while the source still held it fails the test (BUSYKEY).
+// In other states it runs fn.
+func (f *confFixture) callAsk(fn func() error) error {
+	f.t.Helper()
+	if f.state != stSlotMigrating {
+		return fn()
+	}
+	f.called = true
+	m := f.beginSlotMigration()
+	keys, err := f.top.clients[m.src].ClusterGetKeysInSlot(f.ctx, m.slot, 10000).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := m.migrate(f.ctx, false, keys...); err != nil {
+		f.t.Fatalf("MIGRATE: %v", err)
+	}
+	err = fn()
+	f.finishSlotMigration(m)
+	return err
+}
+
 // beginSlotMigration marks shard confShard's slot importing on another
 // primary, then migrating on its own, with migration_test.go's fixture
 // (its migrate, finishMigration and snapshot move keys and read both

@@ -229,6 +229,22 @@ var conformanceCases = []confCase{
 			})
 			noErr(t, "enqueue after the slot migration", err)
 		}},
+	{script: "enqueue.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// Into the delayed set and the far bucket that exists: a bucket
+			// list that exists nowhere cannot be told from one not moved
+			// yet, and such a call waits for the end of the migration
+			// (TRYAGAIN; docs/protocol.md, "Slot migrations").
+			ids := f.newIDs(2, false)
+			err := f.callAsk(func() error {
+				var errs []error
+				for i, due := range []time.Time{f.now().Add(500 * time.Millisecond), f.farDue} {
+					errs = append(errs, f.s.Enqueue(f.ctx, EnqueueArgs{ID: ids[i], Queue: "q2", Due: due, MaxRetries: -1}).Err)
+				}
+				return errors.Join(errs...)
+			})
+			noErr(t, "enqueue on the importing node", err)
+		}},
 	{script: "enqueue.lua", name: "an id live in its old shard", states: onlyReshard, props: []confProp{pOutbox, pCounts},
 		prepare: prepareMoving,
 		run: func(t *testing.T, f *confFixture) {
@@ -320,6 +336,31 @@ var conformanceCases = []confCase{
 				t.Errorf("the due task after the move: %+v, %v", info, err)
 			}
 		}},
+	{script: "move.lua", name: "declared keys moved, lists not", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// ASK to the target, where the lists are not: served_here
+			// refuses there.
+			declared := []string{"delayed", "tasks", "epoch", "dead", "dead:info", "stats", "seq", "readyqueues", "far", "counts"}
+			var r MoveResult
+			err := f.call(declared, func() (err error) {
+				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
+				return err
+			})
+			if err != nil || r.Moved != 1 {
+				t.Errorf("move after the slot migration: %+v, %v", r, err)
+			}
+		}},
+	{script: "move.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			var r MoveResult
+			err := f.callAsk(func() (err error) {
+				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
+				return err
+			})
+			if err != nil || r.Moved != 1 {
+				t.Errorf("move on the importing node: %+v, %v", r, err)
+			}
+		}},
 	{script: "move.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
 		run: func(t *testing.T, f *confFixture) {
 			f.fenced("move", func() error { _, err := f.s.Move(f.ctx, f.sh, confEpoch-1, 100); return err })
@@ -367,6 +408,13 @@ var conformanceCases = []confCase{
 					t.Errorf("%s after its ack: %v, want it gone", r, err)
 				}
 			}
+		}},
+	{script: "ack.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			err := f.callAsk(func() error {
+				return errors.Join(f.s.AckBatch(f.ctx, []AckArgs{f.d["leased"].AckArgs(false), f.d["popped"].AckArgs(true)})...)
+			})
+			noErr(t, "ack on the importing node", err)
 		}},
 	{script: "nack.lua", name: "retries and buries", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
 		run: func(t *testing.T, f *confFixture) {
@@ -512,6 +560,17 @@ var conformanceCases = []confCase{
 			})
 			if err != nil || info.State != "ready" {
 				t.Errorf("lookup after the slot migration: %+v, %v", info, err)
+			}
+		}},
+	{script: "lookup.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			var info Info
+			err := f.callAsk(func() (err error) {
+				info, err = confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["popped"])
+				return err
+			})
+			if err != nil || info.State != "active" {
+				t.Errorf("lookup on the importing node: %+v, %v; want active", info, err)
 			}
 		}},
 	{script: "lookup.lua", name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox},
