@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,6 +73,14 @@ type Config struct {
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT; default DefaultWaitTimeout.
 	WaitTimeout time.Duration
+	// LayoutRefresh is the most time between two reads of the layout
+	// record (the shard count, docs/resharding.md) by a client in use, at
+	// least 1s; default 1m. A client needs none to store tasks where they
+	// belong (a shard redirects a producer on an outdated count), and it
+	// reads the record at once when a cancel or lookup does not find an
+	// id; the cadence bounds how long it keeps looking in the shards of a
+	// change that has ended.
+	LayoutRefresh time.Duration
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -104,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.WaitTimeout > 0 && c.WaitTimeout < time.Millisecond {
 		p.Addf("WaitTimeout %s is below WAIT's resolution of 1ms (0: the default)", c.WaitTimeout)
+	}
+	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
+		p.Addf("LayoutRefresh %s below %s (0: the default)", c.LayoutRefresh, shard.MinLayoutRefresh)
 	}
 	return p.Err()
 }
@@ -138,11 +148,9 @@ func invalidConfig(format string, args ...any) error {
 // use and does not own the Redis client it was given.
 type Client struct {
 	store      *shard.Store
+	layout     *shard.Follower
 	maxPayload int64
 	retryFor   time.Duration // 0: no retry
-	// layoutRead is when the layout record was last read (unix ns; 0:
-	// never), see followLayout.
-	layoutRead atomic.Int64
 }
 
 // New returns a Client on rdb.
@@ -169,7 +177,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		}
 	}
 	store := shard.NewStore(rdb, l).WithDurability(shard.Durability{Replicas: cfg.WaitReplicas, Timeout: cfg.WaitTimeout})
-	return &Client{store: store, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
+	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh})
+	if err != nil {
+		return nil, invalidConfig("%w", err)
+	}
+	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
 }
 
 // Task describes one task to enqueue.
@@ -246,7 +258,7 @@ func (e *BatchError) Unwrap() error { return e.First }
 // otherwise a *BatchError; invalid tasks are rejected without being
 // sent while the valid ones still go.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
-	c.followLayout(ctx)
+	c.layout.Layout(ctx) // at most every LayoutRefresh
 	out := make([]Result, len(tasks))
 	args := make([]shard.EnqueueArgs, 0, len(tasks))
 	generated := make([]bool, 0, len(tasks))
@@ -344,11 +356,8 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	if !shard.ValidID(id) {
 		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
-	c.followLayout(ctx)
+	c.layout.Layout(ctx)
 	_, err := c.store.Cancel(ctx, id)
-	if errors.Is(err, ErrNotFound) && c.layoutChanged(ctx) {
-		_, err = c.store.Cancel(ctx, id) // it may have moved to a shard of the new count
-	}
 	return err
 }
 
@@ -391,11 +400,8 @@ func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
 	if !shard.ValidID(id) {
 		return Info{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
-	c.followLayout(ctx)
+	c.layout.Layout(ctx)
 	in, err := c.store.Lookup(ctx, id)
-	if errors.Is(err, ErrNotFound) && c.layoutChanged(ctx) {
-		in, err = c.store.Lookup(ctx, id) // it may have moved to a shard of the new count
-	}
 	if err != nil {
 		return Info{}, err
 	}
@@ -408,6 +414,18 @@ func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
 		info.LeaseUntil = in.At
 	}
 	return info, nil
+}
+
+// Exists reports whether a task with id is stored, in any state
+// (scheduled, ready, running or dead-lettered). Tasks that finished are
+// deleted and do not exist. One round trip (two while a change of the
+// shard count moves the id).
+func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
+	if !shard.ValidID(id) {
+		return false, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+	}
+	c.layout.Layout(ctx)
+	return c.store.Exists(ctx, id)
 }
 
 func newID() string {

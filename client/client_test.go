@@ -43,6 +43,9 @@ func TestEnqueueLookupCancel(t *testing.T) {
 	if !errors.Is(err, client.ErrDuplicate) || !again.Due.Equal(at) {
 		t.Fatalf("duplicate: %+v %v", again, err)
 	}
+	if ok, err := c.Exists(ctx, "order-42"); !ok || err != nil {
+		t.Fatalf("exists: %v %v", ok, err)
+	}
 	info, err := c.Lookup(ctx, "order-42")
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,12 @@ func TestEnqueueLookupCancel(t *testing.T) {
 	}
 	if _, err := c.Lookup(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("lookup after cancel: %v", err)
+	}
+	if ok, err := c.Exists(ctx, "order-42"); ok || err != nil {
+		t.Fatalf("exists after cancel: %v %v", ok, err)
+	}
+	if _, err := c.Exists(ctx, "bad|id"); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("exists of an invalid id: %v", err)
 	}
 	if err := c.Cancel(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second cancel: %v", err)

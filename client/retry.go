@@ -41,8 +41,8 @@ func transient(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
-	if errors.Is(err, shard.ErrInTransit) {
-		return true // cancelled on its way to its new shard: the copy is being removed
+	if errors.Is(err, shard.ErrTryAgain) {
+		return true // nothing was done; the answer changes shortly (an id on its way to its new shard)
 	}
 	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
 		if redis.HasErrorPrefix(err, p) {

@@ -59,17 +59,21 @@ type Options struct {
 // Inspector reads and administers one deployment. It is safe for
 // concurrent use.
 //
-// The shard count is data (the layout record, see Layout): every call
-// that depends on it reads the record first (one small HGETALL) and
-// works by what it says, so that a long-lived Inspector (the dashboard's)
-// follows a change of the count with no restart, and a lookup, cancel or
-// queue registration made just after a change started already covers the
-// new shards. While a change runs, the calls cover shards 0..Span-1 (the
-// old and the new ones) and place ids by the new count; afterwards, the
-// new count's shards.
+// The shard count is data (the layout record, see Layout). An Inspector
+// follows it through the same follower as every Hourglass process
+// (docs/resharding.md), and as an administration API it reads the record
+// at every call that lists shards or writes to all of them (one small
+// HGETALL), so that a long-lived Inspector (the dashboard's) follows a
+// change of the count with no restart, and a listing or queue
+// registration made just after a change started covers the new shards.
+// A call by task id needs no read: it finds the id wherever a change has
+// it, reading the record again only when the id is not in its shards.
+// While a change runs, the calls cover shards 0..Span-1 (the old and the
+// new ones); afterwards, the new count's shards.
 type Inspector struct {
 	rdb    redis.UniversalClient
 	store  *shard.Store
+	follow *shard.Follower
 	etcd   *clientv3.Client
 	prefix string
 }
@@ -88,7 +92,12 @@ func New(opts Options) (*Inspector, error) {
 	if prefix == "" {
 		prefix = "/hourglass/"
 	}
-	return &Inspector{rdb: opts.Redis, store: shard.NewStore(opts.Redis, l), etcd: opts.Etcd, prefix: prefix}, nil
+	store := shard.NewStore(opts.Redis, l)
+	follow, err := store.Follow(shard.FollowConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return &Inspector{rdb: opts.Redis, store: store, follow: follow, etcd: opts.Etcd, prefix: prefix}, nil
 }
 
 // ShardCount returns the shard count new tasks are placed by, as the
@@ -99,11 +108,11 @@ func (i *Inspector) ShardCount() int { return i.store.Layout().Shards() }
 // Namespace returns the deployment's namespace.
 func (i *Inspector) Namespace() string { return i.store.Layout().Namespace() }
 
-// layout reads the layout record and returns the layout a call works by.
-// The store adopts it too (shard.Store.RefreshLayout), so that the ids it
-// places and looks up follow the same record.
+// layout reads the layout record now and returns the layout a call
+// works by; the store adopts it too, so the ids it places and looks up
+// follow the same record.
 func (i *Inspector) layout(ctx context.Context) (shard.Layout, error) {
-	l, err := i.store.RefreshLayout(ctx)
+	l, err := i.follow.Check(ctx)
 	if err != nil {
 		return l, fmt.Errorf("inspect: read the layout record: %w", err)
 	}

@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -85,7 +87,6 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	if err != nil {
 		return LayoutStatus{}, mapErr(err)
 	}
-	i.store.SetLayout(r.Layout)
 	st := LayoutStatus{Generation: r.Gen, Shards: r.Shards, From: r.From, State: LayoutState(r.State),
 		Started: r.Started, Finished: r.Finished, Done: slices.Sorted(slices.Values(r.Done)), Moved: r.Moved}
 	if st.Done == nil {
@@ -141,7 +142,11 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 // the running change's. ErrInvalidArgument for n out of range.
 func (i *Inspector) Resize(ctx context.Context, n int) (LayoutStatus, error) {
 	if _, err := i.store.BeginResize(ctx, n); err != nil {
-		err = mapErr(err)
+		if errors.Is(err, shard.ErrResizeRunning) {
+			err = fmt.Errorf("%w: %w", ErrResizeRunning, err)
+		} else {
+			err = mapErr(err)
+		}
 		st, lerr := i.Layout(ctx)
 		if lerr != nil {
 			return LayoutStatus{}, err

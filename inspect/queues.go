@@ -222,8 +222,6 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrTaskActive, err)
 	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	case errors.Is(err, shard.ErrResizeRunning):
-		return fmt.Errorf("%w: %w", ErrResizeRunning, err)
 	}
 	return err
 }

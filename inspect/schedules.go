@@ -45,8 +45,8 @@ type ScheduleInfo struct {
 
 // Schedules returns the state of the schedules defs (those of the
 // caller's configuration, which is the schedulers' too), in the order
-// given: the last occurrence recorded, read with one call per distinct
-// home shard (and old home, while the shard count changes), whether it
+// given: the last occurrence recorded (wherever a change of the shard
+// count has it, read with one call per distinct home shard), whether it
 // is paused, and its next occurrences after now
 // (next of them, at most MaxNext). Schedules paused or recorded in Redis
 // but not in defs are left out: only defs say what a schedule is.
@@ -58,27 +58,13 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 	if err != nil {
 		return nil, err
 	}
-	// While the count changes, a schedule whose home moves may still be
-	// recorded in its old home only: the new home fires from the later
-	// of the two (internal/fire's hand-over), and so it is shown.
-	homes := func(name string) []int {
-		if h, o := l.HomeShard(name), l.OldShardOf(name); h != o {
-			return []int{h, o}
-		}
-		return []int{l.HomeShard(name)}
+	names := make([]string, len(defs))
+	for k, d := range defs {
+		names[k] = d.Name
 	}
-	last := map[int]map[string]time.Time{}
-	for _, d := range defs {
-		for _, sh := range homes(d.Name) {
-			if _, ok := last[sh]; ok {
-				continue
-			}
-			m, err := i.store.LastFired(ctx, sh)
-			if err != nil {
-				return nil, err
-			}
-			last[sh] = m
-		}
+	last, err := i.store.LastOccurrences(ctx, names)
+	if err != nil {
+		return nil, err
 	}
 	paused, err := i.store.PausedSchedules(ctx)
 	if err != nil {
@@ -89,11 +75,7 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 		sh := l.HomeShard(d.Name)
 		s := ScheduleInfo{Name: d.Name, Queue: d.Queue, Spec: d.Cron, TimeZone: d.TimeZone,
 			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, Next: []time.Time{}}
-		for _, h := range homes(d.Name) {
-			if t := last[h][d.Name]; t.After(s.LastFired) {
-				s.LastFired = t
-			}
-		}
+		s.LastFired = last[d.Name].Last
 		if d.Interval > 0 {
 			s.Spec = "every " + d.Interval.String()
 		} else if s.TimeZone == "" {

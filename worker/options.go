@@ -121,6 +121,11 @@ type Config struct {
 	// meanwhile; an ack that still holds a slot or a flow-control permit
 	// never waits.
 	AckLinger time.Duration
+	// LayoutRefresh is how often the worker re-reads the layout record
+	// (the shard count, docs/resharding.md) besides the announcements it
+	// hears on the control channel, at least shard.MinLayoutRefresh; 0
+	// means shard.DefaultLayoutRefresh (the layout follower's defaults).
+	LayoutRefresh time.Duration
 	// Logger receives the worker's logs; default: discard.
 	Logger hclog.Logger
 	// Registerer receives the worker's metrics; nil: not registered.
@@ -144,6 +149,11 @@ func (c Config) Validate() error {
 		p.Whole("FetchTimeout", ft, time.Second)
 	}
 	p.DurationRange("AckLinger", c.AckLinger, 0, MaxAckLinger)
+	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
+		// The layout follower's rule: 0 is the default, else at least the
+		// minimum.
+		p.Field("LayoutRefresh", "must be at least %s (got %s)", shard.MinLayoutRefresh, c.LayoutRefresh)
+	}
 	return p.Err()
 }
 

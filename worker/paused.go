@@ -17,6 +17,16 @@ import (
 // popped just before is given back before its handler starts. Tasks
 // already running finish. A resume wakes the queue's fetch loops at once.
 
+// checkLayout reads the layout record now (the store's follower logs a
+// change; a failed read keeps the current layout).
+func (w *Worker) checkLayout(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := w.deps.layout.Check(ctx); err != nil && ctx.Err() == nil {
+		w.deps.log.Warn("could not read the layout record; keeping the current layout", "error", err)
+	}
+}
+
 // readPaused sets each queue's paused flag from Redis and reports
 // whether it could read them.
 func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
@@ -46,28 +56,23 @@ func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
 }
 
 // watchPauses keeps the queues' paused flags and the layout (the shard
-// count, layout.go) current until ctx ends. The layout is also re-read
-// every layoutCheck, in case an announcement was missed.
+// count) current until ctx ends: the control channel announces changes
+// of both.
 func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
 	hub := fanout.New(w.rdb, fanout.Classic, w.deps.log)
 	defer hub.Close()
 	changed, stop := hub.Signal(ctx, w.deps.store.Layout().ControlChannel(), nil)
 	defer stop()
-	tick := time.NewTicker(layoutCheck)
-	defer tick.Stop()
 	var bo backoff.Backoff
 	retry := make(<-chan time.Time) // never fires until a read failed
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			w.followLayout(ctx)
-			continue
 		case <-changed:
 		case <-retry:
 		}
-		w.followLayout(ctx)
+		w.checkLayout(ctx)
 		if w.readPaused(ctx, queues) {
 			bo.Reset()
 			retry = make(<-chan time.Time)

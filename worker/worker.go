@@ -48,10 +48,13 @@ type Worker struct {
 // a delivery depends on them and not on the Worker.
 type deps struct {
 	store *shard.Store
-	acks  *acker
-	met   *metrics
-	log   hclog.Logger
-	now   func() time.Time // the local clock
+	// layout follows the layout record (the shard count): the fetch loops
+	// pop the shards of its span from their next pop on.
+	layout *shard.Follower
+	acks   *acker
+	met    *metrics
+	log    hclog.Logger
+	now    func() time.Time // the local clock
 	// ticks counts lease extensions in flight (watchdog timer callbacks);
 	// Run waits for them before it returns.
 	ticks sync.WaitGroup
@@ -75,15 +78,23 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: register metrics: %w", err)
 	}
 	store := shard.NewStore(rdb, l)
+	log := cfg.Logger.Named("worker")
+	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
+		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Span())
+	}})
+	if err != nil {
+		return nil, invalid("%w", err)
+	}
 	return &Worker{
 		rdb: rdb,
 		cfg: cfg,
 		deps: &deps{
-			store: store,
-			acks:  newAcker(store, cfg.AckLinger),
-			met:   met,
-			log:   cfg.Logger.Named("worker"),
-			now:   time.Now,
+			store:  store,
+			layout: follow,
+			acks:   newAcker(store, cfg.AckLinger),
+			met:    met,
+			log:    log,
+			now:    time.Now,
 		},
 		queues: map[string]*queue{},
 		freed:  make(chan struct{}, 1),
@@ -153,10 +164,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	checked := make(chan struct{})
 	go func() { defer close(checked); w.checkSetup(ctx, queues) }()
 	defer func() { <-checked }()
-	// The shard count first (layout.go), then paused queues, which start
-	// nothing from the first fetch on (paused.go).
-	w.followLayout(ctx)
+	// The shard count first, then paused queues, which start nothing from
+	// the first fetch on (paused.go).
+	w.checkLayout(ctx)
 	w.readPaused(ctx, queues)
+	followed := make(chan struct{})
+	go func() { defer close(followed); w.deps.layout.Run(ctx) }()
+	defer func() { <-followed }()
 	watched := make(chan struct{})
 	go func() { defer close(watched); w.watchPauses(ctx, queues) }()
 	defer func() { <-watched }()

@@ -55,8 +55,8 @@ type Config struct {
 	// MaxPayload is the largest task payload accepted, in bytes.
 	MaxPayload int64 `koanf:"max_payload"`
 	// LayoutRefresh is how often a process re-reads the layout record
-	// besides announcements on the control channel. Not read yet: the
-	// layout follower will own it.
+	// (the shard count, docs/resharding.md) besides the announcements on
+	// the control channel.
 	LayoutRefresh time.Duration `koanf:"layout_refresh"`
 	// Redis configures the Redis connection.
 	Redis RedisConfig `koanf:"redis"`
@@ -154,8 +154,7 @@ func defaultsWithoutQueues() Config {
 		Namespace:  shard.DefaultNamespace,
 		Shards:     shard.DefaultShards,
 		MaxPayload: shard.DefaultMaxPayload,
-		// LayoutRefresh: not read yet; the layout follower will own it.
-		LayoutRefresh: DefaultLayoutRefresh,
+		LayoutRefresh: shard.DefaultLayoutRefresh,
 		Redis:         defaultRedis(),
 		Etcd:          defaultEtcd(),
 		Scheduler:     defaultScheduler(),

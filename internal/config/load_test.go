@@ -217,7 +217,7 @@ log:
 		Namespace:     "prod",
 		Shards:        64,
 		MaxPayload:    4096,
-		LayoutRefresh: config.DefaultLayoutRefresh,
+		LayoutRefresh: time.Minute,
 		Redis: config.RedisConfig{
 			Mode: "standalone", Addr: "redis.internal:6380", Addrs: []string{}, Username: "svc", Password: "pw", DB: 3,
 			PoolSize: 20, DialTimeout: 250 * time.Millisecond,

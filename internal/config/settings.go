@@ -60,15 +60,6 @@ type Setting struct {
 // default, so the Config a binary gets holds the values it runs with.
 const ZeroDefault = "the default"
 
-// Layout follower timing, until the layout follower owns it (issue 23:
-// one follower, one cadence).
-const (
-	// DefaultLayoutRefresh is layout_refresh's default.
-	DefaultLayoutRefresh = time.Minute
-	// MinLayoutRefresh is layout_refresh's least value.
-	MinLayoutRefresh = time.Second
-)
-
 // Settings returns every configuration key, in the order of the example
 // configuration: the one table the validator, the examples and the docs
 // follow.
@@ -84,7 +75,8 @@ var settings = concat(
 			Doc: "shard count of a fresh deployment, the same on every process; once changed online the count in Redis wins (docs/resharding.md)"},
 		{Key: "max_payload", Min: 1, Max: shard.MaxPayloadLimit,
 			Doc: "largest task payload accepted, in bytes"},
-		{Key: "layout_refresh", Min: MinLayoutRefresh, Zero: ZeroDefault,
+		{Key: "layout_refresh", Min: shard.MinLayoutRefresh, Zero: ZeroDefault,
+			Lib: []string{"worker.Config.LayoutRefresh"},
 			Doc: "how often a process re-reads the layout record besides announcements on the control channel"},
 
 		{Key: "redis.mode", Allowed: []string{RedisStandalone, RedisSentinel, RedisCluster},

@@ -39,5 +39,6 @@ func (c *Config) ForWorker() worker.Config {
 		ShutdownGrace: c.Worker.ShutdownGrace,
 		FetchTimeout:  c.Worker.FetchTimeout,
 		AckLinger:     c.Worker.AckLinger,
+		LayoutRefresh: c.LayoutRefresh,
 	}
 }

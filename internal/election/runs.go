@@ -30,12 +30,14 @@ func (r *shardRun) finished() bool {
 func (m *Manager) start(s *session, shard int, epoch int64) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	r := &shardRun{shard: shard, epoch: epoch, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	// Logged before Owned reports it, so that a reader that sees the
+	// shard owned finds the line.
+	m.log.Info("acquired shard", "shard", shard, "epoch", epoch)
 	m.mu.Lock()
 	m.runs[shard] = r
 	m.met.owned.Set(float64(len(m.runs)))
 	m.mu.Unlock()
 	m.met.changes.WithLabelValues(changeAcquired).Inc()
-	m.log.Info("acquired shard", "shard", shard, "epoch", epoch)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

@@ -101,6 +101,18 @@ func New(store *shard.Store, cfg Config) *Firer {
 	return f
 }
 
+// Names returns the names of the schedules fired (SetSchedules).
+func (f *Firer) Names() []string {
+	f.mu.Lock()
+	all := f.all
+	f.mu.Unlock()
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.Name
+	}
+	return names
+}
+
 // SetSchedules replaces the schedules fired (the configured ones and
 // those registered at run time); the loops of the shards whose schedules
 // changed start over from the state in Redis, so nothing fires twice.
@@ -222,10 +234,11 @@ func (f *Firer) start(ctx context.Context, s owner.Shard) (*pass, error) {
 	if len(mine) == 0 {
 		return nil, nil
 	}
-	if err := f.takeOver(ctx, s, mine); err != nil {
-		return nil, err
+	names := make([]string, len(mine))
+	for i, c := range mine {
+		names[i] = c.Name
 	}
-	recorded, err := f.store.PeriodicState(ctx, s.ID)
+	recorded, err := f.store.HomeSchedules(ctx, s.ID, names)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func TestReviewOneUnhandedScheduleStopsTheWholeNewHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
-	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, HandOff: f.HandOff})
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Schedules: f.Names})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,55 +1,217 @@
-// Package luascript loads the Lua scripts that Hourglass embeds with
-// go:embed: one .lua file per script, optionally with the helper
-// functions it uses from a shared library file prepended. Scripts run with go-redis's Script,
-// which sends EVALSHA and falls back to EVAL when Redis does not have the
-// script cached (after a restart or a failover).
+// Package luascript assembles the Lua scripts that Hourglass embeds with
+// go:embed: one .lua file per script, and a library file of helper
+// functions. Scripts run with go-redis's Script, which sends EVALSHA and
+// falls back to EVAL when Redis does not have the script cached (after a
+// restart or a failover).
+//
+// # Assembly
+//
+// One mechanism (Dir.Assemble) turns every script file into the text
+// Redis runs, from two kinds of directives in the file:
+//
+//   - Library helpers. A script calls helpers of the library file by name
+//     ("local function name(" at the start of a line, see Prune). The
+//     assembler puts those it uses, directly or through other helpers,
+//     in front of the script. A script that other languages load as it
+//     is in the repository (it must run on its own) carries them itself
+//     instead, between a line starting with LibBegin and the line LibEnd:
+//     the assembler checks that this block is exactly the helpers it
+//     would put in front (Vendor writes it), and puts nothing there.
+//   - Includes. A line "-- @include: other.lua as name" defines, ahead of
+//     the script's own text, "local function name()" whose body is
+//     other.lua as it is: a script that is self-contained (it needs no
+//     helper it does not carry). Called, it runs other.lua on the
+//     caller's KEYS and ARGV (the caller may shorten ARGV first) and
+//     returns what other.lua returns. fire.lua runs the enqueue protocol
+//     so, as one atomic script.
+//
+// A first line "#!lua ..." (a script's flags) stays first. A script that
+// has neither directive and uses no helper runs as it is.
 package luascript
 
 import (
-	"embed"
+	"fmt"
+	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Dir is a directory of embedded scripts.
+// The lines around a library block that a self-contained script carries
+// (see the package comment). The begin line may go on with an
+// explanation; the end line is exactly LibEnd.
+const (
+	LibBegin = "-- @lib: begin"
+	LibEnd   = "-- @lib: end"
+)
+
+// includeRE matches an include directive: the file and the function name.
+var includeRE = regexp.MustCompile(`(?m)^-- @include: ([A-Za-z0-9_.-]+\.lua) as ([A-Za-z_][A-Za-z0-9_]*)$`)
+
+// Dir is a directory of embedded scripts and their library file.
 type Dir struct {
-	fs  embed.FS
+	fs  fs.FS
 	dir string
 	lib string
 }
 
-// New returns the scripts in dir of fs; lib names the library file that
-// WithLib prepends ("" for none).
-func New(fs embed.FS, dir, lib string) Dir { return Dir{fs: fs, dir: dir, lib: lib} }
+// New returns the scripts in dir of fsys; lib names the library file
+// ("" for none).
+func New(fsys fs.FS, dir, lib string) Dir { return Dir{fs: fsys, dir: dir, lib: lib} }
 
-// Source returns a script file's text. It panics if the file is missing:
-// files are embedded at build time, so that is a programming error caught
-// by any test that loads the script.
+// Source returns a script file's text as it is. It panics if the file is
+// missing: files are embedded at build time, so that is a programming
+// error caught by any test that loads the script.
 func (d Dir) Source(name string) string {
-	b, err := d.fs.ReadFile(path.Join(d.dir, name))
+	b, err := fs.ReadFile(d.fs, path.Join(d.dir, name))
 	if err != nil {
 		panic(err)
 	}
 	return string(b)
 }
 
-// Plain returns the script name as it is.
-func (d Dir) Plain(name string) *redis.Script { return redis.NewScript(d.Source(name)) }
-
-// WithLib returns the script name with the library's helpers it uses
-// prepended (see Prune).
-func (d Dir) WithLib(name string) *redis.Script {
-	return redis.NewScript(d.LibSource(name))
+func (d Dir) libText() string {
+	if d.lib == "" {
+		return ""
+	}
+	return d.Source(d.lib)
 }
 
-// LibSource returns the text WithLib runs: the helpers of the library
-// that the script name uses, then the script.
-func (d Dir) LibSource(name string) string {
+// Assemble returns the text Redis runs for the script name: its library
+// helpers, the functions it includes, then its own text (see the package
+// comment). It fails for a library block that is not what Vendor would
+// write, an include of a script that is not self-contained, or an
+// include cycle.
+func (d Dir) Assemble(name string) (string, error) {
+	return d.assemble(name, nil)
+}
+
+func (d Dir) assemble(name string, including []string) (string, error) {
+	for _, n := range including {
+		if n == name {
+			return "", fmt.Errorf("luascript: %s includes itself (%s)", name, strings.Join(append(including, name), " -> "))
+		}
+	}
 	src := d.Source(name)
-	return Prune(d.Source(d.lib), src) + "\n" + src
+	flags := ""
+	if strings.HasPrefix(src, "#!") {
+		i := strings.IndexByte(src, '\n')
+		if i < 0 {
+			return src, nil
+		}
+		flags, src = src[:i+1], src[i+1:]
+	}
+	var fns []string
+	for _, m := range includeRE.FindAllStringSubmatch(src, -1) {
+		file, fn := m[1], m[2]
+		body, err := d.assemble(file, append(including, name))
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(body, "#!") {
+			return "", fmt.Errorf("luascript: %s includes %s, which has a flags line", name, file)
+		}
+		if body != d.Source(file) {
+			return "", fmt.Errorf("luascript: %s includes %s, which is not self-contained (it needs library helpers it does not carry)", name, file)
+		}
+		fns = append(fns, "local function "+fn+"()\n"+body+"\nend")
+	}
+	lib := d.libText()
+	vendored, rest, ok, err := splitBlock(src)
+	if err != nil {
+		return "", fmt.Errorf("luascript: %s: %w", name, err)
+	}
+	var head string
+	if ok {
+		if want := Prune(lib, rest); vendored != want {
+			return "", fmt.Errorf("luascript: %s: its %s block is not the library's helpers it uses; rewrite it with luascript.Vendor (go generate runs it)", name, LibBegin)
+		}
+	} else {
+		head = Prune(lib, src)
+	}
+	var parts []string
+	if head != "" {
+		parts = append(parts, head)
+	}
+	parts = append(parts, fns...)
+	if len(parts) == 0 {
+		return flags + src, nil
+	}
+	return flags + strings.Join(parts, "\n\n") + "\n" + src, nil
+}
+
+// Script returns the assembled script name (Assemble). It panics when
+// the script does not assemble: the files are embedded at build time,
+// so that is a programming error caught by any test that loads it.
+func (d Dir) Script(name string) *redis.Script {
+	text, err := d.Assemble(name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(text)
+}
+
+// WithLib returns the assembled script name; it is Script, under the
+// name its callers know.
+func (d Dir) WithLib(name string) *redis.Script { return d.Script(name) }
+
+// blockLines returns the indexes of a script's library block lines, -1
+// and -1 when it has none.
+func blockLines(lines []string) (begin, end int, err error) {
+	begin, end = -1, -1
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, LibBegin):
+			if begin >= 0 {
+				return 0, 0, fmt.Errorf("two %s lines", LibBegin)
+			}
+			begin = i
+		case l == LibEnd:
+			if end >= 0 {
+				return 0, 0, fmt.Errorf("two %s lines", LibEnd)
+			}
+			end = i
+		}
+	}
+	if (begin < 0) != (end < 0) || end < begin {
+		return 0, 0, fmt.Errorf("%s and %s do not enclose a block", LibBegin, LibEnd)
+	}
+	return begin, end, nil
+}
+
+// splitBlock returns the text between a script's library block lines and
+// the script without it (the begin and end lines stay: comments, they
+// name no helper that counts). ok is false when the script has no block.
+func splitBlock(src string) (block, rest string, ok bool, err error) {
+	lines := strings.Split(src, "\n")
+	begin, end, err := blockLines(lines)
+	if err != nil || begin < 0 {
+		return "", src, false, err
+	}
+	block = strings.Join(lines[begin+1:end], "\n")
+	rest = strings.Join(append(slices.Clone(lines[:begin+1]), lines[end:]...), "\n")
+	return block, rest, true, nil
+}
+
+// Vendor returns script with its library block (see the package comment)
+// rewritten to the helpers of lib that the rest of script uses, each
+// with the comment above it, in lib's order: the block Assemble checks.
+// script must already have the block's begin and end lines.
+func Vendor(lib, script string) (string, error) {
+	lines := strings.Split(script, "\n")
+	begin, end, err := blockLines(lines)
+	if err != nil {
+		return "", fmt.Errorf("luascript: %w", err)
+	}
+	if begin < 0 {
+		return "", fmt.Errorf("luascript: no %s ... %s block to write", LibBegin, LibEnd)
+	}
+	_, rest, _, _ := splitBlock(script)
+	out := append(slices.Clone(lines[:begin+1]), Prune(lib, rest))
+	return strings.Join(append(out, lines[end:]...), "\n"), nil
 }
 
 // Prune returns the helpers of lib that script uses, directly or through
@@ -119,15 +281,35 @@ func identRE(name string) *regexp.Regexp {
 	return regexp.MustCompile(`(^|[^A-Za-z0-9_.:])` + regexp.QuoteMeta(name) + `($|[^A-Za-z0-9_])`)
 }
 
-// stripComments drops Lua line comments ("--" to the end of the line), so
-// that a helper named only in a comment is not counted as used. Strings
-// containing "--" do not occur in these scripts' code.
+// stripComments drops Lua line comments ("--" to the end of the line)
+// and the contents of quoted strings, so that a helper named only in a
+// comment or in a message ("the shard count is changing") is not counted
+// as used. Long strings ([[...]]) do not occur in these scripts.
 func stripComments(text string) string {
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
-		if j := strings.Index(l, "--"); j >= 0 {
-			lines[i] = l[:j]
+		var b strings.Builder
+		var quote byte // the open string's quote, 0 outside strings
+	scan:
+		for j := 0; j < len(l); j++ {
+			c := l[j]
+			switch {
+			case quote != 0 && c == '\\':
+				j++ // the escaped character
+			case quote != 0 && c == quote:
+				quote = 0
+				b.WriteByte(c)
+			case quote != 0:
+			case c == '"' || c == '\'':
+				quote = c
+				b.WriteByte(c)
+			case c == '-' && j+1 < len(l) && l[j+1] == '-':
+				break scan
+			default:
+				b.WriteByte(c)
+			}
 		}
+		lines[i] = b.String()
 	}
 	return strings.Join(lines, "\n")
 }

@@ -1,15 +1,12 @@
 package reshard
 
 import (
-	"context"
 	"errors"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
-	"github.com/hourglass-sched/hourglass/internal/owner"
-	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // ErrInvalidConfig wraps every Config validation failure.
@@ -55,10 +52,12 @@ type Config struct {
 	// shards together, 0 to MaxRate; 0: no bound. A batch of n tasks
 	// waits n/Rate before the next one starts.
 	Rate int
-	// HandOff, if set, is called at the start of every pass: the periodic
-	// schedules whose home leaves the shard are handed over
-	// (fire.Firer.HandOff), so a shard is done only once they are.
-	HandOff func(ctx context.Context, s owner.Shard, l shard.Layout) error
+	// Schedules, if set, returns the names of the periodic schedules the
+	// schedulers fire (fire.Firer.Names): at the start of every pass those
+	// whose home leaves the shard are handed over to their new homes
+	// (shard.Store.HandOverSchedules), so a shard is done only once they
+	// are.
+	Schedules func() []string
 	// Logger receives the reshard loop's logs; default: discard.
 	Logger hclog.Logger
 	// Metrics records the reshard loop's figures; nil records nothing.

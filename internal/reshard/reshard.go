@@ -134,9 +134,13 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 // nothing to move and nothing that stayed (then the shard, if the new
 // count drops it, is empty).
 func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
-	if m.cfg.HandOff != nil {
-		if err := m.cfg.HandOff(ctx, s, l); err != nil {
+	if m.cfg.Schedules != nil {
+		n, err := m.store.HandOverSchedules(ctx, l, s.ID, s.Epoch, m.cfg.Schedules())
+		if err != nil {
 			return false, err
+		}
+		if n > 0 {
+			log.Info("periodic schedules handed over to their new home shards", "schedules", n)
 		}
 	}
 	// What an earlier owner left: cancelled entries whose imported

@@ -16,7 +16,10 @@ import (
 // whose names the configuration does not use, re-read when a change is
 // announced on the control channel and every registryEvery. The same
 // subscription follows the layout record (checkLayout): one pub/sub
-// connection for both.
+// connection for both. After a change of the layout it registers the
+// configured queues in the shards of the new count: a queue this replica
+// registered by the old count while the change was set up would miss
+// them.
 func (s *Scheduler) watchSchedules(ctx context.Context) {
 	hub := fanout.New(s.rdb, fanout.Classic, s.log)
 	defer hub.Close()
@@ -24,8 +27,6 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 	defer stop()
 	tick := time.NewTicker(s.registryEvery)
 	defer tick.Stop()
-	layoutTick := time.NewTicker(layoutCheck)
-	defer layoutTick.Stop()
 	var warned string
 	for {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -44,9 +45,13 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			s.checkLayout(ctx)
-		case <-layoutTick.C:
-			s.checkLayout(ctx)
+			_ = s.checkLayout(ctx)
+		case <-s.relayout:
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			if err := s.registerPolicies(cctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not register the queues in the new shards; the registry check retries", "error", err)
+			}
+			cancel()
 			continue
 		case <-tick.C:
 		}
@@ -117,7 +122,7 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		if err == nil {
 			// The layout record says how many shards there are; the
 			// configured count is only the initial one.
-			err = s.adoptLayout(actx)
+			_, err = s.layout.Check(actx)
 		}
 		if err == nil {
 			err = s.registerPolicies(actx)

@@ -73,8 +73,12 @@ type Scheduler struct {
 	listener  net.Listener
 	// registryEvery is watchRegistry's period (registryCheck).
 	registryEvery time.Duration
+	// layout follows the layout record (layout.go); relayout asks
+	// watchSchedules to register the queues again after a change.
+	layout   *shard.Follower
+	relayout chan struct{}
 	// warnedShards is set once the configured shard count was reported
-	// as overridden by the layout record (adoptLayout, Run's goroutines).
+	// as overridden by the layout record (onLayout).
 	warnedShards atomic.Bool
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
@@ -92,7 +96,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck}
+	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck, relayout: make(chan struct{}, 1)}
 	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
@@ -135,12 +139,16 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
-	rsc.Logger, rsc.Metrics, rsc.HandOff = log, reshard.NewMetrics(s.reg), s.firer.HandOff
+	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names
 	if s.migrator, err = reshard.New(s.store, rsc); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.reg.MustRegister(layoutGauges(s.store)...)
+	if s.layout, err = s.store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, FinishStalled: true, Logger: log, OnChange: s.onLayout}); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.loops = []owner.Loop{
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
@@ -251,6 +259,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			s.watchSchedules(wctx)
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.layout.Run(wctx)
 		}()
 
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked

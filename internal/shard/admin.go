@@ -34,7 +34,7 @@ type QueueDepth struct {
 func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error) {
 	calls := make([]scriptCall, len(shards))
 	for i, sh := range shards {
-		calls[i] = scriptCall{keys: []string{s.l.Counts(sh), s.l.Queues(sh)}, args: []any{s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)}}
+		calls[i] = scriptCall{keys: []string{s.k.Counts(sh), s.k.Queues(sh)}, args: []any{s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh)}}
 	}
 	cmds, err := depthScript.runPipelined(ctx, s.rdb, calls)
 	if err != nil {
@@ -157,7 +157,7 @@ func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
 func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64, error) {
 	calls := make([]scriptCall, s.Layout().Span())
 	for sh := range calls {
-		calls[sh] = scriptCall{keys: []string{s.l.Queues(sh)}, args: []any{op, queue, policy}}
+		calls[sh] = scriptCall{keys: []string{s.k.Queues(sh)}, args: []any{op, queue, policy}}
 	}
 	cmds, err := registryScript.runPipelined(ctx, s.rdb, calls)
 	if err != nil {
@@ -192,7 +192,7 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 	if paused {
 		op = "pause"
 	}
-	n, err := pauseScript.Run(ctx, s.rdb, []string{s.l.Paused()}, op, queue, s.l.ControlChannel()).Int64()
+	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k.Paused()}, op, queue, s.k.ControlChannel()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("shard: %s queue %q: %w", op, queue, err)
 	}
@@ -202,7 +202,7 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 // Paused returns the paused queues and when each was paused. It reads one
 // hash of at most one field per queue.
 func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.Paused()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.k.Paused()).Result()
 	if err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("shard: read paused queues: %w", err)
 	}
@@ -220,7 +220,7 @@ func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, s.Layout().Span())
 	for sh := range cmds {
-		cmds[sh] = pipe.Get(ctx, s.l.Epoch(sh))
+		cmds[sh] = pipe.Get(ctx, s.k.Epoch(sh))
 	}
 	_, _ = pipe.Exec(ctx)
 	out := make([]int64, len(cmds))

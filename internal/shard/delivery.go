@@ -183,8 +183,8 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		args = append(args, e)
 	}
 	v, err := claimScript.Run(ctx, s.rdb, []string{
-		s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh),
-		s.l.Pending(sh, queue), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Counts(sh),
+		s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh),
+		s.k.Pending(sh, queue), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: claim on shard %d: %w", sh, err)

@@ -72,7 +72,7 @@ func TestPopClaimAck(t *testing.T) {
 	if _, err := s.Lookup(ctx, id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("acked task still there: %v", err)
 	}
-	for _, k := range []string{s.l.Inflight(2), s.l.Leases(2), s.l.Pending(2, "mail"), s.l.Ready(2, "mail")} {
+	for _, k := range []string{s.k.Inflight(2), s.k.Leases(2), s.k.Pending(2, "mail"), s.k.Ready(2, "mail")} {
 		if n, _ := rdb.Exists(ctx, k).Result(); n != 0 {
 			t.Errorf("%s left behind", k)
 		}
@@ -100,12 +100,12 @@ func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 		t.Fatalf("claim leased %d deliveries: %v", len(ds), err)
 	}
 	// A hand-written ready entry whose data is garbage is buried at claim.
-	rdb.ZAdd(ctx, s.l.Pending(0, "default"), redis.Z{Score: 1, Member: "junk"})
-	rdb.HSet(ctx, s.l.Tasks(0), "junk", "zzz")
+	rdb.ZAdd(ctx, s.k.Pending(0, "default"), redis.Z{Score: 1, Member: "junk"})
+	rdb.HSet(ctx, s.k.Tasks(0), "junk", "zzz")
 	if ds, err := s.Claim(ctx, 0, "default", []string{"1|junk"}, 0); err != nil || len(ds) != 0 {
 		t.Fatalf("garbage claimed: %v %v", ds, err)
 	}
-	if info := rdb.HGet(ctx, s.l.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
+	if info := rdb.HGet(ctx, s.k.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
 		t.Fatalf("dead info %q", info)
 	}
 }
@@ -145,7 +145,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 			t.Fatalf("second nack: %v", err)
 		}
 		// Make it due again by hand and move it.
-		rdb.ZAdd(ctx, s.l.Delayed(3), redis.Z{Score: 1, Member: id})
+		rdb.ZAdd(ctx, s.k.Delayed(3), redis.Z{Score: 1, Member: id})
 		if _, err := s.Move(ctx, 3, 1, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -285,14 +285,14 @@ func TestRecoverTrimsDeadLetters(t *testing.T) {
 		}
 	}
 	r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100, DeadMaxSize: 3})
-	if err != nil || r.Trimmed != 2 || rdb.ZCard(ctx, s.l.Dead(0)).Val() != 3 {
+	if err != nil || r.Trimmed != 2 || rdb.ZCard(ctx, s.k.Dead(0)).Val() != 3 {
 		t.Fatalf("size bound: %+v %v", r, err)
 	}
 	testenv.WaitFor(t, 5*time.Second, "age bound trims the rest", func() (bool, string) {
 		r, err = s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100, DeadMaxAge: time.Millisecond})
-		return err == nil && rdb.ZCard(ctx, s.l.Dead(0)).Val() == 0, fmt.Sprintf("%+v %v", r, err)
+		return err == nil && rdb.ZCard(ctx, s.k.Dead(0)).Val() == 0, fmt.Sprintf("%+v %v", r, err)
 	})
-	if rdb.HLen(ctx, s.l.Tasks(0)).Val() != 0 || rdb.HLen(ctx, s.l.DeadInfo(0)).Val() != 0 {
+	if rdb.HLen(ctx, s.k.Tasks(0)).Val() != 0 || rdb.HLen(ctx, s.k.DeadInfo(0)).Val() != 0 {
 		t.Fatal("trimmed dead letters left data behind")
 	}
 }
@@ -361,7 +361,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 		sh, e := popEntry(t, s, "default")
 		d, ok := Popped(sh, e, time.Now(), 0)
 		if !ok || d.Task.ID != id || string(d.Task.Payload) != "p-"+id || !d.Unleased ||
-			d.Deadline.Sub(d.Leased) != 30*time.Second || e != d.Token+"|"+id+"|"+rdb.HGet(ctx, s.l.Tasks(0), id).Val() {
+			d.Deadline.Sub(d.Leased) != 30*time.Second || e != d.Token+"|"+id+"|"+rdb.HGet(ctx, s.k.Tasks(0), id).Val() {
 			t.Fatalf("Popped(%q) = %+v, %v", e, d, ok)
 		}
 		return id, d
@@ -388,7 +388,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 	if err := ack(id, d.Token); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("second ack: %v", err)
 	}
-	for _, k := range []string{s.l.Tasks(0), s.l.Pending(0, "default"), s.l.Ready(0, "default"), s.l.Inflight(0), s.l.Leases(0)} {
+	for _, k := range []string{s.k.Tasks(0), s.k.Pending(0, "default"), s.k.Ready(0, "default"), s.k.Inflight(0), s.k.Leases(0)} {
 		if n, _ := rdb.Exists(ctx, k).Result(); n != 0 {
 			t.Errorf("%s left behind", k)
 		}
@@ -419,7 +419,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 	if err := ack(id, d.Token); err != nil {
 		t.Fatalf("ack after the late lease: %v", err)
 	}
-	if n := rdb.ZCard(ctx, s.l.Inflight(0)).Val() + rdb.HLen(ctx, s.l.Leases(0)).Val(); n != 0 {
+	if n := rdb.ZCard(ctx, s.k.Inflight(0)).Val() + rdb.HLen(ctx, s.k.Leases(0)).Val(); n != 0 {
 		t.Fatalf("lease left behind: %d", n)
 	}
 
@@ -477,7 +477,7 @@ func TestGarbageHeadIsNotAPop(t *testing.T) {
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "behind", "default", -1)
-	rdb.LPush(ctx, s.l.Ready(0, "default"), "garbage")
+	rdb.LPush(ctx, s.k.Ready(0, "default"), "garbage")
 	r1, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10})
 	if err != nil {
 		t.Fatal(err)

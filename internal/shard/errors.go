@@ -30,6 +30,10 @@ var (
 	// a failover now may lose it. Sending it again with the same id is
 	// safe (ErrDuplicate then says it is stored).
 	ErrNotReplicated = errors.New("hourglass: stored, not yet replicated")
+	// ErrTryAgain reports an answer with nothing done that will change
+	// shortly: send the same call again after a short wait (the client
+	// does, for Config.RetryFor). ErrInTransit is one.
+	ErrTryAgain = errors.New("hourglass: try again shortly")
 	// ErrStaleEpoch reports a fenced script called with an epoch older
 	// than the shard's current owner's.
 	ErrStaleEpoch = errors.New("shard: stale epoch")

@@ -32,11 +32,12 @@ var (
 	// ErrCorruptLayout reports a layout record or marker that does not
 	// parse.
 	ErrCorruptLayout = errors.New("shard: corrupt layout record")
-	// ErrInTransit reports an enqueue of an id that was cancelled while
-	// it moved to its new shard, whose imported copy the migration has
-	// not removed yet: nothing was written; send it again shortly (the
-	// Go client does, for Config.RetryFor).
-	ErrInTransit = errors.New("shard: the id is being cancelled on its way to its new shard")
+	// ErrInTransit reports an id that a change of the shard count is
+	// moving between two shards, where the operation cannot act on it
+	// (an enqueue of an id cancelled on its way, whose imported copy the
+	// reshard has not removed yet; a dead-letter replay of an id between
+	// export and import): nothing was done. It wraps ErrTryAgain.
+	ErrInTransit = fmt.Errorf("%w: the id is on its way to its new shard", ErrTryAgain)
 	// ErrStaleLayout reports a migration step refused because the
 	// shard's marker says another change (the caller's layout is out of
 	// date): nothing was written.
@@ -70,29 +71,6 @@ type LayoutRecord struct {
 	Moved int64
 }
 
-// Record is the layout record, one key for the deployment.
-func (l Layout) Record() string { return "{" + l.ns + "}:layout" }
-
-// Marker is shard s's copy of the layout, "gen|shards|from", which
-// enqueue.lua checks (KEYS[6]) against the producer's generation.
-func (l Layout) Marker(s int) string { return l.Tag(s) + ":layout" }
-
-// Outbox is the hash of the tasks shard s is moving to another shard:
-// id -> placement and task (reshard.lua's export).
-func (l Layout) Outbox(s int) string { return l.Tag(s) + ":outbox" }
-
-// Cancelled is the hash of the outbox entries of shard s that were
-// cancelled on their way (cancel.lua): the migration removes their
-// imported copies, then the entries (Forget).
-func (l Layout) Cancelled(s int) string { return l.Tag(s) + ":outbox:cancelled" }
-
-// Imported is the set of ids shard s received from other shards during
-// the change to generation gen, so that a repeated import cannot store a
-// task twice.
-func (l Layout) Imported(s int, gen int64) string {
-	return l.Tag(s) + ":imported:" + strconv.FormatInt(gen, 10)
-}
-
 // withChange returns l at generation gen with shards and from (0: stable).
 func (l Layout) withChange(gen int64, shards, from int) (Layout, error) {
 	if shards < 1 || shards > MaxShards || from < 0 || from > MaxShards || gen < 0 {
@@ -113,7 +91,9 @@ func (m Layout) newer(l Layout) bool {
 
 // SetLayout makes l the store's layout if it is newer than the current one
 // (a later generation, or the end of the running change) and reports
-// whether it did. Enqueue, cancel and lookup place ids by it.
+// whether it did; the store's follower hears of it (FollowConfig.OnChange).
+// Enqueue, cancel and lookup place and look for ids by it. Reading the
+// record (ReadLayout, a Follower) adopts what it says by itself.
 func (s *Store) SetLayout(l Layout) bool {
 	for {
 		cur := s.cur.Load()
@@ -121,14 +101,26 @@ func (s *Store) SetLayout(l Layout) bool {
 			return false
 		}
 		if s.cur.CompareAndSwap(cur, &l) {
+			if f := s.follower.Load(); f != nil && f.cfg.OnChange != nil {
+				f.cfg.OnChange(*cur, l)
+			}
 			return true
 		}
 	}
 }
 
-// ReadLayout reads the layout record.
+// ReadLayout reads the layout record, and adopts its layout if it is
+// newer than the store's (SetLayout).
 func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.Record()).Result()
+	r, err := s.readLayout(ctx)
+	if err == nil {
+		s.SetLayout(r.Layout)
+	}
+	return r, err
+}
+
+func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
+	m, err := s.rdb.HGetAll(ctx, s.k.Record()).Result()
 	if err != nil {
 		return LayoutRecord{}, fmt.Errorf("shard: read layout: %w", err)
 	}
@@ -164,28 +156,24 @@ func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
 	}
 	switch r.State {
 	case LayoutStable:
-		r.Layout, err = s.l.withChange(r.Gen, r.Shards, 0)
+		r.Layout, err = s.base.withChange(r.Gen, r.Shards, 0)
 	case LayoutMigrating:
-		r.Layout, err = s.l.withChange(r.Gen, r.Shards, r.From)
+		r.Layout, err = s.base.withChange(r.Gen, r.Shards, r.From)
 	case LayoutPreparing:
 		// Producers keep the layout being left until every marker says
 		// the new one (BeginResize): the generation before, stable.
-		r.Layout, err = s.l.withChange(r.Gen-1, r.From, 0)
+		r.Layout, err = s.base.withChange(r.Gen-1, r.From, 0)
 	default:
 		err = fmt.Errorf("%w: state %q", ErrCorruptLayout, r.State)
 	}
 	return r, err
 }
 
-// RefreshLayout reads the layout record and adopts it if it is newer
-// (SetLayout). It returns the store's layout after that.
+// RefreshLayout reads the layout record, adopts it if it is newer
+// (SetLayout) and returns the store's layout after that.
 func (s *Store) RefreshLayout(ctx context.Context) (Layout, error) {
-	r, err := s.ReadLayout(ctx)
-	if err != nil {
-		return s.Layout(), err
-	}
-	s.SetLayout(r.Layout)
-	return s.Layout(), nil
+	_, err := s.ReadLayout(ctx)
+	return s.Layout(), err
 }
 
 // LayoutChanged is published on the control channel after each change of
@@ -238,7 +226,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	default:
 		return Layout{}, fmt.Errorf("%w: generation %d moves %d shards to %d", ErrResizeRunning, r.Gen, r.From, r.Shards)
 	}
-	next, err := s.l.withChange(gen, n, from)
+	next, err := s.base.withChange(gen, n, from)
 	if err != nil {
 		return Layout{}, err
 	}
@@ -271,7 +259,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	if !ok && state == LayoutStable {
 		// Another caller finished setting it up, and the change has
 		// ended since: put back the markers its end wrote.
-		stable, err := s.l.withChange(gen, n, 0)
+		stable, err := s.base.withChange(gen, n, 0)
 		if err != nil {
 			return Layout{}, err
 		}
@@ -291,7 +279,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 // succeeded and the generation (and, on failure, the state) the record
 // is at.
 func (s *Store) layoutOp(ctx context.Context, op string, args ...any) (ok bool, gen int64, state string, err error) {
-	v, err := layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, append([]any{op}, args...)...).Slice()
+	v, err := layoutScript.Run(ctx, s.rdb, []string{s.k.Record()}, append([]any{op}, args...)...).Slice()
 	if err != nil {
 		return false, 0, "", err
 	}
@@ -309,7 +297,7 @@ func (s *Store) layoutOp(ctx context.Context, op string, args ...any) (ok bool, 
 // before any change (shard 0's marker, "0|N|0"), or def when there is
 // none (nothing registered yet).
 func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
-	m, err := s.rdb.Get(ctx, s.l.Marker(0)).Result()
+	m, err := s.rdb.Get(ctx, s.k.Marker(0)).Result()
 	if errors.Is(err, redis.Nil) {
 		return def, nil
 	}
@@ -329,7 +317,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	if n <= from {
 		return nil
 	}
-	reg, err := s.rdb.HGetAll(ctx, s.l.Queues(0)).Result()
+	reg, err := s.rdb.HGetAll(ctx, s.k.Queues(0)).Result()
 	if err != nil {
 		return fmt.Errorf("shard: read the queues to register: %w", err)
 	}
@@ -338,7 +326,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	}
 	pipe := s.rdb.Pipeline()
 	for sh := from; sh < n; sh++ {
-		pipe.HSet(ctx, s.l.Queues(sh), reg)
+		pipe.HSet(ctx, s.k.Queues(sh), reg)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("shard: register the queues in the new shards: %w", err)
@@ -351,7 +339,7 @@ func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 	v := markerValue(l)
 	pipe := s.rdb.Pipeline()
 	for sh := 0; sh < n; sh++ {
-		pipe.Set(ctx, s.l.Marker(sh), v, 0)
+		pipe.Set(ctx, s.k.Marker(sh), v, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("shard: write the layout markers: %w", err)
@@ -362,7 +350,7 @@ func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 func markerValue(l Layout) string { return fmt.Sprintf("%d|%d|%d", l.gen, l.shards, l.from) }
 
 func (s *Store) announceLayout(ctx context.Context, gen int64) {
-	_ = s.rdb.Publish(ctx, s.l.ControlChannel(), LayoutChanged+" "+strconv.FormatInt(gen, 10)).Err()
+	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), LayoutChanged+" "+strconv.FormatInt(gen, 10)).Err()
 }
 
 // ShardDone records that shard sh has nothing left to move in l's change.
@@ -377,7 +365,7 @@ func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, er
 	if !ok || last != 1 {
 		return false, nil
 	}
-	stable, err := s.l.withChange(l.gen, l.shards, 0)
+	stable, err := s.base.withChange(l.gen, l.shards, 0)
 	if err != nil {
 		return true, err
 	}
@@ -391,7 +379,7 @@ func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, er
 
 // AddMoved adds n to the count of tasks moved by l's change.
 func (s *Store) AddMoved(ctx context.Context, l Layout, n int) error {
-	return layoutScript.Run(ctx, s.rdb, []string{s.l.Record()}, "moved", l.gen, n).Err()
+	return layoutScript.Run(ctx, s.rdb, []string{s.k.Record()}, "moved", l.gen, n).Err()
 }
 
 // layoutFromError returns the layout an ErrLayoutChanged reply carries:
@@ -410,6 +398,6 @@ func (s *Store) layoutFromError(err error) (Layout, bool) {
 	if e1 != nil || e2 != nil || e3 != nil {
 		return Layout{}, false
 	}
-	l, werr := s.l.withChange(g, n, from)
+	l, werr := s.base.withChange(g, n, from)
 	return l, werr == nil
 }

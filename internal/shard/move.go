@@ -36,8 +36,8 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 // before the next remaining task is within prefetch of being due.
 func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Epoch(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Stats(sh), s.l.Seq(sh), s.l.ReadyQueues(sh), s.l.Far(sh), s.l.Counts(sh)},
-		epoch, limit, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
+		[]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh)},
+		epoch, limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
 	}
@@ -52,7 +52,7 @@ func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, p
 
 // StaleEpochRejections returns how many fenced calls shard sh rejected.
 func (s *Store) StaleEpochRejections(ctx context.Context, sh int) (int64, error) {
-	n, err := s.rdb.HGet(ctx, s.l.Stats(sh), "stale_epoch").Int64()
+	n, err := s.rdb.HGet(ctx, s.k.Stats(sh), "stale_epoch").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -61,7 +61,7 @@ func (s *Store) StaleEpochRejections(ctx context.Context, sh int) (int64, error)
 
 // StoredEpoch returns the fencing epoch recorded in shard sh (0 if none).
 func (s *Store) StoredEpoch(ctx context.Context, sh int) (int64, error) {
-	n, err := s.rdb.Get(ctx, s.l.Epoch(sh)).Int64()
+	n, err := s.rdb.Get(ctx, s.k.Epoch(sh)).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -66,12 +67,12 @@ type Entry struct {
 // that match f, examining at most limit (1..MaxPage) entries, the next
 // cursor and whether the set is exhausted.
 func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, limit int, f Filter) ([]Entry, Cursor, bool, error) {
-	key := map[SetKind]string{SetDelayed: s.l.Delayed(sh), SetInflight: s.l.Inflight(sh), SetDead: s.l.Dead(sh)}[kind]
+	key := map[SetKind]string{SetDelayed: s.k.Delayed(sh), SetInflight: s.k.Inflight(sh), SetDead: s.k.Dead(sh)}[kind]
 	if key == "" || limit < 1 || limit > MaxPage {
 		return nil, cur, false, fmt.Errorf("%w: page of set %d with limit %d", ErrInvalidArgument, kind, limit)
 	}
 	lo, hi := f.bounds()
-	v, err := pageScript.Run(ctx, s.rdb, []string{key, s.l.Tasks(sh), s.l.DeadInfo(sh), s.l.Errors(sh)},
+	v, err := pageScript.Run(ctx, s.rdb, []string{key, s.k.Tasks(sh), s.k.DeadInfo(sh), s.k.Errors(sh)},
 		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: page of shard %d: %w", sh, err)
@@ -113,7 +114,7 @@ func (s *Store) PageFar(ctx context.Context, sh int, cur FarCursor, limit int, q
 	if limit < 1 || limit > MaxPage {
 		return nil, cur, false, fmt.Errorf("%w: page limit %d", ErrInvalidArgument, limit)
 	}
-	v, err := pageFarScript.Run(ctx, s.rdb, []string{s.l.Far(sh), s.l.Tasks(sh), s.l.Errors(sh)},
+	v, err := pageFarScript.Run(ctx, s.rdb, []string{s.k.Far(sh), s.k.Tasks(sh), s.k.Errors(sh)},
 		cur.Score, cur.Bucket, cur.Index, limit, q).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: far-tier page of shard %d: %w", sh, err)
@@ -145,7 +146,7 @@ func (s *Store) PageReady(ctx context.Context, sh int, queue string, cur ReadyCu
 		return nil, cur, false, fmt.Errorf("%w: ready page of queue %q, limit %d", ErrInvalidArgument, queue, limit)
 	}
 	v, err := pageReadyScript.Run(ctx, s.rdb,
-		[]string{s.l.Ready(sh, queue), s.l.Pending(sh, queue), s.l.Tasks(sh), s.l.Errors(sh)},
+		[]string{s.k.Ready(sh, queue), s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh)},
 		cur.Index, cur.Seq, limit).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: ready page of shard %d: %w", sh, err)
@@ -182,24 +183,28 @@ type DeadResult struct {
 	Done                     bool
 }
 
-// DeadOne replays (due at at; zero: now) or purges dead task id. It
+// DeadOne replays (due at at; zero: now) or purges dead task id,
+// wherever a change of the shard count has it (the locator's order). It
 // returns ErrNotFound when id is not dead, ErrUndecodable when its data
-// cannot be replayed.
+// cannot be replayed, ErrInTransit while it is between two shards.
 func (s *Store) DeadOne(ctx context.Context, op DeadOp, id string, at time.Time) error {
 	if !ValidID(id) {
 		return fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	l := s.Layout()
-	r, err := s.deadOps(ctx, l.ShardOf(id), op, id, at, Cursor{}, 1, Filter{})
-	if o := l.OldShardOf(id); err == nil && r.Examined == 0 && o != l.ShardOf(id) {
-		// Not moved to its new shard yet (the shard count is changing).
-		r, err = s.deadOps(ctx, o, op, id, at, Cursor{}, 1, Filter{})
-	}
+	var r DeadResult
+	err := s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		if p.Outbox {
+			return s.inTransit(ctx, p, id)
+		}
+		var err error
+		r, err = s.deadOps(ctx, p.Shard, op, id, at, Cursor{}, 1, Filter{})
+		return r.Examined > 0, err
+	})
 	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %q is not a dead letter", ErrNotFound, id)
 	case err != nil:
 		return err
-	case r.Examined == 0:
-		return fmt.Errorf("%w: %q is not a dead letter", ErrNotFound, id)
 	case r.Skipped > 0:
 		return fmt.Errorf("%w: %q cannot be replayed", ErrUndecodable, id)
 	}
@@ -225,8 +230,8 @@ func (s *Store) deadOps(ctx context.Context, sh int, op DeadOp, id string, at ti
 	}
 	lo, hi := f.bounds()
 	v, err := deadOpsScript.Run(ctx, s.rdb,
-		[]string{s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Tasks(sh), s.l.Errors(sh), s.l.Delayed(sh), s.l.Counts(sh)},
-		string(op), s.l.WakeChannel(sh), due, id, cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains).Slice()
+		[]string{s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Tasks(sh), s.k.Errors(sh), s.k.Delayed(sh), s.k.Counts(sh)},
+		string(op), s.k.WakeChannel(sh), due, id, cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains).Slice()
 	if err != nil {
 		return DeadResult{}, fmt.Errorf("shard: %s dead letters of shard %d: %w", op, sh, err)
 	}

@@ -106,11 +106,11 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 			mode = "busy"
 		}
 	}
-	args := append([]any{s.l.WakeChannel(sh)}, enqueueArgs(a.Task)...)
+	args := append([]any{s.k.WakeChannel(sh)}, enqueueArgs(a.Task)...)
 	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode)
 	v, err := fireScript.Run(ctx, s.rdb, []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh),
-		s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Queues(sh), s.k.Far(sh), s.k.Counts(sh),
+		s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh),
 	}, args...).Slice()
 	if err != nil {
 		return FireResult{}, fmt.Errorf("shard: fire %q at %d: %w", a.Schedule, a.Occurrence.UnixMilli(), err)
@@ -145,41 +145,40 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 }
 
 // lastTaskElsewhere reports whether schedule name's last task (the one
-// overlap skip waits for) is stored outside home shard sh: after a change
-// of the shard count it may have moved, or been placed by another count,
-// where fire.lua cannot see it. It costs a round trip only once the count
-// was changed.
+// overlap skip waits for) is stored outside home shard sh, where fire.lua
+// cannot see it: after a change of the shard count it may have moved, or
+// been placed by another count. The locator visits the task's homes other
+// than sh. Before any change every occurrence id's home is sh
+// (OccurrenceID), so this costs nothing then.
 func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (bool, error) {
-	l := s.Layout()
-	if l.Gen() == 0 {
+	if s.Layout().Gen() == 0 {
 		return false, nil
 	}
-	id, err := s.rdb.HGet(ctx, s.l.Periodic(sh), name+"|task").Result()
+	id, err := s.rdb.HGet(ctx, s.k.Periodic(sh), name+"|task").Result()
 	if errors.Is(err, redis.Nil) || id == "" {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("shard: last task of schedule %q: %w", name, err)
 	}
-	pipe := s.rdb.Pipeline()
-	var cmds []*redis.BoolCmd
-	for _, o := range []int{l.ShardOf(id), l.OldShardOf(id)} {
-		if o != sh {
-			cmds = append(cmds, pipe.HExists(ctx, s.l.Tasks(o), id), pipe.HExists(ctx, s.l.Outbox(o), id))
-		}
-	}
-	if len(cmds) == 0 {
+	if h := s.Layout().Homes(id); !h.Moving() && h.New == sh {
 		return false, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err = s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		if p.Shard == sh && !p.Outbox {
+			return false, nil // fire.lua looks there
+		}
+		return s.existsIn(ctx, p, id)
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case errors.Is(err, ErrInTransit):
+		return true, nil
+	case err != nil:
 		return false, fmt.Errorf("shard: find the last task of schedule %q: %w", name, err)
 	}
-	for _, c := range cmds {
-		if c.Val() {
-			return true, nil
-		}
-	}
-	return false, nil
+	return true, nil
 }
 
 // ScheduleState is what a shard records of a periodic schedule.
@@ -213,7 +212,7 @@ func (s *Store) HandOff(ctx context.Context, l Layout, sh int, epoch int64, name
 	for _, n := range names {
 		args = append(args, n)
 	}
-	v, err := handoffScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Marker(sh)}, args...).Slice()
+	v, err := handoffScript.Run(ctx, s.rdb, []string{s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh)}, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: hand schedules over from shard %d: %w", sh, err)
 	}
@@ -254,7 +253,7 @@ func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleSta
 		}
 		args = append(args, n, ms, st.LastTask)
 	}
-	if err := adoptScript.Run(ctx, s.rdb, []string{s.l.Periodic(sh)}, args...).Err(); err != nil {
+	if err := adoptScript.Run(ctx, s.rdb, []string{s.k.Periodic(sh)}, args...).Err(); err != nil {
 		return fmt.Errorf("shard: adopt schedules in shard %d: %w", sh, err)
 	}
 	return nil
@@ -263,7 +262,7 @@ func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleSta
 // PeriodicState returns what shard sh records of each schedule whose
 // home it is.
 func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleState, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.Periodic(sh)).Result()
+	m, err := s.rdb.HGetAll(ctx, s.k.Periodic(sh)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("shard: periodic state of shard %d: %w", sh, err)
 	}
@@ -307,10 +306,10 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (bo
 	var changed bool
 	var err error
 	if paused {
-		changed, err = s.rdb.HSetNX(ctx, s.l.PausedSchedules(), name, time.Now().UnixMilli()).Result()
+		changed, err = s.rdb.HSetNX(ctx, s.k.PausedSchedules(), name, time.Now().UnixMilli()).Result()
 	} else {
 		var n int64
-		n, err = s.rdb.HDel(ctx, s.l.PausedSchedules(), name).Result()
+		n, err = s.rdb.HDel(ctx, s.k.PausedSchedules(), name).Result()
 		changed = n > 0
 	}
 	if err != nil {
@@ -321,7 +320,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (bo
 
 // PausedSchedules returns the paused schedules and when each was paused.
 func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.PausedSchedules()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.k.PausedSchedules()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("shard: paused schedules: %w", err)
 	}
@@ -341,7 +340,7 @@ const SchedulesChanged = "schedules"
 // PutScheduleDef registers (or replaces) schedule name, def being its
 // JSON, and announces the change.
 func (s *Store) PutScheduleDef(ctx context.Context, name string, def []byte) error {
-	if err := s.rdb.HSet(ctx, s.l.ScheduleDefs(), name, def).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.k.ScheduleDefs(), name, def).Err(); err != nil {
 		return fmt.Errorf("shard: register schedule %q: %w", name, err)
 	}
 	s.announceSchedules(ctx)
@@ -351,7 +350,7 @@ func (s *Store) PutScheduleDef(ctx context.Context, name string, def []byte) err
 // DeleteScheduleDef removes schedule name from the run-time registry and
 // reports whether it was there.
 func (s *Store) DeleteScheduleDef(ctx context.Context, name string) (bool, error) {
-	n, err := s.rdb.HDel(ctx, s.l.ScheduleDefs(), name).Result()
+	n, err := s.rdb.HDel(ctx, s.k.ScheduleDefs(), name).Result()
 	if err != nil {
 		return false, fmt.Errorf("shard: remove schedule %q: %w", name, err)
 	}
@@ -362,13 +361,13 @@ func (s *Store) DeleteScheduleDef(ctx context.Context, name string) (bool, error
 // announceSchedules tells the schedulers to re-read the registry. Best
 // effort: they also re-read it every few seconds.
 func (s *Store) announceSchedules(ctx context.Context) {
-	_ = s.rdb.Publish(ctx, s.l.ControlChannel(), SchedulesChanged).Err()
+	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), SchedulesChanged).Err()
 }
 
 // ScheduleDefs returns the schedules registered at run time, as JSON by
 // name.
 func (s *Store) ScheduleDefs(ctx context.Context) (map[string][]byte, error) {
-	m, err := s.rdb.HGetAll(ctx, s.l.ScheduleDefs()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.k.ScheduleDefs()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("shard: registered schedules: %w", err)
 	}

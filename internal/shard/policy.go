@@ -113,11 +113,11 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 			}
 			vals = append(vals, q, p.encode())
 		}
-		pipe.HSet(ctx, s.l.Queues(sh), vals...)
+		pipe.HSet(ctx, s.k.Queues(sh), vals...)
 		// The shard's layout marker, if it has none yet: enqueue.lua
 		// declares it, and on a Redis Cluster a declared key that exists
 		// nowhere stops the call while the slot migrates.
-		pipe.SetNX(ctx, s.l.Marker(sh), marker, 0)
+		pipe.SetNX(ctx, s.k.Marker(sh), marker, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("shard: register queues: %w", err)
@@ -164,9 +164,9 @@ func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
 	pipe := s.rdb.Pipeline()
 	for sh := 0; sh < s.Layout().Shards(); sh++ {
 		if f.Bucket == 0 {
-			pipe.HDel(ctx, s.l.Queues(sh), farField)
+			pipe.HDel(ctx, s.k.Queues(sh), farField)
 		} else {
-			pipe.HSet(ctx, s.l.Queues(sh), farField, fmt.Sprintf("%d|%d", f.Bucket.Milliseconds(), f.Lead.Milliseconds()))
+			pipe.HSet(ctx, s.k.Queues(sh), farField, fmt.Sprintf("%d|%d", f.Bucket.Milliseconds(), f.Lead.Milliseconds()))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -205,10 +205,10 @@ func (s *Store) Registration(ctx context.Context, queues []string) (Registration
 	policies := make([][]*redis.StringCmd, l.Shards())
 	for sh := range l.Shards() {
 		for _, q := range queues {
-			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.l.Queues(sh), q))
+			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.k.Queues(sh), q))
 		}
 	}
-	beyond := pipe.Exists(ctx, s.l.Queues(l.Span()))
+	beyond := pipe.Exists(ctx, s.k.Queues(l.Span()))
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return Registration{}, fmt.Errorf("shard: registration: %w", err)
 	}

@@ -40,14 +40,14 @@ type RecoverResult struct {
 // It returns an error wrapping ErrStaleEpoch when a newer owner fenced
 // the shard.
 func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs) (RecoverResult, error) {
-	args := []any{epoch, a.Limit, rand.Int64N(2147483645) + 1, s.l.WakeChannel(sh),
-		s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh), a.DeadMaxSize, a.DeadMaxAge.Milliseconds()}
+	args := []any{epoch, a.Limit, rand.Int64N(2147483645) + 1, s.k.WakeChannel(sh),
+		s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), a.DeadMaxSize, a.DeadMaxAge.Milliseconds()}
 	for _, c := range a.Candidates {
 		args = append(args, c)
 	}
 	v, err := recoverScript.Run(ctx, s.rdb, []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.ReadyQueues(sh), s.l.Counts(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh),
+		s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Queues(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.ReadyQueues(sh), s.k.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: %w", sh, err)

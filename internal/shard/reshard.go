@@ -37,7 +37,7 @@ type ExportResult struct {
 // ScanIDs returns one HSCAN step of shard sh's task ids from cursor, and
 // the next cursor (0 at the end).
 func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
-	v, err := scanIDsScript.Run(ctx, s.rdb, []string{s.l.Tasks(sh)}, strconv.FormatUint(cursor, 10), count).StringSlice()
+	v, err := scanIDsScript.Run(ctx, s.rdb, []string{s.k.Tasks(sh)}, strconv.FormatUint(cursor, 10), count).StringSlice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: %w", sh, err)
 	}
@@ -62,13 +62,13 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 		return r, nil
 	}
 	args := make([]any, 0, 4+len(ids))
-	args = append(args, epoch, margin.Milliseconds(), s.l.PendingPrefix(sh), markerValue(l))
+	args = append(args, epoch, margin.Milliseconds(), s.k.PendingPrefix(sh), markerValue(l))
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	v, err := exportScript.Run(ctx, s.rdb, []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh),
-		s.l.Errors(sh), s.l.Counts(sh), s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Marker(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh),
+		s.k.Errors(sh), s.k.Counts(sh), s.k.Outbox(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh),
 	}, args...).Slice()
 	if err != nil {
 		return r, fmt.Errorf("shard: export from shard %d: %w", sh, err)
@@ -98,7 +98,7 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 // Outbox returns the tasks shard sh exported and has not committed: a
 // batch an owner left unfinished.
 func (s *Store) Outbox(ctx context.Context, sh int) ([]Exported, error) {
-	return s.exported(ctx, s.l.Outbox(sh))
+	return s.exported(ctx, s.k.Outbox(sh))
 }
 
 // exported reads a hash of outbox entries.
@@ -123,13 +123,13 @@ func (s *Store) Import(ctx context.Context, l Layout, sh int, tasks []Exported) 
 		return 0, nil
 	}
 	args := make([]any, 0, 2+2*len(tasks))
-	args = append(args, s.l.WakeChannel(sh), markerValue(l))
+	args = append(args, s.k.WakeChannel(sh), markerValue(l))
 	for _, t := range tasks {
 		args = append(args, t.ID, t.Entry)
 	}
 	v, err := importScript.Run(ctx, s.rdb, []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Queues(sh), s.l.Far(sh), s.l.Counts(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Imported(sh, l.Gen()), s.l.Marker(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Queues(sh), s.k.Far(sh), s.k.Counts(sh),
+		s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Imported(sh, l.Gen()), s.k.Marker(sh),
 	}, args...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("shard: import into shard %d: %w", sh, err)
@@ -155,7 +155,7 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	v, err := commitScript.Run(ctx, s.rdb, []string{s.l.Outbox(sh), s.l.Epoch(sh), s.l.Stats(sh), s.l.Cancelled(sh)}, args...).Int64Slice()
+	v, err := commitScript.Run(ctx, s.rdb, []string{s.k.Outbox(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Cancelled(sh)}, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("shard: commit the exports of shard %d: %w", sh, err)
 	}
@@ -174,7 +174,7 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 // cancelled on their way and not forgotten yet: left by an owner that
 // died before it removed their imported copies.
 func (s *Store) CancelledOnTheWay(ctx context.Context, sh int) ([]Exported, error) {
-	return s.exported(ctx, s.l.Cancelled(sh))
+	return s.exported(ctx, s.k.Cancelled(sh))
 }
 
 // Forget drops the cancelled entries of ids in shard sh, once their
@@ -183,7 +183,7 @@ func (s *Store) Forget(ctx context.Context, sh int, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := s.rdb.HDel(ctx, s.l.Cancelled(sh), ids...).Err(); err != nil {
+	if err := s.rdb.HDel(ctx, s.k.Cancelled(sh), ids...).Err(); err != nil {
 		return fmt.Errorf("shard: forget the cancelled exports of shard %d: %w", sh, err)
 	}
 	return nil
@@ -196,12 +196,12 @@ func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
 		return nil
 	}
 	args := make([]any, 0, 1+2*len(tasks))
-	args = append(args, s.l.PendingPrefix(sh))
+	args = append(args, s.k.PendingPrefix(sh))
 	for _, t := range tasks {
 		args = append(args, t.ID, t.Entry)
 	}
 	err := unimportScript.Run(ctx, s.rdb, []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Counts(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Inflight(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Counts(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Inflight(sh),
 	}, args...).Err()
 	if err != nil {
 		return fmt.Errorf("shard: unimport from shard %d: %w", sh, err)
@@ -211,11 +211,11 @@ func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
 
 // ShardEmpty reports whether shard sh holds no task and no outbox entry.
 func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.l.Tasks(sh)).Result()
+	n, err := s.rdb.Exists(ctx, s.k.Tasks(sh)).Result()
 	if err != nil {
 		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
 	}
-	m, err := s.rdb.Exists(ctx, s.l.Outbox(sh)).Result()
+	m, err := s.rdb.Exists(ctx, s.k.Outbox(sh)).Result()
 	if err != nil {
 		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
 	}
@@ -229,25 +229,25 @@ func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
 // the change ends.
 func (s *Store) DropShard(ctx context.Context, sh int) error {
 	keys := []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh),
-		s.l.Counts(sh), s.l.Outbox(sh), s.l.Cancelled(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Queues(sh), s.l.Stats(sh),
-		s.l.ReadyQueues(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh),
+		s.k.Counts(sh), s.k.Outbox(sh), s.k.Cancelled(sh), s.k.Leases(sh), s.k.Seq(sh), s.k.Queues(sh), s.k.Stats(sh),
+		s.k.ReadyQueues(sh),
 	}
-	buckets, err := s.rdb.ZRange(ctx, s.l.Far(sh), 0, -1).Result()
+	buckets, err := s.rdb.ZRange(ctx, s.k.Far(sh), 0, -1).Result()
 	if err != nil {
 		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
 	}
 	for _, b := range buckets {
-		keys = append(keys, s.l.FarBucket(sh, b))
+		keys = append(keys, s.k.FarBucket(sh, b))
 	}
-	queues, err := s.rdb.SMembers(ctx, s.l.ReadyQueues(sh)).Result()
+	queues, err := s.rdb.SMembers(ctx, s.k.ReadyQueues(sh)).Result()
 	if err != nil {
 		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
 	}
 	for _, q := range queues {
-		keys = append(keys, s.l.Ready(sh, q), s.l.Pending(sh, q))
+		keys = append(keys, s.k.Ready(sh, q), s.k.Pending(sh, q))
 	}
-	keys = append(keys, s.l.Far(sh))
+	keys = append(keys, s.k.Far(sh))
 	pipe := s.rdb.Pipeline()
 	for _, k := range keys {
 		pipe.Del(ctx, k) // one key per command: a Redis Cluster node serves them all, but one DEL may not span them

@@ -163,7 +163,7 @@ func TestReviewQueueRegisteredDuringPreparingMissesNewShards(t *testing.T) {
 	h := &afterHook{match: func(a []any) bool {
 		n, _ := a[0].(string)
 		k, _ := a[1].(string)
-		return n == "hgetall" && k == s.l.Queues(0)
+		return n == "hgetall" && k == s.k.Queues(0)
 	}, fn: func() {
 		// A scheduler starting now (new version, new queue "audit").
 		sched := NewStore(rdb, *s.base)
@@ -289,7 +289,7 @@ func TestReviewCrashInPreparingStrandsAckedTasks(t *testing.T) {
 	h := &afterHook{match: func(a []any) bool {
 		n, _ := a[0].(string)
 		k, _ := a[1].(string)
-		return n == "set" && k == s.l.Marker(7)
+		return n == "set" && k == s.k.Marker(7)
 	}, fn: func() { panic("operator's process dies") }}
 	op := NewStore(hooked(t, rdb, h), *s.base)
 	func() {

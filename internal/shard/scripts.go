@@ -11,61 +11,62 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/luascript"
 )
 
+// The library blocks of the scripts that run on their own (enqueue.lua)
+// are copies of lib.lua's helpers; this rewrites them after lib.lua
+// changes (a stale copy makes the package panic at init).
+//go:generate go run ../luascript/cmd/luavendor lua lib.lua
+
 //go:embed lua/*.lua
 var luaFS embed.FS
 
 var scripts = luascript.New(luaFS, "lua", "lib.lua")
 
-// script is one embedded Lua script. Scripts other than enqueue.lua (the
-// self-contained protocol script) get lib.lua's helpers prepended.
+// script is one embedded Lua script, assembled by luascript: the lib.lua
+// helpers it uses and the scripts it includes come with it (the file's
+// own directives say which; see package luascript).
 type script struct {
 	name string
 	*redis.Script
 }
 
-func newScript(name string, withLib bool) script {
-	if withLib {
-		return script{name: name, Script: scripts.WithLib(name)}
-	}
-	return script{name: name, Script: scripts.Plain(name)}
-}
+func newScript(name string) script { return script{name: name, Script: scripts.Script(name)} }
 
 var (
-	enqueueScript   = newScript("enqueue.lua", false)
-	moveScript      = newScript("move.lua", true)
-	cancelScript    = newScript("cancel.lua", true)
-	lookupScript    = newScript("lookup.lua", true)
-	claimScript     = newScript("claim.lua", true)
-	ackScript       = newScript("ack.lua", true)
-	extendScript    = newScript("extend.lua", true)
-	nackScript      = newScript("nack.lua", true)
-	releaseScript   = newScript("release.lua", true)
-	recoverScript   = newScript("recover.lua", true)
-	depthScript     = newScript("depth.lua", true)
-	registryScript  = newScript("registry.lua", false)
-	pauseScript     = newScript("pause.lua", false)
-	pageScript      = newScript("page.lua", true)
-	pageFarScript   = newScript("pagefar.lua", true)
-	pageReadyScript = newScript("pageready.lua", true)
-	deadOpsScript   = newScript("deadops.lua", true)
-	popNodeScript   = newScript("popnode.lua", false)
-	layoutScript    = newScript("layout.lua", false)
-	scanIDsScript   = newScript("scanids.lua", false)
-	exportScript    = newScript("export.lua", true)
-	importScript    = newScript("import.lua", true)
-	commitScript    = newScript("commit.lua", true)
-	unimportScript  = newScript("unimport.lua", true)
-	handoffScript   = newScript("handoff.lua", true)
-	adoptScript     = newScript("adopt.lua", false)
-	// fireScript is fire.lua (with the lib helpers it uses) with
-	// enqueue.lua's text in its enqueue function: the occurrence is
-	// recorded and its task enqueued in one atomic call.
-	fireScript = script{name: "fire.lua", Script: redis.NewScript(strings.Replace(scripts.LibSource("fire.lua"),
-		"-- @ENQUEUE@ (enqueue.lua's text is put here)", scripts.Source("enqueue.lua"), 1))}
+	enqueueScript   = newScript("enqueue.lua")
+	moveScript      = newScript("move.lua")
+	cancelScript    = newScript("cancel.lua")
+	lookupScript    = newScript("lookup.lua")
+	claimScript     = newScript("claim.lua")
+	ackScript       = newScript("ack.lua")
+	extendScript    = newScript("extend.lua")
+	nackScript      = newScript("nack.lua")
+	releaseScript   = newScript("release.lua")
+	recoverScript   = newScript("recover.lua")
+	depthScript     = newScript("depth.lua")
+	registryScript  = newScript("registry.lua")
+	pauseScript     = newScript("pause.lua")
+	pageScript      = newScript("page.lua")
+	pageFarScript   = newScript("pagefar.lua")
+	pageReadyScript = newScript("pageready.lua")
+	deadOpsScript   = newScript("deadops.lua")
+	popNodeScript   = newScript("popnode.lua")
+	layoutScript    = newScript("layout.lua")
+	scanIDsScript   = newScript("scanids.lua")
+	exportScript    = newScript("export.lua")
+	importScript    = newScript("import.lua")
+	commitScript    = newScript("commit.lua")
+	unimportScript  = newScript("unimport.lua")
+	handoffScript   = newScript("handoff.lua")
+	adoptScript     = newScript("adopt.lua")
+	// fireScript includes enqueue.lua as a function (fire.lua's
+	// "@include" line): the occurrence is recorded and its task enqueued
+	// in one atomic call.
+	fireScript = newScript("fire.lua")
 )
 
 // EnqueueScriptSource returns enqueue.lua as embedded: the script that
-// producers in other languages load.
+// producers in other languages load. It is self-contained: the Go code
+// runs exactly this text.
 func EnqueueScriptSource() string { return scripts.Source("enqueue.lua") }
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply.

@@ -52,11 +52,11 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 	var members [][]int
 	for sh, idx := range byShard {
 		args := make([]any, 0, 1+3*len(idx))
-		args = append(args, s.l.PendingPrefix(sh))
+		args = append(args, s.k.PendingPrefix(sh))
 		for _, i := range idx {
 			args = append(args, acks[i].ID, acks[i].Token, acks[i].Queue)
 		}
-		calls = append(calls, scriptCall{keys: []string{s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh), s.l.Counts(sh)}, args: args})
+		calls = append(calls, scriptCall{keys: []string{s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh), s.k.Counts(sh)}, args: args})
 		members = append(members, idx)
 	}
 	cmds, err := ackScript.runPipelined(ctx, s.rdb, calls)
@@ -82,7 +82,7 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 // Redis's now and returns it.
 func (s *Store) Extend(ctx context.Context, d Delivery, lease time.Duration) (time.Time, error) {
 	sh, id := d.Shard, d.Task.ID
-	ms, err := extendScript.Run(ctx, s.rdb, []string{s.l.Inflight(sh), s.l.Leases(sh)}, id, d.Token, lease.Milliseconds()).Int64()
+	ms, err := extendScript.Run(ctx, s.rdb, []string{s.k.Inflight(sh), s.k.Leases(sh)}, id, d.Token, lease.Milliseconds()).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("shard: extend %q: %w", id, err)
 	}
@@ -147,13 +147,13 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 		backoff = a.Backoff.spec()
 	}
 	keys := []string{
-		s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Leases(sh), s.l.Errors(sh),
-		s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Queues(sh), s.l.Counts(sh),
+		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh),
+		s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Queues(sh), s.k.Counts(sh),
 	}
 	if a.Queue != "" {
-		keys = append(keys, s.l.Pending(sh, a.Queue))
+		keys = append(keys, s.k.Pending(sh, a.Queue))
 	}
-	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.l.WakeChannel(sh)).Int64Slice()
+	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh)).Int64Slice()
 	if err != nil {
 		return NackResult{}, fmt.Errorf("shard: nack %q: %w", id, err)
 	}
@@ -175,7 +175,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 func (s *Store) Release(ctx context.Context, d Delivery) error {
 	sh, id, queue := d.Shard, d.Task.ID, d.Task.Queue
 	n, err := releaseScript.Run(ctx, s.rdb, []string{
-		s.l.Inflight(sh), s.l.Leases(sh), s.l.Seq(sh), s.l.Pending(sh, queue), s.l.Ready(sh, queue), s.l.Tasks(sh), s.l.Counts(sh),
+		s.k.Inflight(sh), s.k.Leases(sh), s.k.Seq(sh), s.k.Pending(sh, queue), s.k.Ready(sh, queue), s.k.Tasks(sh), s.k.Counts(sh),
 	}, id, d.Token).Int64()
 	if err != nil {
 		return fmt.Errorf("shard: release %q: %w", id, err)

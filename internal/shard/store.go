@@ -15,13 +15,17 @@ import (
 // recovery (recover.go). It is safe for concurrent use.
 type Store struct {
 	rdb redis.UniversalClient
-	// l names the keys, which do not depend on the shard count; cur is
+	// k names the keys, which do not depend on the shard count; cur is
 	// the current layout (SetLayout), base the one the store was made
 	// with (the layout without a record).
-	l    Layout
+	k    Keys
 	base *Layout
 	cur  *atomic.Pointer[Layout]
-	wait Durability
+	// follower is the store's Follower, if one was made (Follow): it
+	// hears of every layout the store adopts. Shared by the copies of
+	// the store (WithDurability).
+	follower *atomic.Pointer[Follower]
+	wait     Durability
 }
 
 // Durability asks Redis to confirm that the enqueues of a call, stored or
@@ -42,7 +46,7 @@ type Durability struct {
 // reports whether they confirmed it in time.
 func (s *Store) waitReplicas(ctx context.Context) bool {
 	pipe := s.rdb.Pipeline()
-	pipe.Incr(ctx, s.l.WaitMark())
+	pipe.Incr(ctx, s.k.WaitMark())
 	wait := redis.NewIntCmd(ctx, "wait", s.wait.Replicas, max(s.wait.Timeout.Milliseconds(), 1))
 	_ = pipe.Process(ctx, wait)
 	_, err := pipe.Exec(ctx)
@@ -58,7 +62,7 @@ func (s *Store) WithDurability(d Durability) *Store {
 
 // NewStore returns a Store for layout l on rdb.
 func NewStore(rdb redis.UniversalClient, l Layout) *Store {
-	s := &Store{rdb: rdb, l: l, base: &l, cur: new(atomic.Pointer[Layout])}
+	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower])}
 	s.cur.Store(&l)
 	return s
 }

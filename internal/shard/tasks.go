@@ -161,28 +161,30 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 }
 
 // liveInOldShards returns the tasks of todo to send. While l's change
-// runs, a task whose shard changes may still be live in its old shard
-// (stored there, or on its way out in the outbox): such a task is a
-// duplicate, reported in out and not sent. Nothing can store the id in
-// the old shard after this check (a producer on the old layout is
-// redirected there), and the migration copies a task to its new shard
-// before it removes it from the old one, so a check that misses it there
-// means the enqueue script finds it in the new shard.
+// runs, a task whose id moves (Homes) may still be live in its old home,
+// stored there or on its way out in the outbox: such a task is a
+// duplicate, reported in out and not sent. The old home is checked before
+// the new one is written, in the locator's order: nothing can store the
+// id in the old home after this check (a producer on the old layout is
+// redirected), and the reshard copies a task to its new home before it
+// removes it from the old one, so a check that misses it there means the
+// enqueue script finds it in the new home.
 func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs, todo []int, out []EnqueueResult) []int {
 	if !l.Migrating() {
 		return todo
 	}
 	type check struct {
 		i                     int
+		h                     Homes
 		data, sent, cancelled *redis.BoolCmd
 	}
 	var checks []check
 	pipe := s.rdb.Pipeline()
 	for _, i := range todo {
-		id := as[i].ID
-		if o := l.OldShardOf(id); o != l.ShardOf(id) {
-			checks = append(checks, check{i, pipe.HExists(ctx, l.Tasks(o), id), pipe.HExists(ctx, l.Outbox(o), id),
-				pipe.HExists(ctx, l.Cancelled(o), id)})
+		if h := l.Homes(as[i].ID); h.Moving() {
+			id := h.ID
+			checks = append(checks, check{i, h, pipe.HExists(ctx, s.k.Tasks(h.Old), id), pipe.HExists(ctx, s.k.Outbox(h.Old), id),
+				pipe.HExists(ctx, s.k.Cancelled(h.Old), id)})
 		}
 	}
 	if len(checks) == 0 {
@@ -193,15 +195,15 @@ func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs,
 	for _, c := range checks {
 		switch {
 		case err != nil:
-			out[c.i].Err = fmt.Errorf("shard: enqueue %q: look in its old shard: %w", as[c.i].ID, err)
+			out[c.i].Err = fmt.Errorf("shard: enqueue %q: look in its old shard: %w", c.h.ID, err)
 			live[c.i] = true
 		case c.cancelled.Val():
 			// Its imported copy is about to be removed: storing the id
 			// now would be reported a duplicate, then deleted with it.
-			out[c.i] = EnqueueResult{Err: fmt.Errorf("%w: %q", ErrInTransit, as[c.i].ID)}
+			out[c.i] = EnqueueResult{Err: fmt.Errorf("%w: %q was cancelled on its way to shard %d", ErrInTransit, c.h.ID, c.h.New)}
 			live[c.i] = true
 		case c.data.Val() || c.sent.Val():
-			out[c.i] = EnqueueResult{State: "live in its old shard", Err: fmt.Errorf("%w: %q is live in its old shard %d (the shard count is changing)", ErrDuplicate, as[c.i].ID, l.OldShardOf(as[c.i].ID))}
+			out[c.i] = EnqueueResult{State: "live in its old shard", Err: fmt.Errorf("%w: %q is live in its old shard %d (the shard count is changing)", ErrDuplicate, c.h.ID, c.h.Old)}
 			live[c.i] = true
 		}
 	}
@@ -237,41 +239,37 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 }
 
 // Cancel deletes a task that is not running and returns the state it was
-// in. It returns ErrNotFound or ErrActive. While the shard count changes,
-// a task whose shard changes is cancelled in its old shard, then in its
-// new one, so a task that moves meanwhile does not come back.
+// in. It returns ErrNotFound or ErrActive. It visits every home of the id
+// (the locator's order: the old home, then the new one), so that a task
+// that moves meanwhile does not come back: a copy on its way (an outbox
+// entry) is marked cancelled there and its imported copy is removed by
+// the reshard's commit.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	if !ValidID(id) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	l := s.Layout()
-	n, o := l.ShardOf(id), l.OldShardOf(id)
-	if o == n {
-		return s.cancelIn(ctx, l, n, id)
+	var state string
+	found, err := s.every(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		st, err := s.cancelIn(ctx, p, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		state = st
+		return true, err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	// The old shard first: a task only moves from there to the new one,
-	// so one that leaves between the two calls is found by the second
-	// (a cancel of its outbox entry is seen by the migration's commit).
-	state, err := s.cancelIn(ctx, l, o, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return state, err
-	}
-	newState, nerr := s.cancelIn(ctx, l, n, id)
-	if err == nil && errors.Is(nerr, ErrNotFound) {
-		return state, nil
-	}
-	return newState, nerr
+	return state, err
 }
 
-// cancelIn cancels id in shard sh. The outbox is looked at only while l's
-// change runs (it is empty otherwise; on a Redis Cluster a declared key
-// that exists nowhere would stop the call during a slot migration).
-func (s *Store) cancelIn(ctx context.Context, l Layout, sh int, id string) (string, error) {
-	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh), s.l.Counts(sh)}
-	if l.Migrating() {
-		keys = append(keys, s.l.Outbox(sh), s.l.Cancelled(sh))
-	}
-	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.l.ReadyPrefix(sh), s.l.PendingPrefix(sh)).Slice()
+// cancelIn cancels id in one place: a shard, with its outbox for an
+// outbox place (Keys.OutboxKeys).
+func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error) {
+	sh := p.Shard
+	keys := append([]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Counts(sh)},
+		s.k.OutboxKeys(p)...)
+	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh)).Slice()
 	if err != nil {
 		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
 	}
@@ -291,6 +289,9 @@ func (s *Store) cancelIn(ctx context.Context, l Layout, sh int, id string) (stri
 type Info struct {
 	State string // scheduled, ready, active or dead
 	Task  Task   // zero fields except ID when the data is missing
+	// Shard is the shard the task was found in (during a change of the
+	// shard count, its old or its new home).
+	Shard int
 	// At is the due time (scheduled), lease deadline (active; zero for a
 	// task a worker popped and runs without a lease yet) or burial time
 	// (dead).
@@ -303,41 +304,41 @@ type Info struct {
 	DecodeErr error
 }
 
-// Lookup returns a task's state. It returns ErrNotFound for unknown ids.
-// While the shard count changes, a task whose shard changes is looked for
-// in its new shard, then in its old one, then in the new one again (it may
-// have moved between the first two reads).
+// Lookup returns a task's state, wherever a change of the shard count
+// has it (the locator's order). It returns ErrNotFound for unknown ids.
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	if !ValidID(id) {
 		return Info{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	l := s.Layout()
-	n, o := l.ShardOf(id), l.OldShardOf(id)
-	info, err := s.lookupIn(ctx, l, n, id)
-	if o == n || !errors.Is(err, ErrNotFound) {
-		return info, err
-	}
-	if info, err = s.lookupIn(ctx, l, o, id); !errors.Is(err, ErrNotFound) {
-		return info, err
-	}
-	return s.lookupIn(ctx, l, n, id)
+	var info Info
+	err := s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
+		in, err := s.lookupIn(ctx, p, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		info = in
+		return true, err
+	})
+	return info, err
 }
 
-// lookupIn looks id up in shard sh (the outbox only while l's change
-// runs, as cancelIn).
-func (s *Store) lookupIn(ctx context.Context, l Layout, sh int, id string) (Info, error) {
-	keys := []string{s.l.Delayed(sh), s.l.Tasks(sh), s.l.Inflight(sh), s.l.Dead(sh), s.l.DeadInfo(sh), s.l.Errors(sh)}
-	if l.Migrating() {
-		keys = append(keys, s.l.Outbox(sh))
+// lookupIn looks id up in one place: a shard, with its outbox for an
+// outbox place (lookup.lua declares the outbox only, not the cancelled
+// entries).
+func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) {
+	sh := p.Shard
+	keys := []string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh)}
+	if ob := s.k.OutboxKeys(p); ob != nil {
+		keys = append(keys, ob[0])
 	}
-	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.l.PendingPrefix(sh), s.l.ReadyPrefix(sh)).StringSlice()
+	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.k.PendingPrefix(sh), s.k.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}
 	if len(v) != 5 || v[0] == "" {
 		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	info := Info{State: v[0], DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
+	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
 	if v[1] != "" {
 		info.Task, info.DecodeErr = Decode(id, []byte(v[1]))
 		if info.DecodeErr != nil {

@@ -57,3 +57,22 @@ const (
 	// worker's clock is behind Redis's and the task runs at once.
 	MaxHold = MaxPrefetch + HoldSlack
 )
+
+// Following the layout record (follow.go).
+const (
+	// DefaultLayoutRefresh is how often a process re-reads the layout
+	// record besides announcements on the control channel and ids not
+	// found: a safety net for an announcement lost without a reconnect,
+	// and, for a producer (which does not subscribe), how soon it learns
+	// that a change of the shard count ended. MinLayoutRefresh bounds it
+	// below.
+	DefaultLayoutRefresh = time.Minute
+	MinLayoutRefresh     = time.Second
+
+	// PreparingGrace is how long a change of the shard count may stay
+	// "preparing" before a scheduler's follower finishes setting it up
+	// (BeginResize again: the resize that began it stopped). Producers on
+	// the old count wait meanwhile (TRYAGAIN), so it is short; a resize
+	// sets a change up in well under a second.
+	PreparingGrace = 10 * time.Second
+)

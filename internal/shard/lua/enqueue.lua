@@ -59,6 +59,51 @@
 -- while the shard's slot is being migrated between Redis Cluster nodes and
 -- a bucket list the call would push to is not on this node: send the call
 -- again (after a short wait).
+--
+-- The helpers between the two lines below are lib.lua's, copied so that
+-- this file runs on its own; luascript checks that they are (edit
+-- lib.lua, then `go generate ./internal/shard` copies them here).
+-- @lib: begin
+-- served_here checks that this node serves keys, the keys a script builds
+-- from ARGV prefixes and task data (ready lists, pending sets, far-tier
+-- bucket lists) instead of taking them in KEYS. A script calls it before
+-- its first write (fence's store of a newer epoch aside: a retry stores
+-- the same) and, when it returns an error reply, returns that at once:
+-- "TRYAGAIN ...", nothing written. Callers retry it (go-redis does, a few
+-- times; then the caller's own loop).
+--
+-- Why: Redis Cluster checks a script's declared keys before running it,
+-- but an undeclared key only when a command touches it. While the shard's
+-- slot migrates (docs/protocol.md, "Slot migrations"), a key that has
+-- already moved fails that command in the middle of the script, and the
+-- writes made before it stay; on the importing node, which runs the
+-- script once all its declared keys have moved (ASK), a key not moved
+-- yet reads as empty, and a write to it creates a second copy.
+--
+-- How: one EXISTS over anchor (a key in KEYS) and keys. A multi-key
+-- command is served while the slot migrates only by a node that has every
+-- one of its keys; otherwise the script's command fails with "non local
+-- key" (caught here by pcall). Outside a migration it is always served.
+-- Declaring the keys instead would change the scripts' KEYS, which
+-- producers and consumers in other languages pass, and move.lua learns
+-- its queues only from the task data. One read per call, over each
+-- distinct key once; a key that exists nowhere (an empty list) cannot be
+-- told from one not moved yet, so such a call waits for the end of the
+-- migration, as one whose declared key is missing does.
+local function served_here(anchor, keys)
+  for i = 1, #keys, 1000 do
+    local r = redis.pcall("EXISTS", anchor, unpack(keys, i, math.min(i + 999, #keys)))
+    if type(r) == "table" and r.err then
+      if string.find(r.err, "non local key", 1, true) then
+        return redis.error_reply("TRYAGAIN keys of this shard are being migrated between cluster nodes; nothing was written")
+      end
+      return redis.error_reply(r.err)
+    end
+  end
+  return nil
+end
+-- @lib: end
+
 local first = 1 -- the wake channel's argument
 if string.sub(ARGV[1] or "", 1, 1) == "@" then
   local mine = tonumber(string.sub(ARGV[1], 2))
@@ -132,12 +177,8 @@ end
 -- list already moved would fail the RPUSH below after the tasks were
 -- stored (they would be in no bucket, never due), and on the importing
 -- node a list not moved yet would be created a second time. So before
--- anything is written: one EXISTS over KEYS[1] and every list this call
--- may push to. A multi-key command is served during a migration only by
--- a node that has all of its keys (otherwise it fails here with "non
--- local key"), and always outside one (docs/protocol.md, "Slot
--- migrations"; lib.lua's served_here does the same for the other
--- scripts).
+-- anything is written, served_here checks every list this call may push
+-- to (docs/protocol.md, "Slot migrations").
 if KEYS[4] then
   local lists, seen = {}, {}
   for i = first + 2, #ARGV, 6 do
@@ -148,15 +189,8 @@ if KEYS[4] then
       lists[#lists + 1] = KEYS[4] .. ":" .. b
     end
   end
-  for i = 1, #lists, 1000 do
-    local r = redis.pcall("EXISTS", KEYS[1], unpack(lists, i, math.min(i + 999, #lists)))
-    if type(r) == "table" and r.err then
-      if string.find(r.err, "non local key", 1, true) then
-        return redis.error_reply("TRYAGAIN keys of this shard are being migrated between cluster nodes; nothing was written")
-      end
-      return redis.error_reply(r.err)
-    end
-  end
+  local moving = served_here(KEYS[1], lists)
+  if moving then return moving end
 end
 
 local function enqueue(id, due_arg, queue, retries, timeout, payload)

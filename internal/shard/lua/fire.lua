@@ -2,11 +2,13 @@
 -- and record the occurrence as the schedule's last, atomically, so an
 -- occurrence is enqueued at most once whoever fires it and whenever its
 -- task completes. Run by the owner of the schedule's shard, fenced by its
--- epoch. The Go code puts enqueue.lua's text where the marker line below
--- is (scripts.go): the enqueue protocol runs as a function, and the
--- occurrence is recorded only after it returned a reply rather than an
--- error (TRYAGAIN during a slot migration writes nothing, so the retry
--- finds the occurrence still to fire).
+-- epoch. The enqueue protocol runs as the function enqueue_protocol,
+-- enqueue.lua's text as it is (the include line below; luascript
+-- assembles it), and the occurrence is recorded only after it returned a
+-- reply rather than an error (TRYAGAIN during a slot migration writes
+-- nothing, so the retry finds the occurrence still to fire).
+--
+-- @include: enqueue.lua as enqueue_protocol
 --
 -- KEYS[1..5] as enqueue.lua: delayed, tasks, queues, far, counts
 -- KEYS[6] periodic HASH  schedule name -> last occurrence fired or
@@ -66,10 +68,8 @@ if mode == "overlap" then
     return {6, tonumber(occ), watched}
   end
 end
+-- enqueue.lua gets the wake channel and one task, ARGV[1..7].
 for i = #ARGV, 8, -1 do ARGV[i] = nil end
-local function enqueue_protocol()
--- @ENQUEUE@ (enqueue.lua's text is put here)
-end
 local reply = enqueue_protocol()
 if reply.err then
   return reply

@@ -1,5 +1,7 @@
--- lib.lua: helpers for every script but enqueue.lua; luascript.Prune
--- prepends to each script only those it uses.
+-- lib.lua: helpers of the scripts. luascript prepends to each script only
+-- those it uses; a script that runs on its own (enqueue.lua) carries a
+-- copy of those it uses, which luascript checks against this file
+-- (`go generate ./internal/shard` rewrites the copies).
 -- It defines functions only and touches no key by itself.
 
 -- now_ms returns Redis server time in unix milliseconds.

@@ -1,0 +1,1118 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// The Lua protocol as a tested contract (docs/protocol.md, "Conformance
+// suite"). Every script in lua/ is called through its Go caller in this
+// package against real Redis servers, one table of cases run in every
+// state its contract promises to hold in:
+//
+//   - topologies: one standalone Redis, one Sentinel setup (a primary, a
+//     replica, three sentinels; the store uses the failover client) and
+//     one Redis Cluster (3 primaries), shared by the whole suite: each
+//     case gets a namespace of its own (on the cluster, one whose slots
+//     no other case uses) and runs in parallel with the others;
+//   - states: stable; on the cluster, the shard's slot migrating between
+//     nodes with some keys moved (stSlotMigrating); and the three states
+//     of a change of the shard count (4 -> 8 shards): sealed, redirecting
+//     and resharding, on every topology.
+//
+// Before each case, shard 1 holds a task of every kind (confRoles);
+// after it, every shard's counts hash must equal what the shard holds
+// (pCounts). A case names the properties it checks (confProp); a failed
+// check says which ("[F] ..."). TestConformanceMatrix keeps the table of
+// scripts × states × properties in docs/protocol.md equal to this one.
+//
+// To add a script: give it cases here (through its Go caller; the
+// per-shard one where the public method adds placement), with the states
+// in which its contract must hold, and regenerate the docs' matrix
+// (UPDATE_CONFORMANCE_MATRIX=1 go test ./internal/shard -run
+// TestConformanceMatrix).
+
+// confCase is one case of the suite.
+type confCase struct {
+	script string // the file in lua/ it calls
+	// also names other scripts the case calls and checks on the way (for
+	// the matrix).
+	also []string
+	name string
+	// states it runs in (each on every topology that has the state).
+	states []confState
+	// props it checks, in every one of its states (pTryAgain: in
+	// stSlotMigrating, see confFixture.call).
+	props []confProp
+	// prepare seeds more, before the namespace enters the state.
+	prepare func(f *confFixture)
+	run     func(t *testing.T, f *confFixture)
+}
+
+var (
+	allStates   = []confState{stStable, stSealed, stRedirecting, stResharding}
+	allAndSlot  = []confState{stStable, stSlotMigrating, stSealed, stRedirecting, stResharding}
+	onlySlot    = []confState{stSlotMigrating}
+	onlyReshard = []confState{stResharding}
+	older       = []confState{stSealed, stRedirecting, stResharding}
+)
+
+// confSchedule returns a schedule name whose home is shard confShard in
+// both counts.
+func confSchedule(prefix string) string {
+	for i := 0; ; i++ {
+		n := prefix + strconv.Itoa(i)
+		if crc32.ChecksumIEEE([]byte(n))%confGrown == confShard {
+			return n
+		}
+	}
+}
+
+// stalerLayout is a layout of a generation no marker has: a replica that
+// missed changes.
+func stalerLayout(t *testing.T, f *confFixture) Layout {
+	l, err := f.l0.withChange(7, confGrown, confShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// prepareMoving seeds tasks of shard confShard that a change to confGrown
+// moves to confNewShard, in f.id: msched (q2, in an hour), msoon (q1, in
+// 20 s: within the export margin), mready (ready), mdead (dead), mfar
+// (q2, far tier). The seeded due task is ready after it.
+func prepareMoving(f *confFixture) {
+	ids := f.newIDs(5, true)
+	for i, r := range []string{"msched", "msoon", "mready", "mdead", "mfar"} {
+		f.id[r] = ids[i]
+	}
+	a := f.claimOne(f.popOne(f.id["mdead"]), 0).NackArgs(false, "fatal")
+	a.Dead = true
+	if _, err := f.s.Nack(f.ctx, a); err != nil {
+		f.t.Fatal(err)
+	}
+	now := f.now()
+	f.enqueue(f.s, "q1", now.Add(-time.Second), f.id["mready"])
+	if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved != 1 { // mready (the seeded due moved with mdead)
+		f.t.Fatalf("move: %+v, %v", r, err)
+	}
+	f.enqueue(f.s, "q2", now.Add(time.Hour), f.id["msched"])
+	f.enqueue(f.s, "q1", now.Add(20*time.Second), f.id["msoon"])
+	f.enqueue(f.s, "q2", f.farDue, f.id["mfar"])
+}
+
+// declare makes the keys a script declares that the seed has not made
+// exist (with an entry no case reads), so that during a slot migration
+// it is the script's own check of its undeclared keys (lib.lua's
+// served_here) that answers TRYAGAIN, not Redis's for a declared key
+// that exists on neither node.
+func declare(t *testing.T, f *confFixture, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		var err error
+		switch {
+		case strings.HasSuffix(k, ":periodic"), strings.HasSuffix(k, ":outbox"):
+			err = f.rdb.HSet(f.ctx, k, "unused", "1").Err()
+		default: // a set: the imported ids
+			err = f.rdb.SAdd(f.ctx, k, "unused").Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantErr(t *testing.T, p confProp, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("[%s] %s: %v, want %v", p, what, err, want)
+	}
+}
+
+func noErr(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("[%s] %s: %v", pBehaviour, what, err)
+	}
+}
+
+var conformanceCases = []confCase{
+	// enqueue.lua: the protocol producers in other languages call.
+	{script: "enqueue.lua", name: "outcomes", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			ids := f.newIDs(3, false)
+			due := f.now().Add(time.Minute).Truncate(time.Millisecond)
+			res, redirected := confEnqueueIn(f.ctx, f.s, f.s.Layout(), []EnqueueArgs{
+				{ID: ids[0], Queue: "q1", Due: due, MaxRetries: -1},
+				{ID: f.id["sched"], Queue: "q1", MaxRetries: -1},
+				{ID: f.id["ready"], Queue: "q1", MaxRetries: -1},
+				{ID: ids[1], Queue: "nope", MaxRetries: -1},
+				{ID: ids[1], Queue: "q1", Payload: make([]byte, 1025), MaxRetries: -1},
+				{ID: ids[1], Queue: "q1", MaxRetries: 1001},
+				{ID: ids[2], Queue: "q2", Due: f.farDue, MaxRetries: -1},
+			})
+			if redirected {
+				t.Fatalf("redirected on the current layout: %+v", res)
+			}
+			if res[0].Err != nil || !res[0].Due.Equal(due) {
+				t.Errorf("new task: %+v", res[0])
+			}
+			if !errors.Is(res[1].Err, ErrDuplicate) || res[1].State != "scheduled" || res[1].Due.IsZero() {
+				t.Errorf("duplicate of a scheduled task: %+v", res[1])
+			}
+			if !errors.Is(res[2].Err, ErrDuplicate) || res[2].State != "ready" || !res[2].Due.IsZero() {
+				t.Errorf("duplicate of a ready task: %+v", res[2])
+			}
+			wantErr(t, pBehaviour, "unknown queue", res[3].Err, ErrUnknownQueue)
+			wantErr(t, pBehaviour, "payload too large", res[4].Err, ErrPayloadTooLarge)
+			wantErr(t, pBehaviour, "too many retries", res[5].Err, ErrInvalidArgument)
+			if res[6].Err != nil {
+				t.Errorf("far task: %+v", res[6])
+			}
+			if _, err := f.rdb.ZScore(f.ctx, f.l0.Delayed(f.sh), ids[2]).Result(); err == nil {
+				t.Errorf("a task due in two hours is in the delayed set, want the far tier")
+			}
+			if n := f.rdb.HLen(f.ctx, f.l0.Tasks(f.sh)).Val(); n != int64(len(confRoles)+2) {
+				t.Errorf("shard holds %d tasks, want %d", n, len(confRoles)+2)
+			}
+		}},
+	{script: "enqueue.lua", name: "a producer on an older generation", states: older, props: []confProp{pLayout, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			id := f.newIDs(1, true)[0]
+			stale := NewStore(f.rdb, f.l0)
+			before := f.snapshot()
+			res, redirected := confEnqueueIn(f.ctx, stale, f.l0, []EnqueueArgs{{ID: id, Queue: "q1", Delay: time.Hour, MaxRetries: -1}})
+			switch f.state {
+			case stSealed:
+				if redirected || !strings.Contains(fmt.Sprint(res[0].Err), "TRYAGAIN") {
+					t.Errorf("[%s] enqueue on generation 0 while sealed: %+v, want TRYAGAIN", pLayout, res[0])
+				}
+			default:
+				if !redirected || !errors.Is(res[0].Err, ErrLayoutChanged) {
+					t.Errorf("[%s] enqueue on generation 0: %+v, want LAYOUT", pLayout, res[0])
+				}
+				if l := stale.Layout(); l.Gen() != 1 || l.Shards() != confGrown || l.From() != confShards {
+					t.Errorf("[%s] the producer adopted %+v, want generation 1: 8 shards from 4", pLayout, l)
+				}
+			}
+			f.unchanged(pLayout, "the refused enqueue", before)
+			// The public caller follows the redirect to the new shard.
+			r := f.old.Enqueue(f.ctx, EnqueueArgs{ID: id, Queue: "q1", Delay: time.Hour, MaxRetries: -1})
+			if f.state == stSealed {
+				if !strings.Contains(fmt.Sprint(r.Err), "TRYAGAIN") {
+					t.Errorf("[%s] Enqueue while sealed: %v, want TRYAGAIN", pLayout, r.Err)
+				}
+				return
+			}
+			if r.Err != nil || !f.rdb.HExists(f.ctx, f.l0.Tasks(confNewShard), id).Val() || f.rdb.HExists(f.ctx, f.l0.Tasks(confShard), id).Val() {
+				t.Errorf("[%s] Enqueue after the redirect: %v; want the task in shard %d alone", pLayout, r.Err, confNewShard)
+			}
+		}},
+	{script: "enqueue.lua", name: "far bucket moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			id := f.newIDs(1, false)[0]
+			err := f.call([]string{"far:"}, func() error {
+				return f.s.Enqueue(f.ctx, EnqueueArgs{ID: id, Queue: "q2", Due: f.farDue, MaxRetries: -1}).Err
+			})
+			noErr(t, "enqueue after the slot migration", err)
+		}},
+	{script: "enqueue.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// Into the delayed set and the far bucket that exists: a bucket
+			// list that exists nowhere cannot be told from one not moved
+			// yet, and such a call waits for the end of the migration
+			// (TRYAGAIN; docs/protocol.md, "Slot migrations").
+			ids := f.newIDs(2, false)
+			err := f.callAsk(func() error {
+				var errs []error
+				for i, due := range []time.Time{f.now().Add(500 * time.Millisecond), f.farDue} {
+					errs = append(errs, f.s.Enqueue(f.ctx, EnqueueArgs{ID: ids[i], Queue: "q2", Due: due, MaxRetries: -1}).Err)
+				}
+				return errors.Join(errs...)
+			})
+			noErr(t, "enqueue on the importing node", err)
+		}},
+	{script: "enqueue.lua", name: "an id live in its old shard", states: onlyReshard, props: []confProp{pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			id := f.id["msched"]
+			again := func() EnqueueResult {
+				return f.s.Enqueue(f.ctx, EnqueueArgs{ID: id, Queue: "q2", Delay: time.Hour, MaxRetries: -1})
+			}
+			wantErr(t, pOutbox, "enqueue of an id stored in its old shard", again().Err, ErrDuplicate)
+			l := f.s.Layout()
+			if _, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, []string{id}); err != nil {
+				t.Fatal(err)
+			}
+			wantErr(t, pOutbox, "enqueue of an id in its old shard's outbox", again().Err, ErrDuplicate)
+			if _, err := confCancelIn(f.ctx, f.s, l, f.sh, id); err != nil {
+				t.Fatal(err)
+			}
+			wantErr(t, pOutbox, "enqueue of an id cancelled on its way", again().Err, ErrInTransit)
+			if f.rdb.HExists(f.ctx, f.l0.Tasks(confNewShard), id).Val() {
+				t.Errorf("[%s] the refused enqueues stored %s in its new shard", pOutbox, id)
+			}
+		}},
+
+	// fire.lua: enqueue.lua as a function, fenced, recorded once.
+	{script: "fire.lua", name: "fires each occurrence once", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			name := confSchedule("fire")
+			l := f.s.Layout()
+			base := f.now().Add(time.Minute).Truncate(time.Second)
+			fire := func(occ time.Time, paused bool) FireResult {
+				t.Helper()
+				id := l.OccurrenceID(name, occ)
+				r, err := f.s.Fire(f.ctx, f.sh, FireArgs{Schedule: name, Occurrence: occ, Epoch: confEpoch, Paused: paused,
+					Task: EnqueueArgs{ID: id, Queue: "q1", Due: occ, MaxRetries: -1}})
+				noErr(t, "fire", err)
+				return r
+			}
+			if r := fire(base, false); r.Outcome != Fired {
+				t.Errorf("first occurrence: %+v", r)
+			}
+			if r := fire(base, false); r.Outcome != AlreadyFired {
+				t.Errorf("the same occurrence again: %+v", r)
+			}
+			if r := fire(base.Add(time.Second), true); r.Outcome != SkippedPaused {
+				t.Errorf("paused: %+v", r)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, l, f.sh, l.OccurrenceID(name, base)); err != nil || info.State != "scheduled" {
+				t.Errorf("the occurrence's task: %+v, %v", info, err)
+			}
+		}},
+	{script: "fire.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			name, occ := confSchedule("fire"), f.now().Add(time.Minute)
+			id := f.s.Layout().OccurrenceID(name, occ)
+			f.fenced("fire", func() error {
+				_, err := f.s.Fire(f.ctx, f.sh, FireArgs{Schedule: name, Occurrence: occ, Epoch: confEpoch - 1,
+					Task: EnqueueArgs{ID: id, Queue: "q1", Due: occ, MaxRetries: -1}})
+				return err
+			})
+		}},
+	{script: "fire.lua", name: "far bucket moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			name := confSchedule("fire")
+			id := f.s.Layout().OccurrenceID(name, f.farDue)
+			declare(t, f, f.l0.Periodic(f.sh))
+			var r FireResult
+			err := f.call([]string{"far:"}, func() (err error) {
+				r, err = f.s.Fire(f.ctx, f.sh, FireArgs{Schedule: name, Occurrence: f.farDue, Epoch: confEpoch,
+					Task: EnqueueArgs{ID: id, Queue: "q2", Due: f.farDue, MaxRetries: -1}})
+				return err
+			})
+			if err != nil || r.Outcome != Fired {
+				t.Errorf("fire after the slot migration: %+v, %v; want fired (the refused call recorded nothing)", r, err)
+			}
+		}},
+
+	// move.lua: the owner's mover.
+	{script: "move.lua", name: "moves due tasks", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			var r MoveResult
+			err := f.call([]string{"ready:q1"}, func() (err error) {
+				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
+				return err
+			})
+			noErr(t, "move", err)
+			if r.Moved != 1 {
+				t.Errorf("moved %d, want the due task", r.Moved)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["due"]); err != nil || info.State != "ready" {
+				t.Errorf("the due task after the move: %+v, %v", info, err)
+			}
+		}},
+	{script: "move.lua", name: "declared keys moved, lists not", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// ASK to the target, where the lists are not: served_here
+			// refuses there.
+			declared := []string{"delayed", "tasks", "epoch", "dead", "dead:info", "stats", "seq", "readyqueues", "far", "counts"}
+			var r MoveResult
+			err := f.call(declared, func() (err error) {
+				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
+				return err
+			})
+			if err != nil || r.Moved != 1 {
+				t.Errorf("move after the slot migration: %+v, %v", r, err)
+			}
+		}},
+	{script: "move.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			var r MoveResult
+			err := f.callAsk(func() (err error) {
+				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
+				return err
+			})
+			if err != nil || r.Moved != 1 {
+				t.Errorf("move on the importing node: %+v, %v", r, err)
+			}
+		}},
+	{script: "move.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			f.fenced("move", func() error { _, err := f.s.Move(f.ctx, f.sh, confEpoch-1, 100); return err })
+			if _, err := f.s.Move(f.ctx, f.sh, confEpoch+1, 100); err != nil {
+				t.Fatal(err)
+			}
+			if e, _ := f.s.StoredEpoch(f.ctx, f.sh); e != confEpoch+1 {
+				t.Errorf("[%s] stored epoch %d after a newer owner's call, want %d", pFence, e, confEpoch+1)
+			}
+			f.fenced("move by the previous owner", func() error { _, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); return err })
+		}},
+
+	// The delivery scripts: claim, ack, nack, extend, release.
+	{script: "claim.lua", name: "leases a popped entry", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			d := f.d["popped"]
+			var ds []Delivery
+			err := f.call([]string{"pending:q1"}, func() (err error) {
+				ds, err = f.s.Claim(f.ctx, f.sh, "q1", []string{d.Ref(), "999999|nobody"}, 0)
+				return err
+			})
+			noErr(t, "claim", err)
+			if len(ds) != 1 || ds[0].Task.ID != d.Task.ID || ds[0].Token != d.Token {
+				t.Fatalf("claim: %+v, want the popped entry alone, its token kept", ds)
+			}
+			again, err := f.s.Claim(f.ctx, f.sh, "q1", []string{d.Ref()}, 0)
+			if err != nil || len(again) != 1 || !again[0].Deadline.Equal(ds[0].Deadline) {
+				t.Errorf("a repeated claim: %+v, %v; want the same lease", again, err)
+			}
+		}},
+	{script: "ack.lua", name: "leased and unleased deliveries", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			acks := []AckArgs{f.d["leased"].AckArgs(false), f.d["popped"].AckArgs(true)}
+			var errs []error
+			err := f.call([]string{"pending:q1"}, func() error {
+				errs = f.s.AckBatch(f.ctx, acks)
+				return errors.Join(errs...)
+			})
+			noErr(t, "ack", err)
+			for i, err := range f.s.AckBatch(f.ctx, acks) {
+				wantErr(t, pBehaviour, "a repeated ack "+strconv.Itoa(i), err, ErrStaleToken)
+			}
+			for _, r := range []string{"leased", "popped"} {
+				if _, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id[r]); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s after its ack: %v, want it gone", r, err)
+				}
+			}
+		}},
+	{script: "ack.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			err := f.callAsk(func() error {
+				return errors.Join(f.s.AckBatch(f.ctx, []AckArgs{f.d["leased"].AckArgs(false), f.d["popped"].AckArgs(true)})...)
+			})
+			noErr(t, "ack on the importing node", err)
+		}},
+	{script: "nack.lua", name: "retries and buries", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			retry := f.d["popped"].NackArgs(true, "boom")
+			retry.RetryAfter = time.Hour
+			var r NackResult
+			err := f.call([]string{"pending:q1"}, func() (err error) {
+				r, err = f.s.Nack(f.ctx, retry)
+				return err
+			})
+			noErr(t, "nack", err)
+			if r.Dead || r.Attempts != 1 || time.Until(r.Due) < 50*time.Minute {
+				t.Errorf("retry: %+v", r)
+			}
+			dead := f.d["leased"].NackArgs(false, "fatal")
+			dead.Dead = true
+			if r, err := f.s.Nack(f.ctx, dead); err != nil || !r.Dead {
+				t.Errorf("not retryable: %+v, %v", r, err)
+			}
+			_, err = f.s.Nack(f.ctx, dead)
+			wantErr(t, pBehaviour, "a repeated nack", err, ErrStaleToken)
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["leased"]); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "not retryable") {
+				t.Errorf("the buried task: %+v, %v", info, err)
+			}
+		}},
+	{script: "extend.lua", name: "extends a lease", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			at, err := f.s.Extend(f.ctx, f.d["leased"], time.Hour)
+			if err != nil || time.Until(at) < 50*time.Minute {
+				t.Errorf("extend: %v, %v", at, err)
+			}
+			_, err = f.s.Extend(f.ctx, f.d["popped"], time.Hour)
+			wantErr(t, pBehaviour, "extend of a delivery without a lease", err, ErrStaleToken)
+		}},
+	{script: "release.lua", name: "gives a delivery back", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			err := f.call([]string{"ready:q1"}, func() error { return f.s.Release(f.ctx, f.d["leased"]) })
+			noErr(t, "release", err)
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["leased"]); err != nil || info.State != "ready" || info.Task.Attempts != 0 {
+				t.Errorf("the released task: %+v, %v", info, err)
+			}
+			wantErr(t, pBehaviour, "a repeated release", f.s.Release(f.ctx, f.d["leased"]), ErrStaleToken)
+		}},
+
+	// recover.lua: the owner's recovery pass.
+	{script: "recover.lua", name: "takes an expired lease back", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			f.waitLeaseExpired(f.d["expired"])
+			var r RecoverResult
+			err := f.call([]string{"pending:q1"}, func() (err error) {
+				r, err = f.s.Recover(f.ctx, f.sh, confEpoch, RecoverArgs{Limit: 100})
+				return err
+			})
+			noErr(t, "recover", err)
+			if r.Retried != 1 || len(r.Candidates) != 1 {
+				t.Errorf("recovery: %+v; want the expired lease retried and the popped task a candidate", r)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["expired"]); err != nil || info.State != "scheduled" || info.Task.Attempts != 1 {
+				t.Errorf("the expired lease's task: %+v, %v", info, err)
+			}
+		}},
+	{script: "recover.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			f.fenced("recover", func() error {
+				_, err := f.s.Recover(f.ctx, f.sh, confEpoch-1, RecoverArgs{Limit: 100})
+				return err
+			})
+		}},
+
+	// cancel.lua and lookup.lua: by id, in one shard.
+	{script: "cancel.lua", name: "each state", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			for role, want := range map[string]string{"sched": "scheduled", "far": "scheduled", "ready": "ready", "dead": "dead", "retry": "scheduled"} {
+				if got, err := confCancelIn(f.ctx, f.s, l, f.sh, f.id[role]); err != nil || got != want {
+					t.Errorf("cancel %s: %q, %v; want %q", role, got, err, want)
+				}
+			}
+			for _, role := range []string{"leased", "popped"} {
+				_, err := confCancelIn(f.ctx, f.s, l, f.sh, f.id[role])
+				wantErr(t, pBehaviour, "cancel "+role, err, ErrActive)
+			}
+			_, err := confCancelIn(f.ctx, f.s, l, f.sh, "nobody")
+			wantErr(t, pBehaviour, "cancel of an unknown id", err, ErrNotFound)
+		}},
+	{script: "cancel.lua", name: "ready task, its lists moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			var state string
+			err := f.call([]string{"ready:q1"}, func() (err error) {
+				state, err = confCancelIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["ready"])
+				return err
+			})
+			if err != nil || state != "ready" {
+				t.Errorf("cancel after the slot migration: %q, %v", state, err)
+			}
+		}},
+	{script: "cancel.lua", also: []string{"commit.lua"}, name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			ids := []string{f.id["msched"], f.id["mdead"]}
+			if _, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []string{"scheduled", "dead"} {
+				if got, err := confCancelIn(f.ctx, f.s, l, f.sh, ids[i]); err != nil || got != want {
+					t.Errorf("[%s] cancel of an outbox entry: %q, %v; want %q", pOutbox, got, err, want)
+				}
+				if f.rdb.HExists(f.ctx, f.l0.Outbox(f.sh), ids[i]).Val() || !f.rdb.HExists(f.ctx, f.l0.Cancelled(f.sh), ids[i]).Val() {
+					t.Errorf("[%s] the cancelled entry of %s is not in the cancelled hash alone", pOutbox, ids[i])
+				}
+			}
+			cancelled, err := f.s.Commit(f.ctx, f.sh, confEpoch, ids)
+			if err != nil || !slices.Equal(cancelled, ids) {
+				t.Errorf("[%s] commit: %v, %v; want both reported cancelled", pOutbox, cancelled, err)
+			}
+		}},
+	{script: "lookup.lua", name: "each state", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			for role, want := range map[string]string{"sched": "scheduled", "far": "scheduled", "ready": "ready", "popped": "active",
+				"leased": "active", "dead": "dead", "retry": "scheduled", "due": "scheduled"} {
+				info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id[role])
+				if err != nil || info.State != want || info.Task.ID != f.id[role] || info.DecodeErr != nil {
+					t.Errorf("lookup %s: %+v, %v; want %s", role, info, err, want)
+				}
+			}
+			if info, _ := confLookupIn(f.ctx, f.s, l, f.sh, f.id["far"]); !info.At.Equal(f.farDue) {
+				t.Errorf("lookup of the far task: due %v, want %v", info.At, f.farDue)
+			}
+			if info, _ := confLookupIn(f.ctx, f.s, l, f.sh, f.id["retry"]); info.LastError != "boom" || info.Task.Attempts != 1 {
+				t.Errorf("lookup of the retried task: %+v", info)
+			}
+			_, err := confLookupIn(f.ctx, f.s, l, f.sh, "nobody")
+			wantErr(t, pBehaviour, "lookup of an unknown id", err, ErrNotFound)
+		}},
+	{script: "lookup.lua", name: "ready task, its pending set moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain},
+		run: func(t *testing.T, f *confFixture) {
+			var info Info
+			err := f.call([]string{"pending:q1"}, func() (err error) {
+				info, err = confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["ready"])
+				return err
+			})
+			if err != nil || info.State != "ready" {
+				t.Errorf("lookup after the slot migration: %+v, %v", info, err)
+			}
+		}},
+	{script: "lookup.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			var info Info
+			err := f.callAsk(func() (err error) {
+				info, err = confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["popped"])
+				return err
+			})
+			if err != nil || info.State != "active" {
+				t.Errorf("lookup on the importing node: %+v, %v; want active", info, err)
+			}
+		}},
+	{script: "lookup.lua", name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			ids := []string{f.id["msched"], f.id["mdead"], f.id["mfar"]}
+			before := map[string]Info{}
+			for _, id := range ids {
+				before[id], _ = confLookupIn(f.ctx, f.s, l, f.sh, id)
+			}
+			if r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids); err != nil || len(r.Tasks) != 3 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			for _, id := range ids {
+				info, err := confLookupIn(f.ctx, f.s, l, f.sh, id)
+				if err != nil || info.State != before[id].State || !info.At.Equal(before[id].At) || info.Task.Queue != before[id].Task.Queue {
+					t.Errorf("[%s] lookup of %s in the outbox: %+v, %v; want as before %+v", pOutbox, id, info, err, before[id])
+				}
+			}
+		}},
+
+	// Administration: deadops, depth, page, pagefar, pageready, registry, pause.
+	{script: "deadops.lua", name: "replay", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			r, err := f.s.DeadPage(f.ctx, f.sh, Replay, time.Time{}, Cursor{}, 100, Filter{Reason: "max retries exhausted"})
+			if err != nil || r.Acted != 0 || r.Examined != 1 || !r.Done {
+				t.Errorf("replay of a filter no dead letter matches: %+v, %v", r, err)
+			}
+			at := f.now().Add(time.Hour).Truncate(time.Millisecond)
+			if r, err = f.s.DeadPage(f.ctx, f.sh, Replay, at, Cursor{}, 100, Filter{Queue: "q1", Reason: "not retryable"}); err != nil || r.Acted != 1 {
+				t.Errorf("replay: %+v, %v", r, err)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["dead"]); err != nil || info.State != "scheduled" || !info.At.Equal(at) || info.Task.Attempts != 0 || info.DeadInfo != "" {
+				t.Errorf("the replayed task: %+v, %v", info, err)
+			}
+		}},
+	{script: "deadops.lua", name: "purge", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			noErr(t, "purge", f.s.DeadOne(f.ctx, Purge, f.id["dead"], time.Time{}))
+			wantErr(t, pBehaviour, "a repeated purge", f.s.DeadOne(f.ctx, Purge, f.id["dead"], time.Time{}), ErrNotFound)
+			if _, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["dead"]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the purged task: %v, want it gone", err)
+			}
+		}},
+	{script: "deadops.lua", name: "replay, the delayed set moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			err := f.call([]string{"delayed"}, func() error { return f.s.DeadOne(f.ctx, Replay, f.id["dead"], time.Time{}) })
+			noErr(t, "replay after the slot migration", err)
+		}},
+	{script: "depth.lua", name: "counts per queue", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			var ds [][]QueueDepth
+			err := f.call([]string{"ready:q1"}, func() (err error) {
+				ds, err = f.s.Depth(f.ctx, []int{f.sh})
+				return err
+			})
+			noErr(t, "depth", err)
+			got := map[string]QueueDepth{}
+			for _, d := range ds[0] {
+				got[d.Queue] = d
+			}
+			if d := got["q1"]; !d.Registered || d.Scheduled != 2 || d.Ready != 1 || d.Leased != 2 || d.Popped != 1 || d.Dead != 1 {
+				t.Errorf("depth of q1: %+v; want 2 scheduled, 1 ready, 2 leased, 1 popped, 1 dead", d)
+			}
+			if d := got["q2"]; d.Scheduled != 2 || d.Ready+d.Leased+d.Popped+d.Dead != 0 {
+				t.Errorf("depth of q2: %+v; want 2 scheduled", d)
+			}
+		}},
+	{script: "page.lua", name: "delayed and dead sets", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			var ids []string
+			cur := Cursor{}
+			for pages := 0; ; pages++ {
+				es, next, done, err := f.s.PageSet(f.ctx, f.sh, SetDelayed, cur, 1, Filter{})
+				noErr(t, "page", err)
+				for _, e := range es {
+					ids = append(ids, e.ID)
+				}
+				if done || pages > 10 {
+					break
+				}
+				cur = next
+			}
+			if want := []string{f.id["due"], f.id["sched"], f.id["retry"]}; !slices.Equal(ids, want) && !slices.Equal(ids, []string{want[0], want[2], want[1]}) {
+				t.Errorf("delayed set pages: %v, want %v by due time (no far-tier member)", ids, want)
+			}
+			es, _, done, err := f.s.PageSet(f.ctx, f.sh, SetDead, Cursor{}, 10, Filter{Reason: "not retryable", Queue: "q1"})
+			if err != nil || !done || len(es) != 1 || es[0].ID != f.id["dead"] || !strings.Contains(es[0].DeadInfo, "fatal") {
+				t.Errorf("dead set page: %+v, %v, %v", es, done, err)
+			}
+		}},
+	{script: "pagefar.lua", name: "far tier", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain},
+		run: func(t *testing.T, f *confFixture) {
+			var es []Entry
+			err := f.call([]string{"far:"}, func() (err error) {
+				es, _, _, err = f.s.PageFar(f.ctx, f.sh, FarCursor{}, 100, "")
+				return err
+			})
+			noErr(t, "far-tier page", err)
+			if len(es) != 1 || es[0].ID != f.id["far"] {
+				t.Errorf("far-tier page: %+v, want the far task alone", es)
+			}
+		}},
+	{script: "pageready.lua", name: "a ready list", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			es, _, done, err := f.s.PageReady(f.ctx, f.sh, "q1", ReadyCursor{}, 10)
+			if err != nil || !done || len(es) != 1 || es[0].ID != f.id["ready"] || es[0].Blob == "" {
+				t.Errorf("ready page: %+v, %v, %v; want the ready task alone", es, done, err)
+			}
+		}},
+	{script: "registry.lua", name: "set and remove a queue", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			p := QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 10}
+			if isNew, err := f.s.SetQueue(f.ctx, "q3", p); err != nil || !isNew {
+				t.Errorf("set a new queue: %v, %v", isNew, err)
+			}
+			if isNew, err := f.s.SetQueue(f.ctx, "q3", p); err != nil || isNew {
+				t.Errorf("set it again: %v, %v", isNew, err)
+			}
+			noErr(t, "remove", f.s.RemoveQueue(f.ctx, "q3"))
+			if reg, err := f.s.Registration(f.ctx, []string{"q3"}); err != nil || !reg.Removed["q3"] {
+				t.Errorf("registration after the removal: %+v, %v", reg, err)
+			}
+			wantErr(t, pBehaviour, "remove an unknown queue", f.s.RemoveQueue(f.ctx, "q4"), ErrNotFound)
+		}},
+	{script: "pause.lua", name: "pause and resume", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			for i, want := range []bool{true, false} {
+				if changed, err := f.s.SetPaused(f.ctx, "q1", true); err != nil || changed != want {
+					t.Errorf("pause %d: %v, %v", i, changed, err)
+				}
+			}
+			if p, err := f.s.Paused(f.ctx); err != nil || len(p) != 1 {
+				t.Errorf("paused: %v, %v", p, err)
+			}
+			if changed, err := f.s.SetPaused(f.ctx, "q1", false); err != nil || !changed {
+				t.Errorf("resume: %v, %v", changed, err)
+			}
+		}},
+
+	// popnode.lua: a worker's pop on a Redis Cluster node.
+	{script: "popnode.lua", name: "first non-empty list", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			r, err := f.s.PopNode(f.ctx, []string{f.l0.Ready(f.sh, "q2"), f.l0.Ready(f.sh, "q1")}, 10)
+			if err != nil || r.Key != f.l0.Ready(f.sh, "q1") || len(r.Entries) != 1 || len(r.NonLocal)+len(r.Failed) != 0 {
+				t.Fatalf("pop: %+v, %v; want the ready task's entry", r, err)
+			}
+			if d, ok := Popped(f.sh, r.Entries[0], time.Now(), 0); !ok || d.Task.ID != f.id["ready"] {
+				t.Errorf("popped %q, want the ready task", r.Entries[0])
+			}
+		}},
+
+	// scanids, export, import, commit, unimport: a change of the shard count.
+	{script: "scanids.lua", name: "every id of the shard", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			var got []string
+			for cursor := uint64(0); ; {
+				ids, next, err := f.s.ScanIDs(f.ctx, f.sh, cursor, 3)
+				noErr(t, "scan", err)
+				got = append(got, ids...)
+				if next == 0 {
+					break
+				}
+				cursor = next
+			}
+			var want []string
+			for _, r := range confRoles {
+				want = append(want, f.id[r])
+			}
+			sort.Strings(got)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("scan: %v, want %v", got, want)
+			}
+		}},
+	{script: "export.lua", also: []string{"import.lua", "commit.lua"}, name: "export, import, commit", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			moving := []string{f.id["msched"], f.id["msoon"], f.id["mready"], f.id["mdead"], f.id["mfar"], "gone"}
+			before := map[string]Info{}
+			for _, id := range moving[:5] {
+				before[id], _ = confLookupIn(f.ctx, f.s, l, f.sh, id)
+			}
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, moving)
+			noErr(t, "export", err)
+			want := []string{f.id["msched"], f.id["mdead"], f.id["mfar"]}
+			var got []string
+			for _, e := range r.Tasks {
+				got = append(got, e.ID)
+			}
+			if sort.Strings(got); !slices.Equal(got, slices.Sorted(slices.Values(want))) || r.Stayed != 2 || r.Gone != 1 {
+				t.Fatalf("export: %v stayed %d gone %d; want %v, 2 stayed, 1 gone", got, r.Stayed, r.Gone, want)
+			}
+			if n := f.rdb.HLen(f.ctx, f.l0.Outbox(f.sh)).Val(); n != 3 {
+				t.Errorf("[%s] outbox holds %d entries, want 3", pOutbox, n)
+			}
+			n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks)
+			if err != nil || n != 3 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 0 {
+				t.Errorf("a repeated import stored %d, %v; want none", n, err)
+			}
+			if c, err := f.s.Commit(f.ctx, f.sh, confEpoch, want); err != nil || len(c) != 0 {
+				t.Errorf("commit: %v, %v", c, err)
+			}
+			if n := f.rdb.Exists(f.ctx, f.l0.Outbox(f.sh)).Val(); n != 0 {
+				t.Errorf("[%s] the outbox is still there after the commit", pOutbox)
+			}
+			for _, id := range want {
+				info, err := confLookupIn(f.ctx, f.s, l, confNewShard, id)
+				if err != nil || info.State != before[id].State || !info.At.Equal(before[id].At) || info.LastError != before[id].LastError || info.DeadInfo != before[id].DeadInfo {
+					t.Errorf("%s in its new shard: %+v, %v; want as before %+v", id, info, err, before[id])
+				}
+			}
+		}},
+	{script: "export.lua", name: "stale owner", states: onlyReshard, props: []confProp{pFence},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			f.fenced("export", func() error {
+				_, err := f.s.Export(f.ctx, f.s.Layout(), f.sh, confEpoch-1, time.Minute, []string{f.id["msched"]})
+				return err
+			})
+		}},
+	{script: "export.lua", name: "stale marker", states: allStates, props: []confProp{pLayout},
+		run: func(t *testing.T, f *confFixture) {
+			before := f.snapshot()
+			_, err := f.s.Export(f.ctx, stalerLayout(t, f), f.sh, confEpoch, time.Minute, []string{f.id["sched"]})
+			wantErr(t, pLayout, "export for another change", err, ErrStaleLayout)
+			f.unchanged(pLayout, "export for another change", before)
+		}},
+	{script: "export.lua", name: "pending set moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			declare(t, f, f.l0.Outbox(f.sh))
+			var r ExportResult
+			err := f.call([]string{"pending:q1"}, func() (err error) {
+				r, err = f.s.Export(f.ctx, f.l0, f.sh, confEpoch, time.Minute, []string{f.id["ready"]})
+				return err
+			})
+			if err != nil || r.Stayed != 1 {
+				t.Errorf("export after the slot migration: %+v, %v; want the ready task to stay", r, err)
+			}
+		}},
+	{script: "import.lua", name: "stale marker", states: allStates, props: []confProp{pLayout},
+		run: func(t *testing.T, f *confFixture) {
+			before := f.snapshot()
+			_, err := f.s.Import(f.ctx, stalerLayout(t, f), confNewShard, []Exported{{ID: "x", Entry: "not read"}})
+			wantErr(t, pLayout, "import for another change", err, ErrStaleLayout)
+			f.unchanged(pLayout, "import for another change", before)
+		}},
+	{script: "import.lua", name: "far bucket moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// The far task leaves the shard (generation 0's marker is the
+			// stable one) and comes back into its bucket.
+			r, err := f.s.Export(f.ctx, f.l0, f.sh, confEpoch, time.Minute, []string{f.id["far"]})
+			if err != nil || len(r.Tasks) != 1 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			declare(t, f, f.l0.Imported(f.sh, 0))
+			var n int
+			err = f.call([]string{"far:"}, func() (err error) {
+				n, err = f.s.Import(f.ctx, f.l0, f.sh, r.Tasks)
+				return err
+			})
+			if err != nil || n != 1 {
+				t.Errorf("import after the slot migration: %d, %v", n, err)
+			}
+			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{f.id["far"]}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	{script: "commit.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			f.fenced("commit", func() error { _, err := f.s.Commit(f.ctx, f.sh, confEpoch-1, []string{f.id["sched"]}); return err })
+		}},
+	{script: "unimport.lua", name: "a copy cancelled on its way", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			ids := []string{f.id["msched"], f.id["mdead"], f.id["mfar"]}
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids)
+			if err != nil || len(r.Tasks) != 3 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			for _, id := range ids {
+				if _, err := confCancelIn(f.ctx, f.s, l, f.sh, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 3 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			cancelled, err := f.s.Commit(f.ctx, f.sh, confEpoch, ids)
+			if err != nil || len(cancelled) != 3 {
+				t.Fatalf("[%s] commit: %v, %v; want all three cancelled", pOutbox, cancelled, err)
+			}
+			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
+			noErr(t, "cancelled entries", err)
+			noErr(t, "unimport", f.s.Unimport(f.ctx, confNewShard, entries))
+			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, cancelled))
+			for _, id := range ids {
+				for _, sh := range []int{f.sh, confNewShard} {
+					if _, err := confLookupIn(f.ctx, f.s, l, sh, id); !errors.Is(err, ErrNotFound) {
+						t.Errorf("%s in shard %d after its cancel: %v, want it gone", id, sh, err)
+					}
+				}
+			}
+			if n := f.rdb.Exists(f.ctx, f.l0.Cancelled(f.sh), f.l0.Outbox(f.sh)).Val(); n != 0 {
+				t.Errorf("[%s] the outbox or cancelled hash is left", pOutbox)
+			}
+		}},
+
+	{script: "unimport.lua", name: "pending set moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// The retried task leaves the shard and comes back (generation
+			// 0's marker is the stable one), as an import does.
+			id := f.id["retry"]
+			r, err := f.s.Export(f.ctx, f.l0, f.sh, confEpoch, time.Minute, []string{id})
+			if err != nil || len(r.Tasks) != 1 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			if n, err := f.s.Import(f.ctx, f.l0, f.sh, r.Tasks); err != nil || n != 1 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{id}); err != nil {
+				t.Fatal(err)
+			}
+			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.sh, r.Tasks) })
+			noErr(t, "unimport after the slot migration", err)
+			if _, err := confLookupIn(f.ctx, f.s, f.l0, f.sh, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the unimported task: %v, want it gone", err)
+			}
+		}},
+
+	// layout.lua: the layout record's compare-and-set.
+	{script: "layout.lua", name: "a change from start to end", states: allStates, props: []confProp{pBehaviour, pLayout},
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			if f.state != stStable {
+				_, err := f.s.BeginResize(f.ctx, 6)
+				wantErr(t, pLayout, "a second change", err, ErrResizeRunning)
+			}
+			if f.state != stResharding {
+				var err error
+				l, err = f.s.BeginResize(f.ctx, confGrown) // starts it, or finishes setting it up
+				noErr(t, "begin", err)
+			}
+			if l.Gen() != 1 || l.Shards() != confGrown || l.From() != confShards {
+				t.Fatalf("the change: %+v", l)
+			}
+			for sh := range confGrown {
+				if m := f.marker(sh); m != "1|8|4" {
+					t.Errorf("[%s] marker of shard %d: %q, want 1|8|4", pLayout, sh, m)
+				}
+			}
+			noErr(t, "moved", f.s.AddMoved(f.ctx, l, 3))
+			for sh := range confGrown {
+				ended, err := f.s.ShardDone(f.ctx, l, sh)
+				if err != nil || ended != (sh == confGrown-1) {
+					t.Errorf("shard %d done: ended %v, %v", sh, ended, err)
+				}
+			}
+			r, err := f.s.ReadLayout(f.ctx)
+			if err != nil || r.State != LayoutStable || r.Gen != 1 || r.Shards != confGrown || r.Moved != 3 {
+				t.Errorf("record after the change: %+v, %v", r, err)
+			}
+			for sh := range confGrown {
+				if m := f.marker(sh); m != "1|8|0" {
+					t.Errorf("[%s] marker of shard %d after the change: %q, want 1|8|0", pLayout, sh, m)
+				}
+			}
+		}},
+
+	// Periodic schedules changing home: handoff.lua and adopt.lua.
+	{script: "handoff.lua", name: "hand a schedule over", states: allStates, props: []confProp{pBehaviour, pLayout, pFence},
+		run: func(t *testing.T, f *confFixture) {
+			name := confSchedule("hand")
+			l := f.s.Layout()
+			occ := f.now().Add(time.Minute).Truncate(time.Millisecond)
+			id := l.OccurrenceID(name, occ)
+			if r, err := f.s.Fire(f.ctx, f.sh, FireArgs{Schedule: name, Occurrence: occ, Epoch: confEpoch, Task: EnqueueArgs{ID: id, Queue: "q1", Due: occ, MaxRetries: -1}}); err != nil || r.Outcome != Fired {
+				t.Fatalf("fire: %+v, %v", r, err)
+			}
+			f.fenced("hand over", func() error { _, err := f.s.HandOff(f.ctx, l, f.sh, confEpoch-1, []string{name}); return err })
+			before := f.snapshot()
+			_, err := f.s.HandOff(f.ctx, stalerLayout(t, f), f.sh, confEpoch, []string{name})
+			wantErr(t, pLayout, "hand over for another change", err, ErrStaleLayout)
+			f.unchanged(pLayout, "hand over for another change", before)
+			st, err := f.s.HandOff(f.ctx, l, f.sh, confEpoch, []string{name})
+			if f.state == stSealed || f.state == stRedirecting {
+				// The store is still on generation 0: out of date.
+				wantErr(t, pLayout, "hand over on generation 0", err, ErrStaleLayout)
+				f.unchanged(pLayout, "hand over on generation 0", before)
+				return
+			}
+			if err != nil || !st[name].Moved || !st[name].Last.Equal(occ) || st[name].LastTask != id {
+				t.Fatalf("hand over: %+v, %v", st, err)
+			}
+			next := occ.Add(time.Second)
+			r, err := f.s.Fire(f.ctx, f.sh, FireArgs{Schedule: name, Occurrence: next, Epoch: confEpoch, Task: EnqueueArgs{ID: l.OccurrenceID(name, next), Queue: "q1", Due: next, MaxRetries: -1}})
+			if err != nil || r.Outcome != HandedOver {
+				t.Errorf("fire after the hand-over: %+v, %v; want handed over", r, err)
+			}
+		}},
+	{script: "adopt.lua", name: "the later occurrence wins", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			at := func(s int) time.Time { return time.UnixMilli(1_900_000_000_000 + int64(s)*1000) }
+			noErr(t, "adopt", f.s.Adopt(f.ctx, f.sh, map[string]ScheduleState{"a": {Last: at(5), LastTask: "a@5"}, "b": {}}))
+			noErr(t, "adopt an earlier one", f.s.Adopt(f.ctx, f.sh, map[string]ScheduleState{"a": {Last: at(4), LastTask: "a@4"}}))
+			if err := f.rdb.HSet(f.ctx, f.l0.Periodic(f.sh), "c", "moved:0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			noErr(t, "adopt over a hand-over mark", f.s.Adopt(f.ctx, f.sh, map[string]ScheduleState{"c": {}}))
+			st, err := f.s.PeriodicState(f.ctx, f.sh)
+			if err != nil || !st["a"].Last.Equal(at(5)) || st["a"].LastTask != "a@5" || len(st) != 1 {
+				t.Errorf("schedules after adopting: %+v, %v; want a at 5 s alone", st, err)
+			}
+		}},
+}
+
+// TestScriptConformance runs every case in each of its states on every
+// topology that has the state.
+func TestScriptConformance(t *testing.T) {
+	t.Parallel()
+	for _, top := range []struct {
+		name  string
+		start func(*testing.T) *confTopology
+	}{{"standalone", startStandalone}, {"sentinel", startSentinel}, {"cluster", startCluster}} {
+		t.Run(top.name, func(t *testing.T) {
+			t.Parallel()
+			tp := top.start(t)
+			for _, c := range conformanceCases {
+				for _, st := range c.states {
+					if st == stSlotMigrating && !tp.cluster {
+						continue
+					}
+					t.Run(strings.TrimSuffix(c.script, ".lua")+"/"+string(st)+"/"+c.name, func(t *testing.T) {
+						t.Parallel()
+						f := newConfFixture(t, tp, st, c.prepare)
+						c.run(t, f)
+					})
+				}
+			}
+		})
+	}
+}
+
+// confColumns are the matrix's columns: topologies in the stable state,
+// then the cluster's slot migration, then the states of a change of the
+// shard count (each run on every topology).
+var confColumns = []struct {
+	title string
+	state confState
+}{
+	{"standalone", stStable}, {"Sentinel", stStable}, {"Cluster", stStable},
+	{"Cluster, slot migrating", stSlotMigrating},
+	{"sealed", stSealed}, {"redirecting", stRedirecting}, {"resharding", stResharding},
+}
+
+// conformanceMatrix renders the scripts × states × properties the cases
+// check, as a Markdown table.
+func conformanceMatrix(scripts []string) string {
+	var b strings.Builder
+	b.WriteString("| script |")
+	for _, c := range confColumns {
+		b.WriteString(" " + c.title + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(confColumns)) + "\n")
+	for _, s := range scripts {
+		b.WriteString("| `" + s + "` |")
+		for _, col := range confColumns {
+			props := map[confProp]bool{}
+			for _, c := range conformanceCases {
+				if (c.script == s || slices.Contains(c.also, s)) && slices.Contains(c.states, col.state) {
+					for _, p := range c.props {
+						// TRYAGAIN is what call checks during a slot
+						// migration; elsewhere it calls once.
+						props[p] = p != pTryAgain || col.state == stSlotMigrating
+					}
+				}
+			}
+			var cell []string
+			for _, p := range []confProp{pBehaviour, pFence, pTryAgain, pLayout, pOutbox, pCounts} {
+				if props[p] {
+					cell = append(cell, string(p))
+				}
+			}
+			b.WriteString(" " + strings.Join(cell, " ") + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+var updateMatrix = os.Getenv("UPDATE_CONFORMANCE_MATRIX") != ""
+
+// TestConformanceMatrix: every script in lua/ (lib.lua aside) has cases,
+// and docs/protocol.md shows the matrix the cases make.
+// UPDATE_CONFORMANCE_MATRIX=1 rewrites the docs' copy.
+func TestConformanceMatrix(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(luaFS, "lua/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scripts []string
+	for _, n := range names {
+		if n = strings.TrimPrefix(n, "lua/"); n != "lib.lua" {
+			scripts = append(scripts, n)
+		}
+	}
+	for _, s := range scripts {
+		if !slices.ContainsFunc(conformanceCases, func(c confCase) bool { return c.script == s }) {
+			t.Errorf("%s has no conformance case", s)
+		}
+	}
+	for _, c := range conformanceCases {
+		if !slices.Contains(scripts, c.script) {
+			t.Errorf("case %s/%s names no script in lua/", c.script, c.name)
+		}
+	}
+	matrix := conformanceMatrix(scripts)
+	path := filepath.Join(testenv.ModuleRoot(t), "docs", "protocol.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- conformance-matrix:begin -->\n", "<!-- conformance-matrix:end -->"
+	i, j := strings.Index(string(doc), begin), strings.Index(string(doc), end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/protocol.md has no %q ... %q section", begin, end)
+	}
+	if got := string(doc[i+len(begin) : j]); got != matrix {
+		if updateMatrix {
+			out := string(doc[:i+len(begin)]) + matrix + string(doc[j:])
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/protocol.md's conformance matrix is out of date (UPDATE_CONFORMANCE_MATRIX=1 go test ./internal/shard -run TestConformanceMatrix rewrites it); want:\n%s", matrix)
+	}
+}

@@ -1,0 +1,278 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestHomesOrder: an id the change does not move has one home; one it
+// moves is read in its old home, its new home, then the old home's
+// outbox, and written in the old home with its outbox, then the new one.
+func TestHomesOrder(t *testing.T) {
+	t.Parallel()
+	stable, err := NewLayout("loc", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changing, err := stable.withChange(1, 8, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving := movingIDs(4, 8, 1, "h", 1)[0]
+	staying := ""
+	for i := 0; staying == ""; i++ {
+		if id := fmt.Sprint("s", i); shardOfN(id, 4) == shardOfN(id, 8) {
+			staying = id
+		}
+	}
+	nw := shardOfN(moving, 8)
+	for _, c := range []struct {
+		l             Layout
+		id            string
+		order         []int
+		reads, writes string
+	}{
+		{stable, moving, []int{1}, "[{1 false}]", "[{1 false}]"},
+		{changing, moving, []int{1, nw}, fmt.Sprintf("[{1 false} {%d false} {1 true}]", nw), fmt.Sprintf("[{1 true} {%d false}]", nw)},
+		{changing, staying, []int{shardOfN(staying, 8)}, fmt.Sprintf("[{%d false}]", shardOfN(staying, 8)), fmt.Sprintf("[{%d false}]", shardOfN(staying, 8))},
+	} {
+		h := c.l.Homes(c.id)
+		if got := h.Order(); fmt.Sprint(got) != fmt.Sprint(c.order) || h.Moving() != (len(c.order) == 2) {
+			t.Errorf("%s under %d from %d: order %v moving %v, want %v", c.id, c.l.Shards(), c.l.From(), got, h.Moving(), c.order)
+		}
+		if r, w := fmt.Sprint(h.Reads()), fmt.Sprint(h.Writes()); r != c.reads || w != c.writes {
+			t.Errorf("%s under %d from %d: reads %s writes %s, want %s and %s", c.id, c.l.Shards(), c.l.From(), r, w, c.reads, c.writes)
+		}
+	}
+	if k := stable.OutboxKeys(Place{Shard: 2, Outbox: true}); len(k) != 2 || k[0] != stable.Outbox(2) || k[1] != stable.Cancelled(2) {
+		t.Errorf("outbox keys %v", k)
+	}
+	if k := stable.OutboxKeys(Place{Shard: 2}); k != nil {
+		t.Errorf("outbox keys of a place without an outbox: %v", k)
+	}
+}
+
+// A stage of a change of the shard count from 4 to 8 for a task of shard
+// 1 that moves to shard 5, as the reshard takes it (internal/reshard).
+type moveStage int
+
+const (
+	stageBefore    moveStage = iota // no change yet
+	stageSetUp                      // the change runs; the task is in its old home
+	stageExported                   // in its old home's outbox
+	stageImported                   // in the outbox and in its new home
+	stageCommitted                  // in its new home only
+	stageEnded                      // the change ended
+)
+
+var stageNames = []string{"before", "set up", "exported", "imported", "committed", "ended"}
+
+// locateFixture is one task of kind taken to a stage, with stores that
+// look for it: one that followed every step, one on the layout before the
+// change (a process that has not heard of it), one on the layout of the
+// running change (a process that has not heard of its end).
+type locateFixture struct {
+	s, stale, changing *Store
+	rdb                *redis.Client
+	id                 string
+	before             Info
+}
+
+// newLocateFixture seeds a task of kind (kSched or kDead) in shard 1 of
+// 4, in a namespace of its own on rdb, and takes it to stage.
+func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns string, kind string, stage moveStage) locateFixture {
+	t.Helper()
+	l, err := NewLayout(ns, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{
+		"default": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
+		"mail":    {MaxRetries: 7, Timeout: 5 * time.Second, MaxPayload: 1024},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const old = 1
+	id := movingIDs(4, 8, old, "loc", 1)[0]
+	seedKinds(t, ctx, s, rdb, old, map[string]string{id: kind})
+	f := locateFixture{s: s, stale: NewStore(rdb, l), rdb: rdb, id: id}
+	f.before, err = s.Lookup(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stage == stageBefore {
+		f.changing = NewStore(rdb, l)
+		return f
+	}
+	nl, err := s.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.changing = NewStore(rdb, nl)
+	var res ExportResult
+	if stage >= stageExported {
+		if res, err = s.Export(ctx, nl, old, rsEpoch, time.Second, []string{id}); err != nil || len(res.Tasks) != 1 {
+			t.Fatalf("export: %+v, %v", res, err)
+		}
+	}
+	if stage >= stageImported {
+		importAll(t, ctx, s, nl, res.Tasks)
+	}
+	if stage >= stageCommitted {
+		if c, err := s.Commit(ctx, old, rsEpoch, []string{id}); err != nil || len(c) != 0 {
+			t.Fatalf("commit: %v, %v", c, err)
+		}
+	}
+	if stage >= stageEnded {
+		for sh := range nl.Span() {
+			if _, err := s.ShardDone(ctx, nl, sh); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Layout().Migrating() {
+			t.Fatalf("the change did not end: %+v", s.Layout())
+		}
+	}
+	return f
+}
+
+// TestLocatorFindsAnIdInEveryStageOfAChange: an operation by id written
+// against the locator (find, every) is correct during a change of the
+// shard count by construction. Exists, the smallest such operation, and
+// lookup, cancel and dead-letter replay find the task in every stage of
+// its move, from a process that followed the change and from ones whose
+// layout is behind (they read the record again on a miss).
+func TestLocatorFindsAnIdInEveryStageOfAChange(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	type op struct {
+		name string
+		kind string
+		run  func(t *testing.T, ctx context.Context, f locateFixture, caller *Store, stage moveStage)
+	}
+	ops := []op{
+		{"exists", kSched, func(t *testing.T, ctx context.Context, f locateFixture, caller *Store, _ moveStage) {
+			if ok, err := caller.Exists(ctx, f.id); !ok || err != nil {
+				t.Fatalf("Exists = %v, %v; want true", ok, err)
+			}
+			if ok, err := caller.Exists(ctx, f.id+"-nosuch"); ok || err != nil {
+				t.Fatalf("Exists of an unknown id = %v, %v", ok, err)
+			}
+		}},
+		{"lookup", kSched, func(t *testing.T, ctx context.Context, f locateFixture, caller *Store, _ moveStage) {
+			info, err := caller.Lookup(ctx, f.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := infoDiff(f.before, info); d != "" {
+				t.Fatalf("lookup: %s", d)
+			}
+		}},
+		{"cancel", kSched, func(t *testing.T, ctx context.Context, f locateFixture, caller *Store, _ moveStage) {
+			if st, err := caller.Cancel(ctx, f.id); err != nil || st != "scheduled" {
+				t.Fatalf("Cancel = %q, %v", st, err)
+			}
+			if ok, err := f.s.Exists(ctx, f.id); ok || err != nil {
+				t.Fatalf("after cancel, Exists = %v, %v", ok, err)
+			}
+		}},
+		{"replay", kDead, func(t *testing.T, ctx context.Context, f locateFixture, caller *Store, stage moveStage) {
+			err := caller.DeadOne(ctx, Replay, f.id, time.Time{})
+			if stage == stageExported {
+				// Between export and import a dead letter cannot be
+				// replayed: the caller is told to try again, not that it
+				// is not dead.
+				if !errors.Is(err, ErrInTransit) || !errors.Is(err, ErrTryAgain) {
+					t.Fatalf("replay on its way: %v, want ErrInTransit", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if info, err := f.s.Lookup(ctx, f.id); err != nil || info.State != "scheduled" {
+				t.Fatalf("after replay: %+v, %v", info, err)
+			}
+		}},
+	}
+	var n atomic.Int64
+	for _, o := range ops {
+		for stage := stageBefore; stage <= stageEnded; stage++ {
+			for _, who := range []string{"follower", "stale", "changing"} {
+				if (who == "changing" && stage == stageBefore) || (who == "stale" && stage == stageBefore) {
+					continue // the same as the follower
+				}
+				t.Run(fmt.Sprintf("%s/%s/%s", o.name, stageNames[stage], who), func(t *testing.T) {
+					t.Parallel()
+					ctx := testenv.Ctx(t, 30*time.Second)
+					f := newLocateFixture(t, ctx, rdb, fmt.Sprint("loc", n.Add(1)), o.kind, stage)
+					caller := map[string]*Store{"follower": f.s, "stale": f.stale, "changing": f.changing}[who]
+					o.run(t, ctx, f, caller, stage)
+				})
+			}
+		}
+	}
+}
+
+// TestLocatorFindsATaskMovedBetweenTwoVisits: the reshard may move a task
+// to its new home at any moment; moved right after the first command an
+// operation sends, whatever it is, the task is still found (the old home
+// is visited first, the new one after).
+func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	ops := map[string]func(ctx context.Context, s *Store, id string) error{
+		"exists": func(ctx context.Context, s *Store, id string) error {
+			ok, err := s.Exists(ctx, id)
+			if err == nil && !ok {
+				err = ErrNotFound
+			}
+			return err
+		},
+		"lookup": func(ctx context.Context, s *Store, id string) error { _, err := s.Lookup(ctx, id); return err },
+		"cancel": func(ctx context.Context, s *Store, id string) error { _, err := s.Cancel(ctx, id); return err },
+	}
+	var n atomic.Int64
+	for name, run := range ops {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Ctx(t, 30*time.Second)
+			f := newLocateFixture(t, ctx, rdb, fmt.Sprint("mv", n.Add(1)), kSched, stageSetUp)
+			var armed atomic.Bool
+			// After the first command the operation sends (not those of a
+			// new connection's handshake).
+			h := &afterHook{match: func(a []any) bool {
+				name, _ := a[0].(string)
+				return armed.Load() && name != "hello" && name != "client"
+			}, fn: func() {
+				l := f.s.Layout()
+				r, err := f.s.Export(ctx, l, 1, rsEpoch, time.Second, []string{f.id})
+				if err != nil || len(r.Tasks) != 1 {
+					t.Errorf("export: %+v, %v", r, err)
+					return
+				}
+				importAll(t, ctx, f.s, l, r.Tasks)
+				if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
+					t.Errorf("commit: %v, %v", c, err)
+				}
+			}}
+			caller := NewStore(hooked(t, f.rdb, h), f.changing.Layout())
+			armed.Store(true)
+			if err := run(ctx, caller, f.id); err != nil {
+				t.Fatalf("%s of a task moved after the first command: %v", name, err)
+			}
+			if !f.s.Layout().Migrating() {
+				t.Fatal("the change ended")
+			}
+		})
+	}
+}

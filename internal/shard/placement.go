@@ -1,0 +1,130 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalidLayout is returned by NewLayout for a bad namespace or count.
+var ErrInvalidLayout = errors.New("shard: invalid layout")
+
+var namespaceRE = regexp.MustCompile(NamespaceRule)
+
+// NamespaceRule describes the legal namespaces, for error messages.
+const NamespaceRule = `^[A-Za-z0-9_-]{1,32}$`
+
+// ValidNamespace reports whether ns is a legal namespace.
+func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
+
+// Layout is where tasks are placed: the shard count N, its generation (0
+// for a deployment that was never resized, incremented by every change of
+// the shard count; layout.go) and, while a change runs, the count being
+// left (From): tasks are placed by Shards, and shards up to Span exist.
+// Where an id may live and the order to visit those shards in are
+// answered by Homes (locate.go), for every state of a change. A Layout
+// also carries the key names of its namespace (Keys). It is a value type;
+// the zero Layout is invalid, build one with NewLayout.
+type Layout struct {
+	Keys
+	shards int
+	gen    int64
+	from   int // 0: stable
+}
+
+// NewLayout returns the layout for namespace ns with n shards.
+func NewLayout(ns string, n int) (Layout, error) {
+	if !ValidNamespace(ns) {
+		return Layout{}, fmt.Errorf("%w: namespace %q must match %s", ErrInvalidLayout, ns, NamespaceRule)
+	}
+	if n < 1 || n > MaxShards {
+		return Layout{}, fmt.Errorf("%w: shard count %d not in 1..%d", ErrInvalidLayout, n, MaxShards)
+	}
+	return Layout{Keys: Keys{ns: ns}, shards: n}, nil
+}
+
+// Deployment defaults shared by the client, the worker and the
+// configuration: every producer and consumer must agree on them.
+const (
+	DefaultNamespace = "hourglass"
+	DefaultShards    = 16
+)
+
+// LayoutDefaults returns ns and n with "" and 0 replaced by
+// DefaultNamespace and DefaultShards, for configs whose zero values mean
+// the defaults: NewLayout(LayoutDefaults(ns, n)) validates them.
+func LayoutDefaults(ns string, n int) (string, int) {
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	if n == 0 {
+		n = DefaultShards
+	}
+	return ns, n
+}
+
+// MaxShards is the largest supported shard count.
+const MaxShards = 4096
+
+// Shards returns the shard count N: new tasks are placed by it.
+func (l Layout) Shards() int { return l.shards }
+
+// Gen returns the layout's generation (0: never resized).
+func (l Layout) Gen() int64 { return l.gen }
+
+// From returns the shard count a running change leaves, 0 when stable.
+func (l Layout) From() int { return l.from }
+
+// Migrating reports whether a change of the shard count is running.
+func (l Layout) Migrating() bool { return l.from > 0 }
+
+// Span returns the number of shards that exist: Shards, or the larger of
+// Shards and From while a change runs. Owners and workers cover shards
+// 0..Span-1.
+func (l Layout) Span() int { return max(l.shards, l.from) }
+
+// oldShardOf returns the shard of id by the count a running change
+// leaves (From > 0); Homes says where an id may be.
+func (l Layout) oldShardOf(id string) int {
+	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.from))
+}
+
+// ShardOf returns the shard of a task id: crc32 (IEEE) of the id's bytes
+// modulo N. Producers in other languages compute the same (for example
+// Python's zlib.crc32).
+func (l Layout) ShardOf(id string) int {
+	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.shards))
+}
+
+// ReadyKeys returns the ready lists of the given queues in every shard
+// (up to Span),
+// in shard order; workers block on them with Pop.
+func (l Layout) ReadyKeys(queues []string) []string {
+	keys := make([]string, 0, l.Span()*len(queues))
+	for sh := 0; sh < l.Span(); sh++ {
+		for _, q := range queues {
+			keys = append(keys, l.Ready(sh, q))
+		}
+	}
+	return keys
+}
+
+// ParseReady returns the shard and queue of a ready-list key.
+func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "{"+l.ns+":")
+	if !ok {
+		return 0, "", false
+	}
+	num, q, ok := strings.Cut(rest, "}:ready:")
+	if !ok {
+		return 0, "", false
+	}
+	sh, err := strconv.Atoi(num)
+	if err != nil || sh < 0 || sh >= l.Span() {
+		return 0, "", false
+	}
+	return sh, q, true
+}
