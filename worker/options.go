@@ -89,6 +89,7 @@ func DefaultConfig() Config {
 	return Config{
 		Namespace: DefaultNamespace, Shards: DefaultShards,
 		ShutdownGrace: DefaultShutdownGrace, FetchTimeout: DefaultFetchTimeout, AckLinger: DefaultAckLinger,
+		LayoutRefresh: shard.DefaultLayoutRefresh,
 	}
 }
 

@@ -151,9 +151,9 @@ func Default() Config {
 // defaults are stated next to its keys, from the libraries' constants.
 func defaultsWithoutQueues() Config {
 	return Config{
-		Namespace:  shard.DefaultNamespace,
-		Shards:     shard.DefaultShards,
-		MaxPayload: shard.DefaultMaxPayload,
+		Namespace:     shard.DefaultNamespace,
+		Shards:        shard.DefaultShards,
+		MaxPayload:    shard.DefaultMaxPayload,
 		LayoutRefresh: shard.DefaultLayoutRefresh,
 		Redis:         defaultRedis(),
 		Etcd:          defaultEtcd(),
