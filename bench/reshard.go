@@ -28,7 +28,7 @@ const (
 )
 
 // runReshard measures a change of the shard count 16 -> 32 with two
-// schedulers: the migration rate of a backlog (tasks moved ÷ the change's
+// schedulers: the reshard rate of a backlog (tasks moved ÷ the change's
 // duration, by the layout record) and the lateness of a steady load
 // before and during the change.
 func runReshard(ctx context.Context, logf func(string, ...any)) *scenario {

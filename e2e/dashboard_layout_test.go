@@ -16,7 +16,7 @@ import (
 
 // TestDashboardLayoutInBrowser: the Shards panel draws a change of the
 // shard count. No scheduler runs, so the change stays where the test puts
-// it: started (2 -> 4) it shows migrating with its progress bar and the
+// it: started (2 -> 4) it shows resharding with its progress bar and the
 // four shards; with every shard recorded done (the owners' part) it shows
 // the stable layout and hides the bar, and the header the new count.
 func TestDashboardLayoutInBrowser(t *testing.T) {
@@ -46,7 +46,7 @@ func TestDashboardLayoutInBrowser(t *testing.T) {
 	if _, err := in.Resize(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	got := layout("the change migrating", "generation 1, 4 shards, migrating 2 -> 4: 0/4 shards done, 0 tasks moved")
+	got := layout("the change resharding", "generation 1, 4 shards, resharding 2 -> 4: 0/4 shards done, 0 tasks moved")
 	if !strings.Contains(got, "at most 3 tasks left in 2 old shards") {
 		t.Fatalf("layout during the change: %q", got)
 	}

@@ -308,7 +308,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	if _, err := c.store.RefreshLayout(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l = c.store.Layout(); l.Shards() != 8 || l.Migrating() || l.Gen() != 2 {
+	if l = c.store.Layout(); l.Shards() != 8 || l.Resharding() || l.Gen() != 2 {
 		t.Fatalf("layout after the changes: generation %d, %d shards, from %d", l.Gen(), l.Shards(), l.From())
 	}
 	for _, f := range slices.Concat(far, mid, post) {
@@ -381,7 +381,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 		resumed += strings.Count(string(b), "resuming a batch left in the outbox")
 		if s != scheds[0] {
 			for _, sh := range killedShards {
-				re := regexp.MustCompile(fmt.Sprintf(`shard migrated: nothing left to move: .*\bshard=%d\b.* generation=2`, sh))
+				re := regexp.MustCompile(fmt.Sprintf(`shard done: nothing left to move: .*\bshard=%d\b.* generation=2`, sh))
 				if re.Match(b) {
 					takenOver++
 				}

@@ -26,9 +26,9 @@ const (
 	// old count. A change left preparing (its starter stopped) is
 	// finished by Resize with the same count.
 	LayoutPreparing LayoutState = shard.LayoutPreparing
-	// LayoutMigrating: new tasks are placed by the new count and each old
+	// LayoutResharding: new tasks are placed by the new count and each old
 	// shard's owner moves the tasks whose shard changed.
-	LayoutMigrating LayoutState = shard.LayoutMigrating
+	LayoutResharding LayoutState = shard.LayoutResharding
 )
 
 // LayoutStatus is the deployment's layout record: how many shards there
@@ -56,7 +56,7 @@ type LayoutStatus struct {
 	Done []int `json:"done"`
 	// Moved counts the tasks the last change moved so far.
 	Moved int64 `json:"moved"`
-	// Pending lists, while a change migrates, the shards being left that
+	// Pending lists, while a change reshards, the shards being left that
 	// are not done yet, with the tasks each holds.
 	Pending []PendingShard `json:"pending,omitempty"`
 }
@@ -72,13 +72,13 @@ type PendingShard struct {
 }
 
 // Changing reports whether a change of the shard count runs (preparing
-// or migrating).
+// or resharding).
 func (s LayoutStatus) Changing() bool {
-	return s.State == LayoutPreparing || s.State == LayoutMigrating
+	return s.State == LayoutPreparing || s.State == LayoutResharding
 }
 
 // Layout reads the layout record: the shard count, its generation and
-// the progress of a running change, with (while it migrates) the number
+// the progress of a running change, with (while it reshards) the number
 // of tasks each old shard not done yet holds, read with one bounded
 // script call per such shard. Without a record it reports the count the
 // Inspector was made with, at generation 0, and state LayoutNone.
@@ -101,7 +101,7 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	} else {
 		st.From = 0
 	}
-	if st.State != LayoutMigrating {
+	if st.State != LayoutResharding {
 		return st, nil
 	}
 	var old []int
@@ -129,7 +129,7 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 }
 
 // Resize starts changing the shard count to n (1..4096) and returns the
-// layout record once the change migrates: from then on new tasks are
+// layout record once the change reshards: from then on new tasks are
 // placed by n, and each old shard's owner (a scheduler) moves the tasks
 // whose shard changed; the last shard done ends the change (state
 // stable). Follow it with Layout. Queues registered in the old shards are

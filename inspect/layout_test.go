@@ -36,7 +36,7 @@ func upTo(n int) []int {
 	return out
 }
 
-// TestResizeFollowsTheRecord: Resize 4 -> 8 starts a change (migrating,
+// TestResizeFollowsTheRecord: Resize 4 -> 8 starts a change (resharding,
 // generation 1, the tasks of the old shards pending), a second Resize is
 // refused with ErrResizeRunning, and the Inspector (and another one made
 // with the old count, as a long-lived dashboard's) covers the 8 shards at
@@ -68,7 +68,7 @@ func TestResizeFollowsTheRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resize 4 -> 8: %v", err)
 	}
-	if st.State != inspect.LayoutMigrating || st.Generation != 1 || st.Shards != 8 || st.From != 4 || st.Span != 8 ||
+	if st.State != inspect.LayoutResharding || st.Generation != 1 || st.Shards != 8 || st.From != 4 || st.Span != 8 ||
 		len(st.Done) != 0 || st.Moved != 0 || st.Started.IsZero() || !st.Finished.IsZero() {
 		t.Fatalf("after resize 4 -> 8: %+v", st)
 	}
@@ -84,7 +84,7 @@ func TestResizeFollowsTheRecord(t *testing.T) {
 	}
 	for _, n := range []int{8, 16} {
 		again, err := in.Resize(ctx, n)
-		if !errors.Is(err, inspect.ErrResizeRunning) || again.State != inspect.LayoutMigrating || again.Generation != 1 {
+		if !errors.Is(err, inspect.ErrResizeRunning) || again.State != inspect.LayoutResharding || again.Generation != 1 {
 			t.Fatalf("resize to %d while 4 -> 8 runs: %+v %v", n, again, err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestResizeFollowsTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err = in.Layout(ctx)
-	if err != nil || st.State != inspect.LayoutMigrating || len(st.Done) != 7 || st.Moved != 42 ||
+	if err != nil || st.State != inspect.LayoutResharding || len(st.Done) != 7 || st.Moved != 42 ||
 		len(st.Pending) != 1 || st.Pending[0].Shard != 3 {
 		t.Fatalf("7 of 8 shards done: %+v %v", st, err)
 	}
@@ -154,7 +154,7 @@ func TestResizeFollowsTheRecord(t *testing.T) {
 
 	// A shrink lists the 8 shards while it runs, 4 after; a cursor left
 	// in shard 4..7 then ends its listing.
-	if st, err := other.Resize(ctx, 4); err != nil || st.State != inspect.LayoutMigrating || st.From != 8 || st.Span != 8 {
+	if st, err := other.Resize(ctx, 4); err != nil || st.State != inspect.LayoutResharding || st.From != 8 || st.Span != 8 {
 		t.Fatalf("resize 8 -> 4: %+v %v", st, err)
 	}
 	if got := shardIDs(t, in); !slices.Equal(got, upTo(8)) {

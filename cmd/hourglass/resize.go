@@ -28,9 +28,9 @@ func (a *app) shardsLayout() *cobra.Command {
 		Short: "The layout record: shard count, generation, and the progress of a change",
 		Long: `The layout record: the shard count new tasks are placed by, its
 generation (the number of changes so far), the state (stable, preparing,
-migrating; none when the count was never changed), when the last change
+resharding; none when the count was never changed), when the last change
 started and finished, the shards it recorded done, the tasks it moved,
-and while it migrates each old shard not done yet with the tasks it
+and while it reshards each old shard not done yet with the tasks it
 holds (at most what it has left to move).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -203,7 +203,7 @@ func changeLine(st inspect.LayoutStatus) string {
 	return fmt.Sprintf("generation %d, %s", st.Generation, changeProgress(st))
 }
 
-// changeProgress is "migrating 16 -> 32: 12/32 shards done, 45,210
+// changeProgress is "resharding 16 -> 32: 12/32 shards done, 45,210
 // tasks moved".
 func changeProgress(st inspect.LayoutStatus) string {
 	if st.State == inspect.LayoutPreparing {

@@ -26,7 +26,7 @@ func shardRows(out string) int {
 // real Redis and etcd, with the test in the owners' place (it records
 // the shards done, as their migration loops do): shards shows the layout
 // above the table; resize --no-wait starts a change that shards then
-// shows migrating over the 8 shards, and a second resize is refused with
+// shows resharding over the 8 shards, and a second resize is refused with
 // exit 4; a waiting resize prints the progress and returns once the test
 // ended the change, with the total; a waiting resize whose --timeout runs
 // out exits 1 saying the change goes on.
@@ -67,7 +67,7 @@ func TestShardsResize(t *testing.T) {
 	completeChange := func() {
 		t.Helper()
 		l, err := store.RefreshLayout(ctx)
-		if err != nil || !l.Migrating() {
+		if err != nil || !l.Resharding() {
 			t.Fatalf("no change runs: %+v %v", l, err)
 		}
 		for sh := range l.Span() {
@@ -84,22 +84,22 @@ func TestShardsResize(t *testing.T) {
 
 	out, errOut, code = cli("-o", "json", "shards", "resize", "8", "--no-wait")
 	var st inspect.LayoutStatus
-	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != inspect.LayoutMigrating || st.Generation != 1 || st.Span != 8 {
+	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != inspect.LayoutResharding || st.Generation != 1 || st.Span != 8 {
 		t.Fatalf("resize 8 --no-wait: exit %d %+v\n%s%s", code, st, out, errOut)
 	}
 	out, errOut, code = cli("shards")
-	if code != exitOK || !strings.HasPrefix(out, "layout: generation 1, 8 shards, migrating 4 -> 8: 0/8 shards done, 0 tasks moved\n") || shardRows(out) != 8 {
+	if code != exitOK || !strings.HasPrefix(out, "layout: generation 1, 8 shards, resharding 4 -> 8: 0/8 shards done, 0 tasks moved\n") || shardRows(out) != 8 {
 		t.Fatalf("shards during the change: exit %d\n%s%s", code, out, errOut)
 	}
 	var shards []inspect.Shard
 	if out, _, code = cli("-o", "json", "shards"); code != exitOK || json.Unmarshal([]byte(out), &shards) != nil || len(shards) != 8 {
 		t.Fatalf("shards -o json during the change: exit %d\n%s", code, out)
 	}
-	if out, errOut, code = cli("shards", "layout"); code != exitOK || !strings.Contains(out, "migrating 4 -> 8") || strings.Count(out, "pending") != 4 {
+	if out, errOut, code = cli("shards", "layout"); code != exitOK || !strings.Contains(out, "resharding 4 -> 8") || strings.Count(out, "pending") != 4 {
 		t.Fatalf("shards layout: exit %d\n%s%s", code, out, errOut)
 	}
 	_, errOut, code = cli("shards", "resize", "16", "--timeout", "5s") // bounded, should the refusal fail
-	if code != exitRefused || !strings.Contains(errOut, "another change of the shard count is running (generation 1, migrating 4 -> 8") {
+	if code != exitRefused || !strings.Contains(errOut, "another change of the shard count is running (generation 1, resharding 4 -> 8") {
 		t.Fatalf("resize while a change runs: exit %d: %s", code, errOut)
 	}
 	completeChange()
@@ -118,7 +118,7 @@ func TestShardsResize(t *testing.T) {
 	}()
 	testenv.WaitFor(t, 10*time.Second, "the change to 2 shards started", func() (bool, string) {
 		r, err := store.ReadLayout(ctx)
-		return err == nil && r.Gen == 2 && r.State == shard.LayoutMigrating, fmt.Sprintf("%+v %v", r, err)
+		return err == nil && r.Gen == 2 && r.State == shard.LayoutResharding, fmt.Sprintf("%+v %v", r, err)
 	})
 	l, err = store.RefreshLayout(ctx)
 	if err != nil {
@@ -133,7 +133,7 @@ func TestShardsResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "a progress line", func() (bool, string) {
-		return strings.Contains(werr.String(), "generation 2, migrating 8 -> 2: 3/8 shards done, 1,500 tasks moved ("), werr.String()
+		return strings.Contains(werr.String(), "generation 2, resharding 8 -> 2: 3/8 shards done, 1,500 tasks moved ("), werr.String()
 	})
 	select {
 	case c := <-exited:
@@ -165,7 +165,7 @@ func TestShardsResize(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("resize --timeout 1500ms still waits after 15 s: %s", terr.String())
 	}
-	if out, _, code = cli("shards"); code != exitOK || !strings.Contains(out, "migrating 2 -> 3") {
+	if out, _, code = cli("shards"); code != exitOK || !strings.Contains(out, "resharding 2 -> 3") {
 		t.Fatalf("shards after the wait ran out: exit %d\n%s", code, out)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // TestShardsReportTheLayout: GET shards carries the layout record with
 // the shards it lists, and follows a change of the shard count made by
-// another process (2 -> 4 here): migrating over the 4 shards with its
+// another process (2 -> 4 here): resharding over the 4 shards with its
 // progress, then stable once every shard is recorded done; GET config
 // reports the new count. The page has the layout's place in the Shards
 // panel.
@@ -55,7 +55,7 @@ func TestShardsReportTheLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, ss := get()
-	if l.State != inspect.LayoutMigrating || l.Generation != 1 || l.From != 2 || l.Shards != 4 || l.Span != 4 ||
+	if l.State != inspect.LayoutResharding || l.Generation != 1 || l.From != 2 || l.Shards != 4 || l.Span != 4 ||
 		len(l.Done) != 0 || len(l.Pending) != 2 || l.Pending[0].Tasks+l.Pending[1].Tasks != 3 || len(ss) != 4 {
 		t.Fatalf("during the change: %+v, %d shards", l, len(ss))
 	}
@@ -71,7 +71,7 @@ func TestShardsReportTheLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l, _ := get(); l.State != inspect.LayoutMigrating || len(l.Done) != 3 || l.Moved != 2 || len(l.Pending) != 0 {
+	if l, _ := get(); l.State != inspect.LayoutResharding || len(l.Done) != 3 || l.Moved != 2 || len(l.Pending) != 0 {
 		t.Fatalf("3 of 4 shards done: %+v", l)
 	}
 	if ended, err := e.Store.ShardDone(ctx, sl, 3); err != nil || !ended {

@@ -30,7 +30,7 @@
 // # Changing the shard count
 //
 // Config.Shards is only the initial N; Manager.SetShards changes it at run
-// time, for online resharding (grow while a migration runs, shrink once
+// time, for online resharding (grow while a reshard runs, shrink once
 // it is done), from any goroutine, before or during Run. Each reconcile
 // pass reads the count once and computes the quota and the candidate
 // shards from it; SetShards kicks the loop so that the change does not

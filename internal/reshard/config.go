@@ -35,7 +35,7 @@ func DefaultConfig() Config {
 	return Config{Batch: DefaultBatch, Margin: DefaultMargin, Retry: DefaultRetry, Rate: DefaultRate}
 }
 
-// Config configures a Migrator. Zero fields take the defaults above,
+// Config configures a Resharder. Zero fields take the defaults above,
 // except Rate, whose zero means no bound (as scheduler.reshard_rate's 0
 // does): DefaultConfig bounds it.
 type Config struct {
@@ -48,7 +48,7 @@ type Config struct {
 	// Retry is the pause after a failed step, and between passes while
 	// tasks in flight keep a shard from being done (default DefaultRetry).
 	Retry time.Duration
-	// Rate bounds the tasks moved per second, by all of this Migrator's
+	// Rate bounds the tasks moved per second, by all of this Resharder's
 	// shards together, 0 to MaxRate; 0: no bound. A batch of n tasks
 	// waits n/Rate before the next one starts.
 	Rate int

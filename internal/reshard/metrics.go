@@ -2,7 +2,7 @@ package reshard
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the migration's collectors; a nil *Metrics records nothing.
+// Metrics are the reshard's collectors; a nil *Metrics records nothing.
 type Metrics struct {
 	movedTotal  prometheus.Counter
 	passes      prometheus.Counter
@@ -23,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hourglass_reshard_stayed_total", Help: "Tasks a scan left in their old shard because they were in flight or due within the margin (they run there).",
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hourglass_reshard_errors_total", Help: "Migration steps that failed and were retried.",
+			Name: "hourglass_reshard_errors_total", Help: "Reshard steps that failed and were retried.",
 		}),
 	}
 	if reg != nil {

@@ -32,8 +32,8 @@ import (
 // before a shard is done.
 const cleanPasses = 2
 
-// Migrator runs the migration for each owned shard (Run).
-type Migrator struct {
+// Resharder moves the tasks of each owned shard whose shard changes (Run).
+type Resharder struct {
 	store *shard.Store
 	cfg   Config
 	log   hclog.Logger
@@ -43,27 +43,27 @@ type Migrator struct {
 	next    time.Time     // when the rate allows the next batch (Rate)
 }
 
-// New returns a Migrator on store, whose layout (shard.Store.Layout) says
+// New returns a Resharder on store, whose layout (shard.Store.Layout) says
 // whether a change runs; the caller keeps it current and calls
 // LayoutChanged after each change.
-func New(store *shard.Store, cfg Config) (*Migrator, error) {
+func New(store *shard.Store, cfg Config) (*Resharder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Migrator{store: store, cfg: cfg, log: cfg.Logger.Named("reshard"), changed: make(chan struct{})}, nil
+	return &Resharder{store: store, cfg: cfg, log: cfg.Logger.Named("reshard"), changed: make(chan struct{})}, nil
 }
 
 // LayoutChanged wakes every shard's loop to look at the store's layout
 // again.
-func (m *Migrator) LayoutChanged() {
+func (m *Resharder) LayoutChanged() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	close(m.changed)
 	m.changed = make(chan struct{})
 }
 
-func (m *Migrator) changes() <-chan struct{} {
+func (m *Resharder) changes() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.changed
@@ -73,7 +73,7 @@ func (m *Migrator) changes() <-chan struct{} {
 // and waits otherwise, until ctx ends (nil) or the shard is fenced by a
 // newer owner (an error wrapping shard.ErrStaleEpoch). It has
 // owner.Repeat's shape; a failed step is retried after Config.Retry.
-func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
+func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 	log := m.log.With("shard", s.ID, "epoch", s.Epoch)
 	doneGen := int64(-1) // the generation this shard was recorded done for
 	// clean counts the passes in a row that found nothing: a shard is
@@ -88,7 +88,7 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 			changed := m.changes()
 			l := m.store.Layout()
 			idle := owner.Wait{For: owner.Forever, Wake: changed}
-			if !l.Migrating() || s.ID >= l.Span() || doneGen == l.Gen() {
+			if !l.Resharding() || s.ID >= l.Span() || doneGen == l.Gen() {
 				return idle, nil
 			}
 			later := owner.Wait{For: m.cfg.Retry, Wake: changed}
@@ -100,7 +100,7 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 			case errors.Is(err, shard.ErrStaleLayout):
 				// A later change began: follow it rather than move tasks
 				// by a layout that is over.
-				log.Info("the layout changed under the migration; reading it again", "generation", l.Gen())
+				log.Info("the layout changed under the reshard; reading it again", "generation", l.Gen())
 				if _, rerr := m.store.RefreshLayout(ctx); rerr == nil {
 					m.LayoutChanged()
 				}
@@ -119,7 +119,7 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 				return owner.Wait{Wake: changed}, fmt.Errorf("reshard: record shard %d done: %w", s.ID, err)
 			}
 			doneGen = l.Gen()
-			log.Info("shard migrated: nothing left to move", "generation", l.Gen())
+			log.Info("shard done: nothing left to move", "generation", l.Gen())
 			if ended {
 				log.Info("change of the shard count complete", "generation", l.Gen(), "shards", l.Shards())
 				m.LayoutChanged()
@@ -133,7 +133,7 @@ func (m *Migrator) Run(ctx context.Context, s owner.Shard) error {
 // shard once and moves what it can. It reports done when the scan found
 // nothing to move and nothing that stayed (then the shard, if the new
 // count drops it, is empty).
-func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
+func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
 	if m.cfg.Schedules != nil {
 		n, err := m.store.HandOverSchedules(ctx, l, s.ID, s.Epoch, m.cfg.Schedules())
 		if err != nil {
@@ -197,7 +197,7 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 	}
 	m.cfg.Metrics.pass(stayed)
 	if moved > 0 || stayed > 0 {
-		log.Debug("migration pass", "moved", moved, "stayed", stayed)
+		log.Debug("reshard pass", "moved", moved, "stayed", stayed)
 		return false, ctx.Err()
 	}
 	if s.ID >= l.Shards() {
@@ -208,7 +208,7 @@ func (m *Migrator) pass(ctx context.Context, s owner.Shard, l shard.Layout, log 
 
 // pace waits until the rate allows a batch of n tasks, reserving it; it
 // returns false if ctx ended first. The shards' loops share the budget.
-func (m *Migrator) pace(ctx context.Context, n int) bool {
+func (m *Resharder) pace(ctx context.Context, n int) bool {
 	if m.cfg.Rate <= 0 {
 		return true
 	}
@@ -225,7 +225,7 @@ func (m *Migrator) pace(ctx context.Context, n int) bool {
 
 // deliver imports exported tasks into their new shards, commits them, and
 // removes the imported copies of those cancelled on their way.
-func (m *Migrator) deliver(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
+func (m *Resharder) deliver(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -266,7 +266,7 @@ func (m *Migrator) deliver(ctx context.Context, s owner.Shard, l shard.Layout, t
 
 // unimport removes the imported copies of tasks cancelled on their way
 // out of shard s, then forgets their cancelled entries.
-func (m *Migrator) unimport(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
+func (m *Resharder) unimport(ctx context.Context, s owner.Shard, l shard.Layout, tasks []shard.Exported) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -286,7 +286,7 @@ func (m *Migrator) unimport(ctx context.Context, s owner.Shard, l shard.Layout, 
 
 // finish records the shard done, first deleting its keys if the new
 // count drops it. It reports whether this ended the change.
-func (m *Migrator) finish(ctx context.Context, s owner.Shard, l shard.Layout) (bool, error) {
+func (m *Resharder) finish(ctx context.Context, s owner.Shard, l shard.Layout) (bool, error) {
 	if s.ID >= l.Shards() {
 		if err := m.store.DropShard(ctx, s.ID); err != nil {
 			return false, err

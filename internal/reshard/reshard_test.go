@@ -208,7 +208,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 		}
 		return false, "no passes metric"
 	})
-	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutMigrating {
+	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
 		t.Fatalf("record %+v, %v while tasks are in flight; want migrating", rec, err)
 	}
 	for _, d := range moving {

@@ -88,7 +88,7 @@ func TestReviewZombieCommitMakesNextOwnerUnimportLiveTasks(t *testing.T) {
 	}
 }
 
-// Finding: a migrator whose store still has the previous change's layout
+// Finding: a resharder whose store still has the previous change's layout
 // (generation 1, migrating 2 -> 4) runs a pass on a newly acquired shard
 // after generation 2 (4 -> 2) has ended: it moves a task that producers
 // placed by 2 shards back to its shard among 4, a dropped shard nobody

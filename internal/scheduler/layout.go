@@ -27,10 +27,10 @@ func (s *Scheduler) onLayout(before, after shard.Layout) {
 		s.log.Warn("the layout record's shard count differs from the configured one, which only sets the initial count: the record wins",
 			"configured", s.cfg.Shards, "shards", after.Shards(), "generation", after.Gen())
 	}
-	s.log.Info("layout", "generation", after.Gen(), "shards", after.Shards(), "from", after.From(), "resharding", after.Migrating())
+	s.log.Info("layout", "generation", after.Gen(), "shards", after.Shards(), "from", after.From(), "resharding", after.Resharding())
 	s.election.SetShards(after.Span())
 	s.firer.SetSchedules(s.firedSchedules())
-	s.migrator.LayoutChanged()
+	s.resharder.LayoutChanged()
 	select {
 	case s.relayout <- struct{}{}:
 	default:
@@ -60,9 +60,9 @@ func layoutGauges(store *shard.Store) []prometheus.Collector {
 			Name: "hourglass_layout_shards", Help: "Shard count new tasks are placed by.",
 		}, func() float64 { return float64(store.Layout().Shards()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "hourglass_layout_migrating", Help: "1 while a change of the shard count runs.",
+			Name: "hourglass_layout_resharding", Help: "1 while a change of the shard count runs.",
 		}, func() float64 {
-			if store.Layout().Migrating() {
+			if store.Layout().Resharding() {
 				return 1
 			}
 			return 0

@@ -48,18 +48,18 @@ import (
 
 // Scheduler is one scheduler replica.
 type Scheduler struct {
-	cfg      *config.Config
-	log      hclog.Logger
-	rdb      redis.UniversalClient
-	etcd     *clientv3.Client
-	store    *shard.Store
-	reg      *prometheus.Registry
-	waker    *scan.Waker
-	mover    *scan.Mover
-	recovery *recovery.Recoverer
-	migrator *reshard.Migrator
-	loops    []owner.Loop
-	election *election.Manager
+	cfg       *config.Config
+	log       hclog.Logger
+	rdb       redis.UniversalClient
+	etcd      *clientv3.Client
+	store     *shard.Store
+	reg       *prometheus.Registry
+	waker     *scan.Waker
+	mover     *scan.Mover
+	recovery  *recovery.Recoverer
+	resharder *reshard.Resharder
+	loops     []owner.Loop
+	election  *election.Manager
 	// firer fires the periodic schedules: the configured ones
 	// (schedules) and those registered at run time (watchSchedules).
 	firer     *fire.Firer
@@ -140,7 +140,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
 	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names
-	if s.migrator, err = reshard.New(s.store, rsc); err != nil {
+	if s.resharder, err = reshard.New(s.store, rsc); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		{Name: "mover", Run: s.mover.Run},
 		{Name: "recovery", Run: s.recovery.Run},
 		{Name: "periodic", Run: s.firer.Run},
-		{Name: "reshard", Run: s.migrator.Run},
+		{Name: "reshard", Run: s.resharder.Run},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg

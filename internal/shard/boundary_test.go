@@ -19,9 +19,9 @@ import (
 // the Store's operations by id, which are correct in every state of a
 // change by construction (locate.go).
 var reshardAPI = map[string]bool{
-	"Migrating": true, "From": true, "Gen": true, "oldShardOf": true,
+	"Resharding": true, "From": true, "Gen": true, "oldShardOf": true,
 	"ReadLayout": true, "RefreshLayout": true, "SetLayout": true, "LayoutRecord": true,
-	"LayoutStable": true, "LayoutPreparing": true, "LayoutMigrating": true,
+	"LayoutStable": true, "LayoutPreparing": true, "LayoutResharding": true,
 	"BeginResize": true, "ShardDone": true, "AddMoved": true,
 	"ScanIDs": true, "Export": true, "Import": true, "Commit": true, "Unimport": true, "Forget": true,
 	"CancelledOnTheWay": true, "DropShard": true, "ShardEmpty": true,

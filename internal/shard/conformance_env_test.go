@@ -36,11 +36,11 @@ func confEnqueueIn(ctx context.Context, s *Store, l Layout, as []EnqueueArgs) ([
 }
 
 func confCancelIn(ctx context.Context, s *Store, l Layout, sh int, id string) (string, error) {
-	return s.cancelIn(ctx, Place{Shard: sh, Outbox: l.Migrating()}, id)
+	return s.cancelIn(ctx, Place{Shard: sh, Outbox: l.Resharding()}, id)
 }
 
 func confLookupIn(ctx context.Context, s *Store, l Layout, sh int, id string) (Info, error) {
-	return s.lookupIn(ctx, Place{Shard: sh, Outbox: l.Migrating()}, id)
+	return s.lookupIn(ctx, Place{Shard: sh, Outbox: l.Resharding()}, id)
 }
 
 // The suite's layout: a namespace of confShards shards, which a change of

@@ -28,7 +28,7 @@ import (
 // handed over. Fenced by epoch (ErrStaleEpoch) and by sh's marker
 // (ErrStaleLayout). It does nothing while no change runs.
 func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch int64, names []string) (int, error) {
-	if !l.Migrating() {
+	if !l.Resharding() {
 		return 0, nil
 	}
 	var leaving []string
@@ -76,7 +76,7 @@ func (s *Store) HomeSchedules(ctx context.Context, sh int, names []string) (map[
 // nothing while no change runs.
 func (s *Store) takeOverSchedules(ctx context.Context, sh int, names []string) error {
 	l := s.Layout()
-	if !l.Migrating() {
+	if !l.Resharding() {
 		return nil
 	}
 	from := map[int][]string{}

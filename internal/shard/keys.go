@@ -156,7 +156,7 @@ func (k Keys) Marker(s int) string { return k.Tag(s) + ":layout" }
 func (k Keys) Outbox(s int) string { return k.Tag(s) + ":outbox" }
 
 // Cancelled is the hash of the outbox entries of shard s that were
-// cancelled on their way (cancel.lua): the migration removes their
+// cancelled on their way (cancel.lua): the reshard removes their
 // imported copies, then the entries (Forget).
 func (k Keys) Cancelled(s int) string { return k.Tag(s) + ":outbox:cancelled" }
 

@@ -38,17 +38,20 @@ var (
 	// reshard has not removed yet; a dead-letter replay of an id between
 	// export and import): nothing was done. It wraps ErrTryAgain.
 	ErrInTransit = fmt.Errorf("%w: the id is on its way to its new shard", ErrTryAgain)
-	// ErrStaleLayout reports a migration step refused because the
+	// ErrStaleLayout reports a reshard step refused because the
 	// shard's marker says another change (the caller's layout is out of
 	// date): nothing was written.
-	ErrStaleLayout = errors.New("shard: the migration's layout is out of date")
+	ErrStaleLayout = errors.New("shard: the reshard's layout is out of date")
 )
 
 // Layout record states.
 const (
-	LayoutStable    = "stable"
-	LayoutPreparing = "preparing"
-	LayoutMigrating = "migrating"
+	LayoutStable     = "stable"
+	LayoutPreparing  = "preparing"
+	LayoutResharding = "resharding"
+	// layoutMigrating is LayoutResharding's name in records written
+	// before it was renamed; it reads as LayoutResharding.
+	layoutMigrating = "migrating"
 )
 
 // LayoutRecord is the layout record as stored.
@@ -57,7 +60,7 @@ type LayoutRecord struct {
 	// change prepares (the markers are being written) the one it leaves.
 	// Without a record, the layout the store was made with.
 	Layout Layout
-	// State is LayoutStable, LayoutPreparing or LayoutMigrating; "" when
+	// State is LayoutStable, LayoutPreparing or LayoutResharding; "" when
 	// there is no record (the shard count was never changed).
 	State string
 	// Gen, Shards and From are the stored generation and counts.
@@ -157,7 +160,8 @@ func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
 	switch r.State {
 	case LayoutStable:
 		r.Layout, err = s.base.withChange(r.Gen, r.Shards, 0)
-	case LayoutMigrating:
+	case LayoutResharding, layoutMigrating:
+		r.State = LayoutResharding
 		r.Layout, err = s.base.withChange(r.Gen, r.Shards, r.From)
 	case LayoutPreparing:
 		// Producers keep the layout being left until every marker says
@@ -182,7 +186,7 @@ const LayoutChanged = "layout"
 
 // BeginResize starts changing the shard count to n: it bumps the
 // generation (compare-and-set), registers the queues in the shards that
-// are new, writes every shard's marker, then marks the change migrating
+// are new, writes every shard's marker, then marks the change resharding
 // and announces it on the control channel. Each old shard's owner then
 // moves the tasks whose shard changed (internal/reshard). A change left
 // "preparing" by a crash is finished by calling BeginResize again with the

@@ -138,7 +138,7 @@ func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns s
 				t.Fatal(err)
 			}
 		}
-		if s.Layout().Migrating() {
+		if s.Layout().Resharding() {
 			t.Fatalf("the change did not end: %+v", s.Layout())
 		}
 	}
@@ -270,7 +270,7 @@ func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
 			if err := run(ctx, caller, f.id); err != nil {
 				t.Fatalf("%s of a task moved after the first command: %v", name, err)
 			}
-			if !f.s.Layout().Migrating() {
+			if !f.s.Layout().Resharding() {
 				t.Fatal("the change ended")
 			}
 		})

@@ -78,8 +78,8 @@ func (l Layout) Gen() int64 { return l.gen }
 // From returns the shard count a running change leaves, 0 when stable.
 func (l Layout) From() int { return l.from }
 
-// Migrating reports whether a change of the shard count is running.
-func (l Layout) Migrating() bool { return l.from > 0 }
+// Resharding reports whether a change of the shard count is running.
+func (l Layout) Resharding() bool { return l.from > 0 }
 
 // Span returns the number of shards that exist: Shards, or the larger of
 // Shards and From while a change runs. Owners and workers cover shards

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The migration's steps (docs/resharding.md): an old shard's owner scans
+// The reshard's steps (docs/resharding.md): an old shard's owner scans
 // its task ids (ScanIDs), takes those whose shard changed out of the
 // shard (Export, to the outbox), stores them in their new shards
 // (Import), then drops their outbox entries (Commit). Each step is one

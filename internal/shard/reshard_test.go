@@ -54,7 +54,7 @@ func TestLayoutRecordLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != LayoutMigrating || r.Gen != 1 || r.Shards != 32 || r.From != 16 || r.Started.IsZero() || len(r.Done) != 0 {
+	if r.State != LayoutResharding || r.Gen != 1 || r.Shards != 32 || r.From != 16 || r.Started.IsZero() || len(r.Done) != 0 {
 		t.Fatalf("record after BeginResize: %+v", r)
 	}
 	wantLayout(t, "the record's layout", r.Layout, 1, 32, 16)
@@ -101,7 +101,7 @@ func TestLayoutRecordLifecycle(t *testing.T) {
 			}
 		}
 		if i == len(order)-2 {
-			if r, err := s.ReadLayout(ctx); err != nil || r.State != LayoutMigrating || len(r.Done) != 31 || r.Moved != 7 {
+			if r, err := s.ReadLayout(ctx); err != nil || r.State != LayoutResharding || len(r.Done) != 31 || r.Moved != 7 {
 				t.Fatalf("record with one shard left: %+v, %v", r, err)
 			}
 		}
@@ -184,7 +184,7 @@ func TestLayoutPreparingLeftByCrash(t *testing.T) {
 	}
 	wantLayout(t, "the finished change", next, 1, 32, 16)
 	r, err = s.ReadLayout(ctx)
-	if err != nil || r.State != LayoutMigrating || r.Gen != 1 || r.Shards != 32 || r.From != 16 {
+	if err != nil || r.State != LayoutResharding || r.Gen != 1 || r.Shards != 32 || r.From != 16 {
 		t.Fatalf("record after finishing: %+v, %v", r, err)
 	}
 	wantMarkers(t, ctx, rdb, l, 32, "1|32|16")

@@ -170,7 +170,7 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 // removes it from the old one, so a check that misses it there means the
 // enqueue script finds it in the new home.
 func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs, todo []int, out []EnqueueResult) []int {
-	if !l.Migrating() {
+	if !l.Resharding() {
 		return todo
 	}
 	type check struct {

@@ -214,7 +214,7 @@ async function loadShards() {
   $("#layout").textContent = layoutText(l);
   $("#layout").dataset.state = l.state;
   const bar = $("#layoutprogress");
-  bar.hidden = l.state !== "migrating" && l.state !== "preparing";
+  bar.hidden = l.state !== "resharding" && l.state !== "preparing";
   bar.max = l.span;
   bar.value = l.done.length;
   $("#deployment").textContent = `namespace ${namespace}, ${l.shards} shards`;

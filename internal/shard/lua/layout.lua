@@ -7,7 +7,9 @@
 --           gen          generation (1 for the first change)
 --           shards       shard count new tasks are placed by
 --           from         shard count being left ("0" when stable)
---           state        "preparing" | "migrating" | "stable"
+--           state        "preparing" | "resharding" | "stable"
+--                        ("migrating", the name before 2026-11, is read
+--                        as "resharding")
 --           started_ms, finished_ms
 --           done:<s>     "1" once shard s has nothing left to move
 --           ndone        number of done:<s> fields
@@ -18,7 +20,7 @@
 --            expected+1 in state "preparing".
 --            Returns {1, gen} or, when the record is not at the expected
 --            generation or a change is running, {0, stored gen, state}.
---   "start"  ARGV[2] generation. "preparing" -> "migrating" (the markers
+--   "start"  ARGV[2] generation. "preparing" -> "resharding" (the markers
 --            are written). Returns {1, gen} or {0, stored gen, state}.
 --   "done"   ARGV[2] generation, ARGV[3] shard, ARGV[4] span (shards that
 --            must be done). Records that the shard is done; when every
@@ -27,10 +29,11 @@
 --            (or it had ended), {0, stored gen, state} for another
 --            generation.
 --   "moved"  ARGV[2] generation, ARGV[3] count. Adds to "moved" while
---            that generation migrates. Returns {1, total} or {0, ...}.
+--            that generation reshards. Returns {1, total} or {0, ...}.
 local op = ARGV[1]
 local rec = redis.call("HMGET", KEYS[1], "gen", "state")
 local gen, state = tonumber(rec[1] or "0"), rec[2] or "stable"
+if state == "migrating" then state = "resharding" end
 local t = redis.call("TIME")
 local now = string.format("%d", tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 
@@ -50,10 +53,10 @@ if gen ~= tonumber(ARGV[2]) then
 end
 if op == "start" then
   if state ~= "preparing" then return {0, gen, state} end
-  redis.call("HSET", KEYS[1], "state", "migrating")
+  redis.call("HSET", KEYS[1], "state", "resharding")
   return {1, gen}
 elseif op == "done" then
-  if state ~= "migrating" then return {1, 0} end
+  if state ~= "resharding" then return {1, 0} end
   if redis.call("HSETNX", KEYS[1], "done:" .. ARGV[3], "1") == 1 then
     redis.call("HINCRBY", KEYS[1], "ndone", 1)
   end
@@ -64,7 +67,7 @@ elseif op == "done" then
   redis.call("HSET", KEYS[1], "state", "stable", "from", "0", "finished_ms", now)
   return {1, 1}
 elseif op == "moved" then
-  if state ~= "migrating" then return {0, gen, state} end
+  if state ~= "resharding" then return {0, gen, state} end
   return {1, redis.call("HINCRBY", KEYS[1], "moved", ARGV[3])}
 end
 return redis.error_reply("layout: unknown operation " .. tostring(op))
