@@ -49,7 +49,10 @@ func TestReviewOneUnhandedScheduleStopsTheWholeNewHome(t *testing.T) {
 	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	f := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
+	f, err := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Schedules: f.Names})
 	if err != nil {
 		t.Fatal(err)

@@ -81,8 +81,8 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 		t.Fatalf("paused: %+v", r)
 	}
 	st, err := s.PeriodicState(ctx, home)
-	if err != nil || !st[name].Last.Equal(occ(5)) || st[name].LastTask != id2 {
-		t.Fatalf("state after skips: %+v %v", st, err)
+	if err != nil || !st[name].Last.Equal(occ(5)) || st[name].LastTask != id2 || !st[name].Fired.Equal(occ(2)) {
+		t.Fatalf("state after skips: %+v %v; want last 5, last task and last fired 2's", st, err)
 	}
 	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(6), Epoch: 2,
 		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(6)), Queue: "default", Due: occ(6), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
@@ -94,12 +94,15 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 	if r := fire(7, 3, nil); r.Outcome != AlreadyFired {
 		t.Fatalf("a refused occurrence fired again: %+v", r)
 	}
-	last, err := s.LastFired(ctx, home)
+	last, err := s.LastRecorded(ctx, home)
 	if err != nil || !last[name].Equal(occ(7)) {
 		t.Fatalf("last fired: %v %v", last, err)
 	}
-	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 2 {
-		t.Fatalf("periodic state has %d fields (%v), want the last occurrence and the last task's", n, err)
+	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 3 {
+		t.Fatalf("periodic state has %d fields (%v), want the last occurrence, the last task's and the last fired", n, err)
+	}
+	if st, err := s.PeriodicState(ctx, home); err != nil || !st[name].Fired.Equal(occ(2)) {
+		t.Fatalf("a refused occurrence counts as fired: %+v %v", st, err)
 	}
 	if _, err := s.Fire(ctx, (home+1)%l.Shards(), FireArgs{Schedule: name, Task: EnqueueArgs{ID: id1}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("fired in another shard: %v", err)
