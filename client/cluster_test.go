@@ -18,9 +18,9 @@ import (
 // refused there.
 func TestClientOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{Queues: map[string]shard.QueuePolicy{
+	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{Options: shardtest.Options{Queues: map[string]shard.QueuePolicy{
 		"emails": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20},
-	}})
+	}}})
 	cc := rc.RDB
 	ctx := testenv.Ctx(t, 30*time.Second)
 	c, err := client.New(cc, client.Config{})

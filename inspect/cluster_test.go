@@ -18,7 +18,7 @@ import (
 // paging over every shard, set, pause and resume, lookup and cancel.
 func TestInspectorOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{}) // no queues: the inspector sets one
+	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{Options: shardtest.Options{NoQueues: true}}) // the inspector sets the queue
 	cc := rc.RDB
 	ctx := testenv.Ctx(t, 30*time.Second)
 	in, err := inspect.New(inspect.Options{Redis: cc, Shards: 16})

@@ -13,15 +13,12 @@ import (
 
 // ClusterOptions shape a Cluster. Zero fields take the defaults given.
 type ClusterOptions struct {
-	// Namespace defaults to "hourglass"; Shards to 16.
-	Namespace string
-	Shards    int
+	// Options name the namespace, the shard count and the queues, as
+	// for New, but the namespace defaults to "hourglass" (a client's
+	// default) and the count to 16.
+	Options
 	// Replicas is how many replicas each of the three primaries has.
 	Replicas int
-	// Queues are registered with their policies (a zero MaxPayload
-	// becomes 1 KiB); nil registers none (a test of registration does
-	// its own).
-	Queues map[string]shard.QueuePolicy
 	// Client is the options of RDB; Addrs is set to the nodes'.
 	Client redis.ClusterOptions
 }
@@ -38,8 +35,8 @@ type Cluster struct {
 	Store *shard.Store
 }
 
-// NewCluster starts a Redis Cluster and registers the queues of o. It
-// fails the test unless the shards spread over all three primaries,
+// NewCluster starts a Redis Cluster and registers the queues of o (as
+// New does: nil registers Queue, NoQueues none). It fails the test unless the shards spread over all three primaries,
 // which the tests that show the spread rely on.
 func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	t.Helper()
@@ -49,10 +46,6 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	if o.Shards == 0 {
 		o.Shards = 16
 	}
-	l, err := shard.NewLayout(o.Namespace, o.Shards)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rc := testenv.StartRedisCluster(t, 3, o.Replicas)
 	copt := o.Client
 	for _, n := range rc.Nodes {
@@ -60,22 +53,11 @@ func NewCluster(t testing.TB, o ClusterOptions) *Cluster {
 	}
 	c := &Cluster{T: t, Redis: rc, RDB: redis.NewClusterClient(&copt)}
 	t.Cleanup(func() { c.RDB.Close() })
-	c.Store = shard.NewStore(c.RDB, l)
+	c.Store = shard.NewStore(c.RDB, o.layout(t))
 	if spread := c.Spread(); len(spread) != 3 {
 		t.Fatalf("shardtest: %d shards on %d primaries, want all 3: %v", o.Shards, len(spread), spread)
 	}
-	if o.Queues != nil {
-		ps := make(map[string]shard.QueuePolicy, len(o.Queues))
-		for q, p := range o.Queues {
-			if p.MaxPayload == 0 {
-				p.MaxPayload = 1024
-			}
-			ps[q] = p
-		}
-		if err := c.Store.RegisterQueues(testenv.Ctx(t, 30*time.Second), ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	o.register(t, c.Store)
 	return c
 }
 
