@@ -113,14 +113,12 @@ func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns s
 		t.Fatal(err)
 	}
 	f.changing = NewStore(rdb, nl)
-	var res ExportResult
+	var exported []Exported
 	if stage >= stageExported {
-		if res, err = s.Export(ctx, nl, old, rsEpoch, time.Second, []string{id}); err != nil || len(res.Tasks) != 1 {
-			t.Fatalf("export: %+v, %v", res, err)
-		}
+		exported = exportAll(t, ctx, s, old, id)
 	}
 	if stage >= stageImported {
-		importAll(t, ctx, s, nl, res.Tasks)
+		importAll(t, ctx, s, nl, exported)
 	}
 	if stage >= stageCommitted {
 		if c, err := s.Commit(ctx, old, rsEpoch, []string{id}); err != nil || len(c) != 0 {

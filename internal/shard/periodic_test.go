@@ -151,11 +151,7 @@ func TestOverlapSkipFollowsThePreviousTaskMovedByAChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Export(ctx, s.Layout(), h, rsEpoch, time.Second, []string{id1})
-	if err != nil || len(r.Tasks) != 1 {
-		t.Fatalf("export: %+v %v", r, err)
-	}
-	importAll(t, ctx, s, l, r.Tasks)
+	importAll(t, ctx, s, l, exportAll(t, ctx, s, h, id1))
 	if _, err := s.Commit(ctx, h, rsEpoch, []string{id1}); err != nil {
 		t.Fatal(err)
 	}

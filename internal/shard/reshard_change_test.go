@@ -173,14 +173,11 @@ func TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Export(ctx, s.Layout(), old, rsEpoch, time.Second, []string{id})
-	if err != nil || len(r.Tasks) != 1 {
-		t.Fatalf("export: %+v %v", r, err)
-	}
+	exported := exportAll(t, ctx, s, old, id)
 	if st, err := s.Cancel(ctx, id); err != nil || st != "scheduled" {
 		t.Fatalf("cancel: %q %v", st, err)
 	}
-	importAll(t, ctx, s, l, r.Tasks) // the owner goes on with its batch
+	importAll(t, ctx, s, l, exported) // the owner goes on with its batch
 	// The user enqueues the id again, after its cancel succeeded.
 	res := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1, Payload: []byte("second")})
 	cancelled, err := s.Commit(ctx, old, rsEpoch, []string{id})
@@ -188,7 +185,7 @@ func TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport(t *testing.T) {
 		t.Fatal(err)
 	}
 	byID := map[string]Exported{}
-	for _, e := range r.Tasks {
+	for _, e := range exported {
 		byID[e.ID] = e
 	}
 	var undo []Exported

@@ -299,6 +299,18 @@ func infoDiff(a, b Info) string {
 	return strings.Join(d, "; ")
 }
 
+// exportAll exports ids from shard sh for the store's running change,
+// with rsEpoch and a margin of a second, and fails the test unless every
+// one of them was exported.
+func exportAll(t *testing.T, ctx context.Context, s *Store, sh int, ids ...string) []Exported {
+	t.Helper()
+	r, err := s.Export(ctx, s.Layout(), sh, rsEpoch, time.Second, ids)
+	if err != nil || len(r.Tasks) != len(ids) {
+		t.Fatalf("export %v from shard %d: %+v, %v", ids, sh, r, err)
+	}
+	return r.Tasks
+}
+
 // importAll imports the tasks into their shards of l, one call per shard,
 // and returns how many were stored.
 func importAll(t *testing.T, ctx context.Context, s *Store, l Layout, tasks []Exported) int {
