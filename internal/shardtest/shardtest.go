@@ -3,7 +3,9 @@
 // scheduler tests): a shard.Store on a fresh redis-server with queues
 // registered, seeders that put tasks into each state (scheduled, ready,
 // popped, dead), readers of that state, and owners that run the per-shard
-// loops on every shard with real wake-ups, as a scheduler does.
+// loops on every shard with real wake-ups, as a scheduler does. Cluster is
+// the same layout on a Redis Cluster of three primaries, for the client,
+// inspect and worker tests that run there.
 //
 // Everything fails the test on error and is cleaned up with t.Cleanup.
 // Each Env has a Redis of its own, so tests using one may run in parallel.
