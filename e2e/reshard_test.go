@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -122,9 +121,6 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 	}
 	return percentile(ds, 0.5), percentile(ds, 0.99), len(ds)
 }
-
-// shardOf is crc32 (IEEE) of id modulo n, as shard.Layout places ids.
-func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
 
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
 // 8 under a steady load (1,000 tasks/s, delays 0-10 s, from an up-to-date
@@ -320,8 +316,8 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 			}
 		case err != nil || in.State != client.StateScheduled || !in.Due.Equal(f.At.Truncate(time.Millisecond)):
 			t.Errorf("far task %s after the changes: %+v, %v", f.ID, in, err)
-		case !c.rdb.HExists(ctx, l.Tasks(shardOf(f.ID, 8)), f.ID).Val():
-			t.Errorf("far task %s is not in shard %d", f.ID, shardOf(f.ID, 8))
+		case !c.rdb.HExists(ctx, l.Tasks(testenv.ShardOf(f.ID, 8)), f.ID).Val():
+			t.Errorf("far task %s is not in shard %d", f.ID, testenv.ShardOf(f.ID, 8))
 		}
 	}
 	for _, d := range dead {
@@ -340,8 +336,8 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	}
 	for sh := range 8 {
 		for _, id := range c.rdb.HKeys(ctx, l.Tasks(sh)).Val() {
-			if shardOf(id, 8) != sh {
-				t.Errorf("task %s in shard %d, belongs in %d", id, sh, shardOf(id, 8))
+			if testenv.ShardOf(id, 8) != sh {
+				t.Errorf("task %s in shard %d, belongs in %d", id, sh, testenv.ShardOf(id, 8))
 			}
 		}
 	}

@@ -117,3 +117,51 @@ func stateOf(t *testing.T, s *Store, id string) string {
 	}
 	return info.State
 }
+
+// TestOverlapSkipFollowsThePreviousTaskMovedByAChange: the overlap policy
+// holds across a change of the shard count. The previous occurrence's id
+// was placed by the old count; when the change moves its task (scheduled
+// at least a second ahead: a retry in backoff, a jittered due time), the
+// next occurrence is still skipped while that task is stored. fire.lua
+// once looked in the schedule's home shard only (HEXISTS on KEYS[2]) and
+// fired it.
+func TestOverlapSkipFollowsThePreviousTaskMovedByAChange(t *testing.T) {
+	t.Parallel()
+	s, _ := newSizedStore(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	name := testenv.IDs("ov", 1, func(id string) bool { return testenv.ShardOf(id, 8) < 4 })[0]
+	l4 := s.Layout()
+	h := l4.HomeShard(name)
+	occ1 := time.Now().Truncate(time.Second)
+	for l4.ShardOf(l4.OccurrenceID(name, occ1)) == testenv.ShardOf(l4.OccurrenceID(name, occ1), 8) {
+		occ1 = occ1.Add(time.Second)
+	}
+	id1 := l4.OccurrenceID(name, occ1)
+	fire := func(occ time.Time) FireResult {
+		t.Helper()
+		l := s.Layout()
+		r, err := s.Fire(ctx, h, FireArgs{Schedule: name, Occurrence: occ, Epoch: rsEpoch, Overlap: true,
+			Task: EnqueueArgs{ID: l.OccurrenceID(name, occ), Queue: "default", Due: occ.Add(time.Hour), MaxRetries: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := fire(occ1); r.Outcome != Fired {
+		t.Fatalf("first occurrence: %+v", r)
+	}
+	l, err := s.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	importAll(t, ctx, s, l, exportAll(t, ctx, s, h, id1))
+	if _, err := s.Commit(ctx, h, rsEpoch, []string{id1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, id1); err != nil {
+		t.Fatalf("previous task: %v", err)
+	}
+	if r := fire(occ1.Add(time.Minute)); r.Outcome != SkippedOverlap {
+		t.Fatalf("next occurrence %v while the previous task %s is still stored (moved to shard %d): overlap skip not applied", r.Outcome, id1, l.ShardOf(id1))
+	}
+}
