@@ -130,7 +130,7 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 // acknowledged task is delivered, none early, none twice; the far tasks
 // and dead letters keep their state in their new shards; the dropped
 // shards are gone; dedupe, cancel and lookup hold before, during and
-// after. The migration rate and the lateness before and during each
+// after. The reshard rate and the lateness before and during each
 // change are printed.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	t.Parallel()
@@ -168,7 +168,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 		ticks = append(ticks, name)
 		sargs = append(sargs, periodicArgs(name, "queue", "default", "interval", "1s", "catch_up", "all", "catch_up_window", "1m")...)
 	}
-	// A slow migration, so that the SIGKILL below lands in the middle of
+	// A slow reshard, so that the SIGKILL below lands in the middle of
 	// one.
 	args = append(sargs, "-set", "scheduler.reshard_rate=1000")
 	scheds := []*sched{c.start("s-1", args...), c.start("s-2", args...), c.start("s-3", args...)}
@@ -260,7 +260,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 
 	var killedShards []int
 	// Shrink 32 -> 8, with a scheduler SIGKILLed once tasks are moving;
-	// it comes back as s-4, and the killed replica's shards are migrated
+	// it comes back as s-4, and the killed replica's shards are resharded
 	// by their new owners.
 	shrinkStart, shrinkEnd, shrunk := c.resize(t, ctx, 8, func() {
 		testenv.WaitFor(t, 30*time.Second, "the shrink moving tasks", func() (bool, string) {
@@ -390,7 +390,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	t.Logf("grow 16->32: %d tasks moved in %s (%.0f tasks/s); shrink 32->8 with a scheduler SIGKILLed: %d moved in %s (%.0f tasks/s), %d outbox batches resumed by a new owner",
 		grown, growEnd.Sub(growStart), float64(grown)/growEnd.Sub(growStart).Seconds(),
 		shrunk, shrinkEnd.Sub(shrinkStart), float64(shrunk)/shrinkEnd.Sub(shrinkStart).Seconds(), resumed)
-	t.Logf("the SIGKILLed replica owned shards %v; %d of them were migrated by the replicas that took them over", killedShards, takenOver)
+	t.Logf("the SIGKILLed replica owned shards %v; %d of them were resharded by the replicas that took them over", killedShards, takenOver)
 	t.Logf("lateness receive-due p50/p99: before %s/%s (%d tasks), during the grow %s/%s (%d), during the shrink %s/%s (%d); %d + %d acknowledged tasks delivered, 0 lost, 0 twice, 0 early (race-enabled binaries; no bar asserted)",
 		before50, before99, nb, grow50, grow99, ng, shrink50, shrink99, ns, fresh.count(), stale.count())
 }

@@ -259,7 +259,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 		return false, "no passes metric"
 	})
 	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
-		t.Fatalf("record %+v, %v while tasks are in flight; want migrating", rec, err)
+		t.Fatalf("record %+v, %v while tasks are in flight; want resharding", rec, err)
 	}
 	for _, d := range moving {
 		if !e.RDB.HExists(ctx, e.Layout().Tasks(0), d.Task.ID).Val() {

@@ -68,7 +68,7 @@ const (
 	// stRedirecting: the markers name the new count, the record is still
 	// "preparing": producers on the old generation are redirected.
 	stRedirecting confState = "redirecting"
-	// stResharding: the change runs (record "migrating"): owners export,
+	// stResharding: the change runs (record "resharding"): owners export,
 	// import and commit; outbox and cancelled entries exist.
 	stResharding confState = "resharding"
 )
@@ -438,7 +438,7 @@ func (f *confFixture) callAsk(fn func() error) error {
 }
 
 // beginSlotMigration marks shard confShard's slot importing on another
-// primary, then migrating on its own, with migration_test.go's fixture
+// primary, then migrating on its own, with slotmigration_test.go's fixture
 // (its migrate, finishMigration and snapshot move keys and read both
 // nodes).
 func (f *confFixture) beginSlotMigration() *migFixture {

@@ -14,7 +14,7 @@ import (
 // whose shard changes is one task wherever it is (its old shard, the
 // outbox, its new shard): an enqueue of its id is a duplicate and stores
 // nothing, lookup finds it as it was, cancel removes it (and the
-// migration then drops the copy it imported meanwhile), and a dead letter
+// reshard then drops the copy it imported meanwhile), and a dead letter
 // not moved yet can be replayed.
 func TestTaskOnItsWayDuringResize(t *testing.T) {
 	t.Parallel()
@@ -200,7 +200,7 @@ func TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport(t *testing.T) {
 	}
 }
 
-// TestReshardOnCluster: the migration's steps on a Redis Cluster, from a
+// TestReshardOnCluster: the reshard's steps on a Redis Cluster, from a
 // shard to one whose slot is on another node: each step is a script on
 // one shard, so none spans two nodes.
 func TestReshardOnCluster(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// The migration's steps (reshard.go): Export out of the old shard into
+// The reshard's steps (reshard.go): Export out of the old shard into
 // its outbox, Import into the new shard, Commit; and what enqueue, lookup,
 // cancel and dead-letter replay do with a task on its way. The layout
 // record is tested in reshard_test.go.

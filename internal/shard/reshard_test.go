@@ -14,12 +14,12 @@ import (
 
 // Changing the shard count online (layout.go, reshard.go): the layout
 // record and the shards' markers, the redirect of producers on an older
-// generation, and the scan that lists a shard's tasks. The migration's
+// generation, and the scan that lists a shard's tasks. The reshard's
 // steps are tested in reshard_move_test.go.
 
 // TestLayoutRecordLifecycle follows a change of the shard count from 16
 // to 32 through the layout record and the markers: begun (record
-// migrating, every shard marked, the queues registered in the new
+// resharding, every shard marked, the queues registered in the new
 // shards), refused while it runs, ended by the last shard done and only
 // by it, then stable; a resize to the current count changes nothing.
 func TestLayoutRecordLifecycle(t *testing.T) {
