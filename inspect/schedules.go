@@ -191,3 +191,14 @@ func (i *Inspector) RegisteredSchedules(ctx context.Context) ([]*periodic.Compil
 	}
 	return out, errors.Join(errs...)
 }
+
+// RecordedSchedules returns the names of the schedules whose state Redis
+// records (an occurrence fired, skipped or handed over) in any shard,
+// sorted, whether or not any configuration still declares them: what a
+// caller without the schedulers' configuration can know of them.
+func (i *Inspector) RecordedSchedules(ctx context.Context) ([]string, error) {
+	if _, err := i.layout(ctx); err != nil {
+		return nil, err
+	}
+	return i.store.RecordedSchedules(ctx)
+}

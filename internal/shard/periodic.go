@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"errors"
 	"fmt"
 	"strconv"
@@ -295,6 +297,28 @@ func unixMs(v string) time.Time {
 		return time.UnixMilli(ms)
 	}
 	return time.Time{}
+}
+
+// RecordedSchedules returns the names of the schedules shards 0..Span-1
+// record a state for (fired, skipped or handed over), sorted: one
+// pipelined HKEYS per shard.
+func (s *Store) RecordedSchedules(ctx context.Context) ([]string, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, s.Layout().Span())
+	for sh := range cmds {
+		cmds[sh] = pipe.HKeys(ctx, s.k.Periodic(sh))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("shard: recorded schedules: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		for _, f := range c.Val() {
+			name, _, _ := strings.Cut(f, "|")
+			seen[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // LastRecorded returns the last occurrence recorded (fired or skipped) of
