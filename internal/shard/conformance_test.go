@@ -189,6 +189,30 @@ var conformanceCases = []confCase{
 				t.Errorf("shard holds %d tasks, want %d", n, len(confRoles)+2)
 			}
 		}},
+	{script: "enqueue.lua", name: "task ids", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// The script's verdict on each id is ValidID's: ids with
+			// control characters or invalid UTF-8 are refused and
+			// nothing is stored; UTF-8 text is accepted.
+			ids := []string{"plain-1", "größe-2", "✓ order 3", "emoji-😀", "tab\there", "cr\rlf\n", "nul\x00", "esc\x1b[31m",
+				"del\x7f", "nel\u0085", "csi\u009b", "nbsp\u00a0", "bad\xff", "overlong\xc0\xaf", "surrogate\xed\xa0\x80",
+				"above\xf4\x90\x80\x80", "cut\xe2\x9c", "pipe|", "", strings.Repeat("é", 128), strings.Repeat("é", 128) + "x"}
+			as := make([]EnqueueArgs, len(ids))
+			for i, id := range ids {
+				as[i] = EnqueueArgs{ID: id, Queue: "q1", Delay: time.Hour, MaxRetries: -1}
+			}
+			res, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), as)
+			for i, id := range ids {
+				stored, err := f.rdb.HExists(f.ctx, f.l0.Tasks(f.s.Layout().ShardOf(id)), id).Result()
+				noErr(t, "look the id up", err)
+				switch ok := ValidID(id); {
+				case ok && (res[i].Err != nil || !stored):
+					t.Errorf("[%s] id %q: %v (stored %v), want it enqueued", pBehaviour, id, res[i].Err, stored)
+				case !ok && (!errors.Is(res[i].Err, ErrInvalidArgument) || !strings.Contains(res[i].Err.Error(), "invalid task id") || stored):
+					t.Errorf("[%s] id %q: %v (stored %v), want it refused as an invalid task id", pBehaviour, id, res[i].Err, stored)
+				}
+			}
+		}},
 	{script: "enqueue.lua", name: "a producer on an older generation", states: older, props: []confProp{pLayout, pCounts},
 		run: func(t *testing.T, f *confFixture) {
 			id := f.newIDs(1, true)[0]

@@ -188,7 +188,7 @@ type DeadResult struct {
 // returns ErrNotFound when id is not dead, ErrUndecodable when its data
 // cannot be replayed, ErrInTransit while it is between two shards.
 func (s *Store) DeadOne(ctx context.Context, op DeadOp, id string, at time.Time) error {
-	if !ValidID(id) {
+	if !ValidStoredID(id) {
 		return fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	var r DeadResult
