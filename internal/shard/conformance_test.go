@@ -706,6 +706,65 @@ var conformanceCases = []confCase{
 				t.Errorf("ready page: %+v, %v, %v; want the ready task alone", es, done, err)
 			}
 		}},
+	{script: "page.lua", also: []string{"pagefar.lua", "pageready.lua"}, name: "payload previews", states: []confState{stStable, stResharding},
+		props: []confProp{pBehaviour},
+		prepare: func(f *confFixture) {
+			ids := f.newIDs(3, false)
+			for i, r := range []string{"bigsched", "bigfar", "bigready"} {
+				f.id[r] = ids[i]
+			}
+			big := []byte(strings.Repeat("x", 1000))
+			now := f.now()
+			for i, a := range []EnqueueArgs{
+				{ID: ids[0], Queue: "q1", Due: now.Add(time.Hour), MaxRetries: -1, Payload: big},
+				{ID: ids[1], Queue: "q2", Due: f.farDue, MaxRetries: -1, Payload: big},
+				{ID: ids[2], Queue: "q1", Due: now.Add(-time.Second), MaxRetries: -1, Payload: big},
+			} {
+				// The first goes to the delayed set: the far tier is off
+				// while it is enqueued.
+				tier := FarTier{Bucket: time.Minute, Lead: time.Second}
+				if i == 0 {
+					tier = FarTier{}
+				}
+				if err := f.s.SetFarTier(f.ctx, tier); err != nil {
+					f.t.Fatal(err)
+				}
+				if r := f.s.Enqueue(f.ctx, a); r.Err != nil {
+					f.t.Fatalf("seed: enqueue %s: %v", a.ID, r.Err)
+				}
+			}
+			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved < 1 {
+				f.t.Fatalf("seed: move: %+v, %v", r, err)
+			}
+		},
+		run: func(t *testing.T, f *confFixture) {
+			// Each listing returns the task's fields and PagePreview bytes
+			// of its 1000-byte payload, and says how long the whole is.
+			check := func(what, id string, es []Entry) {
+				t.Helper()
+				i := slices.IndexFunc(es, func(e Entry) bool { return e.ID == id })
+				if i < 0 {
+					t.Errorf("[%s] %s: %s not listed", pBehaviour, what, id)
+					return
+				}
+				d, err := Decode(id, []byte(es[i].Blob))
+				if err != nil || d.Queue == "" || len(d.Payload) != PagePreview || es[i].PayloadSize != 1000 {
+					t.Errorf("[%s] %s: %s with %d payload bytes of %d (%v), want %d of 1000", pBehaviour, what, id, len(d.Payload), es[i].PayloadSize, err, PagePreview)
+				}
+			}
+			es, _, _, err := f.s.PageSet(f.ctx, f.sh, SetDelayed, Cursor{}, 100, Filter{})
+			noErr(t, "delayed page", err)
+			check("delayed page", f.id["bigsched"], es)
+			es, _, _, err = f.s.PageFar(f.ctx, f.sh, FarCursor{}, 100, "")
+			noErr(t, "far-tier page", err)
+			check("far-tier page", f.id["bigfar"], es)
+			es, _, _, err = f.s.PageReady(f.ctx, f.sh, "q1", ReadyCursor{}, 100)
+			noErr(t, "ready page", err)
+			check("ready page", f.id["bigready"], es)
+			if i := slices.IndexFunc(es, func(e Entry) bool { return e.ID == f.id["ready"] }); i < 0 || es[i].PayloadSize != int64(len("p-"+f.id["ready"])) {
+				t.Errorf("[%s] ready page: a small payload's size: %+v", pBehaviour, es)
+			}
+		}},
 	{script: "registry.lua", name: "set and remove a queue", states: allStates, props: []confProp{pBehaviour},
 		run: func(t *testing.T, f *confFixture) {
 			p := QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 10}
