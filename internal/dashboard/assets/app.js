@@ -259,11 +259,16 @@ async function loadStats() {
     `move lateness p50 ${s.lateness_p50_ms.toFixed(1)} ms, p99 ${s.lateness_p99_ms.toFixed(1)} ms`;
 }
 
-// text decodes base64 data as UTF-8 text, or describes it as binary.
-function text(b64) {
+// text decodes a base64 payload as UTF-8 text, or describes it as
+// binary. The server sends at most the first 64 KiB of it; size is the
+// whole payload's length, and a cut payload says so (a character the cut
+// split is left out, not taken for binary).
+function text(b64, size) {
   const bytes = Uint8Array.from(atob(b64 || ""), (c) => c.charCodeAt(0));
-  try { return new TextDecoder("utf-8", { fatal: true }).decode(bytes); }
-  catch (e) { return `(binary, ${bytes.length} bytes)`; }
+  const cut = size > bytes.length;
+  const note = cut ? `\n(the first ${count(bytes.length)} of ${count(size)} bytes; hourglass task show ID -o json prints all)` : "";
+  try { return new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: cut }) + note; }
+  catch (e) { return `(binary, ${count(size)} bytes)`; }
 }
 
 async function lookup(id) {
@@ -272,7 +277,7 @@ async function lookup(id) {
     const t = await api("task?id=" + encodeURIComponent(id));
     if (!current()) return;
     shownTask = t.id;
-    $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload) }, null, 2);
+    $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload, t.payload_size) }, null, 2);
     $("#taskcancel").hidden = t.state === "active";
   } catch (e) {
     if (!current()) return;
