@@ -79,11 +79,26 @@ func when(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000")
 }
 
+// tablePayload bounds the payload bytes a table shows; -o json prints
+// the whole payload.
+const tablePayload = 4 << 10
+
 // payloadText renders a payload for people: as text when it is valid
-// UTF-8 without control characters, else as a size.
+// UTF-8 without control characters other than newlines and tabs (row
+// escapes those), its first tablePayload bytes of a longer one followed
+// by its size; else as a size.
 func payloadText(p []byte) string {
-	if utf8.Valid(p) && !strings.ContainsFunc(string(p), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
-		return string(p)
+	shown, more := p, ""
+	if len(p) > tablePayload {
+		cut := tablePayload
+		for k := 1; k < utf8.UTFMax && !utf8.RuneStart(p[cut]); k++ { // not in the middle of a character
+			cut--
+		}
+		shown = p[:cut]
+		more = fmt.Sprintf(" … (the first %d of %d bytes; -o json prints all)", len(shown), len(p))
+	}
+	if utf8.Valid(shown) && !strings.ContainsFunc(string(shown), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
+		return string(shown) + more
 	}
 	return fmt.Sprintf("(%d bytes of binary data; -o json shows it in base64)", len(p))
 }

@@ -123,3 +123,24 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 		t.Errorf("-o json: %+v %v (%q)", got, err, out)
 	}
 }
+
+// TestPayloadText: a table shows a text payload, the first tablePayload
+// bytes of a longer one (never half a character) with its size, and the
+// size of a binary one.
+func TestPayloadText(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", tablePayload) // 2 bytes each
+	for _, c := range []struct {
+		in   string
+		want string
+	}{
+		{"hello\nworld", "hello\nworld"},
+		{"\x00\x01", "(2 bytes of binary data; -o json shows it in base64)"},
+		{strings.Repeat("a", tablePayload+1), strings.Repeat("a", tablePayload) + fmt.Sprintf(" … (the first %d of %d bytes; -o json prints all)", tablePayload, tablePayload+1)},
+		{"x" + long, "x" + long[:tablePayload-2] + fmt.Sprintf(" … (the first %d of %d bytes; -o json prints all)", tablePayload-1, 1+len(long))},
+	} {
+		if got := payloadText([]byte(c.in)); got != c.want {
+			t.Errorf("payloadText(%.20q…) = %.60q…, want %.60q…", c.in, got, c.want)
+		}
+	}
+}
