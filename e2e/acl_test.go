@@ -162,13 +162,22 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}{
 		{"queues", func() error { _, _, err := admin.Queues(ctx); return err }},
 		{"shards", func() error { _, err := admin.Shards(ctx); return err }},
-		{"list dead", func() error { _, err := admin.ListDead(ctx, inspect.DeadFilter{Reason: "max retries exhausted"}, "", 10); return err }},
-		{"list scheduled", func() error { _, err := admin.ListTasks(ctx, inspect.ListOptions{State: inspect.StateScheduled}); return err }},
+		{"list dead", func() error {
+			_, err := admin.ListDead(ctx, inspect.DeadFilter{Reason: "max retries exhausted"}, "", 10)
+			return err
+		}},
+		{"list scheduled", func() error {
+			_, err := admin.ListTasks(ctx, inspect.ListOptions{State: inspect.StateScheduled})
+			return err
+		}},
 		{"list ready", func() error {
 			_, err := admin.ListTasks(ctx, inspect.ListOptions{State: inspect.StateReady, Queue: "default"})
 			return err
 		}},
-		{"list active", func() error { _, err := admin.ListTasks(ctx, inspect.ListOptions{State: inspect.StateActive}); return err }},
+		{"list active", func() error {
+			_, err := admin.ListTasks(ctx, inspect.ListOptions{State: inspect.StateActive})
+			return err
+		}},
 		{"lookup", func() error { _, err := admin.Task(ctx, "stay-1"); return err }},
 		{"pause", func() error { return admin.Pause(ctx, "limited") }},
 		{"resume", func() error { return admin.Resume(ctx, "limited") }},
@@ -180,7 +189,9 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		}},
 		{"registered schedules", func() error { _, err := admin.RegisteredSchedules(ctx); return err }},
 		{"remove a schedule", func() error { return admin.RemoveSchedule(ctx, "hourly") }},
-		{"set a queue", func() error { return admin.SetQueue(ctx, "extra", inspect.Policy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}) }},
+		{"set a queue", func() error {
+			return admin.SetQueue(ctx, "extra", inspect.Policy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024})
+		}},
 		{"remove a queue", func() error { return admin.RemoveQueue(ctx, "extra") }},
 		{"replay", func() error { return admin.Replay(ctx, "bad-1", time.Time{}) }},
 		{"cancel", func() error { _, err := admin.Cancel(ctx, "stay-0"); return err }},

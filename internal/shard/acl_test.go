@@ -87,7 +87,7 @@ func aclDocs() string {
 	var b strings.Builder
 	for _, u := range ACLUsers("hourglass") {
 		b.WriteString("**" + u.Component + "** (`hourglass-" + u.Component + "`): " + u.Does + ".\n\n```\nACL SETUSER hourglass-" + u.Component + " on >PASSWORD")
-		line := len("ACL SETUSER hourglass-"+u.Component+" on >PASSWORD")
+		line := len("ACL SETUSER hourglass-" + u.Component + " on >PASSWORD")
 		for _, r := range u.Rules() {
 			if line+1+len(r) > 100 {
 				b.WriteString(" \\\n ")
