@@ -186,7 +186,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 
 // Task describes one task to enqueue.
 type Task struct {
-	// ID identifies the task; it must be 1..256 bytes without "|". Empty
+	// ID identifies the task; it must be 1..256 bytes of UTF-8 without
+	// "|" and without control characters (shard.IDRule: CR, LF, NUL, ESC
+	// and the like are refused, as enqueue.lua refuses them). Empty
 	// means a random 16-character id. While a task with the same ID is
 	// live (scheduled, ready, running or dead-lettered) a second enqueue
 	// does nothing and reports ErrDuplicate.
@@ -328,7 +330,7 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	}
 	switch {
 	case !shard.ValidID(a.ID):
-		return a, fmt.Errorf("client: %w: task id %q must be 1..%d bytes without '|'", ErrInvalidArgument, truncate(a.ID), shard.MaxIDLen)
+		return a, fmt.Errorf("client: %w: task id %q must be %s", ErrInvalidArgument, truncate(a.ID), shard.IDRule)
 	case !shard.ValidQueue(t.Queue):
 		return a, fmt.Errorf("client: %w: queue name %q must match %s", ErrInvalidArgument, truncate(t.Queue), shard.QueueRule)
 	case int64(len(t.Payload)) > c.maxPayload:
@@ -353,7 +355,7 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 // dead-lettered. It returns ErrNotFound for an unknown id and ErrActive
 // for a task whose handler is running.
 func (c *Client) Cancel(ctx context.Context, id string) error {
-	if !shard.ValidID(id) {
+	if !shard.ValidStoredID(id) {
 		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
@@ -397,7 +399,7 @@ type Info struct {
 // Lookup returns a task's current state, or ErrNotFound. Tasks that
 // finished are deleted and are not found.
 func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
-	if !shard.ValidID(id) {
+	if !shard.ValidStoredID(id) {
 		return Info{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
@@ -421,7 +423,7 @@ func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
 // deleted and do not exist. One round trip (two while a change of the
 // shard count moves the id).
 func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
-	if !shard.ValidID(id) {
+	if !shard.ValidStoredID(id) {
 		return false, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)

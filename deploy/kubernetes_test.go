@@ -3,12 +3,15 @@ package deploy_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -19,7 +22,9 @@ import (
 // strictly (unknown or misspelt fields fail) into the Kubernetes API type
 // its kind names, then checks what Hourglass needs: probes on /healthz
 // and /readyz, a non-root hardened container, disruption budgets that
-// select the Deployments' pods, and a ConfigMap the binaries load.
+// select the Deployments' pods, a NetworkPolicy that admits only named
+// peers to their port, and a ConfigMap the binaries load, whose dashboard
+// cannot be changed by whoever reaches the pod.
 func TestKubernetesManifests(t *testing.T) {
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -28,6 +33,7 @@ func TestKubernetesManifests(t *testing.T) {
 	deployments := map[string]*appsv1.Deployment{}
 	var pdbs []*policyv1.PodDisruptionBudget
 	var cm *corev1.ConfigMap
+	var np *networkingv1.NetworkPolicy
 	kinds := map[string]int{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -54,6 +60,9 @@ func TestKubernetesManifests(t *testing.T) {
 				obj = cm
 			case "v1 Service":
 				obj = &corev1.Service{}
+			case "networking.k8s.io/v1 NetworkPolicy":
+				np = &networkingv1.NetworkPolicy{}
+				obj = np
 			default:
 				t.Fatalf("%s #%d: unexpected %s %s", f, i, meta.APIVersion, meta.Kind)
 			}
@@ -61,7 +70,7 @@ func TestKubernetesManifests(t *testing.T) {
 			kinds[meta.Kind]++
 		}
 	}
-	if kinds["Deployment"] != 2 || kinds["PodDisruptionBudget"] != 2 || kinds["ConfigMap"] != 1 || kinds["Service"] != 1 {
+	if kinds["Deployment"] != 2 || kinds["PodDisruptionBudget"] != 2 || kinds["ConfigMap"] != 1 || kinds["Service"] != 1 || kinds["NetworkPolicy"] != 1 {
 		t.Errorf("kinds: %v", kinds)
 	}
 	for f, d := range deployments {
@@ -70,6 +79,9 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("%s: no PodDisruptionBudget selects its pods", f)
 		}
 	}
+	if np != nil {
+		checkNetworkPolicy(t, np, deployments)
+	}
 	if cm == nil {
 		t.Fatal("no ConfigMap")
 	}
@@ -77,8 +89,54 @@ func TestKubernetesManifests(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Load([]string{"-config", path}, nil); err != nil {
-		t.Errorf("the ConfigMap's config.yaml does not load: %v", err)
+	cfg, err := config.Load([]string{"-config", path}, nil)
+	if err != nil {
+		t.Fatalf("the ConfigMap's config.yaml does not load: %v", err)
+	}
+	// The Secret "hourglass" may add basic auth (HOURGLASS_HTTP__DASHBOARD__*);
+	// without it the dashboard must not be writable on the pod's address.
+	if cfg.HTTP.ExposesWritableDashboard() {
+		t.Errorf("the ConfigMap serves a writable dashboard without auth on %s: set http.dashboard.read_only", cfg.HTTP.Addr)
+	}
+}
+
+// checkNetworkPolicy checks that np covers the pods of every Deployment,
+// restricts their ingress, and admits each rule's peers by label (never
+// everyone: an empty peer, an empty selector or an IP block would) to
+// the port named http only.
+func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, deployments map[string]*appsv1.Deployment) {
+	t.Helper()
+	for f, d := range deployments {
+		for k, v := range np.Spec.PodSelector.MatchLabels {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("NetworkPolicy %s does not select the pods of %s (%s=%s)", np.Name, f, k, v)
+			}
+		}
+	}
+	if len(np.Spec.PodSelector.MatchLabels) == 0 || len(np.Spec.PodSelector.MatchExpressions) > 0 {
+		t.Errorf("NetworkPolicy %s: podSelector %+v, want labels only", np.Name, np.Spec.PodSelector)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("NetworkPolicy %s: policyTypes %v restrict no ingress", np.Name, np.Spec.PolicyTypes)
+	}
+	for i, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 {
+			t.Errorf("NetworkPolicy %s: ingress rule %d admits every peer", np.Name, i)
+		}
+		for _, p := range rule.From {
+			named := func(s *metav1.LabelSelector) bool { return s != nil && len(s.MatchLabels)+len(s.MatchExpressions) > 0 }
+			if p.IPBlock != nil || !named(p.PodSelector) || !named(p.NamespaceSelector) {
+				t.Errorf("NetworkPolicy %s: ingress rule %d admits %+v: name the peer's pods and namespace by label", np.Name, i, p)
+			}
+		}
+		if len(rule.Ports) == 0 {
+			t.Errorf("NetworkPolicy %s: ingress rule %d admits every port", np.Name, i)
+		}
+		for _, port := range rule.Ports {
+			if port.Port == nil || port.Port.String() != "http" {
+				t.Errorf("NetworkPolicy %s: ingress rule %d admits port %v, want http", np.Name, i, port.Port)
+			}
+		}
 	}
 }
 

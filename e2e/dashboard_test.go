@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/hourglass-sched/hourglass/client"
@@ -89,15 +91,70 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 	return v
 }
 
+// dialogs answers the JavaScript dialogs (the page's confirmations) of
+// the browser's tab and records their messages.
+type dialogs struct {
+	mu      sync.Mutex
+	asked   []string
+	dismiss bool // answer Cancel instead of OK
+}
+
+// answerDialogs starts answering the dialogs of bctx's tab: OK, or Cancel
+// while setDismiss(true).
+func answerDialogs(t *testing.T, bctx context.Context) *dialogs {
+	t.Helper()
+	d := &dialogs{}
+	ctx, cancel := context.WithCancel(bctx)
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ev, err := range opening {
+			if err != nil {
+				return
+			}
+			d.mu.Lock()
+			d.asked = append(d.asked, ev.Message)
+			accept := !d.dismiss
+			d.mu.Unlock()
+			// The dialog blocks the page (and the click that opened it)
+			// until it is answered.
+			if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept}); err != nil && ctx.Err() == nil {
+				t.Errorf("answer the dialog %q: %v", ev.Message, err)
+			}
+		}
+	}()
+	return d
+}
+
+func (d *dialogs) setDismiss(v bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dismiss = v
+}
+
+// last returns the message of the last dialog ("" if none).
+func (d *dialogs) last() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.asked) == 0 {
+		return ""
+	}
+	return d.asked[len(d.asked)-1]
+}
+
 // TestDashboardInBrowser: a real scheduler serves the dashboard; headless
 // Chromium shows the shard layout, the queue the test created and the
 // scheduler's periodic
 // schedule with its last occurrence, its Replay button brings a dead task
 // back and the worker delivers it, its Pause buttons pause the schedule
-// and the queue.
+// and the queue. Every button asks for confirmation first: declined, the
+// page changes nothing and says so; accepted, it acts.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	bctx := browser(t)
+	asked := answerDialogs(t, bctx)
 	c := newCluster(t)
 	tg := newTarget(t)
 	tg.setBehave(func(w http.ResponseWriter, _ *http.Request, id string, _ int) bool {
@@ -161,6 +218,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	click(t, bctx, "click Replay", `#dead button[data-action="replay"][data-id="bad-1"]`)
+	if got := asked.last(); !strings.HasPrefix(got, "Replay dead task bad-1?") {
+		t.Fatalf("Replay asked %q", got)
+	}
 	testenv.WaitFor(t, 20*time.Second, "the replayed task delivered again and acked", func() (bool, string) {
 		tg.mu.Lock()
 		runs := tg.count["bad-1"]
@@ -180,6 +240,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	click(t, bctx, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`)
+	if got := asked.last(); !strings.HasPrefix(got, "Pause schedule tick?") {
+		t.Fatalf("the schedule's Pause asked %q", got)
+	}
 	step(t, bctx, "see the schedule's Resume", chromedp.WaitVisible(`#schedules button[data-action="resume"][data-schedule="tick"]`))
 	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second, MaxRetries: -1}.Compile()
 	if err != nil {
@@ -189,7 +252,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("after the schedule's Pause: %+v %v", ss, err)
 	}
 
+	// Declined, Pause changes nothing; the status line says so.
+	asked.setDismiss(true)
+	click(t, bctx, "click Pause and decline", `#queues button[data-action="pause"][data-queue="default"]`)
+	value(t, bctx, "see the pause declined", chromedp.Poll[string](`(() => {
+		const s = document.querySelector("#status").textContent;
+		return s.includes("Pause not confirmed") ? s : "";
+	})()`))
+	if q, err := in.Queue(ctx, "default"); err != nil || q.State != inspect.QueueActive {
+		t.Fatalf("after a declined Pause: %+v %v", q, err)
+	}
+	asked.setDismiss(false)
 	click(t, bctx, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`)
+	if got := asked.last(); !strings.HasPrefix(got, "Pause queue default?") {
+		t.Fatalf("Pause asked %q", got)
+	}
 	step(t, bctx, "see Resume", chromedp.WaitVisible(`#queues button[data-action="resume"][data-queue="default"]`))
 	if q, err := in.Queue(ctx, "default"); err != nil || q.State != inspect.QueuePaused {
 		t.Fatalf("after Pause: %+v %v", q, err)

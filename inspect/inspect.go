@@ -204,7 +204,14 @@ type Task struct {
 	Timeout    time.Duration `json:"timeout"`
 	Due        time.Time     `json:"due"`
 	Enqueued   time.Time     `json:"enqueued"`
-	Payload    []byte        `json:"payload"`
+	// Payload is the task's payload. A listing (ListTasks, ListDead)
+	// returns only its first PreviewBytes, so that a page stays small
+	// whatever the payloads; Task (a lookup) returns all of it.
+	Payload []byte `json:"payload"`
+	// PayloadSize is the length of the whole payload in bytes (so a
+	// listed task's Payload is cut when it is shorter); -1 when the data
+	// could not be read (Problem says why).
+	PayloadSize int64 `json:"payload_size"`
 	// LastError is the error of the last failed attempt, if any.
 	LastError string `json:"last_error,omitempty"`
 	// LeaseDeadline is when an active task's lease ends (zero: not leased).

@@ -42,10 +42,14 @@ type Page struct {
 	Cursor string `json:"cursor"`
 }
 
-// DefaultLimit and MaxLimit bound a page.
+// DefaultLimit and MaxLimit bound a page; PreviewBytes bounds the
+// payload of each task listed (Task.Payload), so a page holds at most
+// MaxLimit small tasks whatever their payloads. Task returns a whole
+// payload.
 const (
 	DefaultLimit = 100
 	MaxLimit     = shard.MaxPage
+	PreviewBytes = shard.PagePreview
 )
 
 // cursor is a listing's position, opaque to callers (base64 of JSON).
@@ -188,10 +192,14 @@ func (c cursor) filter() shard.Filter {
 	return f
 }
 
-// taskOf builds a listed task from its entry.
+// taskOf builds a listed task from its entry: its payload is the
+// entry's preview, PayloadSize the whole one's length.
 func taskOf(e shard.Entry, st State, sh int) Task {
 	t := Task{ID: e.ID, State: st, Shard: sh, LastError: e.LastError}
 	fillData(&t, e.Blob)
+	if t.Problem == "" {
+		t.PayloadSize = e.PayloadSize
+	}
 	switch st {
 	case StateActive:
 		t.LeaseDeadline = time.UnixMilli(e.Score)
@@ -203,6 +211,7 @@ func taskOf(e shard.Entry, st State, sh int) Task {
 
 // fillData decodes a task's stored data into t, or explains why not.
 func fillData(t *Task, blob string) {
+	t.PayloadSize = -1
 	if blob == "" {
 		t.Problem = "no task data"
 		return
@@ -212,8 +221,13 @@ func fillData(t *Task, blob string) {
 		t.Problem = err.Error()
 		return
 	}
+	setData(t, d)
+}
+
+// setData sets t's fields from its decoded data.
+func setData(t *Task, d shard.Task) {
 	t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
-	t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
+	t.Due, t.Enqueued, t.Payload, t.PayloadSize = d.Due, d.Enqueued, d.Payload, int64(len(d.Payload))
 }
 
 // deadInfo parses a burial record; at (unix ms) is the burial time from
@@ -239,13 +253,11 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 	if err != nil {
 		return Task{}, mapErr(err)
 	}
-	t := Task{ID: id, State: State(info.State), Shard: info.Shard, LastError: info.LastError}
+	t := Task{ID: id, State: State(info.State), Shard: info.Shard, LastError: info.LastError, PayloadSize: -1}
 	if info.DecodeErr != nil {
 		t.Problem = info.DecodeErr.Error()
 	} else {
-		d := info.Task
-		t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
-		t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
+		setData(&t, info.Task)
 	}
 	switch t.State {
 	case StateActive:

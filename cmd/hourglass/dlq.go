@@ -53,21 +53,10 @@ func (a *app) dlqLs() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
+			return a.listing(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
 				return in.ListDead(ctx, f, cur, p.limit)
-			})
-			if err != nil {
-				return err
-			}
-			return a.emit(page, func(w io.Writer) {
-				row(w, "ID", "QUEUE", "DEAD SINCE", "ATTEMPTS", "REASON", "ERROR")
-				for _, t := range page.Tasks {
-					row(w, t.ID, t.Queue, when(t.Dead.At), t.Attempts, t.Dead.Reason, t.Dead.Error)
-				}
-				if page.Cursor != "" {
-					row(w, "")
-					row(w, "more: --cursor "+page.Cursor)
-				}
+			}, []any{"ID", "QUEUE", "DEAD SINCE", "ATTEMPTS", "REASON", "ERROR"}, func(t inspect.Task) []any {
+				return []any{t.ID, t.Queue, when(t.Dead.At), t.Attempts, t.Dead.Reason, t.Dead.Error}
 			})
 		},
 	}

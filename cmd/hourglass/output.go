@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -31,13 +33,42 @@ func (a *app) emit(v any, table func(w io.Writer)) error {
 	return tw.Flush()
 }
 
-// row writes tab-separated cells and a newline.
+// row writes tab-separated cells and a newline, each cell through
+// printable.
 func row(w io.Writer, cells ...any) {
 	s := make([]string, len(cells))
 	for i, c := range cells {
-		s[i] = fmt.Sprint(c)
+		s[i] = printable(fmt.Sprint(c))
 	}
 	fmt.Fprintln(w, strings.Join(s, "\t"))
+}
+
+// printable renders s for a terminal: s itself when every rune is
+// printable (unicode.IsPrint: letters, marks, numbers, punctuation,
+// symbols and the ASCII space) and s does not start with a double quote;
+// otherwise s as a Go string literal (strconv.Quote), with control
+// characters (\r, \n, \t, \x1b), other unprintable runes (\u202e) and
+// bytes that are not UTF-8 (\xff) escaped. So data read from Redis (task
+// ids, errors, reasons, queue names of corrupt data) cannot move the
+// cursor, recolour or clear the terminal, forge a line or break a
+// table's columns, and a quoted cell is never mistaken for a plain one.
+// Every table cell (row) and every line of an error (errText) goes
+// through it; -o json prints the data as it is, JSON-escaped.
+func printable(s string) string {
+	if strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// errText renders an error's message for stderr: each of its lines (an
+// errors.Join of config problems has several) through printable.
+func errText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // when formats a time for tables ("-" for none).
@@ -48,11 +79,26 @@ func when(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000")
 }
 
+// tablePayload bounds the payload bytes a table shows; -o json prints
+// the whole payload.
+const tablePayload = 4 << 10
+
 // payloadText renders a payload for people: as text when it is valid
-// UTF-8 without control characters, else as a size.
+// UTF-8 without control characters other than newlines and tabs (row
+// escapes those), its first tablePayload bytes of a longer one followed
+// by its size; else as a size.
 func payloadText(p []byte) string {
-	if utf8.Valid(p) && !strings.ContainsFunc(string(p), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
-		return string(p)
+	shown, more := p, ""
+	if len(p) > tablePayload {
+		cut := tablePayload
+		for k := 1; k < utf8.UTFMax && !utf8.RuneStart(p[cut]); k++ { // not in the middle of a character
+			cut--
+		}
+		shown = p[:cut]
+		more = fmt.Sprintf(" … (the first %d of %d bytes; -o json prints all)", len(shown), len(p))
+	}
+	if utf8.Valid(shown) && !strings.ContainsFunc(string(shown), func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
+		return string(shown) + more
 	}
 	return fmt.Sprintf("(%d bytes of binary data; -o json shows it in base64)", len(p))
 }

@@ -132,6 +132,7 @@ func (a *app) done(r actionResult) error {
 		if r.Schedule != "" {
 			target = r.Schedule
 		}
+		target = printable(target)
 		switch {
 		case r.State != "":
 			fmt.Fprintf(w, "%s %s (was %s)\n", r.Action, target, r.State)

@@ -170,7 +170,7 @@ func (a *app) follow(ctx context.Context, in *inspect.Inspector, st inspect.Layo
 		done()
 		if err != nil {
 			if wctx.Err() == nil {
-				fmt.Fprintf(a.errOut, "hourglass: warning: %v (trying again)\n", err)
+				fmt.Fprintf(a.errOut, "hourglass: warning: %s (trying again)\n", errText(err))
 			}
 			continue
 		}

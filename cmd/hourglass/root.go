@@ -66,7 +66,7 @@ func run(args []string, in io.Reader, out, errOut io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(errOut, "hourglass: %v\n", err)
+	fmt.Fprintf(errOut, "hourglass: %s\n", errText(err))
 	return exitCode(err)
 }
 

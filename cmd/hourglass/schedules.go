@@ -56,7 +56,7 @@ func (a *app) registered(ctx context.Context, in *inspect.Inspector, defs []*per
 		if reg == nil {
 			return nil, err
 		}
-		fmt.Fprintf(a.errOut, "hourglass: warning: registered schedules not fired (replace them with schedule set, or schedule rm them): %v\n", err)
+		fmt.Fprintf(a.errOut, "hourglass: warning: registered schedules not fired (replace them with schedule set, or schedule rm them): %s\n", errText(err))
 	}
 	return periodic.Unshadowed(defs, reg), nil
 }

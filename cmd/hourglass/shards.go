@@ -29,7 +29,7 @@ prints the layout).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			etcd, warn := a.etcdClient(cmd.Context())
 			if warn != nil {
-				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %v\n", warn)
+				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %s\n", errText(warn))
 			}
 			in, err := a.newInspector(etcd) // without etcd when it is nil
 			if err != nil {
@@ -48,7 +48,7 @@ prints the layout).`,
 				return err
 			}
 			if err != nil { // depths read, owners not: say so and go on
-				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %v\n", err)
+				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %s\n", errText(err))
 			}
 			return a.emit(shards, func(w io.Writer) {
 				fmt.Fprintf(w, "layout: %s\n\n", layoutLine(st))

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -27,44 +32,129 @@ func (p *pageFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&p.all, "all", false, "page through to the end")
 }
 
-// collect lists with next, each call bounded by --timeout, one page or
-// (--all) through to the end.
-func (a *app) collect(ctx context.Context, p pageFlags, next func(ctx context.Context, in *inspect.Inspector, cursor string) (inspect.Page, error)) (inspect.Page, error) {
+// pageFunc returns the page of a listing that starts at cursor.
+type pageFunc func(ctx context.Context, in *inspect.Inspector, cursor string) (inspect.Page, error)
+
+// listing prints a listing as its pages arrive: one page, or with --all
+// every page to the end, each call bounded by --timeout. It holds one
+// page at a time: each is written (and flushed) before the next is
+// fetched, so memory does not grow with the listing. -o json writes one
+// JSON object of inspect.Page's shape, {"tasks": [...], "cursor": "..."},
+// a task at a time; the table writes each page's rows, aligned within the
+// page, under one header. A call that fails after a page was written
+// closes the output with the cursor to go on from (the JSON's "cursor",
+// the table's "more:" line) and returns the error.
+func (a *app) listing(ctx context.Context, p pageFlags, next pageFunc, header []any, cells func(inspect.Task) []any) error {
 	in, err := a.inspector()
 	if err != nil {
-		return inspect.Page{}, err
+		return err
 	}
-	out := inspect.Page{Tasks: []inspect.Task{}, Cursor: p.cursor}
+	return a.stream(ctx, p, func(ctx context.Context, cursor string) (inspect.Page, error) { return next(ctx, in, cursor) }, header, cells)
+}
+
+// stream is listing's loop, with the Inspector bound in next.
+func (a *app) stream(ctx context.Context, p pageFlags, next func(ctx context.Context, cursor string) (inspect.Page, error), header []any, cells func(inspect.Task) []any) error {
+	var out pageWriter = &tablePages{w: a.out, header: header, cells: cells}
+	if a.output == "json" {
+		out = &jsonPages{w: bufio.NewWriter(a.out)}
+	}
+	cur, wrote := p.cursor, false
 	for {
 		cctx, cancel := context.WithTimeout(ctx, a.timeout)
-		page, err := next(cctx, in, out.Cursor)
+		page, err := next(cctx, cur)
 		cancel()
 		if err != nil {
-			return out, err
+			if wrote {
+				if cerr := out.end(cur); cerr != nil {
+					return errors.Join(err, cerr)
+				}
+			}
+			return err
 		}
-		out.Tasks = append(out.Tasks, page.Tasks...)
-		out.Cursor = page.Cursor
-		if !p.all || page.Cursor == "" {
-			return out, nil
+		if err := out.page(page.Tasks); err != nil {
+			return err
+		}
+		wrote, cur = true, page.Cursor
+		if !p.all || cur == "" {
+			return out.end(cur)
 		}
 	}
 }
 
-func (a *app) printPage(p inspect.Page) error {
-	return a.emit(p, func(w io.Writer) {
-		row(w, "ID", "QUEUE", "STATE", "SHARD", "ATTEMPTS", "DUE", "LAST ERROR")
-		for _, t := range p.Tasks {
-			last := t.LastError
-			if t.Dead != nil && last == "" {
-				last = t.Dead.Error
-			}
-			row(w, t.ID, t.Queue, t.State, t.Shard, t.Attempts, when(t.Due), last)
+// pageWriter writes a listing a page at a time: page writes and flushes
+// one page's tasks, end closes the listing with the cursor that goes on
+// ("" when it is complete).
+type pageWriter interface {
+	page(tasks []inspect.Task) error
+	end(cursor string) error
+}
+
+// jsonPages writes the JSON of inspect.Page, indented as -o json
+// indents, a task at a time.
+type jsonPages struct {
+	w *bufio.Writer
+	n int // tasks written
+}
+
+func (j *jsonPages) page(tasks []inspect.Task) error {
+	if j.n == 0 {
+		j.w.WriteString("{\n  \"tasks\": [")
+	}
+	for _, t := range tasks {
+		b, err := json.MarshalIndent(t, "    ", "  ")
+		if err != nil {
+			return err
 		}
-		if p.Cursor != "" {
-			row(w, "")
-			row(w, "more: --cursor "+p.Cursor)
+		if j.n > 0 {
+			j.w.WriteString(",")
 		}
-	})
+		j.w.WriteString("\n    ")
+		j.w.Write(b)
+		j.n++
+	}
+	return j.w.Flush()
+}
+
+func (j *jsonPages) end(cursor string) error {
+	if j.n == 0 {
+		j.w.WriteString("{\n  \"tasks\": [")
+	} else {
+		j.w.WriteString("\n  ")
+	}
+	c, _ := json.Marshal(cursor)
+	j.w.WriteString("],\n  \"cursor\": ")
+	j.w.Write(c)
+	j.w.WriteString("\n}\n")
+	return j.w.Flush()
+}
+
+// tablePages writes a listing's table: the header above the first page,
+// each page's rows aligned within the page.
+type tablePages struct {
+	w       io.Writer
+	header  []any
+	cells   func(inspect.Task) []any
+	started bool
+}
+
+func (tp *tablePages) page(tasks []inspect.Task) error {
+	tw := tabwriter.NewWriter(tp.w, 0, 4, 2, ' ', 0)
+	if !tp.started {
+		row(tw, tp.header...)
+		tp.started = true
+	}
+	for _, t := range tasks {
+		row(tw, tp.cells(t)...)
+	}
+	return tw.Flush()
+}
+
+func (tp *tablePages) end(cursor string) error {
+	if cursor != "" {
+		fmt.Fprintln(tp.w)
+		fmt.Fprintln(tp.w, printable("more: --cursor "+cursor))
+	}
+	return nil
 }
 
 func (a *app) taskLs() *cobra.Command {
@@ -73,13 +163,15 @@ func (a *app) taskLs() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Short: "List tasks in one state, a page at a time", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			page, err := a.collect(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
+			return a.listing(cmd.Context(), p, func(ctx context.Context, in *inspect.Inspector, cur string) (inspect.Page, error) {
 				return in.ListTasks(ctx, inspect.ListOptions{Queue: queue, State: inspect.State(state), Cursor: cur, Limit: p.limit})
+			}, []any{"ID", "QUEUE", "STATE", "SHARD", "ATTEMPTS", "DUE", "LAST ERROR"}, func(t inspect.Task) []any {
+				last := t.LastError
+				if t.Dead != nil && last == "" {
+					last = t.Dead.Error
+				}
+				return []any{t.ID, t.Queue, t.State, t.Shard, t.Attempts, when(t.Due), last}
 			})
-			if err != nil {
-				return err
-			}
-			return a.printPage(page)
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only this queue (required for --state ready)")

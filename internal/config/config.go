@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -117,6 +118,30 @@ type DashboardConfig struct {
 	// Requests naming another host are refused: a DNS-rebinding page
 	// reaches a loopback dashboard under its own name.
 	AllowedHosts []string `koanf:"allowed_hosts"`
+}
+
+// ExposesWritableDashboard reports whether anyone who reaches Addr can
+// change things through the dashboard: it is on, writable and without
+// basic auth, and Addr is not a loopback address ("localhost",
+// 127.0.0.0/8, ::1). An empty host or an unspecified address (0.0.0.0,
+// ::) listens on every interface; a host name other than localhost is
+// counted as exposed, as it cannot be told otherwise without resolving
+// it. The scheduler warns at start when it is true; deploy/'s tests keep
+// the shipped manifests from it.
+func (h HTTPConfig) ExposesWritableDashboard() bool {
+	d := h.Dashboard
+	if h.Addr == "" || !d.Enabled || d.ReadOnly || d.Username != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(h.Addr)
+	if err != nil {
+		host = h.Addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip == nil || !ip.IsLoopback()
 }
 
 // LogConfig configures logging.

@@ -162,3 +162,33 @@ func TestLoadValidates(t *testing.T) {
 	_, err := config.Load([]string{"-config", writeYAML(t, "queues: {}\n")}, nil)
 	wantErr(t, err, "config: queues: at least one queue")
 }
+
+// TestExposesWritableDashboard: a dashboard is exposed when it is on,
+// writable and without auth on an address that is not loopback.
+func TestExposesWritableDashboard(t *testing.T) {
+	t.Parallel()
+	open := config.DashboardConfig{Enabled: true}
+	for _, c := range []struct {
+		addr string
+		d    config.DashboardConfig
+		want bool
+	}{
+		{"0.0.0.0:9464", open, true},
+		{":9464", open, true},
+		{"[::]:9464", open, true},
+		{"10.1.2.3:9464", open, true},
+		{"hg.internal:9464", open, true},
+		{"127.0.0.1:9464", open, false},
+		{"127.0.0.53:9464", open, false},
+		{"[::1]:9464", open, false},
+		{"localhost:9464", open, false},
+		{"", open, false},
+		{"0.0.0.0:9464", config.DashboardConfig{Enabled: true, ReadOnly: true}, false},
+		{"0.0.0.0:9464", config.DashboardConfig{Enabled: true, Username: "ops", Password: "pw"}, false},
+		{"0.0.0.0:9464", config.DashboardConfig{}, false},
+	} {
+		if got := (config.HTTPConfig{Addr: c.addr, Dashboard: c.d}).ExposesWritableDashboard(); got != c.want {
+			t.Errorf("%+v on %q: %v, want %v", c.d, c.addr, got, c.want)
+		}
+	}
+}

@@ -116,6 +116,13 @@ func (d *dash) dead(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, page)
 }
 
+// TaskPayloadCap bounds the payload GET task answers (the page's task
+// view shows it): a longer one is cut to its first TaskPayloadCap bytes,
+// and payload_size says how long the whole is (hourglass task show ID
+// -o json prints all of it). GET dead, a listing, carries
+// inspect.PreviewBytes of each payload.
+const TaskPayloadCap = 64 << 10
+
 func (d *dash) task(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
@@ -124,6 +131,7 @@ func (d *dash) task(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, err)
 		return
 	}
+	t.Payload = t.Payload[:min(len(t.Payload), TaskPayloadCap)]
 	writeJSON(w, t)
 }
 

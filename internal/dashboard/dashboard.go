@@ -8,14 +8,20 @@
 // cancel unless it is read-only. It does not change the shard count (the
 // CLI's shards resize does).
 //
-// Protection, in the order a request meets it: the Host header must be an
-// IP address, localhost or an allowed host name (a DNS-rebinding page
-// reaches a loopback server under its own name); optional basic auth;
-// changes need POST with the header X-Hourglass-UI and, from a browser
-// that says, a same-origin Sec-Fetch-Site (a cross-site form or fetch can
-// send neither), and are refused in read-only mode. Every change, and
-// every refused one, is logged. The scheduler's HTTP address binds
-// loopback by default.
+// Protection, in the order a request meets it: security headers on every
+// answer (a strict CSP; no page may frame the dashboard); the Host header
+// must be an IP address, localhost or an allowed host name (a
+// DNS-rebinding page reaches a loopback server under its own name);
+// optional basic auth, whose failures are logged (without the
+// credentials) and, repeated, refused for a while per client
+// (throttle.go); changes need POST with the header X-Hourglass-UI, an
+// Origin (when the client sends one) that is the dashboard's own host or
+// an allowed one, and, from a browser that says, a same-origin
+// Sec-Fetch-Site (a cross-site form or fetch can send neither header), and
+// are refused in read-only mode. Every change, and every refused one, is
+// logged. The scheduler's HTTP address binds loopback by default, and the
+// scheduler warns at start when a writable dashboard without auth listens
+// on any other address.
 package dashboard
 
 import (
@@ -25,10 +31,13 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,7 +92,7 @@ func New(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = hclog.NewNullLogger()
 	}
-	d := &dash{o: o}
+	d := &dash{o: o, fails: newFailures()}
 	in := o.Inspector
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
@@ -113,11 +122,37 @@ func New(o Options) http.Handler {
 	} {
 		mux.HandleFunc("POST /ui/api/"+path, d.change(do))
 	}
-	return d.hostCheck(d.auth(mux))
+	return securityHeaders(d.hostCheck(d.auth(mux)))
+}
+
+// ContentSecurityPolicy is the policy of every /ui/ response. The page
+// loads only its own embedded script and style (no inline script or
+// style, no eval), talks only to its own API, and may be framed by no
+// page at all (frame-ancestors, with X-Frame-Options for older
+// browsers): a page of another origin cannot put the dashboard under a
+// click of its own (clickjacking).
+const ContentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
+
+// securityHeaders sets, on every response under /ui/ (the page, its
+// assets, the API, errors and refusals alike): the CSP above,
+// X-Frame-Options DENY, nosniff (a JSON answer is never run as script or
+// style), no Referer on the page's requests, and same-origin resource
+// policy (another origin cannot load an answer as an image or script).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
 }
 
 type dash struct {
-	o Options
+	o     Options
+	fails *failures // basic-auth failures per client
 }
 
 // hostCheck refuses a Host that is neither an IP address, localhost nor
@@ -142,24 +177,71 @@ func (d *dash) hostCheck(next http.Handler) http.Handler {
 
 // auth requires basic auth when a username is configured. The
 // credentials are compared as SHA-256 sums, in constant time and without
-// revealing their lengths.
+// revealing their lengths. A request without credentials is challenged
+// (401, as a browser's first one is); wrong credentials are a failure,
+// logged with the client's address and never with what it sent, and a
+// client with too many failures in a row is refused (429 with
+// Retry-After, its credentials not checked) for a while (throttle.go).
 func (d *dash) auth(next http.Handler) http.Handler {
 	if d.o.Username == "" {
 		return next
 	}
 	wantU, wantP := sha256.Sum256([]byte(d.o.Username)), sha256.Sum256([]byte(d.o.Password))
+	challenge := func(w http.ResponseWriter) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="hourglass", charset="UTF-8"`)
+		writeErr(w, http.StatusUnauthorized, errors.New("authentication required"))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := client(r.RemoteAddr)
+		if wait := d.fails.locked(c); wait > 0 {
+			secs := int((wait + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			writeErr(w, http.StatusTooManyRequests, fmt.Errorf("too many failed logins from this address: try again in %d s", secs))
+			return
+		}
 		u, p, ok := r.BasicAuth()
+		if !ok {
+			challenge(w)
+			return
+		}
 		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 		uOK := subtle.ConstantTimeCompare(gotU[:], wantU[:]) == 1
 		pOK := subtle.ConstantTimeCompare(gotP[:], wantP[:]) == 1
-		if !ok || !uOK || !pOK {
-			w.Header().Set("WWW-Authenticate", `Basic realm="hourglass", charset="UTF-8"`)
-			writeErr(w, http.StatusUnauthorized, errors.New("authentication required"))
+		if !uOK || !pOK {
+			n, lock := d.fails.fail(c)
+			if lock > 0 {
+				d.o.Log.Warn("dashboard auth failed: wrong username or password; refusing this client for a while",
+					"remote", r.RemoteAddr, "path", r.URL.Path, "failures", n, "refused_for", lock)
+			} else {
+				d.o.Log.Warn("dashboard auth failed: wrong username or password", "remote", r.RemoteAddr, "path", r.URL.Path, "failures", n)
+			}
+			challenge(w)
 			return
 		}
+		d.fails.succeed(c)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameOrigin reports whether a change's Origin header, when it has one,
+// names the dashboard's own host (the request's Host) or an allowed
+// host. A client that sends no Origin (curl, a script) passes: the
+// X-Hourglass-UI header it must send is what a page of another origin
+// cannot. "null" (a sandboxed frame, a file) does not pass.
+func (d *dash) sameOrigin(r *http.Request) (bool, string) {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true, ""
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false, o
+	}
+	if strings.EqualFold(u.Host, r.Host) ||
+		slices.ContainsFunc(d.o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, u.Hostname()) }) {
+		return true, o
+	}
+	return false, o
 }
 
 // change serves a change of the target named by the path: refused in
@@ -177,6 +259,10 @@ func (d *dash) change(do func(ctx context.Context, target string) error) http.Ha
 			refused = errors.New("missing header " + CSRFHeader + ": 1")
 		case site != "" && site != "same-origin":
 			refused = errors.New("cross-site request (Sec-Fetch-Site: " + site + ")")
+		default:
+			if ok, origin := d.sameOrigin(r); !ok {
+				refused = fmt.Errorf("cross-origin request (Origin %q is neither this host %q nor in http.dashboard.allowed_hosts)", origin, r.Host)
+			}
 		}
 		if refused != nil {
 			d.o.Log.Warn("dashboard change refused", "action", action, "target", target, "remote", r.RemoteAddr, "reason", refused)

@@ -242,6 +242,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				s.log.Error("http server failed", "error", err)
 			}
 		}()
+		// Before "serving http": a reader of that line has seen this one.
+		if s.cfg.HTTP.ExposesWritableDashboard() {
+			s.log.Warn("the dashboard is writable, has no auth and listens on a non-loopback address: whoever reaches "+
+				s.listener.Addr().String()+" can pause queues and replay, purge or cancel tasks; set http.dashboard.read_only, "+
+				"or http.dashboard.username and password, or bind http.addr to loopback (docs/dashboard.md)", "addr", s.listener.Addr().String())
+		}
 		s.log.Info("serving http", "addr", s.listener.Addr().String())
 	}
 	if s.cfg.Etcd.TLS.Enabled {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // EncodingVersion is the version written in front of every stored task.
@@ -22,9 +25,29 @@ var queueRE = regexp.MustCompile(QueueRule)
 // ValidQueue reports whether name is a legal queue name.
 func ValidQueue(name string) bool { return queueRE.MatchString(name) }
 
-// ValidID reports whether id is a legal task id: 1..MaxIDLen bytes
-// without "|".
+// IDRule describes the legal task ids, for error messages.
+const IDRule = "1..256 bytes of UTF-8 without '|' and without control characters"
+
+// ValidID reports whether id may be enqueued: 1..MaxIDLen bytes of valid
+// UTF-8 without "|" and without control characters (Unicode's Cc: C0,
+// DEL, C1, as unicode.IsControl). enqueue.lua applies the same rule
+// (docs/protocol.md, "Task ids"), so producers in other languages are held
+// to it too: an id travels in HTTP headers, environment variables, log
+// lines and terminals, where CR/LF, NUL or ESC break or forge something.
 func ValidID(id string) bool {
+	if !ValidStoredID(id) || !utf8.ValidString(id) {
+		return false
+	}
+	return !strings.ContainsFunc(id, unicode.IsControl)
+}
+
+// ValidStoredID reports whether id can name a stored task: 1..MaxIDLen
+// bytes without "|", the rule enqueue held before ids with control
+// characters or invalid UTF-8 were refused. Operations on stored tasks
+// (lookup, cancel, delivery, dead-letter replay and purge) take such ids,
+// so that a task stored before can still be found, delivered, cancelled
+// or purged.
+func ValidStoredID(id string) bool {
 	return id != "" && len(id) <= MaxIDLen && !bytes.ContainsRune([]byte(id), '|')
 }
 

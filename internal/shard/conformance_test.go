@@ -183,6 +183,30 @@ var conformanceCases = []confCase{
 				t.Errorf("shard holds %d tasks, want %d", n, len(confRoles)+2)
 			}
 		}},
+	{script: "enqueue.lua", name: "task ids", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// The script's verdict on each id is ValidID's: ids with
+			// control characters or invalid UTF-8 are refused and
+			// nothing is stored; UTF-8 text is accepted.
+			ids := []string{"plain-1", "größe-2", "✓ order 3", "emoji-😀", "tab\there", "cr\rlf\n", "nul\x00", "esc\x1b[31m",
+				"del\x7f", "nel\u0085", "csi\u009b", "nbsp\u00a0", "bad\xff", "overlong\xc0\xaf", "surrogate\xed\xa0\x80",
+				"above\xf4\x90\x80\x80", "cut\xe2\x9c", "pipe|", "", strings.Repeat("é", 128), strings.Repeat("é", 128) + "x"}
+			as := make([]EnqueueArgs, len(ids))
+			for i, id := range ids {
+				as[i] = EnqueueArgs{ID: id, Queue: "q1", Delay: time.Hour, MaxRetries: -1}
+			}
+			res, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), as)
+			for i, id := range ids {
+				stored, err := f.rdb.HExists(f.ctx, f.l0.Tasks(f.s.Layout().ShardOf(id)), id).Result()
+				noErr(t, "look the id up", err)
+				switch ok := ValidID(id); {
+				case ok && (res[i].Err != nil || !stored):
+					t.Errorf("[%s] id %q: %v (stored %v), want it enqueued", pBehaviour, id, res[i].Err, stored)
+				case !ok && (!errors.Is(res[i].Err, ErrInvalidArgument) || !strings.Contains(res[i].Err.Error(), "invalid task id") || stored):
+					t.Errorf("[%s] id %q: %v (stored %v), want it refused as an invalid task id", pBehaviour, id, res[i].Err, stored)
+				}
+			}
+		}},
 	{script: "enqueue.lua", name: "a producer on an older generation", states: older, props: []confProp{pLayout, pCounts},
 		run: func(t *testing.T, f *confFixture) {
 			id := f.newIDs(1, true)[0]
@@ -674,6 +698,65 @@ var conformanceCases = []confCase{
 			es, _, done, err := f.s.PageReady(f.ctx, f.sh, "q1", ReadyCursor{}, 10)
 			if err != nil || !done || len(es) != 1 || es[0].ID != f.id["ready"] || es[0].Blob == "" {
 				t.Errorf("ready page: %+v, %v, %v; want the ready task alone", es, done, err)
+			}
+		}},
+	{script: "page.lua", also: []string{"pagefar.lua", "pageready.lua"}, name: "payload previews", states: []confState{stStable, stResharding},
+		props: []confProp{pBehaviour},
+		prepare: func(f *confFixture) {
+			ids := f.newIDs(3, false)
+			for i, r := range []string{"bigsched", "bigfar", "bigready"} {
+				f.id[r] = ids[i]
+			}
+			big := []byte(strings.Repeat("x", 1000))
+			now := f.now()
+			for i, a := range []EnqueueArgs{
+				{ID: ids[0], Queue: "q1", Due: now.Add(time.Hour), MaxRetries: -1, Payload: big},
+				{ID: ids[1], Queue: "q2", Due: f.farDue, MaxRetries: -1, Payload: big},
+				{ID: ids[2], Queue: "q1", Due: now.Add(-time.Second), MaxRetries: -1, Payload: big},
+			} {
+				// The first goes to the delayed set: the far tier is off
+				// while it is enqueued.
+				tier := FarTier{Bucket: time.Minute, Lead: time.Second}
+				if i == 0 {
+					tier = FarTier{}
+				}
+				if err := f.s.SetFarTier(f.ctx, tier); err != nil {
+					f.t.Fatal(err)
+				}
+				if r := f.s.Enqueue(f.ctx, a); r.Err != nil {
+					f.t.Fatalf("seed: enqueue %s: %v", a.ID, r.Err)
+				}
+			}
+			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved < 1 {
+				f.t.Fatalf("seed: move: %+v, %v", r, err)
+			}
+		},
+		run: func(t *testing.T, f *confFixture) {
+			// Each listing returns the task's fields and PagePreview bytes
+			// of its 1000-byte payload, and says how long the whole is.
+			check := func(what, id string, es []Entry) {
+				t.Helper()
+				i := slices.IndexFunc(es, func(e Entry) bool { return e.ID == id })
+				if i < 0 {
+					t.Errorf("[%s] %s: %s not listed", pBehaviour, what, id)
+					return
+				}
+				d, err := Decode(id, []byte(es[i].Blob))
+				if err != nil || d.Queue == "" || len(d.Payload) != PagePreview || es[i].PayloadSize != 1000 {
+					t.Errorf("[%s] %s: %s with %d payload bytes of %d (%v), want %d of 1000", pBehaviour, what, id, len(d.Payload), es[i].PayloadSize, err, PagePreview)
+				}
+			}
+			es, _, _, err := f.s.PageSet(f.ctx, f.sh, SetDelayed, Cursor{}, 100, Filter{})
+			noErr(t, "delayed page", err)
+			check("delayed page", f.id["bigsched"], es)
+			es, _, _, err = f.s.PageFar(f.ctx, f.sh, FarCursor{}, 100, "")
+			noErr(t, "far-tier page", err)
+			check("far-tier page", f.id["bigfar"], es)
+			es, _, _, err = f.s.PageReady(f.ctx, f.sh, "q1", ReadyCursor{}, 100)
+			noErr(t, "ready page", err)
+			check("ready page", f.id["bigready"], es)
+			if i := slices.IndexFunc(es, func(e Entry) bool { return e.ID == f.id["ready"] }); i < 0 || es[i].PayloadSize != int64(len("p-"+f.id["ready"])) {
+				t.Errorf("[%s] ready page: a small payload's size: %+v", pBehaviour, es)
 			}
 		}},
 	{script: "registry.lua", name: "set and remove a queue", states: allStates, props: []confProp{pBehaviour},

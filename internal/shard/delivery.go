@@ -119,7 +119,7 @@ func Popped(sh int, entry string, poppedAt time.Time, lease time.Duration) (Deli
 		return Delivery{}, false
 	}
 	id, blob, ok := strings.Cut(rest, "|")
-	if !ok || !ValidID(id) {
+	if !ok || !ValidStoredID(id) {
 		return Delivery{}, false
 	}
 	t, err := Decode(id, []byte(blob))

@@ -192,7 +192,7 @@ func (s *Store) relocate(ctx context.Context, l Layout) bool {
 // count has it. It is the smallest operation written against the
 // locator: one HEXISTS per place visited.
 func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
-	if !ValidID(id) {
+	if !ValidStoredID(id) {
 		return false, fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	err := s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {

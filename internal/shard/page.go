@@ -13,6 +13,13 @@ import (
 // MaxPage bounds the entries one listing or dead-letter call examines.
 const MaxPage = 1000
 
+// PagePreview is how many bytes of each task's payload a listing returns
+// (PageSet, PageFar, PageReady): the scripts cut the rest, so a page's
+// reply is bounded by MaxPage small entries whatever the payloads (a page
+// of 50 dead letters of 1 MiB was a 56 MB reply). Lookup returns the
+// whole payload of one task.
+const PagePreview = 256
+
 // SetKind names a sorted set of tasks that PageSet lists.
 type SetKind int
 
@@ -53,14 +60,19 @@ func (f Filter) bounds() (string, string) {
 
 // Entry is one listed task: its id, the set's score (due time, lease
 // deadline or burial time, unix ms; 0 where none), its encoded data
-// ("" if none), its dead-letter record and last error.
+// ("" if none) with at most PagePreview bytes of payload, the payload's
+// whole length, its dead-letter record and last error.
 type Entry struct {
-	ID        string
-	Score     int64
-	Blob      string
-	DeadInfo  string
-	LastError string
-	Seq       int64 // ready entries: the entry's sequence number
+	ID    string
+	Score int64
+	Blob  string
+	// PayloadSize is the length of the whole payload in bytes; -1 when
+	// there is no data or it is not the version 1 encoding (Blob then
+	// holds its first 1024 bytes).
+	PayloadSize int64
+	DeadInfo    string
+	LastError   string
+	Seq         int64 // ready entries: the entry's sequence number
 }
 
 // PageSet returns the entries of one of shard sh's sorted sets after cur
@@ -73,18 +85,19 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	}
 	lo, hi := f.bounds()
 	v, err := pageScript.Run(ctx, s.rdb, []string{key, s.k.Tasks(sh), s.k.DeadInfo(sh), s.k.Errors(sh)},
-		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains).Slice()
+		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains, PagePreview).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: page of shard %d: %w", sh, err)
 	}
-	if len(v) < 3 || (len(v)-3)%5 != 0 {
+	if len(v) < 3 || (len(v)-3)%6 != 0 {
 		return nil, cur, false, fmt.Errorf("shard: page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	next := Cursor{Score: str(v[0]), Member: str(v[1])}
-	out := make([]Entry, 0, (len(v)-3)/5)
-	for i := 3; i < len(v); i += 5 {
+	out := make([]Entry, 0, (len(v)-3)/6)
+	for i := 3; i < len(v); i += 6 {
 		score, _ := strconv.ParseFloat(str(v[i+1]), 64)
-		out = append(out, Entry{ID: str(v[i]), Score: int64(score), Blob: str(v[i+2]), DeadInfo: str(v[i+3]), LastError: str(v[i+4])})
+		size, _ := v[i+3].(int64)
+		out = append(out, Entry{ID: str(v[i]), Score: int64(score), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])})
 	}
 	return out, next, v[2] == int64(1), nil
 }
@@ -115,18 +128,19 @@ func (s *Store) PageFar(ctx context.Context, sh int, cur FarCursor, limit int, q
 		return nil, cur, false, fmt.Errorf("%w: page limit %d", ErrInvalidArgument, limit)
 	}
 	v, err := pageFarScript.Run(ctx, s.rdb, []string{s.k.Far(sh), s.k.Tasks(sh), s.k.Errors(sh)},
-		cur.Score, cur.Bucket, cur.Index, limit, q).Slice()
+		cur.Score, cur.Bucket, cur.Index, limit, q, PagePreview).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: far-tier page of shard %d: %w", sh, err)
 	}
-	if len(v) < 4 || (len(v)-4)%3 != 0 {
+	if len(v) < 4 || (len(v)-4)%4 != 0 {
 		return nil, cur, false, fmt.Errorf("shard: far-tier page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	idx, _ := v[2].(int64)
 	next := FarCursor{Score: str(v[0]), Bucket: str(v[1]), Index: idx}
-	out := make([]Entry, 0, (len(v)-4)/3)
-	for i := 4; i < len(v); i += 3 {
-		out = append(out, Entry{ID: str(v[i]), Blob: str(v[i+1]), LastError: str(v[i+2])})
+	out := make([]Entry, 0, (len(v)-4)/4)
+	for i := 4; i < len(v); i += 4 {
+		size, _ := v[i+2].(int64)
+		out = append(out, Entry{ID: str(v[i]), Blob: str(v[i+1]), PayloadSize: size, LastError: str(v[i+3])})
 	}
 	return out, next, v[3] == int64(1), nil
 }
@@ -147,19 +161,20 @@ func (s *Store) PageReady(ctx context.Context, sh int, queue string, cur ReadyCu
 	}
 	v, err := pageReadyScript.Run(ctx, s.rdb,
 		[]string{s.k.Ready(sh, queue), s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh)},
-		cur.Index, cur.Seq, limit).Slice()
+		cur.Index, cur.Seq, limit, PagePreview).Slice()
 	if err != nil {
 		return nil, cur, false, fmt.Errorf("shard: ready page of shard %d: %w", sh, err)
 	}
-	if len(v) < 3 || (len(v)-3)%4 != 0 {
+	if len(v) < 3 || (len(v)-3)%5 != 0 {
 		return nil, cur, false, fmt.Errorf("shard: ready page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	idx, _ := v[0].(int64)
 	next := ReadyCursor{Index: idx, Seq: str(v[1])}
-	out := make([]Entry, 0, (len(v)-3)/4)
-	for i := 3; i < len(v); i += 4 {
+	out := make([]Entry, 0, (len(v)-3)/5)
+	for i := 3; i < len(v); i += 5 {
 		seq, _ := v[i+1].(int64)
-		out = append(out, Entry{ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), LastError: str(v[i+3])})
+		size, _ := v[i+3].(int64)
+		out = append(out, Entry{ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), PayloadSize: size, LastError: str(v[i+4])})
 	}
 	return out, next, v[2] == int64(1), nil
 }
@@ -188,7 +203,7 @@ type DeadResult struct {
 // returns ErrNotFound when id is not dead, ErrUndecodable when its data
 // cannot be replayed, ErrInTransit while it is between two shards.
 func (s *Store) DeadOne(ctx context.Context, op DeadOp, id string, at time.Time) error {
-	if !ValidID(id) {
+	if !ValidStoredID(id) {
 		return fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	var r DeadResult

@@ -378,6 +378,55 @@ func TestCodec(t *testing.T) {
 	}
 }
 
+// TestValidID: an enqueued id is 1..256 bytes of UTF-8 without "|" and
+// without control characters (C0, DEL, C1); the rule for naming a stored
+// task keeps the old one (length and "|" only).
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]bool{
+		"order-42": true, "größe": true, "✓ done": true, "😀": true, "nbsp\u00a0": true, strings.Repeat("é", 128): true,
+		"": false, strings.Repeat("x", 257): false, "a|b": false,
+		"cr\r": false, "lf\n": false, "tab\t": false, "nul\x00": false, "esc\x1b[2J": false, "del\x7f": false,
+		"nel\u0085": false, "csi\u009b": false, "bad\xff": false, "overlong\xc0\xaf": false, "surrogate\xed\xa0\x80": false,
+		"above\xf4\x90\x80\x80": false, "cut\xe2\x9c": false,
+	} {
+		if got := ValidID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		}
+		if stored := id != "" && len(id) <= MaxIDLen && !strings.Contains(id, "|"); ValidStoredID(id) != stored {
+			t.Errorf("ValidStoredID(%q) = %v, want %v", id, !stored, stored)
+		}
+	}
+}
+
+// TestStoredControlIDsStayReachable: a task stored under an id that
+// enqueue now refuses (stored before the rule) can still be looked up
+// and cancelled.
+func TestStoredControlIDsStayReachable(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	const id = "old\r\nid\x1b"
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1}); !errors.Is(r.Err, ErrInvalidArgument) {
+		t.Fatalf("enqueue of %q: %v, want ErrInvalidArgument", id, r.Err)
+	}
+	sh := s.Layout().ShardOf(id)
+	due := time.Now().Add(time.Hour)
+	blob := Encode(Task{ID: id, Queue: "default", MaxRetries: 3, Timeout: time.Second, Due: due, Enqueued: time.Now()})
+	if err := rdb.HSet(ctx, s.Layout().Tasks(sh), id, blob).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, s.Layout().Delayed(sh), redis.Z{Score: float64(due.UnixMilli()), Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := s.Lookup(ctx, id); err != nil || in.State != "scheduled" {
+		t.Fatalf("lookup: %+v %v", in, err)
+	}
+	if st, err := s.Cancel(ctx, id); err != nil || st != "scheduled" {
+		t.Fatalf("cancel: %q %v", st, err)
+	}
+}
+
 func TestLayout(t *testing.T) {
 	for _, c := range []struct {
 		ns string

@@ -245,7 +245,7 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 // entry) is marked cancelled there and its imported copy is removed by
 // the reshard's commit.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
-	if !ValidID(id) {
+	if !ValidStoredID(id) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	var state string
@@ -307,7 +307,7 @@ type Info struct {
 // Lookup returns a task's state, wherever a change of the shard count
 // has it (the locator's order). It returns ErrNotFound for unknown ids.
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
-	if !ValidID(id) {
+	if !ValidStoredID(id) {
 		return Info{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
 	var info Info

@@ -1,7 +1,9 @@
 // Hourglass dashboard: reads /ui/api/*, refreshes 3 s after the previous
 // refresh ended, and sends changes as POST with the X-Hourglass-UI header
 // (the server refuses changes without it, and all of them in read-only
-// mode). Server data reaches the page through textContent only.
+// mode). Every change asks the user to confirm it first. Server data
+// reaches the page through textContent only. No inline script or style:
+// the server's Content-Security-Policy allows neither.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -75,15 +77,25 @@ function cell(row, text, cls) {
   return td;
 }
 
-// button adds a button that runs run, disabled while it runs; ask, when
-// given, is a question the user must confirm first (destructive actions).
+// confirmed asks the user to confirm a change (window.confirm: a
+// browser dialog, which a page of another origin cannot show for a frame
+// of this one, nor draw over), and says so in the status line when they
+// decline.
+function confirmed(label, ask) {
+  if (window.confirm(ask)) return true;
+  status(label + " not confirmed");
+  return false;
+}
+
+// button adds a button that runs run, disabled while it runs, once the
+// user confirmed ask (every button changes something).
 function button(td, label, action, attrs, run, ask) {
   const b = document.createElement("button");
   b.textContent = label;
   b.dataset.action = action;
   for (const [k, v] of Object.entries(attrs)) b.dataset[k] = v;
   b.addEventListener("click", async () => {
-    if (b.disabled || (ask && !window.confirm(ask))) return;
+    if (b.disabled || !confirmed(label, ask)) return;
     b.disabled = true;
     try { await run(); status(label + " done"); await refresh(); }
     catch (e) { status(label + " failed: " + e.message, true); }
@@ -110,8 +122,10 @@ async function loadQueues() {
     counts(row, q.counts);
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
-    if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"));
-    if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"));
+    if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"),
+      "Pause queue " + q.name + "? Workers start none of its tasks until it is resumed.");
+    if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"),
+      "Resume queue " + q.name + "? Workers deliver what waited.");
   }
   const foot = $("#queues tfoot");
   foot.replaceChildren();
@@ -150,8 +164,10 @@ async function loadSchedules() {
     paused.dataset.col = "paused";
     const act = cell(row, "", "act");
     const path = "schedules/" + encodeURIComponent(s.name);
-    if (s.paused) button(act, "Resume", "resume", { schedule: s.name }, () => post(path + "/resume"));
-    else button(act, "Pause", "pause", { schedule: s.name }, () => post(path + "/pause"));
+    if (s.paused) button(act, "Resume", "resume", { schedule: s.name }, () => post(path + "/resume"),
+      "Resume schedule " + s.name + "? Its next occurrence fires; those skipped are not caught up.");
+    else button(act, "Pause", "pause", { schedule: s.name }, () => post(path + "/pause"),
+      "Pause schedule " + s.name + "? Its occurrences are skipped until it is resumed.");
   }
 }
 
@@ -178,7 +194,8 @@ async function loadDead(more) {
     cell(row, t.dead.error);
     const act = cell(row, "", "act");
     const path = "dead/" + encodeURIComponent(t.id);
-    button(act, "Replay", "replay", { id: t.id }, async () => { await post(path + "/replay"); row.remove(); });
+    button(act, "Replay", "replay", { id: t.id }, async () => { await post(path + "/replay"); row.remove(); },
+      "Replay dead task " + t.id + "? It is due now, with its attempts back at 0.");
     button(act, "Purge", "purge", { id: t.id }, async () => { await post(path + "/purge"); row.remove(); },
       "Purge dead task " + t.id + "? Its data is deleted and the id can be enqueued again.");
   }
@@ -242,11 +259,16 @@ async function loadStats() {
     `move lateness p50 ${s.lateness_p50_ms.toFixed(1)} ms, p99 ${s.lateness_p99_ms.toFixed(1)} ms`;
 }
 
-// text decodes base64 data as UTF-8 text, or describes it as binary.
-function text(b64) {
+// text decodes a base64 payload as UTF-8 text, or describes it as
+// binary. The server sends at most the first 64 KiB of it; size is the
+// whole payload's length, and a cut payload says so (a character the cut
+// split is left out, not taken for binary).
+function text(b64, size) {
   const bytes = Uint8Array.from(atob(b64 || ""), (c) => c.charCodeAt(0));
-  try { return new TextDecoder("utf-8", { fatal: true }).decode(bytes); }
-  catch (e) { return `(binary, ${bytes.length} bytes)`; }
+  const cut = size > bytes.length;
+  const note = cut ? `\n(the first ${count(bytes.length)} of ${count(size)} bytes; hourglass task show ID -o json prints all)` : "";
+  try { return new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: cut }) + note; }
+  catch (e) { return `(binary, ${count(size)} bytes)`; }
 }
 
 async function lookup(id) {
@@ -255,7 +277,7 @@ async function lookup(id) {
     const t = await api("task?id=" + encodeURIComponent(id));
     if (!current()) return;
     shownTask = t.id;
-    $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload) }, null, 2);
+    $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload, t.payload_size) }, null, 2);
     $("#taskcancel").hidden = t.state === "active";
   } catch (e) {
     if (!current()) return;
@@ -320,7 +342,7 @@ async function start() {
   });
   $("#taskcancel").addEventListener("click", () => {
     const id = shownTask;
-    if (!id || !window.confirm("Cancel task " + id + "? It is deleted and never runs.")) return;
+    if (!id || !confirmed("Cancel task", "Cancel task " + id + "? It is deleted and never runs.")) return;
     guarded("cancel", async () => { await post("tasks/" + encodeURIComponent(id) + "/cancel"); status("cancelled " + id); await lookup(id); });
   });
   loop();

@@ -40,7 +40,9 @@
 --         earliest (or ties the earliest), that due time is published
 --         there with SPUBLISH
 -- then six arguments per task, for task i at ARGV[2+6(i-1)] onwards:
---   id          task id (1..256 bytes, no "|")
+--   id          task id: 1..256 bytes of UTF-8 without "|" and without
+--               control characters (U+0000..U+001F, U+007F..U+009F); see
+--               "Task ids" in docs/protocol.md
 --   due         absolute unix ms ("1795338744244", at most 13 digits), or a
 --               delay in ms after Redis server time ("+30000", at most 12)
 --   queue       queue name (must be registered in KEYS[3])
@@ -193,9 +195,43 @@ if KEYS[4] then
   if moving then return moving end
 end
 
+-- valid_id reports whether id is a legal task id: 1..256 bytes of UTF-8
+-- (no overlong form, surrogate or code point above U+10FFFF) without "|"
+-- and without a control character (C0, DEL, C1). Go's shard.ValidID is
+-- the same rule. An id of printable ASCII is settled by one find.
+local function valid_id(id)
+  local n = #id
+  if n == 0 or n > 256 then return false end
+  if not string.find(id, "[^ -{}~]") then return true end
+  local i = 1
+  while i <= n do
+    local c = string.byte(id, i)
+    local len, lo, hi = 1, 0x80, 0xBF
+    if c < 0x20 or c == 0x7C or c == 0x7F then return false
+    elseif c < 0x80 then len = 1
+    elseif c == 0xC2 then len, lo = 2, 0xA0 -- C2 80..9F are the C1 controls
+    elseif c >= 0xC3 and c <= 0xDF then len = 2
+    elseif c == 0xE0 then len, lo = 3, 0xA0
+    elseif c == 0xED then len, hi = 3, 0x9F
+    elseif c >= 0xE1 and c <= 0xEF then len = 3
+    elseif c == 0xF0 then len, lo = 4, 0x90
+    elseif c >= 0xF1 and c <= 0xF3 then len = 4
+    elseif c == 0xF4 then len, hi = 4, 0x8F
+    else return false end
+    if i + len - 1 > n then return false end
+    for k = i + 1, i + len - 1 do
+      local b = string.byte(id, k)
+      if b < lo or b > hi then return false end
+      lo, hi = 0x80, 0xBF
+    end
+    i = i + len
+  end
+  return true
+end
+
 local function enqueue(id, due_arg, queue, retries, timeout, payload)
-  if id == "" or #id > 256 or string.find(id, "|", 1, true) then
-    return -3, 0, "invalid task id"
+  if not valid_id(id) then
+    return -3, 0, "invalid task id (1..256 bytes of UTF-8 without \"|\" or control characters)"
   end
   local policy = policies[queue]
   if policy == nil then

@@ -303,6 +303,18 @@ local function page_rows(key, start, anchored, cs, cm, limit, max)
   return ids, scores, last_s, last_m, done
 end
 
+-- preview returns what a listing shows of encoded task data: its fields
+-- and at most n bytes of its payload, and the payload's whole length in
+-- bytes. Data that is not the version 1 encoding comes back cut to its
+-- first 1024 bytes (enough to say why it cannot be read), with length -1.
+-- A listing's reply so stays small whatever the payloads (docs/protocol.md,
+-- "Administration scripts").
+local function preview(blob, n)
+  local _, e = string.find(blob, "^1|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|")
+  if not e then return string.sub(blob, 1, 1024), -1 end
+  return string.sub(blob, 1, e + n), #blob - e
+end
+
 -- dead_match reports whether a dead letter matches the filter: queue
 -- ("" any) against its data, reason ("" any) and error substring ("" any)
 -- against its record (JSON {reason, error, at}).

@@ -14,24 +14,32 @@
 -- ARGV[6] highest score listed, "+inf" for none
 -- ARGV[7] dead-letter reason filter, "" for any
 -- ARGV[8] last-error substring filter, "" for any
+-- ARGV[9] payload bytes shown per task at most (lib.lua's preview)
 --
 -- Returns {next_score, next_member, done, then per matching task: id,
--- score, encoded task or "", dead info or "", last error or ""}. done is
--- 1 when the set holds nothing after this page; the member "|far" (the
--- far tier's marker in the delayed set) is never listed.
+-- score, encoded task with at most ARGV[9] bytes of payload or "", the
+-- payload's whole length (-1: no data, or not version 1), dead info or
+-- "", last error or ""}. done is 1 when the set holds nothing after this
+-- page; the member "|far" (the far tier's marker in the delayed set) is
+-- never listed. Task data is read one task at a time, so a call holds one
+-- payload at once, not LIMIT of them.
 local limit = tonumber(ARGV[3])
 local start, anchored = page_start(KEYS[1], ARGV[1], ARGV[2], ARGV[5])
 local ids, scores, ns, nm, done = page_rows(KEYS[1], start, anchored, ARGV[1], ARGV[2], limit, ARGV[6])
 local out = {ns, nm, done and 1 or 0}
 if #ids == 0 then return out end
-local blobs = redis.call("HMGET", KEYS[2], unpack(ids))
+local shown = tonumber(ARGV[9])
 local infos = redis.call("HMGET", KEYS[3], unpack(ids))
 local errs = redis.call("HMGET", KEYS[4], unpack(ids))
 for i, id in ipairs(ids) do
-  if id ~= "|far" and dead_match(blobs[i] or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8]) then
+  local blob = id ~= "|far" and redis.call("HGET", KEYS[2], id)
+  if id ~= "|far" and dead_match(blob or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8]) then
+    local data, size = "", -1
+    if blob then data, size = preview(blob, shown) end
     out[#out + 1] = id
     out[#out + 1] = scores[i]
-    out[#out + 1] = blobs[i] or ""
+    out[#out + 1] = data
+    out[#out + 1] = size
     out[#out + 1] = infos[i] or ""
     out[#out + 1] = errs[i] or ""
   end

@@ -11,9 +11,12 @@
 -- ARGV[3] cursor: index of the next entry in that bucket
 -- ARGV[4] LIMIT (1..1000)
 -- ARGV[5] queue filter, "" for every queue
+-- ARGV[6] payload bytes shown per task at most (lib.lua's preview)
 --
 -- Returns {next_score, next_bucket, next_index, done, then per live
--- matching task: id, encoded task, last error or ""}. An entry whose task
+-- matching task: id, encoded task with at most ARGV[6] bytes of payload,
+-- the payload's whole length (-1: not version 1), last error or ""}.
+-- Task data is read one task at a time. An entry whose task
 -- is gone or was enqueued anew (another enqueued_ms) is stale, not listed.
 -- The bucket lists are not declared: before reading one the script checks
 -- that this node serves it (lib.lua's served_here), and fails with
@@ -51,14 +54,15 @@ while examined < limit and buckets < limit do
     ids[i], enqs[i] = id or "", enq or ""
   end
   if #ids > 0 then
-    local blobs = redis.call("HMGET", KEYS[2], unpack(ids))
     local errs = redis.call("HMGET", KEYS[3], unpack(ids))
     for i, id in ipairs(ids) do
-      local blob = blobs[i]
+      local blob = id ~= "" and redis.call("HGET", KEYS[2], id)
       local q, enq = string.match(blob or "", "^1|([^|]+)|%d+|%d+|%d+|%d+|(%d+)|")
       if blob and (enq == nil or enq == enqs[i]) and (ARGV[5] == "" or q == ARGV[5]) then
+        local data, size = preview(blob, tonumber(ARGV[6]))
         out[#out + 1] = id
-        out[#out + 1] = blob
+        out[#out + 1] = data
+        out[#out + 1] = size
         out[#out + 1] = errs[i] or ""
       end
     end

@@ -10,9 +10,12 @@
 -- ARGV[1] index of the next entry, "0" for the first page
 -- ARGV[2] seq of the last entry examined, "" for the first page
 -- ARGV[3] LIMIT (1..1000)
+-- ARGV[4] payload bytes shown per task at most (lib.lua's preview)
 --
 -- Returns {next_index, last_seq, done, then per live entry: id, seq,
--- encoded task, last error or ""}. A leftover duplicate entry (its id is
+-- encoded task with at most ARGV[4] bytes of payload or "", the
+-- payload's whole length (-1: no data, or not version 1), last error or
+-- ""}. A leftover duplicate entry (its id is
 -- pending under another number) is not listed.
 local idx, last = tonumber(ARGV[1]), tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -50,9 +53,13 @@ local pend = redis.call("ZMSCORE", KEYS[2], unpack(ids))
 local errs = redis.call("HMGET", KEYS[4], unpack(ids))
 for i, id in ipairs(ids) do
   if pend[i] and tonumber(pend[i]) == seqs[i] then
+    local blob = blobs[i] or redis.call("HGET", KEYS[3], id)
+    local data, size = "", -1
+    if blob then data, size = preview(blob, tonumber(ARGV[4])) end
     out[#out + 1] = id
     out[#out + 1] = seqs[i]
-    out[#out + 1] = blobs[i] or redis.call("HGET", KEYS[3], id) or ""
+    out[#out + 1] = data
+    out[#out + 1] = size
     out[#out + 1] = errs[i] or ""
   end
 end
