@@ -192,6 +192,9 @@ func (c cursor) filter() shard.Filter {
 func taskOf(e shard.Entry, st State, sh int) Task {
 	t := Task{ID: e.ID, State: st, Shard: sh, LastError: e.LastError}
 	fillData(&t, e.Blob)
+	if e.BadScore {
+		t.Problem = corruptDue
+	}
 	switch st {
 	case StateActive:
 		t.LeaseDeadline = time.UnixMilli(e.Score)
@@ -215,6 +218,10 @@ func fillData(t *Task, blob string) {
 	t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
 	t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
 }
+
+// corruptDue is the Problem of a scheduled task whose delayed-set score
+// is not a due time (shard.ValidDue).
+const corruptDue = "corrupt due time: the shard's owner dead-letters it (reason \"corrupt due time\")"
 
 // deadInfo parses a burial record; at (unix ms) is the burial time from
 // the dead-letter set, used when the record lacks one.
@@ -246,6 +253,9 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 		d := info.Task
 		t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
 		t.Due, t.Enqueued, t.Payload = d.Due, d.Enqueued, d.Payload
+	}
+	if info.CorruptDue {
+		t.Problem = corruptDue
 	}
 	switch t.State {
 	case StateActive:

@@ -113,6 +113,7 @@ async function loadQueues() {
     if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"));
     if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"));
   }
+  $("#queuewarn").textContent = data.warning || "";
   const foot = $("#queues tfoot");
   foot.replaceChildren();
   const row = foot.insertRow();
@@ -226,7 +227,13 @@ async function loadShards() {
     cell(row, s.shard, "n");
     cell(row, s.owner || "-");
     cell(row, s.epoch || "-", "n");
-    counts(row, s.counts);
+    if (s.problem) {
+      row.dataset.problem = "1";
+      const td = cell(row, "unreadable: " + s.problem, "warn");
+      td.colSpan = 4;
+    } else {
+      counts(row, s.counts);
+    }
   }
 }
 
