@@ -265,6 +265,9 @@ type Queue struct {
 	Counts   Counts    `json:"counts"`
 	// Shards holds the per-shard counts, in shard order, when asked for.
 	Shards []Counts `json:"shards,omitempty"`
+	// OldestReady is the due time of the ready task that has waited
+	// longest (zero: none ready). Long ago, nobody consumes the queue.
+	OldestReady time.Time `json:"oldest_ready,omitzero"`
 }
 
 // Task states, as listed and looked up.

@@ -83,6 +83,9 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 			}
 			c := countsOf(d)
 			q.Counts.add(c)
+			if !d.OldestReady.IsZero() && (q.OldestReady.IsZero() || d.OldestReady.Before(q.OldestReady)) {
+				q.OldestReady = d.OldestReady
+			}
 			if perShard {
 				q.Shards[sh] = c
 			}

@@ -50,21 +50,26 @@ type SchedulerConfig struct {
 	// ReshardRate bounds the tasks this replica moves per second while the
 	// shard count changes (docs/resharding.md).
 	ReshardRate int `koanf:"reshard_rate"`
+	// ReshardReadyAfter: while the shard count changes, ready tasks that
+	// waited this long (or of a paused queue) move to their new shard
+	// (docs/resharding.md); 0 never.
+	ReshardReadyAfter time.Duration `koanf:"reshard_ready_after"`
 }
 
 // The scheduler's defaults and limits are the libraries': election (the
 // lease), scan (the mover), recovery and shard (the far tier, prefetch).
 func defaultScheduler() SchedulerConfig {
 	return SchedulerConfig{
-		LeaseTTL:      election.DefaultTTL,
-		ScanLimit:     scan.DefaultLimit,
-		SafetyRecheck: scan.DefaultSafetyRecheck,
-		RecoveryLimit: recovery.DefaultLimit,
-		StrandCheck:   recovery.DefaultStrandCheck,
-		IdleRecheck:   recovery.DefaultIdleRecheck,
-		FarBucket:     shard.DefaultFarBucket,
-		FarLead:       shard.DefaultFarLead,
-		ReshardRate:   reshard.DefaultRate,
+		LeaseTTL:          election.DefaultTTL,
+		ScanLimit:         scan.DefaultLimit,
+		SafetyRecheck:     scan.DefaultSafetyRecheck,
+		RecoveryLimit:     recovery.DefaultLimit,
+		StrandCheck:       recovery.DefaultStrandCheck,
+		IdleRecheck:       recovery.DefaultIdleRecheck,
+		FarBucket:         shard.DefaultFarBucket,
+		FarLead:           shard.DefaultFarLead,
+		ReshardRate:       reshard.DefaultRate,
+		ReshardReadyAfter: reshard.DefaultReadyAfter,
 	}
 }
 
@@ -95,6 +100,7 @@ func (c *Config) ForMover() scan.Config {
 func (c *Config) ForReshard() reshard.Config {
 	r := reshard.DefaultConfig() // batch, margin and retry are not configured
 	r.Rate = c.Scheduler.ReshardRate
+	r.ReadyAfter = c.Scheduler.ReshardReadyAfter
 	return r
 }
 

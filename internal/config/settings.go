@@ -148,6 +148,9 @@ var settings = concat(
 		{Key: "scheduler.reshard_rate", Min: 0, Max: reshard.MaxRate, Zero: "no bound",
 			Lib: []string{"reshard.Rate"},
 			Doc: "most tasks this replica moves per second while the shard count changes (docs/resharding.md)"},
+		{Key: "scheduler.reshard_ready_after", Min: time.Duration(0), Zero: "ready tasks wait for workers",
+			Lib: []string{"reshard.ReadyAfter"},
+			Doc: "while the shard count changes, a ready task that waited this long for a worker (at once if its queue is paused) moves to its new shard, ready there, so that a queue nobody consumes cannot keep the change open (docs/resharding.md)"},
 
 		{Key: "worker.shutdown_grace", Min: time.Duration(0), Zero: "running tasks are released at once",
 			Lib: []string{"worker.Config.ShutdownGrace"},

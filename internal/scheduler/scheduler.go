@@ -139,7 +139,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
-	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names
+	rsc.Logger, rsc.Metrics, rsc.Schedules, rsc.Paused = log, reshard.NewMetrics(s.reg), s.firer.Names, s.store.Paused
 	if s.resharder, err = reshard.New(s.store, rsc); err != nil {
 		s.Close()
 		return nil, err

@@ -26,6 +26,9 @@ type QueueDepth struct {
 	// Popped (taken by a worker, not leased yet) and Dead. Counters that
 	// hand edits drove below zero read as zero.
 	Scheduled, Ready, Leased, Popped, Dead int64
+	// OldestReady is the due time of the task that has waited longest in
+	// the ready list (its head); zero when it is empty.
+	OldestReady time.Time
 }
 
 // Depth returns the task counts of every queue in each of shards (one
@@ -73,11 +76,12 @@ func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError() {}
 
 func parseDepth(v []any) ([]QueueDepth, error) {
-	if len(v)%7 != 0 {
+	const per = 8
+	if len(v)%per != 0 {
 		return nil, fmt.Errorf("unexpected reply of %d values", len(v))
 	}
-	out := make([]QueueDepth, 0, len(v)/7)
-	for i := 0; i < len(v); i += 7 {
+	out := make([]QueueDepth, 0, len(v)/per)
+	for i := 0; i < len(v); i += per {
 		name, _ := v[i].(string)
 		raw, _ := v[i+1].(string)
 		d := QueueDepth{Queue: name}
@@ -91,6 +95,9 @@ func parseDepth(v []any) ([]QueueDepth, error) {
 		}
 		n := func(k int) int64 { x, _ := v[i+k].(int64); return max(0, x) }
 		d.Scheduled, d.Ready, d.Leased, d.Popped, d.Dead = n(2), n(3), n(4), n(5), n(6)
+		if ms, _ := v[i+7].(int64); ms >= 0 && d.Ready > 0 {
+			d.OldestReady = time.UnixMilli(ms)
+		}
 		out = append(out, d)
 	}
 	return out, nil

@@ -841,6 +841,64 @@ var conformanceCases = []confCase{
 				}
 			}
 		}},
+	{script: "exportready.lua", also: []string{"import.lua", "commit.lua"}, name: "a ready task nobody takes moves", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			win, err := f.s.ReadyWindow(f.ctx, f.sh, "q1", 0, 100)
+			noErr(t, "read the ready list", err)
+			var take []ReadyEntry
+			for _, e := range win {
+				if e.ID == f.id["mready"] {
+					take = append(take, e)
+				}
+			}
+			if len(take) != 1 || take[0].Due.IsZero() {
+				t.Fatalf("ready window %+v: want mready's entry with its due time", win)
+			}
+			moved := take[0]
+			moved.Index++ // not where it was read: left
+			if out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", []ReadyEntry{moved}); err != nil || len(out) != 0 {
+				t.Errorf("an entry read elsewhere: %v, %v; want it left", out, err)
+			}
+			n0 := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val()
+			out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", take)
+			if err != nil || len(out) != 1 {
+				t.Fatalf("export ready: %v, %v", out, err)
+			}
+			if n := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val(); n != n0-1 {
+				t.Errorf("the ready list holds %d entries, want %d", n, n0-1)
+			}
+			if f.rdb.ZScore(f.ctx, f.l0.Pending(f.sh, "q1"), f.id["mready"]).Err() == nil {
+				t.Errorf("mready is still pending in its old shard")
+			}
+			if info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id["mready"]); err != nil || info.State != "scheduled" {
+				t.Errorf("[%s] mready in the outbox: %+v, %v", pOutbox, info, err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, out); err != nil || n != 1 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			if c, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{f.id["mready"]}); err != nil || len(c) != 0 {
+				t.Errorf("commit: %v, %v", c, err)
+			}
+			info, err := confLookupIn(f.ctx, f.s, l, confNewShard, f.id["mready"])
+			if err != nil || info.State != "scheduled" || string(info.Task.Payload) != "p-"+f.id["mready"] || info.At.After(time.Now()) {
+				t.Errorf("mready in its new shard: %+v, %v; want scheduled, due already", info, err)
+			}
+			if out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", take); err != nil || len(out) != 0 {
+				t.Errorf("a repeated export: %v, %v; want nothing", out, err)
+			}
+		}},
+	{script: "exportready.lua", name: "stale owner", states: onlyReshard, props: []confProp{pFence},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			win, err := f.s.ReadyWindow(f.ctx, f.sh, "q1", 0, 100)
+			noErr(t, "read the ready list", err)
+			f.fenced("export ready", func() error {
+				_, err := f.s.ExportReady(f.ctx, f.s.Layout(), f.sh, confEpoch-1, "q1", win)
+				return err
+			})
+		}},
 	{script: "export.lua", name: "stale owner", states: onlyReshard, props: []confProp{pFence},
 		prepare: prepareMoving,
 		run: func(t *testing.T, f *confFixture) {

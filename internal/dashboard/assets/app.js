@@ -214,6 +214,29 @@ async function loadShards() {
   const l = data.layout;
   $("#layout").textContent = layoutText(l);
   $("#layout").dataset.state = l.state;
+  // What the old shards not done yet wait for: queues with tasks in
+  // flight there (ready ones nobody takes keep a change open until a
+  // scheduler moves them, docs/resharding.md).
+  const wait = $("#layoutwait");
+  wait.replaceChildren();
+  for (const p of l.pending || []) {
+    if (p.problem) {
+      const li = document.createElement("li");
+      li.textContent = `shard ${p.shard}: unreadable: ${p.problem}`;
+      wait.appendChild(li);
+    }
+    for (const q of p.waiting || []) {
+      const li = document.createElement("li");
+      li.dataset.shard = p.shard;
+      li.dataset.queue = q.queue;
+      const notes = [];
+      if (q.paused) notes.push("paused");
+      if (q.oldest_ready) notes.push("oldest ready since " + when(q.oldest_ready));
+      li.textContent = `shard ${p.shard} waits for queue ${q.queue}: ${count(q.ready)} ready` +
+        (notes.length ? ` (${notes.join(", ")})` : "") + `, ${count(q.in_flight)} in flight`;
+      wait.appendChild(li);
+    }
+  }
   const bar = $("#layoutprogress");
   bar.hidden = l.state !== "resharding" && l.state !== "preparing";
   bar.max = l.span;
