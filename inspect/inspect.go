@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +40,91 @@ var (
 	// shard count runs (or one was left half-prepared with another
 	// count).
 	ErrResizeRunning = errors.New("inspect: a change of the shard count is running")
+	// ErrPartial: a call over every shard could not read some of them
+	// (their data is corrupt: a key of the wrong type, an epoch that is
+	// not a number); its result holds the others. The error is a
+	// *PartialError naming each shard.
+	ErrPartial = errors.New("inspect: some shards could not be read")
 )
+
+// ShardProblem is a shard a call could not read, and why.
+type ShardProblem struct {
+	Shard int    `json:"shard"`
+	Error string `json:"error"`
+}
+
+// PartialError is returned, with the rest of the result, by a call over
+// every shard that could not read some of them (Queues, Queue, Shards,
+// Layout). It wraps ErrPartial. A failure to reach Redis at all is not
+// partial: the call then fails as a whole.
+type PartialError struct {
+	Problems []ShardProblem
+}
+
+func (e *PartialError) Error() string {
+	msg := fmt.Sprintf("%d shard(s) could not be read, the rest is shown", len(e.Problems))
+	for _, p := range e.Problems {
+		msg += fmt.Sprintf("; shard %d: %s", p.Shard, p.Error)
+	}
+	return msg
+}
+
+// Unwrap returns ErrPartial.
+func (e *PartialError) Unwrap() error { return ErrPartial }
+
+// partialOf converts the store's partial-read error; other errors, and
+// nil, are returned as they are (mapped).
+func partialOf(err error) error {
+	var pe *shard.PartialError
+	if !errors.As(err, &pe) {
+		return mapErr(err)
+	}
+	out := &PartialError{}
+	for sh, e := range pe.Failed {
+		out.Problems = append(out.Problems, ShardProblem{Shard: sh, Error: e.Error()})
+	}
+	slices.SortFunc(out.Problems, func(a, b ShardProblem) int { return a.Shard - b.Shard })
+	return out
+}
+
+// problems returns the problem of each shard of err (a *PartialError),
+// by shard.
+func problems(err error) map[int]string {
+	var pe *PartialError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	m := make(map[int]string, len(pe.Problems))
+	for _, p := range pe.Problems {
+		m[p.Shard] = p.Error
+	}
+	return m
+}
+
+// joinPartial merges the shard problems of two partial errors (either
+// may be nil).
+func joinPartial(a, b error) error {
+	var pa, pb *PartialError
+	errors.As(a, &pa)
+	errors.As(b, &pb)
+	switch {
+	case pa == nil && pb == nil:
+		return nil
+	case pa == nil:
+		return pb
+	case pb == nil:
+		return pa
+	}
+	seen := problems(pa)
+	out := &PartialError{Problems: slices.Clone(pa.Problems)}
+	for _, p := range pb.Problems {
+		if _, ok := seen[p.Shard]; !ok {
+			out.Problems = append(out.Problems, p)
+		}
+	}
+	slices.SortFunc(out.Problems, func(a, b ShardProblem) int { return a.Shard - b.Shard })
+	return out
+}
 
 // Options configure an Inspector. Namespace must be the deployment's
 // (the same as the schedulers'); Shards is its shard count before any
@@ -180,6 +265,9 @@ type Queue struct {
 	Counts   Counts    `json:"counts"`
 	// Shards holds the per-shard counts, in shard order, when asked for.
 	Shards []Counts `json:"shards,omitempty"`
+	// OldestReady is the due time of the ready task that has waited
+	// longest (zero: none ready). Long ago, nobody consumes the queue.
+	OldestReady time.Time `json:"oldest_ready,omitzero"`
 }
 
 // Task states, as listed and looked up.
@@ -219,7 +307,8 @@ type Task struct {
 	// Dead is set for a dead-lettered task.
 	Dead *DeadInfo `json:"dead,omitempty"`
 	// Problem explains task data that could not be decoded (the other
-	// fields are then empty).
+	// fields are then empty), or a corrupt due time (a delayed-set score
+	// that is no time: the shard's owner dead-letters such a task).
 	Problem string `json:"problem,omitempty"`
 }
 
@@ -246,6 +335,9 @@ type Shard struct {
 	// client's slot map has it: "" on a single Redis.
 	Slot int    `json:"slot"`
 	Node string `json:"node,omitempty"`
+	// Problem says why the shard's counts or stored epoch could not be
+	// read (corrupt data); the call then returns a *PartialError too.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Progress reports a bulk operation: shards finished of all, calls made,

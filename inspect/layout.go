@@ -69,6 +69,32 @@ type PendingShard struct {
 	// the new count stay, and so do those in flight until they settle).
 	// On a shrink, a shard the new count drops moves them all.
 	Tasks int64 `json:"tasks"`
+	// Waiting lists the queues with tasks in flight in the shard (ready,
+	// popped or leased): they stay in the shard until they settle, so
+	// those whose shard changes keep it from being done. A queue's ready
+	// tasks that nobody takes (Paused, or an OldestReady long ago) are
+	// moved by the shard's owner after scheduler.reshard_ready_after
+	// (docs/resharding.md).
+	Waiting []WaitingQueue `json:"waiting,omitempty"`
+	// Problem says why the shard's counts could not be read (corrupt
+	// data); Layout then returns a *PartialError too.
+	Problem string `json:"problem,omitempty"`
+}
+
+// WaitingQueue is a queue whose tasks in flight keep an old shard open
+// during a change of the shard count (PendingShard.Waiting).
+type WaitingQueue struct {
+	Queue string `json:"queue"`
+	// Paused is set when the queue is paused: workers take none of its
+	// ready tasks.
+	Paused bool `json:"paused,omitempty"`
+	// Ready tasks wait in the shard's ready list; InFlight are taken by
+	// a worker (popped or leased).
+	Ready    int64 `json:"ready"`
+	InFlight int64 `json:"in_flight"`
+	// OldestReady is the due time of the ready task that has waited
+	// longest in the shard (zero: none ready).
+	OldestReady time.Time `json:"oldest_ready,omitzero"`
 }
 
 // Changing reports whether a change of the shard count runs (preparing
@@ -79,8 +105,10 @@ func (s LayoutStatus) Changing() bool {
 
 // Layout reads the layout record: the shard count, its generation and
 // the progress of a running change, with (while it reshards) the number
-// of tasks each old shard not done yet holds, read with one bounded
-// script call per such shard. Without a record it reports the count the
+// of tasks each old shard not done yet holds and the queues whose tasks
+// in flight keep it open, read with one bounded script call per such
+// shard (a shard that cannot be read has a Problem, and the call returns
+// a *PartialError with the rest). Without a record it reports the count the
 // Inspector was made with, at generation 0, and state LayoutNone.
 func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	r, err := i.store.ReadLayout(ctx)
@@ -113,19 +141,30 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	if len(old) == 0 {
 		return st, nil
 	}
-	depths, err := i.store.Depth(ctx, old)
+	depths, derr := i.store.Depth(ctx, old)
+	if derr = partialOf(derr); derr != nil && !errors.Is(derr, ErrPartial) {
+		return st, derr
+	}
+	paused, err := i.store.Paused(ctx)
 	if err != nil {
 		return st, err
 	}
+	bad := problems(derr)
 	st.Pending = make([]PendingShard, len(old))
 	for k, ds := range depths {
-		st.Pending[k].Shard = old[k]
+		p := &st.Pending[k]
+		p.Shard, p.Problem = old[k], bad[old[k]]
 		for _, d := range ds {
 			c := countsOf(d)
-			st.Pending[k].Tasks += c.Total()
+			p.Tasks += c.Total()
+			if c.Ready+c.InFlight > 0 {
+				_, isPaused := paused[d.Queue]
+				p.Waiting = append(p.Waiting, WaitingQueue{Queue: d.Queue, Paused: isPaused, Ready: c.Ready, InFlight: c.InFlight, OldestReady: d.OldestReady})
+			}
 		}
+		slices.SortFunc(p.Waiting, func(a, b WaitingQueue) int { return cmpString(a.Queue, b.Queue) })
 	}
-	return st, nil
+	return st, derr
 }
 
 // Resize starts changing the shard count to n (1..4096) and returns the

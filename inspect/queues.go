@@ -15,30 +15,37 @@ import (
 // per shard, and one read of the paused queues. Queues that are no longer
 // registered but still hold tasks (dead letters, say) are listed as
 // removed; dead data that names no queue is listed under the name "".
+// Shards whose data cannot be read are left out of the counts and
+// reported by a *PartialError (ErrPartial), returned with the rest.
 func (i *Inspector) Queues(ctx context.Context) ([]Queue, Counts, error) {
 	qs, err := i.queues(ctx, false)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrPartial) {
 		return nil, Counts{}, err
 	}
 	var total Counts
 	for _, q := range qs {
 		total.add(q.Counts)
 	}
-	return qs, total, nil
+	return qs, total, err
 }
 
 // Queue returns one queue with its per-shard counts (Queue.Shards: one
 // per shard of the span while the shard count changes).
-// ErrNotFound when no shard has it registered or counts tasks of it.
+// ErrNotFound when no shard has it registered or counts tasks of it. A
+// *PartialError (ErrPartial) comes with the queue when some shards could
+// not be read.
 func (i *Inspector) Queue(ctx context.Context, name string) (Queue, error) {
 	qs, err := i.queues(ctx, true)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrPartial) {
 		return Queue{}, err
 	}
 	for _, q := range qs {
 		if q.Name == name {
-			return q, nil
+			return q, err
 		}
+	}
+	if err != nil {
+		return Queue{}, fmt.Errorf("%w: queue %q (%w)", ErrNotFound, name, err)
 	}
 	return Queue{}, fmt.Errorf("%w: queue %q", ErrNotFound, name)
 }
@@ -50,9 +57,9 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	if err != nil {
 		return nil, err
 	}
-	depths, err := i.store.Depth(ctx, span(l))
-	if err != nil {
-		return nil, err
+	depths, derr := i.store.Depth(ctx, span(l))
+	if derr = partialOf(derr); derr != nil && !errors.Is(derr, ErrPartial) {
+		return nil, derr
 	}
 	paused, err := i.store.Paused(ctx)
 	if err != nil {
@@ -76,6 +83,9 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 			}
 			c := countsOf(d)
 			q.Counts.add(c)
+			if !d.OldestReady.IsZero() && (q.OldestReady.IsZero() || d.OldestReady.Before(q.OldestReady)) {
+				q.OldestReady = d.OldestReady
+			}
 			if perShard {
 				q.Shards[sh] = c
 			}
@@ -89,7 +99,7 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 		out = append(out, *q)
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return cmpString(a.Name, b.Name) })
-	return out, nil
+	return out, derr
 }
 
 func cmpString(a, b string) int {

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -15,23 +16,27 @@ import (
 // serves it; and its owner and etcd epoch when an etcd client was given
 // (otherwise Owner is "" and Epoch 0). The shards are those of the
 // layout record: while the shard count changes, 0..Span-1 (those being
-// left and the new ones), afterwards the new count's.
+// left and the new ones), afterwards the new count's. A shard whose data
+// cannot be read has a Problem, and the call returns a *PartialError
+// (ErrPartial) with the whole table.
 func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 	l, err := i.layout(ctx)
 	if err != nil {
 		return nil, err
 	}
-	depths, err := i.store.Depth(ctx, span(l))
-	if err != nil {
-		return nil, err
+	depths, derr := i.store.Depth(ctx, span(l))
+	if derr = partialOf(derr); derr != nil && !errors.Is(derr, ErrPartial) {
+		return nil, derr
 	}
-	stored, err := i.store.StoredEpochs(ctx)
-	if err != nil {
-		return nil, err
+	stored, eerr := i.store.StoredEpochs(ctx)
+	if eerr = partialOf(eerr); eerr != nil && !errors.Is(eerr, ErrPartial) {
+		return nil, eerr
 	}
+	partial := joinPartial(derr, eerr)
+	bad := problems(partial)
 	out := make([]Shard, len(depths))
 	for sh, ds := range depths {
-		out[sh] = Shard{Shard: sh, Slot: keyslot.Of(l.Tag(sh))}
+		out[sh] = Shard{Shard: sh, Slot: keyslot.Of(l.Tag(sh)), Problem: bad[sh]}
 		if sh < len(stored) {
 			out[sh].StoredEpoch = stored[sh]
 		}
@@ -45,7 +50,7 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 		}
 	}
 	if i.etcd == nil {
-		return out, nil
+		return out, partial
 	}
 	owners, err := election.Owners(ctx, i.etcd, i.prefix)
 	if err != nil {
@@ -56,5 +61,5 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 			out[sh].Owner, out[sh].Epoch = o.Replica, o.Epoch
 		}
 	}
-	return out, nil
+	return out, partial
 }

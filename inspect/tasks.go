@@ -200,6 +200,9 @@ func taskOf(e shard.Entry, st State, sh int) Task {
 	if t.Problem == "" {
 		t.PayloadSize = e.PayloadSize
 	}
+	if e.BadScore {
+		t.Problem = corruptDue
+	}
 	switch st {
 	case StateActive:
 		t.LeaseDeadline = time.UnixMilli(e.Score)
@@ -230,6 +233,10 @@ func setData(t *Task, d shard.Task) {
 	t.Due, t.Enqueued, t.Payload, t.PayloadSize = d.Due, d.Enqueued, d.Payload, int64(len(d.Payload))
 }
 
+// corruptDue is the Problem of a scheduled task whose delayed-set score
+// is not a due time (shard.ValidDue).
+const corruptDue = "corrupt due time: the shard's owner dead-letters it (reason \"corrupt due time\")"
+
 // deadInfo parses a burial record; at (unix ms) is the burial time from
 // the dead-letter set, used when the record lacks one.
 func deadInfo(js string, at int64) *DeadInfo {
@@ -258,6 +265,9 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 		t.Problem = info.DecodeErr.Error()
 	} else {
 		setData(&t, info.Task)
+	}
+	if info.CorruptDue {
+		t.Problem = corruptDue
 	}
 	switch t.State {
 	case StateActive:

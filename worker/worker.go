@@ -135,6 +135,21 @@ func (w *Worker) queue(name string) *queue {
 	return w.queues[name]
 }
 
+// Ready checks that the Redis nodes holding the shards the worker pops
+// answer a PING within ctx: on a Redis Cluster each primary serving one
+// of those shards (every shard of the current layout), elsewhere the one
+// server. It returns nil, or the nodes that did not answer with the
+// shards each serves; a health endpoint can report it (cmd/worker's
+// /readyz does).
+func (w *Worker) Ready(ctx context.Context) error {
+	n := w.deps.store.Layout().Span()
+	shards := make([]int, n)
+	for i := range shards {
+		shards[i] = i
+	}
+	return w.deps.store.PingShards(ctx, shards)
+}
+
 // Run consumes tasks until ctx ends, then shuts down gracefully (see the
 // package documentation) and returns nil. It returns an error only for a
 // worker that cannot start.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,20 @@ func (a *app) emit(v any, table func(w io.Writer)) error {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	table(tw)
 	return tw.Flush()
+}
+
+// emitPartial emits v unless err is a failure that left nothing to
+// show; then, or after v, it returns err. A partial read
+// (inspect.ErrPartial: some shards could not be read) thus prints the
+// rest and ends with the warning and exit code 5.
+func (a *app) emitPartial(v any, table func(w io.Writer), err error) error {
+	if err != nil && !errors.Is(err, inspect.ErrPartial) {
+		return err
+	}
+	if eerr := a.emit(v, table); eerr != nil {
+		return eerr
+	}
+	return err
 }
 
 // row writes tab-separated cells and a newline, each cell through

@@ -50,10 +50,7 @@ func (a *app) queueLs() *cobra.Command {
 		Use: "ls", Short: "List queues with their state and counts", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.listQueues(cmd)
-			if err != nil {
-				return err
-			}
-			return a.emit(l, func(w io.Writer) { queueTable(w, l) })
+			return a.emitPartial(l, func(w io.Writer) { queueTable(w, l) }, err)
 		},
 	}
 }
@@ -63,10 +60,7 @@ func (a *app) statsCmd() *cobra.Command {
 		Use: "stats", Short: "Totals per state, and per queue (as queue ls)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.listQueues(cmd)
-			if err != nil {
-				return err
-			}
-			return a.emit(l, func(w io.Writer) {
+			return a.emitPartial(l, func(w io.Writer) {
 				t := l.Total
 				row(w, "scheduled", t.Scheduled)
 				row(w, "ready", t.Ready)
@@ -75,7 +69,7 @@ func (a *app) statsCmd() *cobra.Command {
 				row(w, "queues", len(l.Queues))
 				row(w, "")
 				queueTable(w, l)
-			})
+			}, err)
 		},
 	}
 }
@@ -90,10 +84,7 @@ func (a *app) queueShow() *cobra.Command {
 			}
 			defer done()
 			q, err := in.Queue(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return a.emit(q, func(w io.Writer) {
+			return a.emitPartial(q, func(w io.Writer) {
 				row(w, "queue", q.Name)
 				row(w, "state", q.State)
 				if !q.PausedAt.IsZero() {
@@ -106,7 +97,7 @@ func (a *app) queueShow() *cobra.Command {
 					row(w, sh, c.Scheduled, c.Ready, c.InFlight, c.Dead)
 				}
 				row(w, "TOTAL", q.Counts.Scheduled, q.Counts.Ready, q.Counts.InFlight, q.Counts.Dead)
-			})
+			}, err)
 		},
 	}
 }

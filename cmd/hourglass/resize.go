@@ -40,10 +40,7 @@ holds (at most what it has left to move).`,
 			}
 			defer done()
 			st, err := in.Layout(ctx)
-			if err != nil {
-				return err
-			}
-			return a.emit(st, func(w io.Writer) { layoutTable(w, st) })
+			return a.emitPartial(st, func(w io.Writer) { layoutTable(w, st) }, err)
 		},
 	}
 }
@@ -65,6 +62,16 @@ the total. --timeout bounds that wait (default: none): when it runs out,
 or on Ctrl-C, the command stops waiting with exit 1, and the change goes
 on. --timeout here is the wait's bound, not each call's (30s).
 
+Before it starts, it warns when queues hold ready tasks nobody takes
+(a paused queue, or one whose oldest ready task waited over a minute):
+ready tasks stay in their old shard until a worker takes them, which
+keeps the change open; the schedulers move those of a paused queue to
+their new shard at once and the others after
+scheduler.reshard_ready_after (default 1m). It then asks to go on
+(--yes skips the question; without a terminal it is refused, exit 4).
+While it waits, a line without progress names what each old shard left
+waits for (the queue, its ready and in-flight tasks, paused or not).
+
 Refused (exit 4) while another change runs. Resizing to the current
 count changes nothing. A change left half-prepared (its starter stopped
 before every shard had the new layout) is finished by running the same
@@ -79,6 +86,7 @@ resize again.`,
 		},
 	}
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the change and return")
+	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask when queues hold ready tasks nobody takes")
 	cmd.Flags().DurationVar(&bound, "timeout", 0, "stop waiting after this long (the change goes on); 0: wait until it ends")
 	return cmd
 }
@@ -89,9 +97,15 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 		return err
 	}
 	before, err := in.Layout(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, inspect.ErrPartial) {
 		done()
 		return err
+	}
+	if !before.Changing() && before.Shards != n {
+		if err := a.warnWaiting(ctx, in); err != nil {
+			done()
+			return err
+		}
 	}
 	st, err := in.Resize(ctx, n)
 	done()
@@ -136,6 +150,73 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 	})
 }
 
+// stuckAfter is how long the oldest ready task of a queue must have
+// waited for shards resize to call the queue unconsumed.
+const stuckAfter = time.Minute
+
+// warnWaiting warns before a change when queues hold ready tasks nobody
+// takes (paused, or the oldest waited stuckAfter): in the shards whose
+// tasks move they keep the change open until they are consumed or, after
+// scheduler.reshard_ready_after, moved to their new shard, and it asks
+// to go on (--yes skips the question; without a terminal it is refused).
+func (a *app) warnWaiting(ctx context.Context, in *inspect.Inspector) error {
+	qs, _, err := in.Queues(ctx)
+	if err != nil && !errors.Is(err, inspect.ErrPartial) {
+		return err
+	}
+	var stuck []string
+	for _, q := range qs {
+		switch {
+		case q.Counts.Ready == 0:
+		case q.State == inspect.QueuePaused:
+			stuck = append(stuck, fmt.Sprintf("queue %s: %s ready tasks, paused", q.Name, thousands(q.Counts.Ready)))
+		case !q.OldestReady.IsZero() && time.Since(q.OldestReady) > stuckAfter:
+			stuck = append(stuck, fmt.Sprintf("queue %s: %s ready tasks, the oldest waiting for %s (no worker takes them?)",
+				q.Name, thousands(q.Counts.Ready), time.Since(q.OldestReady).Round(time.Second)))
+		}
+	}
+	if len(stuck) == 0 {
+		return nil
+	}
+	fmt.Fprintf(a.errOut, "hourglass: warning: ready tasks stay in their old shard until a worker takes them, and keep the change open meanwhile:\n")
+	for _, line := range stuck {
+		fmt.Fprintf(a.errOut, "  %s\n", line)
+	}
+	fmt.Fprintf(a.errOut, "the schedulers move those of a paused queue to their new shard at once, and the others once they waited scheduler.reshard_ready_after (default 1m; 0: never), ready there: nothing is lost, their order changes\n")
+	return a.confirm("start the change anyway")
+}
+
+// waitingLines describes what keeps the old shards of a change open: per
+// shard, the queues with tasks in flight.
+func waitingLines(st inspect.LayoutStatus) []string {
+	var out []string
+	for _, p := range st.Pending {
+		if p.Problem != "" {
+			out = append(out, fmt.Sprintf("shard %d: unreadable: %s", p.Shard, p.Problem))
+		}
+		for _, w := range p.Waiting {
+			out = append(out, fmt.Sprintf("shard %d waits for queue %s: %s", p.Shard, w.Queue, waitingText(w)))
+		}
+	}
+	return out
+}
+
+// waitingText is "1,204 ready (paused, oldest waiting 5m0s), 2 in flight".
+func waitingText(w inspect.WaitingQueue) string {
+	var notes []string
+	if w.Paused {
+		notes = append(notes, "paused")
+	}
+	if !w.OldestReady.IsZero() {
+		notes = append(notes, "oldest waiting "+time.Since(w.OldestReady).Round(time.Second).String())
+	}
+	ready := thousands(w.Ready) + " ready"
+	if len(notes) > 0 {
+		ready += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return ready + ", " + thousands(w.InFlight) + " in flight"
+}
+
 // follow reads the layout record every resizeProgressEvery until the
 // change st started ends, printing progress on stderr, and returns the
 // record then. bound (0: none) limits the wait.
@@ -155,6 +236,7 @@ func (a *app) follow(ctx context.Context, in *inspect.Inspector, st inspect.Layo
 	tick := time.NewTicker(resizeProgressEvery)
 	defer tick.Stop()
 	last, lastAt := st, time.Now()
+	first := true // the first reading says what the old shards wait for
 	for {
 		select {
 		case <-wctx.Done():
@@ -168,7 +250,7 @@ func (a *app) follow(ctx context.Context, in *inspect.Inspector, st inspect.Layo
 		cctx, done := context.WithTimeout(wctx, a.timeout)
 		cur, err := in.Layout(cctx)
 		done()
-		if err != nil {
+		if err != nil && !errors.Is(err, inspect.ErrPartial) {
 			if wctx.Err() == nil {
 				fmt.Fprintf(a.errOut, "hourglass: warning: %s (trying again)\n", errText(err))
 			}
@@ -178,10 +260,17 @@ func (a *app) follow(ctx context.Context, in *inspect.Inspector, st inspect.Layo
 			return cur, nil
 		}
 		now := time.Now()
-		if len(cur.Done) == len(last.Done) && cur.Moved == last.Moved && cur.State == last.State && now.Sub(lastAt) < resizeQuietEvery {
+		if !first && len(cur.Done) == len(last.Done) && cur.Moved == last.Moved && cur.State == last.State && now.Sub(lastAt) < resizeQuietEvery {
 			continue
 		}
 		fmt.Fprintf(a.errOut, "%s (%s tasks/s)\n", changeLine(cur), rate(cur.Moved-last.Moved, now.Sub(lastAt)))
+		if first || cur.Moved == last.Moved {
+			first = false
+			// Nothing moved: say what the shards left wait for.
+			for _, line := range waitingLines(cur) {
+				fmt.Fprintf(a.errOut, "  %s\n", line)
+			}
+		}
 		last, lastAt = cur, now
 	}
 }
@@ -231,6 +320,12 @@ func layoutTable(w io.Writer, st inspect.LayoutStatus) {
 	}
 	for _, p := range st.Pending {
 		row(w, "pending", fmt.Sprintf("shard %d holds %s tasks", p.Shard, thousands(p.Tasks)))
+		if p.Problem != "" {
+			row(w, "", "unreadable: "+p.Problem)
+		}
+		for _, q := range p.Waiting {
+			row(w, "", fmt.Sprintf("waits for queue %s: %s", q.Queue, waitingText(q)))
+		}
 	}
 }
 

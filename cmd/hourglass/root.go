@@ -27,6 +27,9 @@ const (
 	exitUsage    = 2
 	exitNotFound = 3
 	exitRefused  = 4
+	// exitPartial: the result was printed without some shards, which
+	// could not be read (corrupt data); stderr names them.
+	exitPartial = 5
 )
 
 // Sentinel errors mapped to exit codes.
@@ -102,6 +105,8 @@ func exitCode(err error) int {
 		return exitNotFound
 	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrTaskActive), errors.Is(err, inspect.ErrResizeRunning):
 		return exitRefused
+	case errors.Is(err, inspect.ErrPartial):
+		return exitPartial
 	}
 	return exitFailed
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -39,7 +40,7 @@ prints the layout).`,
 			defer done()
 			var st inspect.LayoutStatus
 			if a.output != "json" {
-				if st, err = in.Layout(ctx); err != nil {
+				if st, err = in.Layout(ctx); err != nil && !errors.Is(err, inspect.ErrPartial) {
 					return err
 				}
 			}
@@ -47,13 +48,14 @@ prints the layout).`,
 			if err != nil && shards == nil {
 				return err
 			}
-			if err != nil { // depths read, owners not: say so and go on
+			if err != nil && !errors.Is(err, inspect.ErrPartial) { // depths read, owners not: say so and go on
 				fmt.Fprintf(a.errOut, "hourglass: warning: owners unknown: %s\n", errText(err))
+				err = nil
 			}
-			return a.emit(shards, func(w io.Writer) {
+			return a.emitPartial(shards, func(w io.Writer) {
 				fmt.Fprintf(w, "layout: %s\n\n", layoutLine(st))
 				shardTable(w, shards)
-			})
+			}, err)
 		},
 	}
 	cmd.AddCommand(a.shardsLayout(), a.shardsResize())
@@ -106,6 +108,10 @@ func probeEtcd(ctx context.Context, etcd *clientv3.Client, prefix string) error 
 func shardTable(w io.Writer, shards []inspect.Shard) {
 	row(w, "SHARD", "OWNER", "EPOCH", "REDIS EPOCH", "SCHEDULED", "READY", "IN FLIGHT", "DEAD", "SLOT", "NODE")
 	for _, s := range shards {
+		if s.Problem != "" {
+			row(w, s.Shard, orDash(s.Owner), s.Epoch, "?", "?", "?", "?", "?", s.Slot, orDash(s.Node))
+			continue
+		}
 		row(w, s.Shard, orDash(s.Owner), s.Epoch, s.StoredEpoch, s.Counts.Scheduled, s.Counts.Ready, s.Counts.InFlight, s.Counts.Dead, s.Slot, orDash(s.Node))
 	}
 }

@@ -17,7 +17,8 @@
 //
 // http.addr (default 127.0.0.1:9465; empty disables it) serves GET
 // /metrics, /healthz (200 while the process runs) and /readyz (200 while
-// Redis answers PING within 1s, else 503).
+// the Redis nodes holding the shards answer PING within 1s: on a Redis
+// Cluster each primary serving a shard; else 503 naming the node).
 //
 // SIGTERM or SIGINT stops fetching; running tasks may finish for
 // worker.shutdown_grace, the rest are released to their ready lists at
@@ -42,7 +43,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
@@ -112,7 +112,7 @@ func run(args []string) int {
 			log.Error("start failed", "error", fmt.Errorf("listen on http.addr %s: %w", cfg.HTTP.Addr, err))
 			return 1
 		}
-		srv = &http.Server{Handler: handler(reg, rdb), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: handler(reg, w.Ready), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server failed", "error", err)
@@ -182,7 +182,9 @@ func httpClient(cfg *config.Config) *http.Client {
 }
 
 // handler serves the worker's metrics and health endpoints.
-func handler(reg *prometheus.Registry, rdb redis.UniversalClient) http.Handler {
+// ready is readyz's check: worker.Worker.Ready, which pings the Redis
+// nodes holding the shards the worker pops.
+func handler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -191,8 +193,8 @@ func handler(reg *prometheus.Registry, rdb redis.UniversalClient) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+		if err := ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -57,22 +57,27 @@ type SchedulerConfig struct {
 	// must exceed that; occurrences missed longer ago are the policy's.
 	// At least 2s; 0 means the default. Default 1m.
 	MisfireGrace time.Duration `koanf:"misfire_grace"`
+	// ReshardReadyAfter: while the shard count changes, ready tasks that
+	// waited this long (or of a paused queue) move to their new shard
+	// (docs/resharding.md); 0 never.
+	ReshardReadyAfter time.Duration `koanf:"reshard_ready_after"`
 }
 
 // The scheduler's defaults and limits are the libraries': election (the
 // lease), scan (the mover), recovery and shard (the far tier, prefetch).
 func defaultScheduler() SchedulerConfig {
 	return SchedulerConfig{
-		LeaseTTL:      election.DefaultTTL,
-		ScanLimit:     scan.DefaultLimit,
-		SafetyRecheck: scan.DefaultSafetyRecheck,
-		RecoveryLimit: recovery.DefaultLimit,
-		StrandCheck:   recovery.DefaultStrandCheck,
-		IdleRecheck:   recovery.DefaultIdleRecheck,
-		FarBucket:     shard.DefaultFarBucket,
-		FarLead:       shard.DefaultFarLead,
-		ReshardRate:   reshard.DefaultRate,
-		MisfireGrace:  fire.DefaultMisfireGrace,
+		LeaseTTL:          election.DefaultTTL,
+		ScanLimit:         scan.DefaultLimit,
+		SafetyRecheck:     scan.DefaultSafetyRecheck,
+		RecoveryLimit:     recovery.DefaultLimit,
+		StrandCheck:       recovery.DefaultStrandCheck,
+		IdleRecheck:       recovery.DefaultIdleRecheck,
+		FarBucket:         shard.DefaultFarBucket,
+		FarLead:           shard.DefaultFarLead,
+		ReshardRate:       reshard.DefaultRate,
+		MisfireGrace:      fire.DefaultMisfireGrace,
+		ReshardReadyAfter: reshard.DefaultReadyAfter,
 	}
 }
 
@@ -109,6 +114,7 @@ func (c *Config) ForFire() fire.Config {
 func (c *Config) ForReshard() reshard.Config {
 	r := reshard.DefaultConfig() // batch, margin and retry are not configured
 	r.Rate = c.Scheduler.ReshardRate
+	r.ReadyAfter = c.Scheduler.ReshardReadyAfter
 	return r
 }
 

@@ -152,6 +152,9 @@ var settings = concat(
 		{Key: "scheduler.misfire_grace", Min: fire.MinMisfireGrace, Zero: ZeroDefault,
 			Lib: []string{"fire.MisfireGrace"},
 			Doc: "how late a periodic occurrence may be and still be fired, once, whatever its catch-up policy (an owner's death takes lease_ttl and a second); older ones are the policy's"},
+		{Key: "scheduler.reshard_ready_after", Min: time.Duration(0), Zero: "ready tasks wait for workers",
+			Lib: []string{"reshard.ReadyAfter"},
+			Doc: "while the shard count changes, a ready task that waited this long for a worker (at once if its queue is paused) moves to its new shard, ready there, so that a queue nobody consumes cannot keep the change open (docs/resharding.md)"},
 
 		{Key: "worker.shutdown_grace", Min: time.Duration(0), Zero: "running tasks are released at once",
 			Lib: []string{"worker.Config.ShutdownGrace"},

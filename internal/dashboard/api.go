@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -32,11 +33,20 @@ func (d *dash) queues(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	qs, total, err := d.o.Inspector.Queues(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, inspect.ErrPartial) {
 		d.fail(w, err)
 		return
 	}
-	writeJSON(w, map[string]any{"queues": qs, "total": total})
+	writeJSON(w, map[string]any{"queues": qs, "total": total, "warning": partialWarning(err)})
+}
+
+// partialWarning is the warning the page shows for a partial read
+// (inspect.ErrPartial: some shards could not be read), "" otherwise.
+func partialWarning(err error) string {
+	if errors.Is(err, inspect.ErrPartial) {
+		return err.Error()
+	}
+	return ""
 }
 
 // scheduleDefs returns the schedules the dashboard shows.
@@ -86,9 +96,9 @@ func (d *dash) pauseSchedule(ctx context.Context, name string) error {
 func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ownersTimeout)
 	defer cancel()
-	layout, err := d.o.Inspector.Layout(ctx)
-	if err != nil {
-		d.fail(w, err)
+	layout, lerr := d.o.Inspector.Layout(ctx)
+	if lerr != nil && !errors.Is(lerr, inspect.ErrPartial) {
+		d.fail(w, lerr)
 		return
 	}
 	shards, err := d.o.Inspector.Shards(ctx)
@@ -96,9 +106,12 @@ func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, err)
 		return
 	}
-	warning := ""
-	if err != nil {
+	warning := partialWarning(err)
+	if err != nil && warning == "" {
 		warning = "owners unknown: " + err.Error()
+	}
+	if warning == "" {
+		warning = partialWarning(lerr)
 	}
 	writeJSON(w, map[string]any{"layout": layout, "shards": shards, "warning": warning})
 }

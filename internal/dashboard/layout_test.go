@@ -87,3 +87,38 @@ func TestShardsReportTheLayout(t *testing.T) {
 		t.Fatalf("page: %d %.100s", code, body)
 	}
 }
+
+// TestShardsNameWhatAChangeWaitsFor (issue 24, item 8): during a change,
+// GET shards names, per old shard not done, the queues whose tasks in
+// flight keep it open, paused or not, with their ready count (the page
+// lists them under the layout line).
+func TestShardsNameWhatAChangeWaitsFor(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
+	e.Ready(shardtest.Queue, e.IDsIn(1, 3, "r")...)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if _, err := e.Store.SetPaused(ctx, shardtest.Queue, true); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Resize(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in, ReadOnly: true}))
+	t.Cleanup(srv.Close)
+	code, body := do(t, "GET", srv.URL+"/ui/api/shards", nil)
+	var got struct{ Layout inspect.LayoutStatus }
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil || len(got.Layout.Pending) != 2 {
+		t.Fatalf("shards: %d %s", code, body)
+	}
+	w := got.Layout.Pending[1].Waiting
+	if len(w) != 1 || w[0].Queue != shardtest.Queue || !w[0].Paused || w[0].Ready != 3 || w[0].OldestReady.IsZero() {
+		t.Fatalf("shard 1 waits for %+v, want the paused queue's 3 ready tasks", w)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/app.js", nil); code != 200 || !strings.Contains(body, "waits for queue") {
+		t.Fatalf("app.js: %d", code)
+	}
+}

@@ -14,6 +14,7 @@ package depth
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,7 +41,7 @@ var (
 		"1 while the queue is paused, else 0 (every replica exports it; take max).",
 		[]string{"queue"}, nil)
 	errorDesc = prometheus.NewDesc("hourglass_queue_depth_errors",
-		"1 when the last collection of queue depths failed (Redis unreachable or slow), else 0.",
+		"1 when the last collection of queue depths failed (Redis unreachable or slow) or left out a shard whose data could not be read, else 0.",
 		nil, nil)
 )
 
@@ -93,18 +94,31 @@ func (c *Collector) refresh() {
 	shards := c.owned()
 	slices.Sort(shards)
 	depths, err := c.store.Depth(ctx, shards)
+	// A shard whose data cannot be read (shard.PartialError) is left out;
+	// the others are exported, and the error gauge says something is
+	// missing.
+	var part *shard.PartialError
+	unread := errors.As(err, &part)
+	problem := err
+	if unread {
+		err = nil
+	}
 	var paused map[string]time.Time
 	if err == nil {
 		paused, err = c.store.Paused(ctx)
 	}
-	if err != nil {
+	if err != nil || unread {
 		if !c.failed {
-			c.log.Warn("could not collect queue depths", "error", err)
+			c.log.Warn("could not collect queue depths", "error", errors.Join(problem, err))
 		}
-		c.failed, c.metrics = true, nil
+		c.failed = true
+	} else {
+		c.failed = false
+	}
+	if err != nil {
+		c.metrics = nil
 		return
 	}
-	c.failed = false
 	c.metrics = c.metrics[:0]
 	queues := map[string]bool{}
 	for i, ds := range depths {

@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -27,17 +28,23 @@ const (
 	DefaultRate = 5000
 	// MaxRate is the largest Rate.
 	MaxRate = 1_000_000
+	// DefaultReadyAfter is DefaultConfig's ReadyAfter
+	// (scheduler.reshard_ready_after): a ready task that waited a minute
+	// has no worker coming for it soon, and the change should not wait
+	// for one.
+	DefaultReadyAfter = time.Minute
 )
 
 // DefaultConfig returns the reshard loop's defaults, those the scheduler
 // binary runs with unless configured: the rate bound among them.
 func DefaultConfig() Config {
-	return Config{Batch: DefaultBatch, Margin: DefaultMargin, Retry: DefaultRetry, Rate: DefaultRate}
+	return Config{Batch: DefaultBatch, Margin: DefaultMargin, Retry: DefaultRetry, Rate: DefaultRate, ReadyAfter: DefaultReadyAfter}
 }
 
 // Config configures a Resharder. Zero fields take the defaults above,
 // except Rate, whose zero means no bound (as scheduler.reshard_rate's 0
-// does): DefaultConfig bounds it.
+// does), and ReadyAfter, whose zero means never: DefaultConfig sets
+// both.
 type Config struct {
 	// Batch bounds the ids of one scan step and one export, at most
 	// MaxBatch (default DefaultBatch).
@@ -52,6 +59,19 @@ type Config struct {
 	// shards together, 0 to MaxRate; 0: no bound. A batch of n tasks
 	// waits n/Rate before the next one starts.
 	Rate int
+	// ReadyAfter: a ready task whose shard changes and that has waited
+	// longer than this in its ready list (by its due time), or at once
+	// when its queue is paused, is moved to its new shard, where it is
+	// ready again (shard.Store.ExportReady): otherwise a queue nobody
+	// consumes keeps its old shard, and the change, from ending. Nothing
+	// is lost: the task keeps its data and attempts; only its place in
+	// the queue's order changes. 0 leaves ready tasks where they are
+	// until workers take them (the change then waits for them), as
+	// DefaultConfig's zero value does not: it sets DefaultReadyAfter.
+	ReadyAfter time.Duration
+	// Paused, if set, returns the paused queues
+	// (shard.Store.Paused); without it no queue counts as paused.
+	Paused func(context.Context) (map[string]time.Time, error)
 	// Schedules, if set, returns the names of the periodic schedules the
 	// schedulers fire (fire.Firer.Names): at the start of every pass those
 	// whose home leaves the shard are handed over to their new homes
@@ -75,6 +95,7 @@ func (c Config) Validate() error {
 	p.DurationRange("Margin", c.Margin, 0, 0)
 	p.DurationRange("Retry", c.Retry, 0, 0)
 	p.IntRange("Rate", int64(c.Rate), 0, MaxRate)
+	p.DurationRange("ReadyAfter", c.ReadyAfter, 0, 0)
 	return p.Err()
 }
 

@@ -75,7 +75,8 @@ func (m *Resharder) changes() <-chan struct{} {
 // owner.Repeat's shape; a failed step is retried after Config.Retry.
 func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 	log := m.log.With("shard", s.ID, "epoch", s.Epoch)
-	doneGen := int64(-1) // the generation this shard was recorded done for
+	defer m.cfg.Metrics.stayed(s.ID, nil) // another owner reports the shard now
+	doneGen := int64(-1)                  // the generation this shard was recorded done for
 	// clean counts the passes in a row that found nothing: a shard is
 	// done after cleanPasses of them, so that a scan that skipped part of
 	// the hash (its cursor carried over a Redis failover or restart, which
@@ -163,6 +164,7 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 		}
 	}
 	moved, stayed := 0, 0
+	stayedBy := map[shard.Stay]int{}
 	var cursor uint64
 	for {
 		ids, next, err := m.store.ScanIDs(ctx, s.ID, cursor, m.cfg.Batch)
@@ -186,6 +188,9 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 				return false, ctx.Err()
 			}
 			stayed += r.Stayed
+			for k, n := range r.StayedBy {
+				stayedBy[k] += n
+			}
 			if err := m.deliver(ctx, s, l, r.Tasks); err != nil {
 				return false, err
 			}
@@ -196,6 +201,14 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 		}
 	}
 	m.cfg.Metrics.pass(stayed)
+	m.cfg.Metrics.stayed(s.ID, stayedBy)
+	if stayed > 0 && m.cfg.ReadyAfter > 0 && ctx.Err() == nil {
+		n, err := m.moveWaiting(ctx, s, l, stayedBy, log)
+		if err != nil {
+			return false, err
+		}
+		moved += n
+	}
 	if moved > 0 || stayed > 0 {
 		log.Debug("reshard pass", "moved", moved, "stayed", stayed)
 		return false, ctx.Err()
@@ -204,6 +217,70 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 		return m.store.ShardEmpty(ctx, s.ID)
 	}
 	return true, nil
+}
+
+// moveWaiting moves to their new shards the ready tasks of shard s that
+// wait for a worker: those of a paused queue, and those due longer than
+// Config.ReadyAfter ago (shard.Store.ExportReady), reading each such
+// queue's ready list from its head, the task that has waited longest. It
+// returns how many it moved. It looks at most at ten batches of entries
+// per queue and pass, and stops at the first entry of a queue that is
+// not paused and has not waited that long (the list is in due order, as
+// the mover pushes it).
+func (m *Resharder) moveWaiting(ctx context.Context, s owner.Shard, l shard.Layout, stayed map[shard.Stay]int, log hclog.Logger) (int, error) {
+	var paused map[string]time.Time
+	if m.cfg.Paused != nil {
+		var err error
+		if paused, err = m.cfg.Paused(ctx); err != nil {
+			return 0, err
+		}
+	}
+	moved := 0
+	for k := range stayed {
+		if k.Why != shard.StayReady {
+			continue
+		}
+		_, isPaused := paused[k.Queue]
+		cutoff := time.Now().Add(-m.cfg.ReadyAfter)
+		var start int64
+		for range 10 {
+			win, err := m.store.ReadyWindow(ctx, s.ID, k.Queue, start, m.cfg.Batch)
+			if err != nil {
+				return moved, err
+			}
+			var take []shard.ReadyEntry
+			young := false
+			for _, e := range win {
+				if !isPaused && (e.Due.IsZero() || e.Due.After(cutoff)) {
+					young = true
+					break
+				}
+				if e.ID != "" && l.ShardOf(e.ID) != s.ID {
+					take = append(take, e)
+				}
+			}
+			if !m.pace(ctx, len(take)) {
+				return moved, ctx.Err()
+			}
+			out, err := m.store.ExportReady(ctx, l, s.ID, s.Epoch, k.Queue, take)
+			if err != nil {
+				return moved, err
+			}
+			if err := m.deliver(ctx, s, l, out); err != nil {
+				return moved, err
+			}
+			moved += len(out)
+			m.cfg.Metrics.movedReady(len(out))
+			if young || len(win) < m.cfg.Batch {
+				break
+			}
+			start += int64(len(win) - len(out))
+		}
+	}
+	if moved > 0 {
+		log.Info("moved ready tasks that waited for a worker to their new shards", "tasks", moved, "ready_after", m.cfg.ReadyAfter)
+	}
+	return moved, nil
 }
 
 // pace waits until the rate allows a batch of n tasks, reserving it; it

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -78,8 +79,8 @@ func (s *Scheduler) Handler() http.Handler {
 			http.Error(w, "not ready: no valid etcd lease", http.StatusServiceUnavailable)
 			return
 		}
-		if err := s.rdb.Ping(ctx).Err(); err != nil {
-			http.Error(w, "not ready: redis: "+err.Error(), http.StatusServiceUnavailable)
+		if err := s.redisReady(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -99,6 +100,23 @@ func (s *Scheduler) Status() Status {
 	}
 	sort.Slice(st.Shards, func(i, j int) bool { return st.Shards[i].Shard < st.Shards[j].Shard })
 	return st
+}
+
+// redisReady checks the Redis nodes this replica works on: those that
+// hold its shards (on a Redis Cluster, each primary serving one of their
+// slots; shard.Store.PingShards), so that a dead primary of an owned
+// shard turns /readyz 503 naming it, and another node's failure does
+// not. A replica that owns no shard needs Redis to answer at all.
+func (s *Scheduler) redisReady(ctx context.Context) error {
+	owned := s.ownedShards()
+	if len(owned) == 0 {
+		if err := s.rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}
+	slices.Sort(owned)
+	return s.store.PingShards(ctx, owned)
 }
 
 // ownedShards returns the shards this replica owns now.

@@ -6,8 +6,10 @@
 //
 // Shutdown order (Run's ctx cancelled): the election cancels every
 // shard's loops and waits for them (each unsubscribes its shard's
-// wake-ups), then revokes the replica's lease so other replicas take the
-// shards at once; then the waker closes what pub/sub connections remain;
+// wake-ups; if their Redis calls have not returned within
+// shutdownCallGrace, as with a paused Redis, the Redis connections are
+// closed under them), then revokes the replica's lease so other replicas
+// take the shards at once; then the waker closes what pub/sub connections remain;
 // then the HTTP server; Close releases the Redis and etcd clients.
 package scheduler
 
@@ -83,6 +85,9 @@ type Scheduler struct {
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
 	starting atomic.Pointer[startState]
+	// redisClosed closes rdb once: a shutdown with Redis calls stuck
+	// closes it early (Run), Close at the end.
+	redisClosed sync.Once
 }
 
 // startState is what a starting replica waits for.
@@ -144,7 +149,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
-	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names
+	rsc.Logger, rsc.Metrics, rsc.Schedules, rsc.Paused = log, reshard.NewMetrics(s.reg), s.firer.Names, s.store.Paused
 	if s.resharder, err = reshard.New(s.store, rsc); err != nil {
 		s.Close()
 		return nil, err
@@ -277,7 +282,24 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.layout.Run(wctx)
 		}()
 
+		// A call in flight when ctx ends blocks in its read until the
+		// client's read timeout (3 s) if Redis does not answer (paused,
+		// partitioned): go-redis ends a call on its ctx's deadline, not on
+		// its cancellation. So if the owner loops have not stopped
+		// shortly after ctx ended, the Redis connections are closed,
+		// which ends those calls at once; then the lease is revoked.
+		elected := make(chan struct{})
+		stopCalls := context.AfterFunc(ctx, func() {
+			select {
+			case <-elected:
+			case <-time.After(shutdownCallGrace):
+				s.log.Warn("Redis calls still in flight at shutdown: closing the Redis connections", "after", shutdownCallGrace)
+				s.closeRedis()
+			}
+		})
 		err = s.election.Run(ctx) // returns after movers stopped and the lease is revoked
+		close(elected)
+		stopCalls()
 		stopWatch()
 	}
 
@@ -293,6 +315,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
+// shutdownCallGrace is how long Run's shutdown lets the owner loops'
+// Redis calls finish before it closes the connections under them.
+const shutdownCallGrace = 200 * time.Millisecond
+
+// closeRedis closes the Redis client once (Run's shutdown, Close).
+func (s *Scheduler) closeRedis() error {
+	var err error
+	s.redisClosed.Do(func() { err = s.rdb.Close() })
+	return err
+}
+
 // Close releases the Redis and etcd clients and the listener if Run did
 // not run.
 func (s *Scheduler) Close() error {
@@ -304,7 +337,7 @@ func (s *Scheduler) Close() error {
 		errs = append(errs, s.etcd.Close())
 	}
 	if s.rdb != nil {
-		errs = append(errs, s.rdb.Close())
+		errs = append(errs, s.closeRedis())
 	}
 	return errors.Join(errs...)
 }

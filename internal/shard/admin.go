@@ -26,11 +26,16 @@ type QueueDepth struct {
 	// Popped (taken by a worker, not leased yet) and Dead. Counters that
 	// hand edits drove below zero read as zero.
 	Scheduled, Ready, Leased, Popped, Dead int64
+	// OldestReady is the due time of the task that has waited longest in
+	// the ready list (its head); zero when it is empty.
+	OldestReady time.Time
 }
 
 // Depth returns the task counts of every queue in each of shards (one
 // pipelined round trip, one bounded script call per shard), in the order
-// of shards.
+// of shards. Shards that answer with an error reply (a key of the wrong
+// type) are left nil and reported by a *PartialError, with the others
+// read.
 func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error) {
 	calls := make([]scriptCall, len(shards))
 	for i, sh := range shards {
@@ -41,24 +46,42 @@ func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error)
 		return nil, err
 	}
 	out := make([][]QueueDepth, len(shards))
+	var bad partial
 	for i, c := range cmds {
 		v, err := c.Slice()
-		if err != nil {
-			return nil, fmt.Errorf("shard: depth of shard %d: %w", shards[i], err)
+		if err == nil {
+			out[i], err = parseDepth(v)
+			if err != nil {
+				err = fmt.Errorf("%w: %w", errBadReply, err)
+			}
 		}
-		if out[i], err = parseDepth(v); err != nil {
+		if err != nil && !bad.add(shards[i], err) {
 			return nil, fmt.Errorf("shard: depth of shard %d: %w", shards[i], err)
 		}
 	}
-	return out, nil
+	return out, bad.err()
 }
 
+// errBadReply is a reply a reader cannot parse: like an error reply, it
+// makes the shard's part of a read fail, not the whole read.
+var errBadReply = redisError("shard: unexpected reply")
+
+// redisError is an error that counts as a Redis error reply
+// (redis.Error).
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+
+// RedisError marks it as a reply.
+func (redisError) RedisError() {}
+
 func parseDepth(v []any) ([]QueueDepth, error) {
-	if len(v)%7 != 0 {
+	const per = 8
+	if len(v)%per != 0 {
 		return nil, fmt.Errorf("unexpected reply of %d values", len(v))
 	}
-	out := make([]QueueDepth, 0, len(v)/7)
-	for i := 0; i < len(v); i += 7 {
+	out := make([]QueueDepth, 0, len(v)/per)
+	for i := 0; i < len(v); i += per {
 		name, _ := v[i].(string)
 		raw, _ := v[i+1].(string)
 		d := QueueDepth{Queue: name}
@@ -72,6 +95,9 @@ func parseDepth(v []any) ([]QueueDepth, error) {
 		}
 		n := func(k int) int64 { x, _ := v[i+k].(int64); return max(0, x) }
 		d.Scheduled, d.Ready, d.Leased, d.Popped, d.Dead = n(2), n(3), n(4), n(5), n(6)
+		if ms, _ := v[i+7].(int64); ms >= 0 && d.Ready > 0 {
+			d.OldestReady = time.UnixMilli(ms)
+		}
 		out = append(out, d)
 	}
 	return out, nil
@@ -216,6 +242,8 @@ func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
 
 // StoredEpochs returns the fencing epoch each shard's scripts last
 // recorded (0: none yet), in shard order: one pipelined GET per shard.
+// A shard whose epoch key is not a number (or not a string) reads 0 and
+// is reported by a *PartialError.
 func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, s.Layout().Span())
@@ -224,15 +252,21 @@ func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 	}
 	_, _ = pipe.Exec(ctx)
 	out := make([]int64, len(cmds))
+	var bad partial
 	for sh, c := range cmds {
 		v, err := c.Result()
 		if err == redis.Nil {
 			continue
 		}
-		if err != nil {
+		if err == nil {
+			if out[sh], err = strconv.ParseInt(v, 10, 64); err != nil {
+				// The next fenced call overwrites it (lib.lua's fence).
+				err = fmt.Errorf("%w: corrupt epoch %q", errBadReply, v)
+			}
+		}
+		if err != nil && !bad.add(sh, err) {
 			return nil, fmt.Errorf("shard: stored epoch of shard %d: %w", sh, err)
 		}
-		out[sh], _ = strconv.ParseInt(v, 10, 64)
 	}
-	return out, nil
+	return out, bad.err()
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -358,7 +360,7 @@ var conformanceCases = []confCase{
 		run: func(t *testing.T, f *confFixture) {
 			// ASK to the target, where the lists are not: served_here
 			// refuses there.
-			declared := []string{"delayed", "tasks", "epoch", "dead", "dead:info", "stats", "seq", "readyqueues", "far", "counts"}
+			declared := []string{"delayed", "tasks", "epoch", "dead", "dead:info", "stats", "seq", "readyqueues", "far", "counts", "queues"}
 			var r MoveResult
 			err := f.call(declared, func() (err error) {
 				r, err = f.s.Move(f.ctx, f.sh, confEpoch, 100)
@@ -378,6 +380,38 @@ var conformanceCases = []confCase{
 			if err != nil || r.Moved != 1 {
 				t.Errorf("move on the importing node: %+v, %v", r, err)
 			}
+		}},
+	{script: "move.lua", name: "buries a task of an unknown queue", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// As a producer that skips enqueue.lua's check would store it
+			// (counted scheduled, as enqueue.lua counts).
+			id := f.newIDs(1, false)[0]
+			ms := strconv.FormatInt(f.now().Add(-time.Second).UnixMilli(), 10)
+			noErr(t, "seed", f.rdb.HSet(f.ctx, f.key("tasks"), id, "1|ghost|0|3|30000|"+ms+"|"+ms+"|x").Err())
+			noErr(t, "seed", f.rdb.ZAdd(f.ctx, f.key("delayed"), redis.Z{Score: float64(f.now().UnixMilli() - 1000), Member: id}).Err())
+			noErr(t, "seed", f.rdb.HIncrBy(f.ctx, f.key("counts"), "s|ghost", 1).Err())
+			r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100)
+			noErr(t, "move", err)
+			if r.Buried != 1 || r.Moved != 1 {
+				t.Errorf("move: %+v, want the unknown queue's task buried and the due task moved", r)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, id); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, `"unknown queue"`) {
+				t.Errorf("the unknown queue's task: %+v, %v", info, err)
+			}
+		}},
+	{script: "move.lua", name: "overwrites a stored epoch that is not a number", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			noErr(t, "seed", f.rdb.Set(f.ctx, f.key("epoch"), "garbage", 0).Err())
+			if _, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil {
+				t.Errorf("[%s] move over a corrupt epoch: %v", pFence, err)
+			}
+			if got, _ := f.s.StoredEpoch(f.ctx, f.sh); got != confEpoch {
+				t.Errorf("[%s] stored epoch %d, want the caller's %d", pFence, got, confEpoch)
+			}
+			if n, _ := f.rdb.HGet(f.ctx, f.key("stats"), "corrupt_epoch").Int(); n != 1 {
+				t.Errorf("[%s] corrupt_epoch = %d, want 1", pFence, n)
+			}
+			f.fenced("move after the overwrite", func() error { _, err := f.s.Move(f.ctx, f.sh, confEpoch-1, 100); return err })
 		}},
 	{script: "move.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
 		run: func(t *testing.T, f *confFixture) {
@@ -492,6 +526,24 @@ var conformanceCases = []confCase{
 			}
 			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["expired"]); err != nil || info.State != "scheduled" || info.Task.Attempts != 1 {
 				t.Errorf("the expired lease's task: %+v, %v", info, err)
+			}
+		}},
+	{script: "recover.lua", name: "buries corrupt due times", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			noErr(t, "seed", f.rdb.Do(f.ctx, "ZADD", f.key("delayed"), "XX", "+inf", f.id["sched"]).Err())
+			noErr(t, "seed", f.rdb.Do(f.ctx, "ZADD", f.key("delayed"), "XX", "1e300", f.id["retry"]).Err())
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["sched"]); err != nil || !info.CorruptDue {
+				t.Errorf("lookup of a corrupt due time: %+v, %v", info, err)
+			}
+			r, err := f.s.Recover(f.ctx, f.sh, confEpoch, RecoverArgs{Limit: 100})
+			noErr(t, "recover", err)
+			if r.Buried != 2 {
+				t.Errorf("recovery: %+v, want the two corrupt due times buried", r)
+			}
+			for _, role := range []string{"sched", "retry"} {
+				if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id[role]); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, `"corrupt due time"`) {
+					t.Errorf("%s after recovery: %+v, %v", role, info, err)
+				}
 			}
 		}},
 	{script: "recover.lua", name: "stale owner", states: allStates, props: []confProp{pFence},
@@ -865,6 +917,64 @@ var conformanceCases = []confCase{
 					t.Errorf("%s in its new shard: %+v, %v; want as before %+v", id, info, err, before[id])
 				}
 			}
+		}},
+	{script: "exportready.lua", also: []string{"import.lua", "commit.lua"}, name: "a ready task nobody takes moves", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			win, err := f.s.ReadyWindow(f.ctx, f.sh, "q1", 0, 100)
+			noErr(t, "read the ready list", err)
+			var take []ReadyEntry
+			for _, e := range win {
+				if e.ID == f.id["mready"] {
+					take = append(take, e)
+				}
+			}
+			if len(take) != 1 || take[0].Due.IsZero() {
+				t.Fatalf("ready window %+v: want mready's entry with its due time", win)
+			}
+			moved := take[0]
+			moved.Index++ // not where it was read: left
+			if out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", []ReadyEntry{moved}); err != nil || len(out) != 0 {
+				t.Errorf("an entry read elsewhere: %v, %v; want it left", out, err)
+			}
+			n0 := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val()
+			out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", take)
+			if err != nil || len(out) != 1 {
+				t.Fatalf("export ready: %v, %v", out, err)
+			}
+			if n := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val(); n != n0-1 {
+				t.Errorf("the ready list holds %d entries, want %d", n, n0-1)
+			}
+			if f.rdb.ZScore(f.ctx, f.l0.Pending(f.sh, "q1"), f.id["mready"]).Err() == nil {
+				t.Errorf("mready is still pending in its old shard")
+			}
+			if info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id["mready"]); err != nil || info.State != "scheduled" {
+				t.Errorf("[%s] mready in the outbox: %+v, %v", pOutbox, info, err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, out); err != nil || n != 1 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			if c, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{f.id["mready"]}); err != nil || len(c) != 0 {
+				t.Errorf("commit: %v, %v", c, err)
+			}
+			info, err := confLookupIn(f.ctx, f.s, l, confNewShard, f.id["mready"])
+			if err != nil || info.State != "scheduled" || string(info.Task.Payload) != "p-"+f.id["mready"] || info.At.After(time.Now()) {
+				t.Errorf("mready in its new shard: %+v, %v; want scheduled, due already", info, err)
+			}
+			if out, err := f.s.ExportReady(f.ctx, l, f.sh, confEpoch, "q1", take); err != nil || len(out) != 0 {
+				t.Errorf("a repeated export: %v, %v; want nothing", out, err)
+			}
+		}},
+	{script: "exportready.lua", name: "stale owner", states: onlyReshard, props: []confProp{pFence},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			win, err := f.s.ReadyWindow(f.ctx, f.sh, "q1", 0, 100)
+			noErr(t, "read the ready list", err)
+			f.fenced("export ready", func() error {
+				_, err := f.s.ExportReady(f.ctx, f.s.Layout(), f.sh, confEpoch-1, "q1", win)
+				return err
+			})
 		}},
 	{script: "export.lua", name: "stale owner", states: onlyReshard, props: []confProp{pFence},
 		prepare: prepareMoving,

@@ -11,8 +11,11 @@ import (
 
 // MoveResult is the outcome of one mover call.
 type MoveResult struct {
-	Moved   int   // tasks pushed to ready lists
-	Buried  int   // undecodable or data-less members sent to the DLQ
+	Moved int // tasks pushed to ready lists
+	// Buried counts members sent to the DLQ: without data, undecodable,
+	// of a queue the shard has not registered ("unknown queue") or with
+	// a corrupt due time.
+	Buried  int
 	NextDue int64 // due ms of the earliest remaining task, -1 if none
 	Now     int64 // Redis server time of the call, unix ms
 	// NowMicros is the same time in microseconds.
@@ -36,7 +39,7 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 // before the next remaining task is within prefetch of being due.
 func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
 	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh)},
+		[]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh), s.k.Queues(sh)},
 		epoch, limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
 	if err != nil {
 		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)

@@ -73,6 +73,9 @@ type Entry struct {
 	DeadInfo    string
 	LastError   string
 	Seq         int64 // ready entries: the entry's sequence number
+	// BadScore is set for a delayed-set entry whose score is not a due
+	// time (ValidDue); Score is then 0.
+	BadScore bool
 }
 
 // PageSet returns the entries of one of shard sh's sorted sets after cur
@@ -95,9 +98,14 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	next := Cursor{Score: str(v[0]), Member: str(v[1])}
 	out := make([]Entry, 0, (len(v)-3)/6)
 	for i := 3; i < len(v); i += 6 {
-		score, _ := strconv.ParseFloat(str(v[i+1]), 64)
 		size, _ := v[i+3].(int64)
-		out = append(out, Entry{ID: str(v[i]), Score: int64(score), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])})
+		e := Entry{ID: str(v[i]), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])}
+		if score, err := strconv.ParseFloat(str(v[i+1]), 64); err != nil || !ValidDue(score) {
+			e.BadScore = kind == SetDelayed
+		} else {
+			e.Score = int64(score)
+		}
+		out = append(out, e)
 	}
 	return out, next, v[2] == int64(1), nil
 }

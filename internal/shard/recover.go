@@ -22,7 +22,7 @@ type RecoverArgs struct {
 // RecoverResult is the outcome of one recovery pass.
 type RecoverResult struct {
 	Retried     int // expired leases rescheduled
-	Buried      int // expired leases dead-lettered
+	Buried      int // expired leases, and scheduled tasks with a corrupt due time (ValidDue), dead-lettered
 	Redelivered int // stranded ids (popped, never settled or leased) rescheduled or buried
 	Trimmed     int // dead-letter entries deleted by retention
 	// NextDeadline is the earliest lease deadline (unix ms), -1 if none.

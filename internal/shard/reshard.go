@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,9 +31,28 @@ type ExportResult struct {
 	// Stayed counts tasks in flight (ready, popped, leased) or due within
 	// the margin: they run in this shard.
 	Stayed int
+	// StayedBy counts them by queue and why they stayed.
+	StayedBy map[Stay]int
 	// Gone counts ids without data (finished meanwhile).
 	Gone int
 }
+
+// Stay is why tasks of a queue stayed in their old shard (ExportResult).
+type Stay struct {
+	Queue string
+	// Why is StayReady, StayLeased or StaySoon.
+	Why string
+}
+
+// Why a task stays in its old shard while the shard count changes.
+const (
+	// StayReady: in its ready list, or popped by a worker (pending).
+	StayReady = "ready"
+	// StayLeased: leased by a worker that runs it.
+	StayLeased = "leased"
+	// StaySoon: due within the margin.
+	StaySoon = "due soon"
+)
 
 // ScanIDs returns one HSCAN step of shard sh's task ids from cursor, and
 // the next cursor (0 at the end).
@@ -83,16 +103,97 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 		return r, fmt.Errorf("shard: export from shard %d: %d replies for %d ids", sh, len(v)-1, len(ids))
 	}
 	for i, id := range ids {
-		switch e, _ := v[1+i].(string); e {
-		case "":
+		e, _ := v[1+i].(string)
+		why, queue, stayed := strings.Cut(e, "|")
+		switch {
+		case e == "":
 			r.Gone++
-		case "s":
+		case stayed && len(why) == 2 && why[0] == 's':
 			r.Stayed++
+			if r.StayedBy == nil {
+				r.StayedBy = map[Stay]int{}
+			}
+			r.StayedBy[Stay{Queue: queue, Why: map[byte]string{'l': StayLeased, 'r': StayReady, 'm': StaySoon}[why[1]]}]++
 		default:
 			r.Tasks = append(r.Tasks, Exported{ID: id, Entry: e})
 		}
 	}
 	return r, nil
+}
+
+// ReadyEntry is one entry of a ready list as ReadyWindow read it: its
+// index in the list, the entry as stored, and its task's id and due time
+// (zero when the entry does not carry its task).
+type ReadyEntry struct {
+	Index int64
+	Raw   string
+	ID    string
+	Due   time.Time
+}
+
+// ReadyWindow returns up to n entries of queue's ready list in shard sh,
+// from index start (0: the head, the task that has waited longest).
+// Read-only.
+func (s *Store) ReadyWindow(ctx context.Context, sh int, queue string, start int64, n int) ([]ReadyEntry, error) {
+	v, err := s.rdb.LRange(ctx, s.k.Ready(sh, queue), start, start+int64(n)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: read the ready list of queue %q in shard %d: %w", queue, sh, err)
+	}
+	out := make([]ReadyEntry, len(v))
+	for i, raw := range v {
+		out[i] = ReadyEntry{Index: start + int64(i), Raw: raw}
+		f := strings.SplitN(raw, "|", 3)
+		if len(f) >= 2 {
+			out[i].ID = f[1]
+		}
+		if len(f) == 3 {
+			if t, err := Decode(out[i].ID, []byte(f[2])); err == nil {
+				out[i].Due = t.Due
+			}
+		}
+	}
+	return out, nil
+}
+
+// ExportReady takes the given entries of queue's ready list in shard sh
+// out to the outbox, for l's change (exportready.lua): ready tasks that
+// wait for a worker nobody runs (a paused queue, or none serves it), so
+// that the shard can be done. Each is imported (Import) as a task due at
+// its due time, which its new shard's mover makes ready again. An entry
+// that is no longer where it was read (a worker popped it, it moved) is
+// left. Fenced by epoch (ErrStaleEpoch) and by the shard's marker
+// (ErrStaleLayout).
+func (s *Store) ExportReady(ctx context.Context, l Layout, sh int, epoch int64, queue string, entries []ReadyEntry) ([]Exported, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 2+2*len(entries))
+	args = append(args, epoch, markerValue(l))
+	for _, e := range entries {
+		args = append(args, e.Index, e.Raw)
+	}
+	v, err := exportReadyScript.Run(ctx, s.rdb, []string{
+		s.k.Ready(sh, queue), s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh), s.k.Outbox(sh),
+		s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh),
+	}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("shard: export ready tasks of queue %q from shard %d: %w", queue, sh, err)
+	}
+	switch code, _ := v[0].(int64); code {
+	case -10:
+		return nil, fmt.Errorf("%w: export ready tasks from shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
+	case -11:
+		return nil, fmt.Errorf("%w: export ready tasks from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
+	}
+	var out []Exported
+	for i, e := range entries {
+		if i+1 < len(v) {
+			if packed, _ := v[i+1].(string); packed != "" {
+				out = append(out, Exported{ID: e.ID, Entry: packed})
+			}
+		}
+	}
+	return out, nil
 }
 
 // Outbox returns the tasks shard sh exported and has not committed: a

@@ -302,7 +302,21 @@ type Info struct {
 	LastError string
 	// DecodeErr is set when the stored data is not decodable.
 	DecodeErr error
+	// CorruptDue is set for a scheduled task whose delayed-set score is
+	// not a due time (ValidDue): the owner's recovery dead-letters it
+	// with the reason "corrupt due time". At is then zero.
+	CorruptDue bool
 }
+
+// MaxDue is the latest due time the enqueue script accepts, unix ms (13
+// digits): a delayed-set score beyond it, or below 0, is a corrupt due
+// time (lib.lua's valid_due).
+const MaxDue = 9_999_999_999_999
+
+// ValidDue reports whether a delayed-set score is a due time: 0..MaxDue,
+// finite. The mover and the recovery pass dead-letter members whose
+// score is not ("corrupt due time"); listings and lookups report them.
+func ValidDue(score float64) bool { return score >= 0 && score <= MaxDue }
 
 // Lookup returns a task's state, wherever a change of the shard count
 // has it (the locator's order). It returns ErrNotFound for unknown ids.
@@ -348,7 +362,11 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 		info.DecodeErr = fmt.Errorf("%w: %q: no task data", ErrUndecodable, id)
 	}
 	if v[2] != "" {
-		if ms, err := strconv.ParseFloat(v[2], 64); err == nil {
+		ms, err := strconv.ParseFloat(v[2], 64)
+		switch {
+		case info.State == "scheduled" && (err != nil || !ValidDue(ms)):
+			info.CorruptDue = true
+		case err == nil:
 			info.At = time.UnixMilli(int64(ms))
 		}
 	}

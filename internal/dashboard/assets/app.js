@@ -127,6 +127,7 @@ async function loadQueues() {
     if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"),
       "Resume queue " + q.name + "? Workers deliver what waited.");
   }
+  $("#queuewarn").textContent = data.warning || "";
   const foot = $("#queues tfoot");
   foot.replaceChildren();
   const row = foot.insertRow();
@@ -230,6 +231,29 @@ async function loadShards() {
   const l = data.layout;
   $("#layout").textContent = layoutText(l);
   $("#layout").dataset.state = l.state;
+  // What the old shards not done yet wait for: queues with tasks in
+  // flight there (ready ones nobody takes keep a change open until a
+  // scheduler moves them, docs/resharding.md).
+  const wait = $("#layoutwait");
+  wait.replaceChildren();
+  for (const p of l.pending || []) {
+    if (p.problem) {
+      const li = document.createElement("li");
+      li.textContent = `shard ${p.shard}: unreadable: ${p.problem}`;
+      wait.appendChild(li);
+    }
+    for (const q of p.waiting || []) {
+      const li = document.createElement("li");
+      li.dataset.shard = p.shard;
+      li.dataset.queue = q.queue;
+      const notes = [];
+      if (q.paused) notes.push("paused");
+      if (q.oldest_ready) notes.push("oldest ready since " + when(q.oldest_ready));
+      li.textContent = `shard ${p.shard} waits for queue ${q.queue}: ${count(q.ready)} ready` +
+        (notes.length ? ` (${notes.join(", ")})` : "") + `, ${count(q.in_flight)} in flight`;
+      wait.appendChild(li);
+    }
+  }
   const bar = $("#layoutprogress");
   bar.hidden = l.state !== "resharding" && l.state !== "preparing";
   bar.max = l.span;
@@ -243,7 +267,13 @@ async function loadShards() {
     cell(row, s.shard, "n");
     cell(row, s.owner || "-");
     cell(row, s.epoch || "-", "n");
-    counts(row, s.counts);
+    if (s.problem) {
+      row.dataset.problem = "1";
+      const td = cell(row, "unreadable: " + s.problem, "warn");
+      td.colSpan = 4;
+    } else {
+      counts(row, s.counts);
+    }
   }
 }
 

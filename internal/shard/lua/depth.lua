@@ -8,11 +8,13 @@
 --   (these lists are not declared: the script checks that this node serves
 --   them before it reads them, see lib.lua's served_here)
 --
--- Returns, per queue, seven values: name, policy ("" when not registered:
+-- Returns, per queue, eight values: name, policy ("" when not registered:
 -- only counts name it, "" is the queue of dead data that names none),
--- scheduled, ready, leased, popped, dead. ready is the length of the queue's
--- ready list; popped the ids pending but no longer in it (taken by a
--- worker, not leased yet): pending minus ready, at least 0. Counters may
+-- scheduled, ready, leased, popped, dead, oldest. ready is the length of the
+-- queue's ready list; popped the ids pending but no longer in it (taken by a
+-- worker, not leased yet): pending minus ready, at least 0; oldest the due
+-- time (ms) of the ready list's head entry, the task that has waited
+-- longest, -1 when the list is empty or its head carries no task. Counters may
 -- be negative after hand edits; the caller clamps them. Fails with
 -- "TRYAGAIN ..." while the shard's slot is being migrated and a list it
 -- reads is not on this node (a list not moved yet would read as empty
@@ -51,6 +53,11 @@ local out = {}
 for _, q in ipairs(names) do
   local c = counts[q] or {}
   local ready = redis.call("LLEN", ARGV[1] .. q)
+  local oldest = -1
+  if ready > 0 then
+    local head = redis.call("LINDEX", ARGV[1] .. q, 0) or ""
+    oldest = tonumber(string.match(head, "^%d+|[^|]+|1|[^|]+|%d+|%d+|%d+|(%d+)|") or "-1")
+  end
   local popped = redis.call("ZCARD", ARGV[2] .. q) - ready
   if popped < 0 then popped = 0 end
   out[#out + 1] = q
@@ -60,5 +67,6 @@ for _, q in ipairs(names) do
   out[#out + 1] = c.l or 0
   out[#out + 1] = popped
   out[#out + 1] = c.d or 0
+  out[#out + 1] = oldest
 end
 return out

@@ -33,7 +33,9 @@
 -- Returns {code, outcome per id}: code 1; -10 when ARGV[1] is older than
 -- the stored epoch; -11 when the marker is not ARGV[4] (nothing written
 -- either way). Outcomes: the packed outbox entry of an exported task, ""
--- for an id without data (gone), "s" for a task that stays.
+-- for an id without data (gone), "s<why>|<queue>" for a task that stays:
+-- why is "l" leased, "r" ready or popped (pending), "m" due within the
+-- margin.
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
 if not ok then return {-10, stored} end
 if redis.call("GET", KEYS[11]) ~= ARGV[4] then return {-11, 0} end
@@ -54,17 +56,20 @@ if moving then return moving end
 local out = {1}
 for i = 5, #ARGV do
   local id, blob = ARGV[i], blobs[i]
-  local res = "s"
+  local res = "sl"
+  local q = blob and blob_queue(blob) or ""
   if not blob then
     res = ""
   elseif not redis.call("ZSCORE", KEYS[3], id) then
-    local q = blob_queue(blob)
+    res = "sr"
     local kind, score, info = nil, nil, nil
     local due = tonumber(redis.call("ZSCORE", KEYS[1], id))
     if due then
       if due >= now + margin then
         kind, score = "d", due
         redis.call("ZREM", KEYS[1], id)
+      else
+        res = "sm"
       end
     else
       local buried = tonumber(redis.call("ZSCORE", KEYS[4], id))
@@ -85,6 +90,8 @@ for i = 5, #ARGV do
         local t = decode(blob)
         if not t or t.due >= now + margin then
           kind, score = "f", 0
+        else
+          res = "sm"
         end
       end
     end
@@ -97,6 +104,7 @@ for i = 5, #ARGV do
       redis.call("HSET", KEYS[8], id, res)
     end
   end
+  if res == "sl" or res == "sr" or res == "sm" then res = res .. "|" .. q end
   out[#out + 1] = res
 end
 return out

@@ -67,11 +67,24 @@ end
 -- epoch is stored (the first script a new owner runs records it); an older
 -- one is counted in stats_key and rejected. Returns ok and, when not ok,
 -- the stored epoch.
+--
+-- A stored epoch that is not a whole number (a hand edit, a corrupted
+-- key) is corrupt: no owner can be compared with it, and refusing every
+-- caller would leave the shard's tasks stuck. The caller's epoch
+-- overwrites it, counted as "corrupt_epoch" in stats_key. An owner
+-- fenced off since keeps its old epoch, so at most one stale call can
+-- pass (it overwrites the garbage with its own, lower, epoch; the
+-- current owner's next call stores its newer one and fences it off).
 local function fence(epoch_key, stats_key, epoch_arg)
   local stored = redis.call("GET", epoch_key)
   if stored == epoch_arg then return true, stored end -- the usual case
   local epoch = tonumber(epoch_arg)
   local cur = tonumber(stored or "0")
+  if not cur or cur ~= math.floor(cur) or cur < 0 or cur >= 9007199254740992 then
+    redis.call("HINCRBY", stats_key, "corrupt_epoch", 1)
+    redis.call("SET", epoch_key, epoch_arg)
+    return true, epoch
+  end
   if epoch < cur then
     redis.call("HINCRBY", stats_key, "stale_epoch", 1)
     return false, cur
@@ -80,6 +93,15 @@ local function fence(epoch_key, stats_key, epoch_arg)
     redis.call("SET", epoch_key, epoch_arg)
   end
   return true, epoch
+end
+
+-- valid_due reports whether score (a number, or nil) is a due time: 0
+-- up to the latest due time enqueue.lua accepts (13 digits of unix ms).
+-- A delayed-set score outside that range (inf included) is a corrupt
+-- due time: no enqueue, retry or import writes one, so it comes from a
+-- hand edit or a broken producer.
+local function valid_due(score)
+  return score ~= nil and score >= 0 and score <= 9999999999999
 end
 
 -- blob_queue returns the queue named by encoded task data, or "" when

@@ -13,6 +13,10 @@
 -- KEYS[9] far        ZSET  far-tier buckets (see enqueue.lua)
 -- KEYS[10] counts    HASH  task counts (see lib.lua's count): each moved
 --                          task leaves "s|<queue>"; a buried one enters "d|"
+-- KEYS[11] queues    HASH  registered queues (optional): a task whose queue
+--                          is not registered in the shard is buried with
+--                          the reason "unknown queue" instead of going to a
+--                          ready list nothing reads
 -- ARGV[1] caller's epoch (etcd revision of its ownership)
 -- ARGV[2] LIMIT: most tasks to move in this call, 1 or more
 -- ARGV[3] ready-list key prefix of this shard; the queue name is appended
@@ -33,7 +37,8 @@
 --             now + prefetch, unless promoted > 0 (then call again)
 --   now_us    Redis server time used, unix MICROseconds (so that the owner
 --             can time its sleep to the next due millisecond exactly)
---   buried    tasks moved to the dead-letter set (no or undecodable data)
+--   buried    tasks moved to the dead-letter set (no or undecodable data,
+--             an unknown queue, a corrupt due time)
 --   promoted  far-tier entries taken from a due bucket into KEYS[1] (at
 --             most LIMIT per call); the owner calls again at once
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
@@ -42,6 +47,12 @@
 -- being migrated and a list it needs is not on this node.
 -- Publishes: a ready list this call makes non-empty is announced on the
 -- shard channel of the same name (lib.lua's ready_pushed).
+--
+-- Corrupt due times (lib.lua's valid_due: a score below 0, above the
+-- largest due time enqueue.lua accepts, or not finite): a due one (below
+-- 0) is buried with the reason "corrupt due time"; one later than every
+-- valid time is never due, and counts as no next due time here (the
+-- recovery pass buries those, recover.lua).
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
 if not ok then
   return {-1, stored}
@@ -70,7 +81,7 @@ for i = 1, n do
   local sc = tonumber(due[2 * i])
   due[2 * i] = sc -- parsed once
   if sc > cut then
-    next_due = sc
+    next_due = valid_due(sc) and sc or -1
     for j = #due, 2 * i - 1, -1 do due[j] = nil end
     break
   end
@@ -78,7 +89,7 @@ end
 if #due == 4 then -- both entries the probe read are due
   due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
   next_due = nil
-elseif #due == 2 and due[1] ~= "|far" then
+elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
   -- writes what the batch code below writes for it, without the batch
   -- tables. Data without a queue takes the batch code, which buries it
@@ -86,6 +97,9 @@ elseif #due == 2 and due[1] ~= "|far" then
   local id = due[1]
   local blob = redis.call("HGET", KEYS[2], id)
   local q = blob and string.match(blob, "^1|([^|]+)|")
+  if q and KEYS[11] and redis.call("HEXISTS", KEYS[11], q) == 0 then
+    q = nil -- the batch code buries it
+  end
   if q then
     local pk, rk = ARGV[4] .. q, ARGV[3] .. q
     local moving = served_here(KEYS[1], {pk, rk})
@@ -166,8 +180,29 @@ end
 -- full decoder's reason.
 local blobs = bulk_read("HMGET", KEYS[2], ids)
 local queues, queued, lists, listed = {}, 0, {}, {}
+-- why[i]: the reason a task that names a queue is buried (nil: it moves).
+local why, known = {}, {}
+if KEYS[11] and #ids > 0 then
+  local names, seen = {}, {}
+  for i in ipairs(ids) do
+    local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
+    if q and not seen[q] then
+      seen[q] = true
+      names[#names + 1] = q
+    end
+  end
+  if #names > 0 then
+    local reg = redis.call("HMGET", KEYS[11], unpack(names))
+    for k, q in ipairs(names) do known[q] = reg[k] ~= false end
+  end
+end
 for i in ipairs(ids) do
   local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
+  if q and not valid_due(tonumber(dues[i])) then
+    why[i], q = "corrupt due time", nil
+  elseif q and KEYS[11] and not known[q] then
+    why[i], q = "unknown queue", nil
+  end
   if q then
     queues[i] = q
     queued = queued + 1
@@ -191,8 +226,15 @@ if #ids > 0 then
   bulk("ZREM", KEYS[1], ids)
   for i, id in ipairs(ids) do
     if not queues[i] then
-      local _, why = decode(blobs[i] or nil)
-      bury(KEYS[4], KEYS[5], id, now, why or "undecodable task data", "", KEYS[10], blob_queue(blobs[i] or nil))
+      local reason = why[i]
+      if reason then
+        -- Counted scheduled at enqueue: it leaves that count.
+        count(KEYS[10], "s", blob_queue(blobs[i]), -1)
+      else
+        local _, bad = decode(blobs[i] or nil)
+        reason = bad or "undecodable task data"
+      end
+      bury(KEYS[4], KEYS[5], id, now, reason, "", KEYS[10], blob_queue(blobs[i] or nil))
       buried = buried + 1
     end
   end
@@ -230,6 +272,7 @@ end
 if next_due == nil then
   local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
   next_due = tonumber(head[2] or "-1")
+  if not valid_due(next_due) then next_due = -1 end
 end
 out[3] = next_due
 out[2] = moved

@@ -15,6 +15,9 @@
 --      the size bound are deleted with their data.
 --   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
 --      left in this shard lose their registration and counters here.
+--   5. Corrupt due times: delayed-set members scored outside 0..the
+--      latest due time enqueue.lua accepts (inf included) are buried with
+--      the reason "corrupt due time" (counted in buried).
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
@@ -203,6 +206,24 @@ for i = 1, #qs, 2 do
     end
   end
 end
+
+-- 5. corrupt due times (lib.lua's valid_due): members of the delayed set
+-- scored below 0 or beyond the latest due time (inf included) would
+-- never be moved, or moved with nonsense lateness; they are buried with
+-- the reason "corrupt due time", their data kept for a replay.
+local function bury_corrupt(lo, hi)
+  for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
+    if id ~= "|far" then
+      local q = blob_queue(redis.call("HGET", KEYS[2], id))
+      redis.call("ZREM", KEYS[1], id)
+      if q ~= "" then count(KEYS[12], "s", q, -1) end
+      bury(KEYS[6], KEYS[7], id, now, "corrupt due time", "", KEYS[12], q)
+      buried = buried + 1
+    end
+  end
+end
+bury_corrupt("(9999999999999", "+inf")
+bury_corrupt("-inf", "(0")
 
 local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
