@@ -64,23 +64,46 @@ func TestComposeFile(t *testing.T) {
 }
 
 // TestDockerfile checks the image's shape: a minimal final stage without
-// a shell, a non-root user, and the binaries where the unit files,
-// manifests and compose file run them. (Building it needs the base
-// images from a registry, which this machine cannot reach.)
+// a shell, a non-root user given by number (the Kubernetes manifests'
+// runAsNonRoot needs one, TestPodsRunAsNonRootUnderTheImageUser), and
+// the binaries where the unit files, manifests and compose file run
+// them. (Building it needs the base images from a registry, which this
+// machine cannot reach.)
 func TestDockerfile(t *testing.T) {
-	b, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
+	text := dockerfile(t)
 	froms := regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllStringSubmatch(text, -1)
 	if len(froms) != 2 || !strings.HasPrefix(froms[1][1], "gcr.io/distroless/static") {
 		t.Errorf("stages %v: want a build stage and a distroless static final stage", froms)
 	}
 	final := text[strings.LastIndex(text, "\nFROM "):]
-	for _, want := range []string{"\nUSER nonroot", "/usr/local/bin/hourglass-scheduler", "/usr/local/bin/hourglass-worker", "ENTRYPOINT"} {
+	for _, want := range []string{"/usr/local/bin/hourglass-scheduler", "/usr/local/bin/hourglass-worker", "ENTRYPOINT"} {
 		if !strings.Contains(final, want) {
 			t.Errorf("final stage lacks %q", want)
 		}
 	}
+	if u := imageUser(t); !regexp.MustCompile(`^[1-9][0-9]*:[0-9]+$`).MatchString(u) {
+		t.Errorf("final stage's USER %q: want a non-root uid:gid by number", u)
+	}
+}
+
+func dockerfile(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// imageUser returns the user the image runs as: the final stage's last
+// USER ("" when it sets none; the base image's user then applies).
+func imageUser(t *testing.T) string {
+	t.Helper()
+	text := dockerfile(t)
+	final := text[strings.LastIndex(text, "\nFROM "):]
+	users := regexp.MustCompile(`(?m)^USER (\S+)\s*$`).FindAllStringSubmatch(final, -1)
+	if len(users) == 0 {
+		return ""
+	}
+	return users[len(users)-1][1]
 }
