@@ -175,12 +175,7 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 // longer belongs to stays there; the change ends only once it is
 // settled.
 func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
-	e := shardtest.New(t, shardtest.Options{Shards: 1})
-	ctx := testenv.Ctx(t, time.Minute)
-	ds := e.Popped(shardtest.Queue, "busy-", 8)
-	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	e, ctx, ds := heldOpen(t)
 	var moving []shard.Delivery
 	for _, d := range ds {
 		if shardOf(d.Task.ID, 2) != 0 {
@@ -207,12 +202,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 			t.Fatalf("in-flight %s left shard 0", d.Task.ID)
 		}
 	}
-	for _, d := range ds {
-		if err := e.Store.Ack(ctx, d.AckArgs(true)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitStable(t, e, 1)
+	release(t, e, ds)
 }
 
 // waitPasses waits until the reshard loops registered on reg made n
@@ -239,12 +229,7 @@ func waitPasses(t *testing.T, reg *prometheus.Registry, n float64) {
 // again; the log says so once for the change, and once more when the set
 // of schedules changes.
 func TestHandOverIsLoggedOncePerChange(t *testing.T) {
-	e := shardtest.New(t, shardtest.Options{Shards: 1})
-	ctx := testenv.Ctx(t, time.Minute)
-	ds := e.Popped(shardtest.Queue, "busy-", 8)
-	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	e, _, ds := heldOpen(t)
 	var names []string // schedules whose home moves from shard 0 to 1
 	for i := 0; len(names) < 3; i++ {
 		if n := fmt.Sprintf("sched-%d", i); shardOf(n, 2) == 1 {
@@ -280,6 +265,26 @@ func TestHandOverIsLoggedOncePerChange(t *testing.T) {
 	if n := handedOver(); n != 2 {
 		t.Fatalf("logged %d hand-overs after a schedule was added, want 2:\n%s", n, logs.String())
 	}
+	release(t, e, ds)
+}
+
+// heldOpen starts a change 1 -> 2 shards on a fresh store that 8 popped
+// tasks in shard 0 hold open until release.
+func heldOpen(t *testing.T) (*shardtest.Env, context.Context, []shard.Delivery) {
+	t.Helper()
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	ds := e.Popped(shardtest.Queue, "busy-", 8)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	return e, ctx, ds
+}
+
+// release acks the tasks of heldOpen and waits for the change to end.
+func release(t *testing.T, e *shardtest.Env, ds []shard.Delivery) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
 	for _, d := range ds {
 		if err := e.Store.Ack(ctx, d.AckArgs(true)); err != nil {
 			t.Fatal(err)
