@@ -70,6 +70,66 @@ func TestEnqueueLookupCancel(t *testing.T) {
 	}
 }
 
+// TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead: a client that
+// read the layout before a change of the shard count began (it re-reads
+// it only every so often) finds a task the change has moved since: Lookup
+// finds it, Cancel cancels it. Enqueues meet the shards' redirect; Cancel
+// and Lookup do not, and once looked in the task's old shard only: Cancel
+// said ErrNotFound, and the task ran.
+func TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, _ := shard.NewLayout("hourglass", 16)
+	st := shard.NewStore(rdb, l)
+	if err := st.RegisterQueues(ctx, map[string]shard.QueuePolicy{"emails": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	// Two clients that read the layout before the change, one to look
+	// up, one to cancel: neither learns of the change from the other's
+	// calls.
+	looker, err := client.New(rdb, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceller, err := client.New(rdb, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const old = 1
+	id := testenv.MovingIDs(16, 32, old, "order-", 1)[0]
+	if _, err := canceller.Enqueue(ctx, client.Task{ID: id, Queue: "emails", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := looker.Lookup(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := st.BeginResize(ctx, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Export(ctx, nl, old, 1, time.Second, []string{id})
+	if err != nil || len(res.Tasks) != 1 {
+		t.Fatalf("export %+v %v", res, err)
+	}
+	if _, err := st.Import(ctx, nl, nl.ShardOf(id), res.Tasks); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, old, 1, []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := looker.Lookup(ctx, id); err != nil || info.State != client.StateScheduled {
+		t.Fatalf("Lookup(%s), moved to shard %d: %+v, %v", id, nl.ShardOf(id), info, err)
+	}
+	if err := canceller.Cancel(ctx, id); err != nil {
+		info, lerr := st.Lookup(ctx, id)
+		t.Fatalf("Cancel(%s) = %v, but the task is %s in shard %d (%v)", id, err, info.State, nl.ShardOf(id), lerr)
+	}
+	if info, err := st.Lookup(ctx, id); !errors.Is(err, shard.ErrNotFound) {
+		t.Fatalf("after the cancel the task is %+v, %v", info, err)
+	}
+}
+
 func TestGeneratedIDAndDelay(t *testing.T) {
 	c := newClient(t, 0)
 	ctx := testenv.Ctx(t, 30*time.Second)

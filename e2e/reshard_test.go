@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -123,9 +122,6 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 	return percentile(ds, 0.5), percentile(ds, 0.99), len(ds)
 }
 
-// shardOf is crc32 (IEEE) of id modulo n, as shard.Layout places ids.
-func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
-
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
 // 8 under a steady load (1,000 tasks/s, delays 0-10 s, from an up-to-date
 // producer and one that never reads the layout record), with tasks hours
@@ -134,7 +130,7 @@ func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) %
 // acknowledged task is delivered, none early, none twice; the far tasks
 // and dead letters keep their state in their new shards; the dropped
 // shards are gone; dedupe, cancel and lookup hold before, during and
-// after. The migration rate and the lateness before and during each
+// after. The reshard rate and the lateness before and during each
 // change are printed.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	t.Parallel()
@@ -172,7 +168,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 		ticks = append(ticks, name)
 		sargs = append(sargs, periodicArgs(name, "queue", "default", "interval", "1s", "catch_up", "all", "catch_up_window", "1m")...)
 	}
-	// A slow migration, so that the SIGKILL below lands in the middle of
+	// A slow reshard, so that the SIGKILL below lands in the middle of
 	// one.
 	args = append(sargs, "-set", "scheduler.reshard_rate=1000")
 	scheds := []*sched{c.start("s-1", args...), c.start("s-2", args...), c.start("s-3", args...)}
@@ -264,7 +260,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 
 	var killedShards []int
 	// Shrink 32 -> 8, with a scheduler SIGKILLed once tasks are moving;
-	// it comes back as s-4, and the killed replica's shards are migrated
+	// it comes back as s-4, and the killed replica's shards are resharded
 	// by their new owners.
 	shrinkStart, shrinkEnd, shrunk := c.resize(t, ctx, 8, func() {
 		testenv.WaitFor(t, 30*time.Second, "the shrink moving tasks", func() (bool, string) {
@@ -320,8 +316,8 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 			}
 		case err != nil || in.State != client.StateScheduled || !in.Due.Equal(f.At.Truncate(time.Millisecond)):
 			t.Errorf("far task %s after the changes: %+v, %v", f.ID, in, err)
-		case !c.rdb.HExists(ctx, l.Tasks(shardOf(f.ID, 8)), f.ID).Val():
-			t.Errorf("far task %s is not in shard %d", f.ID, shardOf(f.ID, 8))
+		case !c.rdb.HExists(ctx, l.Tasks(testenv.ShardOf(f.ID, 8)), f.ID).Val():
+			t.Errorf("far task %s is not in shard %d", f.ID, testenv.ShardOf(f.ID, 8))
 		}
 	}
 	for _, d := range dead {
@@ -340,8 +336,8 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	}
 	for sh := range 8 {
 		for _, id := range c.rdb.HKeys(ctx, l.Tasks(sh)).Val() {
-			if shardOf(id, 8) != sh {
-				t.Errorf("task %s in shard %d, belongs in %d", id, sh, shardOf(id, 8))
+			if testenv.ShardOf(id, 8) != sh {
+				t.Errorf("task %s in shard %d, belongs in %d", id, sh, testenv.ShardOf(id, 8))
 			}
 		}
 	}
@@ -394,7 +390,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 	t.Logf("grow 16->32: %d tasks moved in %s (%.0f tasks/s); shrink 32->8 with a scheduler SIGKILLed: %d moved in %s (%.0f tasks/s), %d outbox batches resumed by a new owner",
 		grown, growEnd.Sub(growStart), float64(grown)/growEnd.Sub(growStart).Seconds(),
 		shrunk, shrinkEnd.Sub(shrinkStart), float64(shrunk)/shrinkEnd.Sub(shrinkStart).Seconds(), resumed)
-	t.Logf("the SIGKILLed replica owned shards %v; %d of them were migrated by the replicas that took them over", killedShards, takenOver)
+	t.Logf("the SIGKILLed replica owned shards %v; %d of them were resharded by the replicas that took them over", killedShards, takenOver)
 	t.Logf("lateness receive-due p50/p99: before %s/%s (%d tasks), during the grow %s/%s (%d), during the shrink %s/%s (%d); %d + %d acknowledged tasks delivered, 0 lost, 0 twice, 0 early (race-enabled binaries; no bar asserted)",
 		before50, before99, nb, grow50, grow99, ng, shrink50, shrink99, ns, fresh.count(), stale.count())
 }

@@ -2,12 +2,14 @@ package inspect_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/keyslot"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -16,8 +18,8 @@ import (
 // paging over every shard, set, pause and resume, lookup and cancel.
 func TestInspectorOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rc := testenv.StartRedisCluster(t, 3, 0)
-	cc := rc.Client(t)
+	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{Options: shardtest.Options{NoQueues: true}}) // the inspector sets the queue
+	cc := rc.RDB
 	ctx := testenv.Ctx(t, 30*time.Second)
 	in, err := inspect.New(inspect.Options{Redis: cc, Shards: 16})
 	if err != nil {
@@ -49,14 +51,14 @@ func TestInspectorOnRedisCluster(t *testing.T) {
 	}
 	spread := map[string]int{}
 	for _, s := range shards {
-		want := rc.PrimaryFor(fmt.Sprintf("{hourglass:%d}", s.Shard))
+		want := rc.Redis.PrimaryFor(fmt.Sprintf("{hourglass:%d}", s.Shard))
 		if s.Node != want.Addr || s.Slot != keyslot.Of(fmt.Sprintf("{hourglass:%d}", s.Shard)) {
 			t.Fatalf("shard %d: node %q slot %d, want %s", s.Shard, s.Node, s.Slot, want.Addr)
 		}
 		spread[s.Node]++
 	}
-	if len(spread) != 3 {
-		t.Fatalf("16 shards on %d primaries: %v", len(spread), spread)
+	if want := rc.Spread(); !maps.Equal(spread, want) {
+		t.Fatalf("16 shards on the primaries %v, want %v", spread, want)
 	}
 	seen := map[string]int{}
 	for cur, calls := "", 0; ; calls++ {

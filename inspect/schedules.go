@@ -31,10 +31,15 @@ type ScheduleInfo struct {
 	// shard of its name by the layout record's count (the new count while
 	// the count changes, as the schedulers place it).
 	Shard int `json:"shard"`
-	// LastFired is the last occurrence recorded, fired or skipped (zero
-	// if none was). While the shard count changes and the schedule's
-	// home moves, the later of what its old and new homes record.
+	// LastFired is the last occurrence whose task was enqueued (zero if
+	// none was): not one skipped while paused, by overlap skip or by the
+	// catch-up policy, nor one whose enqueue was refused. While the shard
+	// count changes and the schedule's home moves, the later of what its
+	// old and new homes record.
 	LastFired time.Time `json:"last_fired,omitzero"`
+	// LastRecorded is the last occurrence recorded, fired or skipped: the
+	// next occurrence comes after it.
+	LastRecorded time.Time `json:"last_recorded,omitzero"`
 	// Paused, and since when.
 	Paused   bool      `json:"paused"`
 	PausedAt time.Time `json:"paused_at,omitzero"`
@@ -75,7 +80,7 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 		sh := l.HomeShard(d.Name)
 		s := ScheduleInfo{Name: d.Name, Queue: d.Queue, Spec: d.Cron, TimeZone: d.TimeZone,
 			CatchUp: d.CatchUp, Overlap: d.Overlap, Shard: sh, Next: []time.Time{}}
-		s.LastFired = last[d.Name].Last
+		s.LastFired, s.LastRecorded = last[d.Name].Fired, last[d.Name].Last
 		if d.Interval > 0 {
 			s.Spec = "every " + d.Interval.String()
 		} else if s.TimeZone == "" {
@@ -87,8 +92,8 @@ func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, no
 		// An occurrence is fired up to fire.Lead before it: one recorded
 		// already is not next.
 		t := now
-		if s.LastFired.After(t) {
-			t = s.LastFired
+		if s.LastRecorded.After(t) {
+			t = s.LastRecorded
 		}
 		for len(s.Next) < next {
 			if t = d.Next(t); t.IsZero() {
@@ -185,4 +190,15 @@ func (i *Inspector) RegisteredSchedules(ctx context.Context) ([]*periodic.Compil
 		out = append(out, c)
 	}
 	return out, errors.Join(errs...)
+}
+
+// RecordedSchedules returns the names of the schedules whose state Redis
+// records (an occurrence fired, skipped or handed over) in any shard,
+// sorted, whether or not any configuration still declares them: what a
+// caller without the schedulers' configuration can know of them.
+func (i *Inspector) RecordedSchedules(ctx context.Context) ([]string, error) {
+	if _, err := i.layout(ctx); err != nil {
+		return nil, err
+	}
+	return i.store.RecordedSchedules(ctx)
 }

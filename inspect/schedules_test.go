@@ -22,7 +22,8 @@ func compile(t *testing.T, s periodic.Schedule) *periodic.Compiled {
 }
 
 // TestSchedulesShowStateAndNext: Schedules reports the definitions it is
-// given with the last occurrence the home shard recorded (after a Fire),
+// given with the last occurrence fired (an occurrence skipped while
+// paused does not count) and the last recorded,
 // the next occurrences of an interval and a cron schedule, and the pause
 // state; a schedule recorded or paused in Redis but not given is left
 // out; pause and resume are idempotent and refuse a bad name.
@@ -47,6 +48,12 @@ func TestSchedulesShowStateAndNext(t *testing.T) {
 	}
 	fired := time.Date(2030, 3, 1, 11, 0, 0, 0, time.UTC)
 	fire("every-10s", fired)
+	// Paused: the next occurrences are recorded as skipped, not fired.
+	skipped := fired.Add(10 * time.Second)
+	if r, err := e.Store.Fire(ctx, l.HomeShard("every-10s"), shard.FireArgs{Schedule: "every-10s", Occurrence: skipped, Epoch: shardtest.Epoch,
+		Paused: true, Task: shard.EnqueueArgs{ID: l.OccurrenceID("every-10s", skipped), Queue: "a", Due: skipped, MaxRetries: -1}}); err != nil || r.Outcome != shard.SkippedPaused {
+		t.Fatalf("paused occurrence: %+v %v", r, err)
+	}
 	fire("gone", fired) // recorded, and no longer configured
 	if err := in.PauseSchedule(ctx, "gone"); err != nil {
 		t.Fatal(err)
@@ -61,7 +68,7 @@ func TestSchedulesShowStateAndNext(t *testing.T) {
 		t.Fatalf("schedules: %+v", got)
 	}
 	ev, ni := got[0], got[1]
-	if !ev.LastFired.Equal(fired) || ev.Spec != "every 10s" || ev.TimeZone != "" || ev.Queue != "a" ||
+	if !ev.LastFired.Equal(fired) || !ev.LastRecorded.Equal(skipped) || ev.Spec != "every 10s" || ev.TimeZone != "" || ev.Queue != "a" ||
 		ev.Shard != l.HomeShard("every-10s") || ev.Paused || ev.CatchUp != periodic.CatchUpSkip || ev.Overlap != periodic.OverlapAllow {
 		t.Fatalf("interval schedule: %+v", ev)
 	}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,17 +26,10 @@ import (
 // connection blocked in a pop.
 func TestWorkerOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rc := testenv.StartRedisCluster(t, 3, 0)
-	e := newClusterEnv(t, rc.Client(t), "q", "flow")
-	l, ctx := e.l, e.ctx
-	spread := map[string]int{}
-	for sh := range clusterShards {
-		spread[rc.PrimaryFor(l.Tag(sh)).Addr]++
-	}
+	e := newClusterEnv(t, shardtest.ClusterOptions{}, "q", "flow")
+	rc, ctx := e.Redis, testenv.Ctx(t, 2*time.Minute)
+	spread := e.Spread() // all three primaries (NewCluster checks)
 	t.Logf("16 shards over the primaries: %v", spread)
-	if len(spread) != 3 {
-		t.Fatalf("the shards are on %d primaries, want all 3", len(spread))
-	}
 
 	wcc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ClientName: "hg-worker"})
 	defer wcc.Close()
@@ -56,7 +48,7 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 		for i := range ids {
 			ids[i] = fmt.Sprintf("%s%d", prefix, i)
 		}
-		e.ready(queue, ids)
+		e.Ready(queue, ids...)
 		return ids
 	}
 
@@ -118,12 +110,9 @@ func TestWorkerOnRedisCluster(t *testing.T) {
 // the promoted node and the ready announcements were subscribed there.
 func TestWorkerFollowsAClusterFailover(t *testing.T) {
 	t.Parallel()
-	rc := testenv.StartRedisCluster(t, 3, 1)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: 2 * time.Second})
-	defer cc.Close()
-	e := newClusterEnv(t, cc, "q")
-	l := e.l
-	w, err := New(cc, Config{Namespace: ns, Shards: clusterShards, FetchTimeout: 30 * time.Second, ShutdownGrace: time.Second, Registerer: prometheus.NewRegistry()})
+	e := newClusterEnv(t, shardtest.ClusterOptions{Replicas: 1, Client: redis.ClusterOptions{ClusterStateReloadInterval: 2 * time.Second}}, "q")
+	l := e.Layout()
+	w, err := New(e.RDB, Config{Namespace: ns, Shards: clusterShards, FetchTimeout: 30 * time.Second, ShutdownGrace: time.Second, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +123,9 @@ func TestWorkerFollowsAClusterFailover(t *testing.T) {
 	ready := func(prefix string) []string {
 		var ids []string
 		for sh := range clusterShards {
-			for i := 0; ; i++ {
-				if id := fmt.Sprintf("%s%d", prefix, i); l.ShardOf(id) == sh {
-					ids = append(ids, id)
-					break
-				}
-			}
+			ids = append(ids, testenv.IDs(prefix, 1, func(id string) bool { return l.ShardOf(id) == sh })[0])
 		}
-		e.ready("q", ids)
+		e.Ready("q", ids...)
 		return ids
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -150,7 +134,7 @@ func TestWorkerFollowsAClusterFailover(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	testenv.WaitFor(t, 20*time.Second, "a task of every shard delivered", e.delivered(ready("before-")))
 
-	victim := rc.PrimaryFor(l.Tag(0))
+	victim := e.Redis.PrimaryFor(l.Tag(0))
 	victim.Kill()
 	killed := time.Now()
 	defer victim.Restart() // it rejoins as a replica; go-redis's re-dialling goroutine then ends
@@ -162,35 +146,24 @@ func TestWorkerFollowsAClusterFailover(t *testing.T) {
 // clusterShards is the shard count of the cluster tests.
 const clusterShards = 16
 
-// clusterEnv is a cluster tests' deployment: 16 shards with queues
-// registered, and the deliveries its handler recorded.
+// clusterEnv is a cluster tests' deployment (shardtest.Cluster: 16
+// shards with queues registered) and the deliveries its handler recorded.
 type clusterEnv struct {
-	t     *testing.T
-	l     shard.Layout
-	store *shard.Store
-	ctx   context.Context
+	*shardtest.Cluster
 
 	mu   sync.Mutex
 	runs map[string]int // deliveries by task id
 }
 
-func newClusterEnv(t *testing.T, cc *redis.ClusterClient, queues ...string) *clusterEnv {
+// newClusterEnv starts a cluster of o in namespace ns with clusterShards
+// shards, and registers queues.
+func newClusterEnv(t *testing.T, o shardtest.ClusterOptions, queues ...string) *clusterEnv {
 	t.Helper()
-	l, err := shard.NewLayout(ns, clusterShards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &clusterEnv{t: t, l: l, store: shard.NewStore(cc, l), ctx: testenv.Ctx(t, 2*time.Minute), runs: map[string]int{}}
-	policy := shardtest.Policy()
-	policy.MaxPayload = 1024
-	ps := map[string]shard.QueuePolicy{}
+	o.Namespace, o.Shards, o.Queues = ns, clusterShards, map[string]shard.QueuePolicy{}
 	for _, q := range queues {
-		ps[q] = policy
+		o.Queues[q] = shardtest.Policy()
 	}
-	if err := e.store.RegisterQueues(e.ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return &clusterEnv{Cluster: shardtest.NewCluster(t, o), runs: map[string]int{}}
 }
 
 // handle records a delivery.
@@ -199,30 +172,6 @@ func (e *clusterEnv) handle(_ context.Context, task *Task) error {
 	defer e.mu.Unlock()
 	e.runs[task.ID]++
 	return nil
-}
-
-// ready enqueues tasks ids of queue due now and moves them, as a
-// scheduler does, into the ready lists of their shards; calls refused
-// while the cluster fails over are retried.
-func (e *clusterEnv) ready(queue string, ids []string) {
-	e.t.Helper()
-	args := make([]shard.EnqueueArgs, len(ids))
-	for i, id := range ids {
-		args[i] = shard.EnqueueArgs{ID: id, Queue: queue, MaxRetries: -1, Payload: []byte("p")}
-	}
-	testenv.WaitFor(e.t, 30*time.Second, "tasks enqueued and moved", func() (bool, string) {
-		for _, r := range e.store.EnqueueBatch(e.ctx, args) {
-			if r.Err != nil && !errors.Is(r.Err, shard.ErrDuplicate) {
-				return false, r.Err.Error()
-			}
-		}
-		for sh := range clusterShards {
-			if _, err := e.store.MoveAhead(e.ctx, sh, shardtest.Epoch, 1000, 0); err != nil {
-				return false, err.Error()
-			}
-		}
-		return true, ""
-	})
 }
 
 // delivered is a condition: every one of ids ran.

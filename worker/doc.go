@@ -46,9 +46,13 @@
 // # Redis connections
 //
 // A Worker uses one connection for its blocking fetch (BLMPOP over every
-// ready list it consumes) plus the go-redis pool for leases, acks and
-// extensions, whose size is the client's PoolSize: the bound does not
-// depend on shards, queues or concurrency.
+// ready list it consumes) plus one more for each queue under flow control
+// (QueueOptions.MaxConcurrency or Rate: such a queue has a fetch loop of
+// its own), one pub/sub connection for pause announcements (and one for
+// permit waiters when a queue has MaxConcurrency; on a Redis Cluster, one
+// per node for ready announcements), and the go-redis pool for leases, acks and extensions,
+// whose size is the client's PoolSize. The count does not grow with
+// shards or concurrency, nor with queues that have no flow control.
 //
 // # Shutdown
 //

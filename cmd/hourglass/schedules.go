@@ -96,9 +96,12 @@ configuration (section periodic, as the schedulers read it; SOURCE config)
 and those registered at run time (schedule set, inspect.SetSchedule;
 SOURCE registry) whose names the configuration does not use, since it
 wins. Each with its home shard, the last occurrence its shard's owner
-recorded (fired or skipped), whether it is paused, and its next
-occurrences from now (--next of them; the table shows the first).
-Schedules that Redis remembers but neither declares are not listed.`,
+fired (its task enqueued: an occurrence skipped while paused does not
+count; the JSON also has last_recorded, fired or skipped), whether it is
+paused, and its next occurrences from now (--next of them; the table
+shows the first). Schedules that Redis remembers but neither declares
+are not listed; when nothing is declared and Redis records some, it
+names them and exits 3: pass the schedulers' configuration with -c.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			defs, in, ctx, done, err := a.scheduleSession(cmd)
@@ -120,6 +123,19 @@ Schedules that Redis remembers but neither declares are not listed.`,
 				rows[k] = scheduleRow{ScheduleInfo: s, Source: sourceRegistry}
 				if configured(defs, s.Name) {
 					rows[k].Source = sourceConfig
+				}
+			}
+			if len(rows) == 0 {
+				// Nothing declared: without the schedulers' configuration
+				// the CLI cannot tell what a schedule is, only that Redis
+				// records some.
+				recorded, err := in.RecordedSchedules(ctx)
+				if err != nil {
+					return err
+				}
+				if len(recorded) > 0 {
+					return fmt.Errorf("%w: no schedule declared: the configuration given has no periodic section and none is registered at run time, "+
+						"but Redis records the state of %d (%s): pass the schedulers' configuration with -c", inspect.ErrNotFound, len(recorded), strings.Join(recorded, ", "))
 				}
 			}
 			return a.emit(rows, func(w io.Writer) { scheduleTable(w, rows) })

@@ -105,6 +105,18 @@ periodic:
 		t.Fatalf("--next 1: %+v", ss[1])
 	}
 
+	// Without the schedulers' configuration nothing is declared: the CLI
+	// says which schedules Redis records and exits 3, not an empty table.
+	bare := filepath.Join(t.TempDir(), "bare.yaml")
+	if err := os.WriteFile(bare, []byte(fmt.Sprintf("redis:\n  addr: %s\nnamespace: clitest\nshards: 4\n", r.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var bareOut, bareErr bytes.Buffer
+	if code := run([]string{"--config", bare, "schedules"}, strings.NewReader(""), &bareOut, &bareErr); code != exitNotFound ||
+		!strings.Contains(bareErr.String(), "Redis records the state of 1 (tick): pass the schedulers' configuration with -c") {
+		t.Fatalf("schedules without the config: exit %d, %q %q", code, bareOut.String(), bareErr.String())
+	}
+
 	out, errOut, code := cli("-o", "json", "schedule", "pause", "nightly")
 	if code != exitOK || !strings.Contains(out, `"action": "paused"`) || !strings.Contains(out, `"schedule": "nightly"`) {
 		t.Fatalf("pause: exit %d, %q %q", code, out, errOut)

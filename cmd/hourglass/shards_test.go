@@ -24,7 +24,7 @@ func shardRows(out string) int {
 
 // TestShardsResize runs shards and shards resize in process against a
 // real Redis and etcd, with the test in the owners' place (it records
-// the shards done, as their migration loops do): shards shows the layout
+// the shards done, as their reshard loops do): shards shows the layout
 // above the table; resize --no-wait starts a change that shards then
 // shows resharding over the 8 shards, and a second resize is refused with
 // exit 4; a waiting resize prints the progress and returns once the test

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/scan"
@@ -50,6 +51,12 @@ type SchedulerConfig struct {
 	// ReshardRate bounds the tasks this replica moves per second while the
 	// shard count changes (docs/resharding.md).
 	ReshardRate int `koanf:"reshard_rate"`
+	// MisfireGrace is how late a periodic schedule's occurrence may be and
+	// still be fired (late, once) whatever its catch-up policy: an owner
+	// that died is replaced within lease_ttl and a second, so the grace
+	// must exceed that; occurrences missed longer ago are the policy's.
+	// At least 2s; 0 means the default. Default 1m.
+	MisfireGrace time.Duration `koanf:"misfire_grace"`
 }
 
 // The scheduler's defaults and limits are the libraries': election (the
@@ -65,6 +72,7 @@ func defaultScheduler() SchedulerConfig {
 		FarBucket:     shard.DefaultFarBucket,
 		FarLead:       shard.DefaultFarLead,
 		ReshardRate:   reshard.DefaultRate,
+		MisfireGrace:  fire.DefaultMisfireGrace,
 	}
 }
 
@@ -88,6 +96,12 @@ func (v *validator) scheduler(s SchedulerConfig) {
 func (c *Config) ForMover() scan.Config {
 	s := c.Scheduler
 	return scan.Config{Limit: s.ScanLimit, SafetyRecheck: s.SafetyRecheck, Prefetch: s.Prefetch}
+}
+
+// ForFire returns the periodic firing loop's settings (Schedules, Logger
+// and Metrics are the caller's to set).
+func (c *Config) ForFire() fire.Config {
+	return fire.Config{MisfireGrace: c.Scheduler.MisfireGrace}
 }
 
 // ForReshard returns the reshard loop's settings (Logger, Metrics and

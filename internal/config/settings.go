@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/election"
+	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/scan"
@@ -148,6 +149,9 @@ var settings = concat(
 		{Key: "scheduler.reshard_rate", Min: 0, Max: reshard.MaxRate, Zero: "no bound",
 			Lib: []string{"reshard.Rate"},
 			Doc: "most tasks this replica moves per second while the shard count changes (docs/resharding.md)"},
+		{Key: "scheduler.misfire_grace", Min: fire.MinMisfireGrace, Zero: ZeroDefault,
+			Lib: []string{"fire.MisfireGrace"},
+			Doc: "how late a periodic occurrence may be and still be fired, once, whatever its catch-up policy (an owner's death takes lease_ttl and a second); older ones are the policy's"},
 
 		{Key: "worker.shutdown_grace", Min: time.Duration(0), Zero: "running tasks are released at once",
 			Lib: []string{"worker.Config.ShutdownGrace"},

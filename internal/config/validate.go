@@ -150,6 +150,7 @@ func (v *validator) libraries(c *Config) {
 	v.library("scan", "", c.ForMover().Validate())
 	v.library("recovery", "", c.ForRecovery().Validate())
 	v.library("reshard", "", c.ForReshard().Validate())
+	v.library("fire", "", c.ForFire().Validate())
 	replica := c.Scheduler.ReplicaID
 	if replica == "" {
 		replica = "hostname-pid" // chosen by the binary at start, always valid

@@ -67,7 +67,7 @@ func (d *dash) schedules(w http.ResponseWriter, r *http.Request) {
 // fire.Lead before it, and once fired it is no longer next (the page
 // would show the same time as last fired and next).
 func upcoming(s inspect.ScheduleInfo) []time.Time {
-	next := slices.DeleteFunc(s.Next, func(t time.Time) bool { return !t.After(s.LastFired) })
+	next := slices.DeleteFunc(s.Next, func(t time.Time) bool { return !t.After(s.LastRecorded) })
 	return next[:min(len(next), nextOccurrences)]
 }
 

@@ -364,7 +364,7 @@ func TestUpcoming(t *testing.T) {
 		{at(1), []time.Time{at(1)}, []time.Time{}},
 		{time.Time{}, []time.Time{}, []time.Time{}},
 	} {
-		got := upcoming(inspect.ScheduleInfo{LastFired: c.last, Next: c.next})
+		got := upcoming(inspect.ScheduleInfo{LastRecorded: c.last, Next: c.next})
 		if len(got) != len(c.want) {
 			t.Errorf("last %v, next %v: %v, want %v", c.last, c.next, got, c.want)
 			continue

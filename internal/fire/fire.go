@@ -18,11 +18,13 @@
 // loops of the shards concerned start over.
 //
 // When the loop starts (the shard was acquired) it reads each schedule's
-// last occurrence and applies the catch-up policy to those missed since,
-// unless the first of them is at most MissedAfter old (a hand-over): then
-// they are fired as late, as the loop itself does; it applies the policy
-// too when it finds itself more than MissedAfter behind (the process was
-// stalled). A failed call (Redis unreachable) is retried
+// last occurrence and fires those missed since, late, each once, when
+// the first of them is at most Config.MisfireGrace old (a hand-over, or
+// the owner's death: a new owner takes a dead one's shards within the
+// etcd lease's TTL and a second), whatever the catch-up policy; only for
+// occurrences missed longer ago does the policy decide (skip, latest,
+// all). The loop applies the same rule when it finds itself behind (the
+// process was stalled). A failed call (Redis unreachable) is retried
 // after a backoff from the state in Redis, so nothing is fired twice.
 package fire
 
@@ -38,6 +40,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/periodic"
@@ -50,18 +53,40 @@ const (
 	// since the previous occurrence. Overlap skip fires at the
 	// occurrence.
 	Lead = 500 * time.Millisecond
-	// MissedAfter is how far behind an occurrence may be and still be
-	// fired as late rather than as missed (then the catch-up policy
-	// decides).
-	MissedAfter = 2 * time.Second
+	// DefaultMisfireGrace is Config.MisfireGrace's default, Quartz's
+	// misfire threshold: it covers an owner's death (the lease TTL, at
+	// most a minute, and a second) and a short stall or Redis outage.
+	DefaultMisfireGrace = time.Minute
+	// MinMisfireGrace is the least Config.MisfireGrace: a hand-over or a
+	// loaded machine makes an occurrence that late.
+	MinMisfireGrace = 2 * time.Second
 )
+
+// ErrInvalidConfig wraps every Config validation failure.
+var ErrInvalidConfig = errors.New("fire: invalid config")
 
 // Config configures a Firer.
 type Config struct {
 	// Schedules are fired by the owners of their home shards.
 	Schedules []*periodic.Compiled
-	Logger    hclog.Logger
-	Metrics   *Metrics
+	// MisfireGrace is how late an occurrence may be and still be fired
+	// (late, once), whatever the schedule's catch-up policy; an
+	// occurrence missed longer ago is the policy's. At least
+	// MinMisfireGrace; 0 means DefaultMisfireGrace.
+	MisfireGrace time.Duration
+	Logger       hclog.Logger
+	Metrics      *Metrics
+}
+
+// Validate reports every field a Firer cannot run with, each a
+// *confcheck.FieldError wrapping ErrInvalidConfig. Zero fields are
+// valid: they mean the defaults.
+func (c Config) Validate() error {
+	p := confcheck.New(ErrInvalidConfig)
+	if c.MisfireGrace != 0 {
+		p.DurationRange("MisfireGrace", c.MisfireGrace, MinMisfireGrace, 0)
+	}
+	return p.Err()
 }
 
 // Firer fires the schedules of the shards its replica owns.
@@ -70,6 +95,7 @@ type Firer struct {
 	log   hclog.Logger
 	met   *Metrics
 	now   func() time.Time
+	grace time.Duration // Config.MisfireGrace
 
 	mu      sync.Mutex
 	all     []*periodic.Compiled
@@ -87,7 +113,10 @@ type shardLoop struct {
 var errReload = errors.New("fire: the schedules changed")
 
 // New returns a Firer for the schedules of cfg on store's layout.
-func New(store *shard.Store, cfg Config) *Firer {
+func New(store *shard.Store, cfg Config) (*Firer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -96,9 +125,10 @@ func New(store *shard.Store, cfg Config) *Firer {
 	if met == nil {
 		met = NewMetrics(nil)
 	}
-	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, running: map[int]*shardLoop{}}
+	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, running: map[int]*shardLoop{},
+		grace: confcheck.Or(cfg.MisfireGrace, DefaultMisfireGrace)}
 	f.SetSchedules(cfg.Schedules)
-	return f
+	return f, nil
 }
 
 // Names returns the names of the schedules fired (SetSchedules).
@@ -175,12 +205,13 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 	f.mu.Lock()
 	f.running[s.ID] = r
 	f.mu.Unlock()
+	var p *pass // nil: start (over) from the state in Redis
 	defer func() {
 		f.mu.Lock()
 		delete(f.running, s.ID)
 		f.mu.Unlock()
+		f.forget(p)
 	}()
-	var p *pass // nil: start (over) from the state in Redis
 	return owner.Repeat(ctx, owner.Steps{
 		What: "firing", Log: f.log.With("shard", s.ID, "epoch", s.Epoch), Errors: f.met.errors,
 		Step: func(ctx context.Context) (owner.Wait, error) {
@@ -193,6 +224,9 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 				return owner.Wait{}, err
 			}
 			w, err := f.fireDue(ctx, s, p, r.reload)
+			if errors.Is(err, errReload) {
+				f.forget(p)
+			}
 			if err != nil {
 				p = nil // a new pass reads the state in Redis again
 			}
@@ -202,6 +236,35 @@ func (f *Firer) Run(ctx context.Context, s owner.Shard) error {
 			return w, err
 		},
 	})
+}
+
+// forget drops the gauges of p's schedules (its next and last
+// occurrences) that no running shard loop of this replica fires any
+// more: the shard was lost, or the schedule moved or was removed. Their
+// new owner exports them; a stale copy here would disagree with it.
+func (f *Firer) forget(p *pass) {
+	if p == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range p.states {
+		if !f.firedHere(st.c.Name) {
+			f.met.next.DeleteLabelValues(st.c.Name)
+			f.met.last.DeleteLabelValues(st.c.Name)
+		}
+	}
+}
+
+// firedHere reports whether a running shard loop fires schedule name.
+// f.mu is held.
+func (f *Firer) firedHere(name string) bool {
+	for sh := range f.running {
+		if slices.ContainsFunc(f.byShard[sh], func(c *periodic.Compiled) bool { return c.Name == name }) {
+			return true
+		}
+	}
+	return false
 }
 
 // state is one schedule's progress on this owner.
@@ -291,7 +354,7 @@ func (f *Firer) fireDue(ctx context.Context, s owner.Shard, p *pass, reload <-ch
 		if st.fireAt().After(f.now()) {
 			break
 		}
-		if woke.Sub(st.next) > MissedAfter {
+		if woke.Sub(st.next) > f.grace {
 			// Stalled (or Redis was down): what was missed is the
 			// catch-up policy's.
 			if err := f.catchUp(ctx, s, st); err != nil {
@@ -320,11 +383,11 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 		return err
 	}
 	_, isPaused := paused[st.c.Name]
-	if first := st.c.Next(st.last); !st.last.IsZero() && !first.IsZero() && !first.After(now) && now.Sub(first) <= MissedAfter {
-		// Behind by no more than MissedAfter (a hand-over, a short
-		// stall): late, not missed, as in run's loop. Without this a
-		// SIGTERM hand-over that crosses an occurrence's firing time
-		// lost that occurrence under the policy skip.
+	if first := st.c.Next(st.last); !st.last.IsZero() && !first.IsZero() && !first.After(now) && now.Sub(first) <= f.grace {
+		// Behind by no more than the misfire grace (a hand-over, an
+		// owner's death, a short stall): late, not missed, whatever the
+		// policy. Without this a daily job whose owner was SIGKILLed
+		// just before its time was lost under the policy skip.
 		for occ := first; !occ.IsZero() && !occ.After(now); occ = st.c.Next(occ) {
 			if err := f.fire(ctx, s, st, occ, isPaused, false); err != nil {
 				return err

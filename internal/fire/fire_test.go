@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
@@ -61,14 +64,19 @@ func occurrences(t *testing.T, e *shardtest.Env, name string) []int64 {
 }
 
 // run runs a Firer for every shard with epoch until the returned stop is
-// called.
+// called, with the least misfire grace (MinMisfireGrace): an occurrence
+// more than 2 s old is the catch-up policy's.
 func run(t *testing.T, e *shardtest.Env, epoch int64, ss ...*periodic.Compiled) (stop func()) {
-	return runWith(t, e, epoch, nil, ss...)
+	return runWith(t, e, epoch, Config{MisfireGrace: MinMisfireGrace}, ss...)
 }
 
-// runWith is run with the firer's metrics.
-func runWith(t *testing.T, e *shardtest.Env, epoch int64, met *Metrics, ss ...*periodic.Compiled) (stop func()) {
-	f := New(e.Store, Config{Schedules: ss, Metrics: met})
+// runWith is run with the firer's Config (its Schedules are ss).
+func runWith(t *testing.T, e *shardtest.Env, epoch int64, cfg Config, ss ...*periodic.Compiled) (stop func()) {
+	cfg.Schedules = ss
+	f, err := New(e.Store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	n := e.Layout().Shards()
@@ -101,8 +109,9 @@ func runWith(t *testing.T, e *shardtest.Env, epoch int64, met *Metrics, ss ...*p
 func TestFiresEveryOccurrenceOnce(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-	// catch_up all: a hand-over slower than MissedAfter on a loaded
-	// machine must not make a gap either (skip would, by design).
+	// catch_up all: a hand-over slower than the (least) misfire grace on
+	// a loaded machine must not make a gap either (skip would, by
+	// design).
 	c := compile(t, periodic.Schedule{Name: "tick", Queue: "q", Interval: time.Second, MaxRetries: -1, CatchUp: periodic.CatchUpAll})
 	start := time.Now()
 	stopA := run(t, e, 1, c)
@@ -144,7 +153,7 @@ func TestCatchUpPolicies(t *testing.T) {
 			e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
 			// Every 2 s, the last recorded 7.5-9.5 s ago: 3 to 5 missed
 			// occurrences, all within the window (so "all" fires each),
-			// and the first more than MissedAfter old (so the policy
+			// and the first more than the misfire grace old (so the policy
 			// decides, not the hand-over rule).
 			c := compile(t, periodic.Schedule{Name: "c", Queue: "q", Interval: 2 * time.Second, MaxRetries: -1,
 				CatchUp: policy, CatchUpWindow: time.Minute})
@@ -159,11 +168,11 @@ func TestCatchUpPolicies(t *testing.T) {
 				t.Fatalf("the test's own arithmetic: %d missed %v", len(missed), missed)
 			}
 			met := NewMetrics(prometheus.NewRegistry())
-			runWith(t, e, 1, met, c)
+			runWith(t, e, 1, Config{MisfireGrace: MinMisfireGrace, Metrics: met}, c)
 			// Catching up comes first; the loop then fires the regular
 			// occurrences, the first of them after now.
 			testenv.WaitFor(t, 10*time.Second, "a regular occurrence after the catch-up", func() (bool, string) {
-				st, err := e.Store.LastFired(context.Background(), l.HomeShard("c"))
+				st, err := e.Store.LastRecorded(context.Background(), l.HomeShard("c"))
 				return err == nil && st["c"].After(now), fmt.Sprint(st, err)
 			})
 			caught := testutil.ToFloat64(met.caughtUp.WithLabelValues("c"))
@@ -194,15 +203,15 @@ func TestCatchUpPolicies(t *testing.T) {
 }
 
 // TestHandOverFiresLateNotMissed: an owner that takes over a schedule
-// whose next occurrence is less than MissedAfter old fires it late, also
-// with the policy skip (a SIGTERM hand-over must not lose it).
+// whose next occurrence is less than the misfire grace old fires it late,
+// also with the policy skip (a SIGTERM hand-over must not lose it).
 func TestHandOverFiresLateNotMissed(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
 	c := compile(t, periodic.Schedule{Name: "h", Queue: "q", Interval: time.Second, MaxRetries: -1})
 	l := e.Layout()
 	// The next occurrence is 0.1-1.1 s old: at least 0.9 s to spare
-	// before MissedAfter for the firer to start.
+	// before the (least) misfire grace for the firer to start.
 	late := c.Next(time.Now().Add(-1100 * time.Millisecond))
 	last := late.Add(-time.Second)
 	if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("h")), "h", last.UnixMilli()).Err(); err != nil {
@@ -212,6 +221,168 @@ func TestHandOverFiresLateNotMissed(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "the late occurrence fired", func() (bool, string) {
 		o := occurrences(t, e, "h")
 		return len(o) > 0 && o[0] == late.UnixMilli(), fmt.Sprintf("%v, want %d first", o, late.UnixMilli())
+	})
+}
+
+// TestMisfireGraceDecidesBeforeThePolicy: with the policy skip and the
+// default misfire grace (a minute), a new owner that finds the last
+// occurrence recorded 20 s ago (its previous owner was SIGKILLed and its
+// lease expired meanwhile; a daily job due then would be one of these)
+// fires every occurrence since, late, each once; one that finds it 90 s
+// ago leaves them to the policy, which skips them.
+func TestMisfireGraceDecidesBeforeThePolicy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		ago   time.Duration
+		fired bool
+	}{{"within the grace", 20 * time.Second, true}, {"beyond it", 90 * time.Second, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
+			s := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: 5 * time.Second, MaxRetries: -1}) // catch_up skip
+			l := e.Layout()
+			now := time.Now()
+			last := s.Next(now.Add(-c.ago))
+			if err := e.RDB.HSet(context.Background(), l.Periodic(l.HomeShard("d")), "d", last.UnixMilli()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var missed []int64
+			for o := s.Next(last); !o.After(now); o = s.Next(o) {
+				missed = append(missed, o.UnixMilli())
+			}
+			runWith(t, e, 1, Config{}, s) // the default grace
+			testenv.WaitFor(t, 15*time.Second, "an occurrence after the start fired", func() (bool, string) {
+				o := occurrences(t, e, "d")
+				return len(o) > 0 && o[len(o)-1] > now.UnixMilli(), fmt.Sprint(o)
+			})
+			o := occurrences(t, e, "d")
+			got := slices.DeleteFunc(slices.Clone(o), func(ms int64) bool { return ms > now.UnixMilli() })
+			if c.fired && !slices.Equal(got, missed) {
+				t.Fatalf("fired %v of the missed occurrences %v: want each once", got, missed)
+			}
+			if !c.fired && len(got) != 0 {
+				t.Fatalf("fired %v of the occurrences missed beyond the grace: the policy skip fires none", got)
+			}
+		})
+	}
+}
+
+// TestGaugesLeaveWithTheSchedule: a replica exports a schedule's next
+// and last occurrence while it owns the schedule's home shard, and drops
+// them when it stops firing it (the shard lost or handed over, the
+// schedule moved or removed): its new owner exports them, and a stale copy
+// here would disagree.
+func TestGaugesLeaveWithTheSchedule(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
+	c := compile(t, periodic.Schedule{Name: "g", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	met := NewMetrics(nil)
+	gauges := func() int { return testutil.CollectAndCount(met.next) + testutil.CollectAndCount(met.last) }
+	stop := runWith(t, e, 1, Config{Metrics: met}, c)
+	testenv.WaitFor(t, 10*time.Second, "both gauges exported", func() (bool, string) {
+		return gauges() == 2 && len(occurrences(t, e, "g")) > 0, fmt.Sprint(gauges(), " series")
+	})
+	stop() // the shard is lost
+	if n := gauges(); n != 0 {
+		t.Fatalf("%d series left after the shard was lost, want none", n)
+	}
+
+	// A schedule removed (or moved to a shard another replica owns) while
+	// the loop runs: its series go, the others stay.
+	d := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	f, err := New(e.Store, Config{Schedules: []*periodic.Compiled{c, d}, Metrics: met})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	l := e.Layout()
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, sh := range slices.Compact([]int{l.HomeShard("g"), l.HomeShard("d")}) {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = f.Run(ctx, owner.Shard{ID: sh, Epoch: 2}) }()
+		}
+		wg.Wait()
+	}()
+	testenv.WaitFor(t, 10*time.Second, "four series", func() (bool, string) { return gauges() == 4, fmt.Sprint(gauges()) })
+	f.SetSchedules([]*periodic.Compiled{c})
+	testenv.WaitFor(t, 10*time.Second, "d's series gone, g's kept", func() (bool, string) {
+		return gauges() == 2 && testutil.CollectAndCount(met.last, "hourglass_periodic_last_occurrence_timestamp_seconds") == 1, fmt.Sprint(gauges())
+	})
+	if v := testutil.ToFloat64(met.next.WithLabelValues("g")); v == 0 {
+		t.Fatal("g's next occurrence is gone")
+	}
+	cancel()
+	<-done
+}
+
+// TestNewHomeFiresWhileAScheduleAwaitsItsHandOver: during a change of the
+// shard count, a schedule registered at run time after its old home was
+// recorded done is not handed over in this change; its new home still
+// fires its other schedules, also those that do not move. takeOver once
+// failed the whole shard's run while any one arriving schedule was not
+// handed over: the new home fired none of its schedules until the change
+// ended (then catch-up skip dropped what was missed).
+func TestNewHomeFiresWhileAScheduleAwaitsItsHandOver(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Shards: 4, Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
+	ctx := testenv.Ctx(t, time.Minute)
+	nameIn := func(prefix string, sh int) string {
+		return testenv.IDs(prefix, 1, func(id string) bool { return testenv.ShardOf(id, 4) == sh })[0]
+	}
+	stay := compile(t, periodic.Schedule{Name: nameIn("stay-", 0), Queue: "q", Interval: time.Second, MaxRetries: -1})
+	arrive := compile(t, periodic.Schedule{Name: nameIn("arrive-", 2), Queue: "q", Interval: time.Second, MaxRetries: -1})
+
+	// A task in flight in shard 3 keeps the change 4 -> 2 open.
+	busy := e.IDsIn(3, 1, "busy-")[0]
+	e.Ready("q", busy)
+	_, entries, err := e.Store.Pop(ctx, []string{e.Layout().Ready(3, "q")}, 1, time.Second)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("pop: %v %v", entries, err)
+	}
+	if ds, err := e.Store.Claim(ctx, 3, "q", entries, time.Minute); err != nil || len(ds) != 1 {
+		t.Fatalf("claim: %v %v", ds, err)
+	}
+
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(e.Store, Config{Schedules: []*periodic.Compiled{stay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, Schedules: f.Names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loops := []owner.Loop{{Name: "periodic", Run: f.Run}, {Name: "reshard", Run: m.Run}}
+	e.Own(loops...) // shards 0, 1 (Own covers Shards, not Span)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	t.Cleanup(func() { stop(); <-done; <-done })
+	for sh := 2; sh < 4; sh++ {
+		go func() {
+			_ = owner.Run(rctx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}, loops)
+			done <- struct{}{}
+		}()
+	}
+	testenv.WaitFor(t, 10*time.Second, "shard 2 done", func() (bool, string) {
+		r, err := e.Store.ReadLayout(ctx)
+		return err == nil && slices.Contains(r.Done, 2), fmt.Sprint(r.Done, err)
+	})
+	testenv.WaitFor(t, 10*time.Second, "stay fires", func() (bool, string) {
+		return len(occurrences(t, e, stay.Name)) >= 2, fmt.Sprint(occurrences(t, e, stay.Name))
+	})
+	// "arrive" is registered at run time (inspect.SetSchedule) now.
+	f.SetSchedules([]*periodic.Compiled{stay, arrive})
+	before := len(occurrences(t, e, stay.Name))
+	testenv.WaitFor(t, 4*time.Second, fmt.Sprintf("%s (home 0, not moving) to fire twice more after %s was registered (the whole shard waits for a hand-over that never comes?)", stay.Name, arrive.Name), func() (bool, string) {
+		n := len(occurrences(t, e, stay.Name))
+		return n >= before+2, fmt.Sprintf("%d more", n-before)
 	})
 }
 
@@ -234,7 +405,7 @@ func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
 	}
 	run(t, e, 1, c)
 	testenv.WaitFor(t, 10*time.Second, "an occurrence after the start recorded", func() (bool, string) {
-		st, err := e.Store.LastFired(context.Background(), l.HomeShard("p"))
+		st, err := e.Store.LastRecorded(context.Background(), l.HomeShard("p"))
 		return err == nil && st["p"].After(now), fmt.Sprint(st, err)
 	})
 	if o := occurrences(t, e, "p"); len(o) != 0 {
@@ -253,7 +424,7 @@ func TestEveryFamilyBeforeTheFirstOccurrence(t *testing.T) {
 	// An occurrence every 1,000 hours: none during the test.
 	c := compile(t, periodic.Schedule{Name: "rare", Queue: "q", Interval: 1000 * time.Hour, MaxRetries: -1})
 	reg := prometheus.NewRegistry()
-	runWith(t, e, 1, NewMetrics(reg), c)
+	runWith(t, e, 1, Config{Metrics: NewMetrics(reg)}, c)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
 	ctx := testenv.Ctx(t, 10*time.Second)

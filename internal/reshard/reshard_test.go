@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-func shardOf(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
 
 // waitStable waits until the layout record is stable at generation gen.
 func waitStable(t *testing.T, e *shardtest.Env, gen int64) shard.LayoutRecord {
@@ -45,8 +43,8 @@ func checkPlaced(t *testing.T, e *shardtest.Env, n int, want string, ids ...stri
 	t.Helper()
 	ctx := testenv.Ctx(t, 10*time.Second)
 	for _, id := range ids {
-		if !e.RDB.HExists(ctx, e.Layout().Tasks(shardOf(id, n)), id).Val() {
-			t.Errorf("%s is not in its shard %d of %d", id, shardOf(id, n), n)
+		if !e.RDB.HExists(ctx, e.Layout().Tasks(testenv.ShardOf(id, n)), id).Val() {
+			t.Errorf("%s is not in its shard %d of %d", id, testenv.ShardOf(id, n), n)
 		}
 		if s := e.State(id); s != want {
 			t.Errorf("%s is %q, want %q", id, s, want)
@@ -171,6 +169,57 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 	}
 }
 
+// TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile: the next owner of
+// a shard (B) reads a batch left in the outbox, and the old owner (A, a
+// zombie whose lease expired, still connected to Redis) commits that batch
+// right then, which A's epoch still allows. B must not take the entries
+// it then misses for cancelled ones: every task of the batch stays. Once
+// B re-imported (skipped: imported already), its commit found no entries,
+// and its unimport deleted the only copies: the whole batch was lost.
+func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	// Owner A (epoch 1): export and import, then it stalls before its commit.
+	_, l, away, exported := exportAway(t, e, 2, 50, "z-")
+	if _, err := e.Store.Import(ctx, l, 1, exported); err != nil {
+		t.Fatal(err)
+	}
+	// Owner B (epoch 2) starts its pass; A's commit lands right after B
+	// read the outbox.
+	var zombie atomic.Bool
+	h := &testenv.AfterCommand{Match: testenv.CommandOn("hgetall", l.Outbox(0)), Fn: func() {
+		if _, err := e.Store.Commit(ctx, 0, shardtest.Epoch, away); err != nil {
+			t.Errorf("zombie commit: %v", err)
+		}
+		zombie.Store(true)
+	}}
+	storeB := shard.NewStore(testenv.HookedClient(t, e.RDB, h), l)
+	m, err := reshard.New(storeB, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for sh := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch + 1}) }()
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	waitStable(t, e, 1)
+	if !zombie.Load() {
+		t.Fatal("the next owner never read the outbox: no zombie commit to test")
+	}
+	lost := 0
+	for _, id := range away {
+		if e.State(id) == "gone" {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d scheduled tasks were deleted by the change of the shard count", lost, len(away))
+	}
+}
+
 // TestTasksInFlightKeepTheChangeOpen: a task leased in a shard it no
 // longer belongs to stays there; the change ends only once it is
 // settled.
@@ -178,7 +227,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 	e, ctx, ds := heldOpen(t)
 	var moving []shard.Delivery
 	for _, d := range ds {
-		if shardOf(d.Task.ID, 2) != 0 {
+		if testenv.ShardOf(d.Task.ID, 2) != 0 {
 			moving = append(moving, d)
 		}
 	}
@@ -195,7 +244,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 	// change must not end, and the tasks must stay in shard 0.
 	waitPasses(t, reg, 20)
 	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
-		t.Fatalf("record %+v, %v while tasks are in flight; want migrating", rec, err)
+		t.Fatalf("record %+v, %v while tasks are in flight; want resharding", rec, err)
 	}
 	for _, d := range moving {
 		if !e.RDB.HExists(ctx, e.Layout().Tasks(0), d.Task.ID).Val() {
@@ -232,7 +281,7 @@ func TestHandOverIsLoggedOncePerChange(t *testing.T) {
 	e, _, ds := heldOpen(t)
 	var names []string // schedules whose home moves from shard 0 to 1
 	for i := 0; len(names) < 3; i++ {
-		if n := fmt.Sprintf("sched-%d", i); shardOf(n, 2) == 1 {
+		if n := fmt.Sprintf("sched-%d", i); testenv.ShardOf(n, 2) == 1 {
 			names = append(names, n)
 		}
 	}
@@ -291,4 +340,63 @@ func release(t *testing.T, e *shardtest.Env, ds []shard.Delivery) {
 		}
 	}
 	waitStable(t, e, 1)
+}
+
+// TestStaleGenerationOwnerMovesNothingIntoADroppedShard: an owner whose
+// store still has the layout of an earlier change (generation 1, 2 -> 4)
+// acquires a shard after generation 2 (4 -> 2) has ended. It must not move
+// a task that producers placed by 2 shards to its shard among 4, a
+// dropped shard nobody owns, scans or pops. Export and Import once did not
+// check the shard's marker, and it did.
+func TestStaleGenerationOwnerMovesNothingIntoADroppedShard(t *testing.T) {
+	e := shardtest.New(t, shardtest.Options{Shards: 2})
+	ctx := testenv.Ctx(t, time.Minute)
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, err := e.Store.BeginResize(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run}) // owners of shards 0, 1
+	// The owners of the new shards 2 and 3.
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	for sh := 2; sh < 4; sh++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}) }()
+	}
+	waitStable(t, e, 1)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 2)
+
+	// A producer on generation 2 stores x in shard 1; x's shard among 4 is 3.
+	x := testenv.IDs("x-", 1, func(id string) bool { return testenv.ShardOf(id, 2) == 1 && testenv.ShardOf(id, 4) == 3 })[0]
+	e.Schedule(shardtest.Queue, time.Hour, x)
+
+	// A replica that missed the end of generation 1 acquires shard 1, and
+	// runs until it has either learnt generation 2 or moved x.
+	stale := shard.NewStore(e.RDB, g1)
+	sm, err := reshard.New(stale, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, sstop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = sm.Run(sctx, owner.Shard{ID: 1, Epoch: shardtest.Epoch + 5}) }()
+	testenv.WaitFor(t, 10*time.Second, "the stale owner learns generation 2 or moves x", func() (bool, string) {
+		l := stale.Layout()
+		return l.Gen() >= 2 || e.RDB.HExists(ctx, e.Layout().Tasks(3), x).Val(), fmt.Sprintf("generation %d", l.Gen())
+	})
+	sstop()
+	<-ran
+
+	if e.RDB.HExists(ctx, e.Layout().Tasks(3), x).Val() {
+		t.Fatalf("%s was moved into shard 3, which generation 2 dropped: no owner, no worker pops it, lookups miss it (state %q)", x, e.State(x))
+	}
 }

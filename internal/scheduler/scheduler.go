@@ -136,7 +136,12 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s.schedules = schedules
-	s.firer = fire.New(s.store, fire.Config{Schedules: schedules, Logger: log, Metrics: fire.NewMetrics(s.reg)})
+	fc := cfg.ForFire()
+	fc.Schedules, fc.Logger, fc.Metrics = schedules, log, fire.NewMetrics(s.reg)
+	if s.firer, err = fire.New(s.store, fc); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.fired.Store(&schedules)
 	rsc := cfg.ForReshard()
 	rsc.Logger, rsc.Metrics, rsc.Schedules = log, reshard.NewMetrics(s.reg), s.firer.Names

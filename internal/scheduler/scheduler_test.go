@@ -337,7 +337,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	ctx := testenv.Ctx(t, time.Minute)
 	l := r.Layout()
 	last := func(name string) time.Time {
-		m, err := r.Store.LastFired(ctx, l.HomeShard(name))
+		m, err := r.Store.LastRecorded(ctx, l.HomeShard(name))
 		if err != nil {
 			t.Fatal(err)
 		}

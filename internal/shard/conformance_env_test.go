@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +68,7 @@ const (
 	// stRedirecting: the markers name the new count, the record is still
 	// "preparing": producers on the old generation are redirected.
 	stRedirecting confState = "redirecting"
-	// stResharding: the change runs (record "migrating"): owners export,
+	// stResharding: the change runs (record "resharding"): owners export,
 	// import and commit; outbox and cancelled entries exist.
 	stResharding confState = "resharding"
 )
@@ -173,7 +172,7 @@ type confFixture struct {
 	d      map[string]Delivery // role -> its delivery (popped, leased)
 	farDue time.Time           // the far-tier task's due time
 	called bool                // call ran (stSlotMigrating)
-	next   int                 // ids handed out by newIDs
+	next   int                 // calls of newIDs, for fresh ids
 }
 
 // Seeded roles, all in shard confShard of both counts, queue q1 unless
@@ -226,16 +225,10 @@ func (f *confFixture) newIDs(n int, moving bool) []string {
 	if moving {
 		want = confNewShard
 	}
-	var out []string
-	for len(out) < n {
-		f.next++
-		id := "t" + strconv.Itoa(f.next)
-		h := crc32.ChecksumIEEE([]byte(id))
-		if int(h%confShards) == confShard && int(h%confGrown) == want {
-			out = append(out, id)
-		}
-	}
-	return out
+	f.next++
+	return testenv.IDs("t"+strconv.Itoa(f.next)+"-", n, func(id string) bool {
+		return testenv.ShardOf(id, confShards) == confShard && testenv.ShardOf(id, confGrown) == want
+	})
 }
 
 func (f *confFixture) enqueue(s *Store, queue string, due time.Time, ids ...string) {
@@ -445,7 +438,7 @@ func (f *confFixture) callAsk(fn func() error) error {
 }
 
 // beginSlotMigration marks shard confShard's slot importing on another
-// primary, then migrating on its own, with migration_test.go's fixture
+// primary, then migrating on its own, with slotmigration_test.go's fixture
 // (its migrate, finishMigration and snapshot move keys and read both
 // nodes).
 func (f *confFixture) beginSlotMigration() *migFixture {

@@ -3,7 +3,6 @@ package shard
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,12 +71,7 @@ var (
 // confSchedule returns a schedule name whose home is shard confShard in
 // both counts.
 func confSchedule(prefix string) string {
-	for i := 0; ; i++ {
-		n := prefix + strconv.Itoa(i)
-		if crc32.ChecksumIEEE([]byte(n))%confGrown == confShard {
-			return n
-		}
-	}
+	return testenv.IDs(prefix, 1, func(n string) bool { return testenv.ShardOf(n, confGrown) == confShard })[0]
 }
 
 // stalerLayout is a layout of a generation no marker has: a replica that

@@ -131,9 +131,15 @@ func (s *Store) LastOccurrences(ctx context.Context, names []string) (map[string
 				}
 				read[sh] = m
 			}
-			if st, ok := m[n]; ok && !st.Last.Before(out[n].Last) {
-				st.Moved = false
-				out[n] = st
+			if st, ok := m[n]; ok {
+				cur := out[n]
+				if !st.Last.Before(cur.Last) {
+					cur.Last, cur.LastTask = st.Last, st.LastTask
+				}
+				if st.Fired.After(cur.Fired) {
+					cur.Fired = st.Fired
+				}
+				out[n] = cur
 			}
 		}
 	}

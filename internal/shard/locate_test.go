@@ -26,14 +26,9 @@ func TestHomesOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moving := movingIDs(4, 8, 1, "h", 1)[0]
-	staying := ""
-	for i := 0; staying == ""; i++ {
-		if id := fmt.Sprint("s", i); shardOfN(id, 4) == shardOfN(id, 8) {
-			staying = id
-		}
-	}
-	nw := shardOfN(moving, 8)
+	moving := testenv.MovingIDs(4, 8, 1, "h", 1)[0]
+	staying := testenv.IDs("s", 1, func(id string) bool { return testenv.ShardOf(id, 4) == testenv.ShardOf(id, 8) })[0]
+	nw := testenv.ShardOf(moving, 8)
 	for _, c := range []struct {
 		l             Layout
 		id            string
@@ -42,7 +37,7 @@ func TestHomesOrder(t *testing.T) {
 	}{
 		{stable, moving, []int{1}, "[{1 false}]", "[{1 false}]"},
 		{changing, moving, []int{1, nw}, fmt.Sprintf("[{1 false} {%d false} {1 true}]", nw), fmt.Sprintf("[{1 true} {%d false}]", nw)},
-		{changing, staying, []int{shardOfN(staying, 8)}, fmt.Sprintf("[{%d false}]", shardOfN(staying, 8)), fmt.Sprintf("[{%d false}]", shardOfN(staying, 8))},
+		{changing, staying, []int{testenv.ShardOf(staying, 8)}, fmt.Sprintf("[{%d false}]", testenv.ShardOf(staying, 8)), fmt.Sprintf("[{%d false}]", testenv.ShardOf(staying, 8))},
 	} {
 		h := c.l.Homes(c.id)
 		if got := h.Order(); fmt.Sprint(got) != fmt.Sprint(c.order) || h.Moving() != (len(c.order) == 2) {
@@ -102,7 +97,7 @@ func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns s
 		t.Fatal(err)
 	}
 	const old = 1
-	id := movingIDs(4, 8, old, "loc", 1)[0]
+	id := testenv.MovingIDs(4, 8, old, "loc", 1)[0]
 	seedKinds(t, ctx, s, rdb, old, map[string]string{id: kind})
 	f := locateFixture{s: s, stale: NewStore(rdb, l), rdb: rdb, id: id}
 	f.before, err = s.Lookup(ctx, id)
@@ -118,14 +113,12 @@ func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns s
 		t.Fatal(err)
 	}
 	f.changing = NewStore(rdb, nl)
-	var res ExportResult
+	var exported []Exported
 	if stage >= stageExported {
-		if res, err = s.Export(ctx, nl, old, rsEpoch, time.Second, []string{id}); err != nil || len(res.Tasks) != 1 {
-			t.Fatalf("export: %+v, %v", res, err)
-		}
+		exported = exportAll(t, ctx, s, old, id)
 	}
 	if stage >= stageImported {
-		importAll(t, ctx, s, nl, res.Tasks)
+		importAll(t, ctx, s, nl, exported)
 	}
 	if stage >= stageCommitted {
 		if c, err := s.Commit(ctx, old, rsEpoch, []string{id}); err != nil || len(c) != 0 {
@@ -224,51 +217,62 @@ func TestLocatorFindsAnIdInEveryStageOfAChange(t *testing.T) {
 }
 
 // TestLocatorFindsATaskMovedBetweenTwoVisits: the reshard may move a task
-// to its new home at any moment; moved right after the first command an
-// operation sends, whatever it is, the task is still found (the old home
-// is visited first, the new one after).
+// to its new home at any moment. Moved right after the first command an
+// operation sends, whatever it is, the task is still found, and a cancel
+// leaves no copy of it: the old home is visited first, the new one after.
+// (If the operation removed the task with that first command, there is
+// nothing left to move.)
+//
+// Cancel once visited the new home first: a batch exported, imported and
+// committed between its two reads made it answer ErrNotFound while the
+// task lived on in its new home, and ran.
 func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.StartRedis(t).Client(t)
-	ops := map[string]func(ctx context.Context, s *Store, id string) error{
-		"exists": func(ctx context.Context, s *Store, id string) error {
+	ops := map[string]struct {
+		run     func(ctx context.Context, s *Store, id string) error
+		removes bool
+	}{
+		"exists": {run: func(ctx context.Context, s *Store, id string) error {
 			ok, err := s.Exists(ctx, id)
 			if err == nil && !ok {
 				err = ErrNotFound
 			}
 			return err
-		},
-		"lookup": func(ctx context.Context, s *Store, id string) error { _, err := s.Lookup(ctx, id); return err },
-		"cancel": func(ctx context.Context, s *Store, id string) error { _, err := s.Cancel(ctx, id); return err },
+		}},
+		"lookup": {run: func(ctx context.Context, s *Store, id string) error { _, err := s.Lookup(ctx, id); return err }},
+		"cancel": {run: func(ctx context.Context, s *Store, id string) error { _, err := s.Cancel(ctx, id); return err }, removes: true},
 	}
 	var n atomic.Int64
-	for name, run := range ops {
+	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Ctx(t, 30*time.Second)
 			f := newLocateFixture(t, ctx, rdb, fmt.Sprint("mv", n.Add(1)), kSched, stageSetUp)
-			var armed atomic.Bool
-			// After the first command the operation sends (not those of a
-			// new connection's handshake).
-			h := &afterHook{match: func(a []any) bool {
-				name, _ := a[0].(string)
-				return armed.Load() && name != "hello" && name != "client"
-			}, fn: func() {
+			// After the first command the operation sends that Redis runs
+			// (not a new connection's handshake, not an EVALSHA refused
+			// for a script not loaded yet).
+			h := &testenv.AfterCommand{Match: func([]any) bool { return true }, Fn: func() {
 				l := f.s.Layout()
 				r, err := f.s.Export(ctx, l, 1, rsEpoch, time.Second, []string{f.id})
-				if err != nil || len(r.Tasks) != 1 {
+				if err != nil || len(r.Tasks) != 1 && !op.removes {
 					t.Errorf("export: %+v, %v", r, err)
 					return
+				}
+				if len(r.Tasks) == 0 {
+					return // removed by the operation already
 				}
 				importAll(t, ctx, f.s, l, r.Tasks)
 				if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
 					t.Errorf("commit: %v, %v", c, err)
 				}
 			}}
-			caller := NewStore(hooked(t, f.rdb, h), f.changing.Layout())
-			armed.Store(true)
-			if err := run(ctx, caller, f.id); err != nil {
+			caller := NewStore(testenv.HookedClient(t, f.rdb, h), f.changing.Layout())
+			if err := op.run(ctx, caller, f.id); err != nil {
 				t.Fatalf("%s of a task moved after the first command: %v", name, err)
+			}
+			if ok, err := f.s.Exists(ctx, f.id); err != nil || ok == op.removes {
+				t.Fatalf("after the %s, Exists = %v, %v", name, ok, err)
 			}
 			if !f.s.Layout().Resharding() {
 				t.Fatal("the change ended")

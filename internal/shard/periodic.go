@@ -2,6 +2,8 @@ package shard
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"errors"
 	"fmt"
 	"strconv"
@@ -188,6 +190,10 @@ type ScheduleState struct {
 	// LastTask is the id of the last task the schedule enqueued ("":
 	// none), which overlap skip waits for.
 	LastTask string
+	// Fired is the last occurrence whose task was stored (enqueued, or
+	// found live): not one skipped (paused, overlap, the catch-up
+	// policy) nor refused. Zero: none.
+	Fired time.Time
 	// Moved is set once the schedule was handed over to another home
 	// shard (HandOff): this shard no longer fires it.
 	Moved bool
@@ -222,18 +228,15 @@ func (s *Store) HandOff(ctx context.Context, l Layout, sh int, epoch int64, name
 	case -11:
 		return nil, fmt.Errorf("%w: hand over from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
-	if len(v) != 1+2*len(names) {
+	if len(v) != 1+3*len(names) {
 		return nil, fmt.Errorf("shard: hand over from shard %d: %d values for %d schedules", sh, len(v)-1, len(names))
 	}
 	out := make(map[string]ScheduleState, len(names))
 	for i, n := range names {
-		last, _ := v[1+2*i].(string)
-		task, _ := v[2+2*i].(string)
-		st := ScheduleState{LastTask: task, Moved: true}
-		if ms, err := strconv.ParseInt(last, 10, 64); err == nil && ms > 0 {
-			st.Last = time.UnixMilli(ms)
-		}
-		out[n] = st
+		last, _ := v[1+3*i].(string)
+		task, _ := v[2+3*i].(string)
+		fired, _ := v[3+3*i].(string)
+		out[n] = ScheduleState{Last: unixMs(last), LastTask: task, Fired: unixMs(fired), Moved: true}
 	}
 	return out, nil
 }
@@ -245,13 +248,15 @@ func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleSta
 	if len(states) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 3*len(states))
-	for n, st := range states {
-		var ms int64
-		if !st.Last.IsZero() {
-			ms = st.Last.UnixMilli()
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
 		}
-		args = append(args, n, ms, st.LastTask)
+		return t.UnixMilli()
+	}
+	args := make([]any, 0, 4*len(states))
+	for n, st := range states {
+		args = append(args, n, ms(st.Last), st.LastTask, ms(st.Fired))
 	}
 	if err := adoptScript.Run(ctx, s.rdb, []string{s.k.Periodic(sh)}, args...).Err(); err != nil {
 		return fmt.Errorf("shard: adopt schedules in shard %d: %w", sh, err)
@@ -268,24 +273,57 @@ func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleS
 	}
 	out := make(map[string]ScheduleState, len(m))
 	for field, v := range m {
-		name, task := strings.CutSuffix(field, "|task")
+		name, kind, _ := strings.Cut(field, "|")
 		st := out[name]
-		if task {
+		switch kind {
+		case "task":
 			st.LastTask = v
-		} else {
+		case "fired":
+			st.Fired = unixMs(v)
+		case "":
 			v, st.Moved = strings.CutPrefix(v, "moved:")
-			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
-				st.Last = time.UnixMilli(ms)
-			}
+			st.Last = unixMs(v)
+		default:
+			continue // a field of a later version
 		}
 		out[name] = st
 	}
 	return out, nil
 }
 
-// LastFired returns the last occurrence recorded (fired or skipped) of
+// unixMs parses a recorded unix-ms time; zero for none or garbage.
+func unixMs(v string) time.Time {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}
+
+// RecordedSchedules returns the names of the schedules shards 0..Span-1
+// record a state for (fired, skipped or handed over), sorted: one
+// pipelined HKEYS per shard.
+func (s *Store) RecordedSchedules(ctx context.Context) ([]string, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, s.Layout().Span())
+	for sh := range cmds {
+		cmds[sh] = pipe.HKeys(ctx, s.k.Periodic(sh))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("shard: recorded schedules: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		for _, f := range c.Val() {
+			name, _, _ := strings.Cut(f, "|")
+			seen[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// LastRecorded returns the last occurrence recorded (fired or skipped) of
 // each schedule whose home is shard sh.
-func (s *Store) LastFired(ctx context.Context, sh int) (map[string]time.Time, error) {
+func (s *Store) LastRecorded(ctx context.Context, sh int) (map[string]time.Time, error) {
 	st, err := s.PeriodicState(ctx, sh)
 	if err != nil {
 		return nil, err

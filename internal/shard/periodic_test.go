@@ -81,8 +81,8 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 		t.Fatalf("paused: %+v", r)
 	}
 	st, err := s.PeriodicState(ctx, home)
-	if err != nil || !st[name].Last.Equal(occ(5)) || st[name].LastTask != id2 {
-		t.Fatalf("state after skips: %+v %v", st, err)
+	if err != nil || !st[name].Last.Equal(occ(5)) || st[name].LastTask != id2 || !st[name].Fired.Equal(occ(2)) {
+		t.Fatalf("state after skips: %+v %v; want last 5, last task and last fired 2's", st, err)
 	}
 	if _, err := s.Fire(ctx, home, FireArgs{Schedule: name, Occurrence: occ(6), Epoch: 2,
 		Task: EnqueueArgs{ID: l.OccurrenceID(name, occ(6)), Queue: "default", Due: occ(6), MaxRetries: -1}}); !errors.Is(err, ErrStaleEpoch) {
@@ -94,12 +94,15 @@ func TestFireRecordsEachOccurrenceOnce(t *testing.T) {
 	if r := fire(7, 3, nil); r.Outcome != AlreadyFired {
 		t.Fatalf("a refused occurrence fired again: %+v", r)
 	}
-	last, err := s.LastFired(ctx, home)
+	last, err := s.LastRecorded(ctx, home)
 	if err != nil || !last[name].Equal(occ(7)) {
 		t.Fatalf("last fired: %v %v", last, err)
 	}
-	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 2 {
-		t.Fatalf("periodic state has %d fields (%v), want the last occurrence and the last task's", n, err)
+	if n, err := rdb.HLen(ctx, l.Periodic(home)).Result(); err != nil || n != 3 {
+		t.Fatalf("periodic state has %d fields (%v), want the last occurrence, the last task's and the last fired", n, err)
+	}
+	if st, err := s.PeriodicState(ctx, home); err != nil || !st[name].Fired.Equal(occ(2)) {
+		t.Fatalf("a refused occurrence counts as fired: %+v %v", st, err)
 	}
 	if _, err := s.Fire(ctx, (home+1)%l.Shards(), FireArgs{Schedule: name, Task: EnqueueArgs{ID: id1}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("fired in another shard: %v", err)
@@ -113,4 +116,52 @@ func stateOf(t *testing.T, s *Store, id string) string {
 		t.Fatal(err)
 	}
 	return info.State
+}
+
+// TestOverlapSkipFollowsThePreviousTaskMovedByAChange: the overlap policy
+// holds across a change of the shard count. The previous occurrence's id
+// was placed by the old count; when the change moves its task (scheduled
+// at least a second ahead: a retry in backoff, a jittered due time), the
+// next occurrence is still skipped while that task is stored. fire.lua
+// once looked in the schedule's home shard only (HEXISTS on KEYS[2]) and
+// fired it.
+func TestOverlapSkipFollowsThePreviousTaskMovedByAChange(t *testing.T) {
+	t.Parallel()
+	s, _ := newSizedStore(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	name := testenv.IDs("ov", 1, func(id string) bool { return testenv.ShardOf(id, 8) < 4 })[0]
+	l4 := s.Layout()
+	h := l4.HomeShard(name)
+	occ1 := time.Now().Truncate(time.Second)
+	for l4.ShardOf(l4.OccurrenceID(name, occ1)) == testenv.ShardOf(l4.OccurrenceID(name, occ1), 8) {
+		occ1 = occ1.Add(time.Second)
+	}
+	id1 := l4.OccurrenceID(name, occ1)
+	fire := func(occ time.Time) FireResult {
+		t.Helper()
+		l := s.Layout()
+		r, err := s.Fire(ctx, h, FireArgs{Schedule: name, Occurrence: occ, Epoch: rsEpoch, Overlap: true,
+			Task: EnqueueArgs{ID: l.OccurrenceID(name, occ), Queue: "default", Due: occ.Add(time.Hour), MaxRetries: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := fire(occ1); r.Outcome != Fired {
+		t.Fatalf("first occurrence: %+v", r)
+	}
+	l, err := s.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	importAll(t, ctx, s, l, exportAll(t, ctx, s, h, id1))
+	if _, err := s.Commit(ctx, h, rsEpoch, []string{id1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, id1); err != nil {
+		t.Fatalf("previous task: %v", err)
+	}
+	if r := fire(occ1.Add(time.Minute)); r.Outcome != SkippedOverlap {
+		t.Fatalf("next occurrence %v while the previous task %s is still stored (moved to shard %d): overlap skip not applied", r.Outcome, id1, l.ShardOf(id1))
+	}
 }

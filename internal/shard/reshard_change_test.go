@@ -14,14 +14,14 @@ import (
 // whose shard changes is one task wherever it is (its old shard, the
 // outbox, its new shard): an enqueue of its id is a duplicate and stores
 // nothing, lookup finds it as it was, cancel removes it (and the
-// migration then drops the copy it imported meanwhile), and a dead letter
+// reshard then drops the copy it imported meanwhile), and a dead letter
 // not moved yet can be replayed.
 func TestTaskOnItsWayDuringResize(t *testing.T) {
 	t.Parallel()
 	s, rdb := newSizedStore(t, 4)
 	ctx := testenv.Ctx(t, 60*time.Second)
 	const old, nw = 1, 5 // 4 -> 8 shards: shard 1's tasks that move go to 5
-	ids := movingIDs(4, 8, old, "ch", 7)
+	ids := testenv.MovingIDs(4, 8, old, "ch", 7)
 	a, b, c, d, e, f, g := ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6]
 	kinds := map[string]string{a: kSched, b: kSched, c: kDead, d: kSched, e: kSched, f: kDead, g: kDead}
 	seedKinds(t, ctx, s, rdb, old, kinds)
@@ -147,7 +147,7 @@ func TestTaskOnItsWayDuringResize(t *testing.T) {
 	}
 
 	// An id live nowhere goes to its new shard.
-	fresh := movingIDs(4, 8, old, "fresh", 1)[0]
+	fresh := testenv.MovingIDs(4, 8, old, "fresh", 1)[0]
 	if r := s.Enqueue(ctx, EnqueueArgs{ID: fresh, Queue: "default", Delay: time.Hour, MaxRetries: -1}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -156,7 +156,51 @@ func TestTaskOnItsWayDuringResize(t *testing.T) {
 	}
 }
 
-// TestReshardOnCluster: the migration's steps on a Redis Cluster, from a
+// TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport: a task cancelled in
+// its old home's outbox (the entry goes), then enqueued again by its
+// producer before the owner commits the batch: the enqueue is not told
+// "duplicate" by the copy the owner imported meanwhile, which the commit
+// finds cancelled and the unimport deletes. It once was, and the
+// producer's second task was never stored: nothing ran.
+func TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport(t *testing.T) {
+	t.Parallel()
+	s, rdb := newSizedStore(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	const old, nw = 1, 5
+	id := testenv.MovingIDs(4, 8, old, "ry", 1)[0]
+	seedKinds(t, ctx, s, rdb, old, map[string]string{id: kSched})
+	l, err := s.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := exportAll(t, ctx, s, old, id)
+	if st, err := s.Cancel(ctx, id); err != nil || st != "scheduled" {
+		t.Fatalf("cancel: %q %v", st, err)
+	}
+	importAll(t, ctx, s, l, exported) // the owner goes on with its batch
+	// The user enqueues the id again, after its cancel succeeded.
+	res := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1, Payload: []byte("second")})
+	cancelled, err := s.Commit(ctx, old, rsEpoch, []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Exported{}
+	for _, e := range exported {
+		byID[e.ID] = e
+	}
+	var undo []Exported
+	for _, c := range cancelled {
+		undo = append(undo, byID[c])
+	}
+	if err := s.Unimport(ctx, nw, undo); err != nil {
+		t.Fatal(err)
+	}
+	if _, lerr := s.Lookup(ctx, id); errors.Is(res.Err, ErrDuplicate) && errors.Is(lerr, ErrNotFound) {
+		t.Fatalf("the enqueue after the cancel was told %v, and then the task was deleted: nothing will run", res.Err)
+	}
+}
+
+// TestReshardOnCluster: the reshard's steps on a Redis Cluster, from a
 // shard to one whose slot is on another node: each step is a script on
 // one shard, so none spans two nodes.
 func TestReshardOnCluster(t *testing.T) {
@@ -176,7 +220,7 @@ func TestReshardOnCluster(t *testing.T) {
 	if old < 0 {
 		t.Fatal("every shard's slot is on the node of its new shard's slot")
 	}
-	ids := movingIDs(8, 16, old, "cl", 7)
+	ids := testenv.MovingIDs(8, 16, old, "cl", 7)
 	kinds := map[string]string{}
 	for i, k := range []string{kSched, kSoon, kRetry, kDead, kReady, kLeased, kFar} {
 		kinds[ids[i]] = k

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"errors"
-	"hash/crc32"
 	"maps"
 	"slices"
 	"strconv"
@@ -44,23 +43,6 @@ func sizedStoreOn(t *testing.T, rdb redis.UniversalClient, n int) *Store {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// shardOfN is the shard of id among n shards, computed here as producers
-// in other languages do (crc32 IEEE modulo n), not by Layout.
-func shardOfN(id string, n int) int { return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n)) }
-
-// movingIDs returns the first count ids "<prefix><i>" of shard sh among
-// from shards whose shard among to shards is another one: the tasks a
-// change from -> to moves out of sh.
-func movingIDs(from, to, sh int, prefix string, count int) []string {
-	var out []string
-	for i := 0; len(out) < count; i++ {
-		if id := prefix + strconv.Itoa(i); shardOfN(id, from) == sh && shardOfN(id, to) != sh {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // markers returns the layout markers of shards 0..n-1 ("" for none).
@@ -315,6 +297,18 @@ func infoDiff(a, b Info) string {
 		d = append(d, "task data differs")
 	}
 	return strings.Join(d, "; ")
+}
+
+// exportAll exports ids from shard sh for the store's running change,
+// with rsEpoch and a margin of a second, and fails the test unless every
+// one of them was exported.
+func exportAll(t *testing.T, ctx context.Context, s *Store, sh int, ids ...string) []Exported {
+	t.Helper()
+	r, err := s.Export(ctx, s.Layout(), sh, rsEpoch, time.Second, ids)
+	if err != nil || len(r.Tasks) != len(ids) {
+		t.Fatalf("export %v from shard %d: %+v, %v", ids, sh, r, err)
+	}
+	return r.Tasks
 }
 
 // importAll imports the tasks into their shards of l, one call per shard,

@@ -12,7 +12,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// The migration's steps (reshard.go): Export out of the old shard into
+// The reshard's steps (reshard.go): Export out of the old shard into
 // its outbox, Import into the new shard, Commit; and what enqueue, lookup,
 // cancel and dead-letter replay do with a task on its way. The layout
 // record is tested in reshard_test.go.
@@ -28,13 +28,13 @@ func TestExportImportCommit(t *testing.T) {
 	s, rdb := newSizedStore(t, 4)
 	ctx := testenv.Ctx(t, 60*time.Second)
 	const old = 1
-	ids := movingIDs(4, 12, old, "mv", 7)
+	ids := testenv.MovingIDs(4, 12, old, "mv", 7)
 	kinds := map[string]string{}
 	for i, k := range []string{kSched, kSoon, kRetry, kDead, kReady, kLeased, kFar} {
 		kinds[ids[i]] = k
 	}
 	seedKinds(t, ctx, s, rdb, old, kinds)
-	gone := movingIDs(4, 12, old, "gone", 1)[0]
+	gone := testenv.MovingIDs(4, 12, old, "gone", 1)[0]
 	before := lookupAll(t, ctx, s, ids)
 	countsBefore := countsOf(t, ctx, rdb, s.Layout(), old)
 	if want := map[string]int64{"s|mail": 2, "s|default": 2, "l|default": 1, "d|default": 1}; !maps.Equal(countsBefore, want) {
@@ -153,15 +153,10 @@ func TestExportFarTierTask(t *testing.T) {
 	if err := s.SetFarTier(ctx, FarTier{Bucket: time.Second, Lead: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	moving := movingIDs(2, 4, old, "fm", 1)[0]
-	var staying string // of shard 0 in both layouts
-	for i := 0; staying == ""; i++ {
-		if id := "fs" + strconv.Itoa(i); shardOfN(id, 4) == old {
-			staying = id
-		}
-	}
-	if shardOfN(moving, 4) != dst {
-		t.Fatalf("%s goes to shard %d, want %d", moving, shardOfN(moving, 4), dst)
+	moving := testenv.MovingIDs(2, 4, old, "fm", 1)[0]
+	staying := testenv.IDs("fs", 1, func(id string) bool { return testenv.ShardOf(id, 4) == old })[0] // of shard 0 in both layouts
+	if testenv.ShardOf(moving, 4) != dst {
+		t.Fatalf("%s goes to shard %d, want %d", moving, testenv.ShardOf(moving, 4), dst)
 	}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {

@@ -14,12 +14,12 @@ import (
 
 // Changing the shard count online (layout.go, reshard.go): the layout
 // record and the shards' markers, the redirect of producers on an older
-// generation, and the scan that lists a shard's tasks. The migration's
+// generation, and the scan that lists a shard's tasks. The reshard's
 // steps are tested in reshard_move_test.go.
 
 // TestLayoutRecordLifecycle follows a change of the shard count from 16
 // to 32 through the layout record and the markers: begun (record
-// migrating, every shard marked, the queues registered in the new
+// resharding, every shard marked, the queues registered in the new
 // shards), refused while it runs, ended by the last shard done and only
 // by it, then stable; a resize to the current count changes nothing.
 func TestLayoutRecordLifecycle(t *testing.T) {
@@ -195,6 +195,102 @@ func TestLayoutPreparingLeftByCrash(t *testing.T) {
 	}
 }
 
+// TestCrashWhilePreparingLeavesNoAcknowledgedTaskUnowned: a resize that
+// dies after writing the shards' markers and before "start" leaves the
+// record "preparing". A producer redirected by the markers must not have
+// a task acknowledged into a new shard that the schedulers and workers,
+// who follow the record (the old count while it prepares), do not run.
+// Once they did not: nobody owned, moved or popped such a task until an
+// operator noticed and ran the resize again.
+func TestCrashWhilePreparingLeavesNoAcknowledgedTaskUnowned(t *testing.T) {
+	t.Parallel()
+	s, rdb := newSizedStore(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	// BeginResize(8) up to its markers, then the process dies.
+	h := &testenv.AfterCommand{Match: testenv.CommandOn("set", s.k.Marker(7)), Fn: func() { panic("operator's process dies") }}
+	op := NewStore(testenv.HookedClient(t, rdb, h), *s.base)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("BeginResize never set the marker of shard 7: no crash to test")
+			}
+		}()
+		_, _ = op.BeginResize(ctx, 8)
+	}()
+	producer := NewStore(rdb, *s.base) // on the old layout
+	id := testenv.IDs("p", 1, func(id string) bool { return testenv.ShardOf(id, 8) >= 4 })[0]
+	r := producer.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Delay: time.Second, MaxRetries: -1})
+	sched := NewStore(rdb, *s.base)
+	sl, err := sched.RefreshLayout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Err == nil && testenv.ShardOf(id, 8) >= sl.Span() {
+		t.Fatalf("%s was acknowledged into shard %d, but schedulers/workers run span %d (record preparing): nobody owns, moves or pops it", id, testenv.ShardOf(id, 8), sl.Span())
+	}
+}
+
+// TestQueueRegisteredWhilePreparingReachesTheNewShards: a scheduler that
+// registers its queues while a resize prepares (after BeginResize copied
+// shard 0's registrations into the new shards) registers them in the new
+// shards too. Once it registered them in the old shards only: enqueues
+// placed in the new shards failed with ErrUnknownQueue for good.
+func TestQueueRegisteredWhilePreparingReachesTheNewShards(t *testing.T) {
+	t.Parallel()
+	s, rdb := newSizedStore(t, 4)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	h := &testenv.AfterCommand{Match: testenv.CommandOn("hgetall", s.k.Queues(0)), Fn: func() {
+		// A scheduler starting now (new version, new queue "audit").
+		sched := NewStore(rdb, *s.base)
+		if _, err := sched.RefreshLayout(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := sched.RegisterQueues(ctx, map[string]QueuePolicy{"audit": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 64}}); err != nil {
+			t.Error(err)
+		}
+	}}
+	op := NewStore(testenv.HookedClient(t, rdb, h), *s.base)
+	l, err := op.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLayout(l)
+	var missing []int
+	for sh := 0; sh < 8; sh++ {
+		if !rdb.HExists(ctx, l.Queues(sh), "audit").Val() {
+			missing = append(missing, sh)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("queue audit, registered by a scheduler during the resize, is missing in shards %v for good", missing)
+	}
+}
+
+// TestFirstResizeTakesTheShardCountFromTheMarkers: with no layout record
+// yet, BeginResize takes the count it leaves from the shards' markers
+// (written by RegisterQueues, "0|32|0"), not from its caller's
+// configuration. It once trusted the caller: an operator whose config
+// said 16 on a deployment of 32 started "16 -> 8", and shards 16..31,
+// outside the span, lost their owners and were never moved.
+func TestFirstResizeTakesTheShardCountFromTheMarkers(t *testing.T) {
+	t.Parallel()
+	s, rdb := newSizedStore(t, 32)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	id := testenv.IDs("far-", 1, func(id string) bool { return testenv.ShardOf(id, 32) >= 16 })[0]
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cfg16, _ := NewLayout("rs", 16)
+	cli := NewStore(rdb, cfg16) // the operator's CLI, configured with 16
+	l, err := cli.BeginResize(ctx, 8)
+	if err != nil {
+		t.Fatalf("BeginResize: %v", err)
+	}
+	if sh := testenv.ShardOf(id, 32); sh >= l.Span() {
+		t.Fatalf("the change runs %d -> %d (span %d) but %s lives in shard %d: no owner, no move", l.From(), l.Shards(), l.Span(), id, sh)
+	}
+}
+
 // TestEnqueueFollowsLayoutRedirect: a producer whose layout is older than
 // a shard's marker is refused by that shard with nothing written; the
 // store adopts the newer layout and places the task by it. A producer
@@ -216,7 +312,7 @@ func TestEnqueueFollowsLayoutRedirect(t *testing.T) {
 	var moving, staying string
 	for i := 0; moving == "" || staying == ""; i++ {
 		id := fmt.Sprintf("redir%d", i)
-		switch n := shardOfN(id, 32); {
+		switch n := testenv.ShardOf(id, 32); {
 		case moving == "" && n >= 16:
 			moving = id
 		case staying == "" && n < 16:
@@ -235,7 +331,7 @@ func TestEnqueueFollowsLayoutRedirect(t *testing.T) {
 	}
 	wantLayout(t, "the stale store after its enqueue", stale.Layout(), 1, 32, 16)
 	for _, id := range []string{moving, staying} {
-		sh := shardOfN(id, 32)
+		sh := testenv.ShardOf(id, 32)
 		if !rdb.HExists(ctx, l.Tasks(sh), id).Val() {
 			t.Fatalf("%s is not in its shard %d of 32", id, sh)
 		}
@@ -243,12 +339,12 @@ func TestEnqueueFollowsLayoutRedirect(t *testing.T) {
 			t.Fatalf("%s in the delayed set of shard %d: %v, %v", id, sh, sc, err)
 		}
 	}
-	if old := shardOfN(moving, 16); rdb.HExists(ctx, l.Tasks(old), moving).Val() {
+	if old := testenv.ShardOf(moving, 16); rdb.HExists(ctx, l.Tasks(old), moving).Val() {
 		t.Fatalf("%s stored in its old shard %d too", moving, old)
 	}
 
 	// The script itself, as a producer in another language calls it.
-	id := movingIDs(16, 32, 3, "raw", 1)[0]
+	id := testenv.MovingIDs(16, 32, 3, "raw", 1)[0]
 	const sh = 3
 	keys := []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh)}
 	task := []any{id, "+60000", "default", "", "", "payload"}

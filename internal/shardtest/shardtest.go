@@ -3,7 +3,9 @@
 // scheduler tests): a shard.Store on a fresh redis-server with queues
 // registered, seeders that put tasks into each state (scheduled, ready,
 // popped, dead), readers of that state, and owners that run the per-shard
-// loops on every shard with real wake-ups, as a scheduler does.
+// loops on every shard with real wake-ups, as a scheduler does. Cluster is
+// the same layout on a Redis Cluster of three primaries, for the client,
+// inspect and worker tests that run there.
 //
 // Everything fails the test on error and is cleaned up with t.Cleanup.
 // Each Env has a Redis of its own, so tests using one may run in parallel.
@@ -60,6 +62,16 @@ type Env struct {
 // New starts a redis-server and registers the queues of o.
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
+	r := testenv.StartRedis(t)
+	e := &Env{T: t, Redis: r, RDB: r.Client(t)}
+	e.Store = shard.NewStore(e.RDB, o.layout(t))
+	o.register(t, e.Store)
+	return e
+}
+
+// layout returns the layout o names, zero fields taking their defaults.
+func (o Options) layout(t testing.TB) shard.Layout {
+	t.Helper()
 	if o.Namespace == "" {
 		o.Namespace = "test"
 	}
@@ -70,23 +82,31 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := testenv.StartRedis(t)
-	e := &Env{T: t, Redis: r, RDB: r.Client(t)}
-	e.Store = shard.NewStore(e.RDB, l)
+	return l
+}
+
+// register registers o's queues in st.
+func (o Options) register(t testing.TB, st *shard.Store) {
+	t.Helper()
 	if o.NoQueues {
-		return e
+		return
 	}
 	if o.Queues == nil {
 		o.Queues = map[string]shard.QueuePolicy{Queue: Policy()}
 	}
-	e.Register(o.Queues)
-	return e
+	register(t, st, o.Queues)
 }
 
 // Register records queue policies (a zero MaxPayload becomes 1 KiB), as
 // a scheduler does at start.
 func (e *Env) Register(queues map[string]shard.QueuePolicy) {
 	e.T.Helper()
+	register(e.T, e.Store, queues)
+}
+
+// register records queue policies in st, a zero MaxPayload as 1 KiB.
+func register(t testing.TB, st *shard.Store, queues map[string]shard.QueuePolicy) {
+	t.Helper()
 	ps := make(map[string]shard.QueuePolicy, len(queues))
 	for q, p := range queues {
 		if p.MaxPayload == 0 {
@@ -94,8 +114,8 @@ func (e *Env) Register(queues map[string]shard.QueuePolicy) {
 		}
 		ps[q] = p
 	}
-	if err := e.Store.RegisterQueues(context.Background(), ps); err != nil {
-		e.T.Fatal(err)
+	if err := st.RegisterQueues(context.Background(), ps); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,6 +10,11 @@
 //
 // A missing server binary fails the test with the command that installs
 // it; it never skips silently.
+//
+// It also holds what tests of every package share and that needs nothing
+// of Hourglass's own packages: placement computed as producers compute it
+// (ShardOf, IDs, MovingIDs) and a go-redis hook that makes something
+// happen right after a given command (AfterCommand).
 package testenv
 
 import (

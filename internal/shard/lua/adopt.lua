@@ -2,16 +2,19 @@
 -- (handoff.lua) in their new home shard: a schedule's last occurrence
 -- becomes the handed-over one if that is later than what this shard
 -- records (or it records nothing, or a "moved:" mark of an earlier
--- change), with its last task. Idempotent; either home's owner may call
--- it.
+-- change), with its last task; its last fired occurrence likewise.
+-- Idempotent; either home's owner may call it.
 --
 -- KEYS[1] periodic HASH  as in handoff.lua
--- ARGV pairs of three: schedule name, last occurrence ms, last task id
+-- ARGV groups of four: schedule name, last occurrence ms, last task id,
+--      last fired occurrence ms ("0": none)
 --
 -- Returns the number of schedules whose state changed.
 local changed = 0
-for i = 1, #ARGV, 3 do
-  local name, last, task = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+for i = 1, #ARGV, 4 do
+  local name, last, task, fired = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3])
+  local cur_fired = tonumber(redis.call("HGET", KEYS[1], name .. "|fired") or "0")
+  if fired > cur_fired then redis.call("HSET", KEYS[1], name .. "|fired", ARGV[i + 3]) end
   local cur = tonumber(string.match(redis.call("HGET", KEYS[1], name) or "", "^%d+$") or "-1")
   if last > 0 and last > cur then
     redis.call("HSET", KEYS[1], name, ARGV[i + 1])

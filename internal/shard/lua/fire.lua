@@ -14,7 +14,9 @@
 -- KEYS[6] periodic HASH  schedule name -> last occurrence fired or
 --                        skipped (unix ms); "<name>|task" -> the id of
 --                        the last task the schedule enqueued (the one
---                        overlap skip waits for)
+--                        overlap skip waits for); "<name>|fired" -> the
+--                        last occurrence whose task was stored (enqueued
+--                        or found live), not skipped nor refused
 -- KEYS[7] epoch    STRING fencing epoch of the current owner
 -- KEYS[8] stats    HASH  counters (stale_epoch)
 -- ARGV[1..7] as enqueue.lua, with one task: wake channel, id (the
@@ -74,5 +76,10 @@ local reply = enqueue_protocol()
 if reply.err then
   return reply
 end
-redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id)
+if reply[1] == 1 or reply[1] == 0 then
+  -- Its task is stored (enqueued, or found live): the last fired.
+  redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id, name .. "|fired", occ)
+else
+  redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id)
+end
 return reply

@@ -8,7 +8,9 @@
 --
 -- KEYS[1] periodic HASH  schedule name -> last occurrence (unix ms), or
 --                        "moved:<ms>" once handed over; "<name>|task" ->
---                        the id of the last task it enqueued
+--                        the id of the last task it enqueued;
+--                        "<name>|fired" -> the last occurrence whose task
+--                        was stored (fire.lua)
 -- KEYS[2] epoch    STRING fencing epoch of the shard's owner
 -- KEYS[3] stats    HASH  counters (stale_epoch)
 -- KEYS[4] marker   STRING the shard's layout marker "gen|shards|from"
@@ -20,7 +22,7 @@
 -- ARGV[3..] schedule names
 --
 -- Returns {code, then per name: last occurrence ms ("0": none), last
--- task id ("": none)}; code -10 when ARGV[1] is older than the stored
+-- task id ("": none), last fired occurrence ms ("0": none)}; code -10 when ARGV[1] is older than the stored
 -- epoch, -11 when the marker is not ARGV[2] (nothing written either way).
 if ARGV[1] ~= "" then
   local ok, stored = fence(KEYS[2], KEYS[3], ARGV[1])
@@ -38,5 +40,6 @@ for i = 3, #ARGV do
   end
   out[#out + 1] = last
   out[#out + 1] = redis.call("HGET", KEYS[1], name .. "|task") or ""
+  out[#out + 1] = redis.call("HGET", KEYS[1], name .. "|fired") or "0"
 end
 return out
