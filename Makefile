@@ -7,24 +7,25 @@ DURATION ?= 0
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-deps: ## install redis-server and etcd from Debian's packages when missing
+deps: ## install from Debian's packages what the tests need and the machine lacks (scripts/install-deps.sh)
 	@./scripts/install-deps.sh
 
-test: ## gofmt check, go vet, and every test with the race detector (needs redis-server, etcd, systemd-analyze, docker-compose)
+test: ## gofmt, go vet, every test with the race detector, then deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-build: ## build bin/scheduler, bin/worker and bin/hourglass-demo
+build: ## build bin/scheduler, bin/worker, bin/hourglass (the admin CLI) and bin/hourglass-demo
 	$(GO) build -o bin/ ./cmd/...
 
-demo: deps ## run a local Hourglass (real Redis + etcd, two schedulers); DURATION=20s bounds it
+demo: ## run a local Hourglass: redis-server + etcd (installed if missing), 2 schedulers, 2 workers, 200 tasks/s; DURATION=20s bounds it
+	@./scripts/install-deps.sh servers
 	$(GO) run ./cmd/hourglass-demo -duration $(DURATION)
 
 clean: ## remove built binaries
 	rm -rf bin/
 
 .PHONY: bench
-bench: ## benchmarks vs asynq (own Redis/etcd; ~7 min); writes bench/results/latest.{json,md}; BENCH_ARGS="-quick" or "-scenarios burst,steady"
+bench: ## benchmarks vs asynq (own Redis/etcd; ~8 min); writes bench/results/latest.{json,md}; BENCH_ARGS="-quick" or "-scenarios burst,steady"
 	cd bench && $(GO) run . $(BENCH_ARGS)

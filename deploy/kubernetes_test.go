@@ -1,9 +1,13 @@
 package deploy_test
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +16,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -21,10 +26,12 @@ import (
 // TestKubernetesManifests decodes every document of deploy/kubernetes
 // strictly (unknown or misspelt fields fail) into the Kubernetes API type
 // its kind names, then checks what Hourglass needs: probes on /healthz
-// and /readyz, a non-root hardened container, disruption budgets that
-// select the Deployments' pods, a NetworkPolicy that admits only named
-// peers to their port, and a ConfigMap the binaries load, whose dashboard
-// cannot be changed by whoever reaches the pod.
+// and /readyz, a non-root hardened container that the kubelet starts
+// under the Dockerfile's user (runAsNonRootUnder), disruption budgets
+// that select the Deployments' pods, a NetworkPolicy that admits only
+// named peers to their port, and a ConfigMap the binaries load, whose
+// dashboard cannot be changed by whoever reaches the pod.
+// (TestKubernetesManifestsKubeScore lints them besides.)
 func TestKubernetesManifests(t *testing.T) {
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -73,8 +80,17 @@ func TestKubernetesManifests(t *testing.T) {
 	if kinds["Deployment"] != 2 || kinds["PodDisruptionBudget"] != 2 || kinds["ConfigMap"] != 1 || kinds["Service"] != 1 || kinds["NetworkPolicy"] != 1 {
 		t.Errorf("kinds: %v", kinds)
 	}
+	user := imageUser(t)
+	if d := deployments["kubernetes/scheduler.yaml"]; d != nil {
+		checkOnePerNode(t, d)
+	}
 	for f, d := range deployments {
 		checkDeployment(t, f, d)
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if err := runAsNonRootUnder(&d.Spec.Template.Spec, &c, user); err != nil {
+				t.Errorf("%s: the kubelet would refuse to start it: %v", f, err)
+			}
+		}
 		if !slicesAnySelects(pdbs, d.Spec.Template.Labels) {
 			t.Errorf("%s: no PodDisruptionBudget selects its pods", f)
 		}
@@ -167,6 +183,9 @@ func checkDeployment(t *testing.T, f string, d *appsv1.Deployment) {
 			t.Errorf("%s: want an HTTP probe on %s of port http, got %+v", f, path, probe)
 		}
 	}
+	if c.ImagePullPolicy == "" {
+		t.Errorf("%s: no imagePullPolicy: the default for a :latest or untagged image is Always, which cannot start a locally loaded one", f)
+	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 9464 {
 		t.Errorf("%s: ports %+v", f, c.Ports)
 	}
@@ -183,6 +202,27 @@ func checkDeployment(t *testing.T, f string, d *appsv1.Deployment) {
 	}
 }
 
+// checkOnePerNode fails unless d's pods are kept on different nodes
+// (required anti-affinity on the host name, selecting its own pods), so
+// that a node loss leaves one, and a rolling update adds no pod beyond
+// its replicas (maxSurge 0), which no node could take.
+func checkOnePerNode(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	spread := false
+	if a := d.Spec.Template.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+			spread = spread || (err == nil && term.TopologyKey == "kubernetes.io/hostname" && sel.Matches(labels.Set(d.Spec.Template.Labels)))
+		}
+	}
+	if !spread {
+		t.Errorf("%s: its pods may share a node: want a required pod anti-affinity on kubernetes.io/hostname", d.Name)
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0 {
+		t.Errorf("%s: a rolling update would add a pod that no node can take: want maxSurge 0", d.Name)
+	}
+}
+
 func slicesAnySelects(pdbs []*policyv1.PodDisruptionBudget, labels map[string]string) bool {
 	for _, p := range pdbs {
 		all := p.Spec.Selector != nil && len(p.Spec.Selector.MatchLabels) > 0
@@ -194,4 +234,84 @@ func slicesAnySelects(pdbs []*policyv1.PodDisruptionBudget, labels map[string]st
 		}
 	}
 	return false
+}
+
+// runAsNonRootUnder is the kubelet's check of runAsNonRoot before it
+// creates container c of pod spec (verifyRunAsNonRoot in
+// k8s.io/kubernetes/pkg/kubelet/kuberuntime, which no linter or schema
+// encodes: it needs the image's user too). imageUser is the image's USER
+// ("" for none: root). A non-nil error is what the kubelet reports as
+// CreateContainerConfigError.
+func runAsNonRootUnder(spec *corev1.PodSpec, c *corev1.Container, imageUser string) error {
+	// The container's settings win over the pod's
+	// (securitycontext.DetermineEffectiveSecurityContext).
+	var nonRoot *bool
+	var uid *int64
+	if p := spec.SecurityContext; p != nil {
+		nonRoot, uid = p.RunAsNonRoot, p.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+	}
+	if nonRoot == nil || !*nonRoot {
+		return nil
+	}
+	if uid != nil {
+		if *uid == 0 {
+			return errors.New("container's runAsUser breaks non-root policy")
+		}
+		return nil
+	}
+	// The runtime reports the image's user as a uid when its part before
+	// ':' is a number, else as a name; none is root.
+	name, _, _ := strings.Cut(imageUser, ":")
+	n, err := strconv.ParseInt(name, 10, 64)
+	switch {
+	case name == "" || (err == nil && n == 0):
+		return errors.New("container has runAsNonRoot and image will run as root")
+	case err != nil:
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root", name)
+	case n < 0 || n > math.MaxInt32:
+		return fmt.Errorf("container has runAsNonRoot and image has an invalid user id (%d)", n)
+	}
+	return nil
+}
+
+// TestRunAsNonRootRule: runAsNonRootUnder refuses what the kubelet
+// refuses, among them the manifests and image of issue 24 (a pod with
+// runAsNonRoot, no runAsUser, and USER nonroot:nonroot), and accepts
+// the fixed ones.
+func TestRunAsNonRootRule(t *testing.T) {
+	yes, no := true, false
+	uid := func(n int64) *int64 { return &n }
+	pod := func(nonRoot *bool, user *int64) *corev1.PodSpec {
+		return &corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: nonRoot, RunAsUser: user}}
+	}
+	for _, tc := range []struct {
+		name      string
+		spec      *corev1.PodSpec
+		container corev1.SecurityContext
+		image     string
+		refused   bool
+	}{
+		{"issue 24: a named image user, no runAsUser", pod(&yes, nil), corev1.SecurityContext{}, "nonroot:nonroot", true},
+		{"a numeric image user", pod(&yes, nil), corev1.SecurityContext{}, "65532:65532", false},
+		{"runAsUser overrides a named image user", pod(&yes, uid(65532)), corev1.SecurityContext{}, "nonroot:nonroot", false},
+		{"the container's runAsUser wins", pod(&yes, uid(0)), corev1.SecurityContext{RunAsUser: uid(10001)}, "", false},
+		{"runAsUser 0", pod(&yes, uid(0)), corev1.SecurityContext{}, "65532", true},
+		{"an image without USER runs as root", pod(&yes, nil), corev1.SecurityContext{}, "", true},
+		{"an image user 0", pod(&yes, nil), corev1.SecurityContext{}, "0:0", true},
+		{"runAsNonRoot off in the container", pod(&yes, nil), corev1.SecurityContext{RunAsNonRoot: &no}, "nonroot", false},
+		{"runAsNonRoot unset", &corev1.PodSpec{}, corev1.SecurityContext{}, "nonroot", false},
+	} {
+		c := corev1.Container{Name: "c", SecurityContext: &tc.container}
+		if err := runAsNonRootUnder(tc.spec, &c, tc.image); (err != nil) != tc.refused {
+			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,10 +35,15 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skip("chromium not found; scripts/install-deps.sh installs it")
 	}
+	// Chromium keeps its profile, and (with disable-dev-shm-usage) its
+	// shared memory in org.chromium.Chromium.* under TMPDIR: both go in
+	// the test's directory, which the test removes, not in /tmp, where a
+	// browser that did not exit cleanly left them behind.
+	dir := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.Env("TMPDIR="+dir))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })

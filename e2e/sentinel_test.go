@@ -67,10 +67,16 @@ func (w *readyWatch) Stop() { w.stop(); w.wg.Wait() }
 // the primary is SIGKILLed under load and a Sentinel promotes the
 // replica: the scheduler and the worker carry on by themselves, /readyz
 // reports the outage while it lasts, and with the client's durability
-// mode (WAIT for one replica) no acknowledged task is lost. (With its
-// only replica promoted, the new primary has none: its enqueues report
-// ErrNotReplicated, and the producer's retry with the same id finds them
-// stored.)
+// mode (WAIT for one replica) no acknowledged task is lost. Then the
+// failed node is brought back as docs/topologies.md's runbook says (a
+// replica of the new primary with replica-priority 0, its priority
+// restored once it is in sync), the new primary is SIGKILLed in turn,
+// and the node brought back is promoted with every acknowledged task:
+// none is lost across both failovers, and each kill caused exactly one
+// failover (the runbook's timings: no second one on the promoted
+// primary). (While the new primary has no replica in sync, its
+// enqueues report ErrNotReplicated, and the producer's retry with the
+// same id finds them stored.)
 func TestSentinelFlowAndFailover(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, withSentinel())
@@ -79,7 +85,7 @@ func TestSentinelFlowAndFailover(t *testing.T) {
 	s := c.start("sn-s", args...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("sn-s") })
 	w := c.startWorker("sn-w", args...)
-	ctx := testenv.Ctx(t, 2*time.Minute)
+	ctx := testenv.Ctx(t, 3*time.Minute)
 
 	c.flow(t, ctx, tg, 300)
 
@@ -97,23 +103,59 @@ func TestSentinelFlowAndFailover(t *testing.T) {
 		return len(p.acked) > 100, fmt.Sprint(len(p.acked))
 	})
 	<-time.After(time.Until(loadStart.Add(1500 * time.Millisecond))) // timed phase: load before the kill
-	old := c.sentinel.Primary.Addr
+	sn := c.sentinel
+	old := sn.Primary.Addr
 	killed := time.Now()
-	c.sentinel.Primary.Kill()
-	promoted, err := c.sentinel.WaitForNewPrimary(ctx, old)
+	sn.Primary.Kill()
+	promoted, err := sn.WaitForNewPrimary(ctx, old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("primary %s SIGKILLed; Sentinels promoted %s %s later", old, promoted, time.Since(killed).Round(time.Millisecond))
-	// The operator restarts the failed node: the Sentinels make it a
-	// replica of the new primary, and WAIT is satisfied again.
-	c.sentinel.Primary.Restart()
+	promotedAfter := time.Since(killed)
+	t.Logf("primary %s SIGKILLed; Sentinels promoted %s %s later", old, promoted, promotedAfter.Round(time.Millisecond))
+
+	// The runbook brings the failed node back: a replica of the new
+	// primary, never promoted (priority 0) until it is in sync; then its
+	// priority is restored. WAIT is satisfied again from the sync on.
+	back := time.Now()
+	sn.RestartAsReplica(sn.Primary, promoted)
+	sn.WaitSentinelsSee(old, 0)
+	sn.WaitInSync(old, promoted)
+	synced := time.Since(back)
+	sn.SetReplicaPriority(old, 100)
+	t.Logf("%s back as a replica: in sync %s after its restart, priority 100 seen by every Sentinel %s after it",
+		old, synced.Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+	if n := sn.Switches(); n != 1 {
+		t.Fatalf("the Sentinels switched the primary %d times for one kill", n)
+	}
 	var resumed time.Time
 	testenv.WaitFor(t, 30*time.Second, "a task sent after the kill delivered", func() (bool, string) {
 		resumed = p.firstDeliveredAfter(tg, killed)
 		return !resumed.IsZero(), "none yet"
 	})
 	<-time.After(time.Until(resumed.Add(time.Second))) // timed phase: load after the failover
+
+	// The new primary dies in turn: the node brought back is the only
+	// replica, and is promoted with everything acknowledged so far.
+	killed2 := time.Now()
+	sn.Replica.Kill()
+	again, err := sn.WaitForNewPrimary(ctx, promoted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != old {
+		t.Fatalf("second failover promoted %s, want the node brought back, %s", again, old)
+	}
+	t.Logf("%s SIGKILLed; Sentinels promoted %s %s later", promoted, again, time.Since(killed2).Round(time.Millisecond))
+	sn.RestartAsReplica(sn.Replica, again)
+	sn.WaitInSync(promoted, again)
+	if n := sn.Switches(); n != 2 {
+		t.Fatalf("the Sentinels switched the primary %d times for two kills", n)
+	}
+	testenv.WaitFor(t, 30*time.Second, "a task sent after the second kill delivered", func() (bool, string) {
+		return !p.firstDeliveredAfter(tg, killed2).IsZero(), "none yet"
+	})
+
 	p.Stop()
 	p.settle(t, ctx)
 	testenv.WaitFor(t, 45*time.Second, "every acknowledged task delivered", func() (bool, string) {
@@ -135,7 +177,7 @@ func TestSentinelFlowAndFailover(t *testing.T) {
 	p.mu.Lock()
 	acked := len(p.acked)
 	p.mu.Unlock()
-	t.Logf("failover: %d acknowledged, 0 lost, %d delivered more than once; /readyz 503 %s after the kill; "+
-		"first delivery of a task enqueued after the kill %s after it",
+	t.Logf("two failovers: %d acknowledged, 0 lost, %d delivered more than once; /readyz 503 %s after the first kill; "+
+		"first delivery of a task enqueued after the first kill %s after it",
 		acked, p.duplicates(tg), firstDown.Sub(killed).Round(time.Millisecond), resumed.Sub(killed).Round(time.Millisecond))
 }

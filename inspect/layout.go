@@ -51,8 +51,11 @@ type LayoutStatus struct {
 	// (Finished is zero while it runs).
 	Started  time.Time `json:"started,omitzero"`
 	Finished time.Time `json:"finished,omitzero"`
-	// Done lists, in order, the shards recorded as having nothing left to
-	// move in the last change; it ends when all of its span are.
+	// Done lists, in order, the shards of the running change recorded as
+	// having nothing left to move; the change ends when all of its span
+	// are. Once it ended (and when none ran) it is empty: every shard of
+	// that change was done, and those the change dropped no longer
+	// exist, so every entry is always below Span.
 	Done []int `json:"done"`
 	// Moved counts the tasks the last change moved so far.
 	Moved int64 `json:"moved"`
@@ -127,7 +130,9 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	if st.Changing() {
 		st.Span = max(st.Shards, st.From)
 	} else {
-		st.From = 0
+		// The record keeps the last change's done:<s> fields, up to its
+		// span (32 after a shrink 32 -> 8): they describe no shard now.
+		st.From, st.Done = 0, []int{}
 	}
 	if st.State != LayoutResharding {
 		return st, nil

@@ -5,19 +5,23 @@
 # the tools deploy/'s checks run: systemd-analyze and docker-compose (its
 # offline schema check only; no daemon is used), and chromium (headless,
 # for the dashboard's browser test).
+# With the argument "servers" it installs only what `make demo` runs:
+# redis-server and etcd.
 # Uses Debian's packages; run as root (or with sudo available).
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
-command -v redis-cli >/dev/null || need+=(redis-tools)                 # testenv: cluster creation
-command -v redis-sentinel >/dev/null || need+=(redis-sentinel)         # testenv: sentinel setups
 command -v etcd >/dev/null || need+=(etcd-server)
-command -v gcc >/dev/null || need+=(gcc libc6-dev)
-command -v make >/dev/null || need+=(make)
-command -v systemd-analyze >/dev/null || need+=(systemd)               # deploy/: unit checks
-command -v docker-compose >/dev/null || need+=(docker-compose)         # deploy/: compose file check
-command -v chromium >/dev/null || need+=(chromium)                     # the dashboard's browser test
+if [ "${1:-}" != servers ]; then
+  command -v redis-cli >/dev/null || need+=(redis-tools)                 # testenv: cluster creation
+  command -v redis-sentinel >/dev/null || need+=(redis-sentinel)         # testenv: sentinel setups
+  command -v gcc >/dev/null || need+=(gcc libc6-dev)
+  command -v make >/dev/null || need+=(make)
+  command -v systemd-analyze >/dev/null || need+=(systemd)               # deploy/: unit checks
+  command -v docker-compose >/dev/null || need+=(docker-compose)         # deploy/: compose file check
+  command -v chromium >/dev/null || need+=(chromium)                     # the dashboard's browser test
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -94,5 +99,61 @@ func TestMakeDemo(t *testing.T) {
 	}
 	if pids := processesMentioning(dir[1]); len(pids) > 0 {
 		t.Fatalf("processes left running after make demo: %v", pids)
+	}
+}
+
+// TestStatusCountsEveryShardOfTheSpan: after `hourglass shards resize
+// 32` on a demo started with 16 shards, the status line's "due later"
+// counts the tasks of shards 16..31 too, while the change runs and once
+// it ended.
+func TestStatusCountsEveryShardOfTheSpan(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	in, err := inspect.New(inspect.Options{Redis: rdb, Shards: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.SetQueue(ctx, queue, inspect.DefaultPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Resize(ctx, 32); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := client.New(rdb, client.Config{Shards: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []client.Task
+	high := 0
+	for i := range 200 {
+		id := fmt.Sprintf("t-%d", i)
+		if crc32.ChecksumIEEE([]byte(id))%32 >= 16 {
+			high++
+		}
+		tasks = append(tasks, client.Task{ID: id, Queue: queue, Delay: time.Hour})
+	}
+	if _, err := cli.EnqueueBatch(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	d := &demo{rdb: rdb, in: in}
+	if st := d.status(0, statusLine{}); st.err != nil || st.scheduled != 200 {
+		t.Fatalf("during the change: due later %d (%v), want 200 (%d of them in shards 16..31)", st.scheduled, st.err, high)
+	}
+	// The change ends (every shard done, as the schedulers would record).
+	l0, _ := shard.NewLayout("hourglass", 16)
+	store := shard.NewStore(rdb, l0)
+	l, err := store.RefreshLayout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh := range l.Span() {
+		if _, err := store.ShardDone(ctx, l, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := d.status(0, statusLine{}); st.err != nil || st.scheduled != 200 {
+		t.Fatalf("after the change: due later %d (%v), want 200", st.scheduled, st.err)
 	}
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 	"github.com/hourglass-sched/hourglass/internal/promread"
 	"github.com/hourglass-sched/hourglass/internal/scheduler"
-	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 const queue = "default"
@@ -35,7 +35,7 @@ type demo struct {
 	scheds  []*process
 	workers []*process
 	rdb     *redis.Client
-	layout  shard.Layout
+	in      *inspect.Inspector // reads the counts over the layout's span, which a resize changes
 	target  *target
 }
 
@@ -114,7 +114,7 @@ func (d *demo) start(ctx context.Context, o options) error {
 		return err
 	}
 	d.rdb = redis.NewClient(&redis.Options{Addr: d.redis.Addr})
-	if d.layout, err = shard.NewLayout("hourglass", o.shards); err != nil {
+	if d.in, err = inspect.New(inspect.Options{Redis: d.rdb, Shards: o.shards}); err != nil {
 		return err
 	}
 	if d.target, err = startTarget(); err != nil {
@@ -256,12 +256,12 @@ type statusLine struct {
 	deliveredPerSec                 float64
 	p50, p99                        float64
 	owners                          map[string]int
-	err                             error // a worker's metrics could not be read
+	err                             error // the counts or a worker's metrics could not be read
 }
 
 func (s statusLine) String() string {
 	if s.err != nil {
-		return "metrics: " + s.err.Error()
+		return "status: " + s.err.Error()
 	}
 	return fmt.Sprintf("enqueued %d | due later %d | ready %d | delivered %.0f (%.0f/s) | acked %.0f | retried %.0f | dead %.0f | lateness p50 %.1fms p99 %.1fms | owners %s",
 		s.enqueued, s.scheduled, s.ready, s.delivered, s.deliveredPerSec, s.acked, s.retried, s.dead, 1000*s.p50, 1000*s.p99, formatOwners(s.owners))
@@ -271,16 +271,12 @@ func (d *demo) status(enqueued int64, prev statusLine) statusLine {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st := statusLine{enqueued: enqueued, owners: d.owners()}
-	pipe := d.rdb.Pipeline()
-	var zc, ll []*redis.IntCmd
-	for sh := 0; sh < d.layout.Shards(); sh++ {
-		zc = append(zc, pipe.ZCard(ctx, d.layout.Delayed(sh)))
-		ll = append(ll, pipe.LLen(ctx, d.layout.Ready(sh, queue)))
-	}
-	_, _ = pipe.Exec(ctx)
-	for i := range zc {
-		st.scheduled += zc[i].Val()
-		st.ready += ll[i].Val()
+	// Every shard of the layout's span, as it is now: `hourglass shards
+	// resize` may have changed the count since the start.
+	if q, err := d.in.Queue(ctx, queue); err == nil {
+		st.scheduled, st.ready = q.Counts.Scheduled, q.Counts.Ready
+	} else {
+		st.err = fmt.Errorf("queue counts: %w", err)
 	}
 	var h promread.Histogram
 	for _, w := range d.workers {
@@ -301,7 +297,7 @@ func (d *demo) status(enqueued int64, prev statusLine) statusLine {
 			err = errors.Join(err, cerr)
 		}
 		if err != nil {
-			st.err = err
+			st.err = fmt.Errorf("metrics: %w", err)
 		}
 	}
 	st.p50, st.p99 = h.Quantile(0.5), h.Quantile(0.99)

@@ -315,7 +315,9 @@ func layoutTable(w io.Writer, st inspect.LayoutStatus) {
 	if st.Generation > 0 {
 		row(w, "started", when(st.Started))
 		row(w, "finished", when(st.Finished))
-		row(w, "shards done", fmt.Sprintf("%d of %d", len(st.Done), st.Span))
+		if st.Changing() {
+			row(w, "shards done", fmt.Sprintf("%d of %d", len(st.Done), st.Span))
+		}
 		row(w, "tasks moved", thousands(st.Moved))
 	}
 	for _, p := range st.Pending {

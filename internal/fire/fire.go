@@ -156,6 +156,9 @@ func (f *Firer) SetSchedules(ss []*periodic.Compiled) {
 		h := l.HomeShard(c.Name)
 		by[h] = append(by[h], c)
 	}
+	for _, c := range ss {
+		f.met.declare(c.Name)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.all = ss
@@ -309,9 +312,7 @@ func (f *Firer) start(ctx context.Context, s owner.Shard) (*pass, error) {
 	for i, c := range mine {
 		st := &state{c: c, last: recorded[c.Name].Last}
 		p.states[i] = st
-		if !st.last.IsZero() {
-			f.met.last.WithLabelValues(c.Name).Set(float64(st.last.UnixMilli()) / 1000)
-		}
+		f.met.last.WithLabelValues(c.Name).Set(unixSeconds(st.last))
 		if err := f.catchUp(ctx, s, st); err != nil {
 			return nil, err
 		}
@@ -335,7 +336,7 @@ func (f *Firer) fireDue(ctx context.Context, s owner.Shard, p *pass, reload <-ch
 	states := p.states
 	sort.Slice(states, func(i, j int) bool { return states[i].fireAt().Before(states[j].fireAt()) })
 	for _, st := range states {
-		f.met.next.WithLabelValues(st.c.Name).Set(float64(st.next.UnixMilli()) / 1000)
+		f.met.next.WithLabelValues(st.c.Name).Set(unixSeconds(st.next))
 	}
 	if d := states[0].fireAt().Sub(f.now()); d > 0 {
 		return owner.Wait{For: d, Wake: reload}, nil
@@ -412,7 +413,7 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 			n++
 		}
 		if n -= len(missed); n > 0 {
-			f.met.skipped.WithLabelValues(st.c.Name, "policy").Add(float64(n))
+			f.met.skipped.WithLabelValues(st.c.Name, skipPolicy).Add(float64(n))
 		}
 	}
 	st.next = st.c.Next(maxTime(now, st.last))
@@ -434,7 +435,7 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 		return fmt.Errorf("fire: %w", err)
 	}
 	st.last = maxTime(st.last, r.Last)
-	f.met.last.WithLabelValues(c.Name).Set(float64(st.last.UnixMilli()) / 1000)
+	f.met.last.WithLabelValues(c.Name).Set(unixSeconds(st.last))
 	switch r.Outcome {
 	case shard.Fired, shard.FiredDuplicate:
 		f.met.fired.WithLabelValues(c.Name).Inc()
@@ -442,11 +443,11 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 			f.met.caughtUp.WithLabelValues(c.Name).Inc()
 		}
 	case shard.SkippedOverlap:
-		f.met.skipped.WithLabelValues(c.Name, "overlap").Inc()
+		f.met.skipped.WithLabelValues(c.Name, skipOverlap).Inc()
 	case shard.SkippedPaused:
-		f.met.skipped.WithLabelValues(c.Name, "paused").Inc()
+		f.met.skipped.WithLabelValues(c.Name, skipPaused).Inc()
 	case shard.Refused:
-		f.met.skipped.WithLabelValues(c.Name, "refused").Inc()
+		f.met.skipped.WithLabelValues(c.Name, skipRefused).Inc()
 		f.log.Error("an occurrence's task was refused; the occurrence is skipped", "schedule", c.Name, "occurrence", occ, "error", r.Enqueue.Err)
 	case shard.AlreadyFired:
 		// Another owner (before a hand-over) recorded it: nothing to do.
@@ -456,6 +457,14 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 		f.log.Debug("schedule handed over to its new home shard", "schedule", c.Name, "shard", s.ID)
 	}
 	return nil
+}
+
+// unixSeconds is t as a gauge of unix seconds; 0 for the zero time.
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixMilli()) / 1000
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -3,6 +3,7 @@ package fire
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -11,10 +12,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/promread"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -406,5 +410,51 @@ func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
 	})
 	if o := occurrences(t, e, "p"); len(o) != 0 {
 		t.Fatalf("a paused schedule created tasks %v", o)
+	}
+}
+
+// TestEveryFamilyBeforeTheFirstOccurrence reads /metrics of a replica
+// that owns a schedule's home shard before the schedule's first
+// occurrence: every periodic family is there, its counters at zero (each
+// skip reason too) and its last occurrence 0 (none yet), so a dashboard
+// or alert on them finds a series from the start.
+func TestEveryFamilyBeforeTheFirstOccurrence(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
+	// An occurrence every 1,000 hours: none during the test.
+	c := compile(t, periodic.Schedule{Name: "rare", Queue: "q", Interval: 1000 * time.Hour, MaxRetries: -1})
+	reg := prometheus.NewRegistry()
+	runWith(t, e, 1, Config{Metrics: NewMetrics(reg)}, c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	ctx := testenv.Ctx(t, 10*time.Second)
+	var fams map[string]*dto.MetricFamily
+	testenv.WaitFor(t, 5*time.Second, "the owner's loop to plan the next occurrence", func() (bool, string) {
+		var err error
+		if fams, err = promread.Families(ctx, srv.URL+"/metrics"); err != nil {
+			return false, err.Error()
+		}
+		_, ok := fams["hourglass_periodic_next_occurrence_timestamp_seconds"]
+		return ok, "no next occurrence yet"
+	})
+	for _, name := range []string{
+		"hourglass_periodic_fired_total", "hourglass_periodic_skipped_total", "hourglass_periodic_caught_up_total",
+		"hourglass_periodic_fire_lateness_seconds", "hourglass_periodic_last_occurrence_timestamp_seconds",
+		"hourglass_periodic_errors_total",
+	} {
+		if fams[name] == nil {
+			t.Errorf("%s is not exported before the first occurrence", name)
+		}
+	}
+	if f := fams["hourglass_periodic_skipped_total"]; f != nil && len(f.GetMetric()) != 4 {
+		t.Errorf("skipped_total has %d series, want one per reason: %v", len(f.GetMetric()), f.GetMetric())
+	}
+	for _, name := range []string{"hourglass_periodic_fired_total", "hourglass_periodic_caught_up_total", "hourglass_periodic_last_occurrence_timestamp_seconds"} {
+		if f := fams[name]; f != nil && (len(f.GetMetric()) != 1 || f.GetMetric()[0].GetCounter().GetValue()+f.GetMetric()[0].GetGauge().GetValue() != 0) {
+			t.Errorf("%s: %v, want one series at 0", name, f.GetMetric())
+		}
+	}
+	if occurrences(t, e, "rare") != nil {
+		t.Fatal("the schedule fired during the test")
 	}
 }

@@ -2,8 +2,19 @@ package fire
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// Reasons an occurrence is recorded without a task: the reason label of
+// hourglass_periodic_skipped_total.
+const (
+	skipOverlap = "overlap"
+	skipPaused  = "paused"
+	skipRefused = "refused"
+	skipPolicy  = "policy"
+)
+
 // Metrics are the firing loop's collectors; a nil *Metrics records
-// nothing.
+// nothing. Every family is exported from the start: the counters of each
+// schedule at zero once it is configured (declare), and its gauges once
+// the owner of its home shard runs its loop.
 type Metrics struct {
 	fired    *prometheus.CounterVec
 	skipped  *prometheus.CounterVec
@@ -36,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hourglass_periodic_next_occurrence_timestamp_seconds", Help: "The next occurrence of each schedule this replica fires (unix seconds).",
 		}, []string{"schedule"}),
 		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hourglass_periodic_last_occurrence_timestamp_seconds", Help: "The last occurrence fired or skipped of each schedule this replica fires (unix seconds).",
+			Name: "hourglass_periodic_last_occurrence_timestamp_seconds", Help: "The last occurrence fired or skipped of each schedule this replica fires (unix seconds; 0: none yet).",
 		}, []string{"schedule"}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hourglass_periodic_errors_total", Help: "Firing passes that failed (Redis unreachable, ...); the loop re-reads the schedules' state and goes on.",
@@ -46,4 +57,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.fired, m.skipped, m.caughtUp, m.lateness, m.next, m.last, m.errors)
 	}
 	return m
+}
+
+// declare creates schedule name's counters at zero (skipped once per
+// reason), so that a scrape shows them before its first occurrence and a
+// rate() over them starts from zero rather than from their first event.
+func (m *Metrics) declare(name string) {
+	m.fired.WithLabelValues(name)
+	m.caughtUp.WithLabelValues(name)
+	for _, r := range []string{skipOverlap, skipPaused, skipRefused, skipPolicy} {
+		m.skipped.WithLabelValues(name, r)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,18 +120,18 @@ type Proc struct {
 // environment), its output appended to logPath.
 func Start(name, bin string, args, env []string, logPath string) (*Proc, error) {
 	p := &Proc{name: name, bin: bin, args: args, env: env, log: logPath}
-	if err := p.start(); err != nil {
+	if err := p.start(p.args); err != nil {
 		return nil, fmt.Errorf("localrun: start %s: %w", name, err)
 	}
 	return p, nil
 }
 
-func (p *Proc) start() error {
+func (p *Proc) start(args []string) error {
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.bin, p.args...)
+	cmd := exec.Command(p.bin, args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -206,11 +207,15 @@ func (p *Proc) Wait(ctx context.Context) error {
 
 // Restart starts a new incarnation with the same arguments (same ports,
 // same data directory). The previous one must have exited.
-func (p *Proc) Restart() error {
+func (p *Proc) Restart() error { return p.RestartWith() }
+
+// RestartWith is Restart with extra arguments after the original ones,
+// for this incarnation only: a later Restart uses the original ones.
+func (p *Proc) RestartWith(extra ...string) error {
 	if p.Running() {
 		return fmt.Errorf("localrun: restart %s: still running", p.name)
 	}
-	return p.start()
+	return p.start(append(slices.Clip(p.args), extra...))
 }
 
 // Stop ends the process: SIGCONT (in case it is paused), SIGTERM, and

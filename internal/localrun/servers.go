@@ -70,8 +70,13 @@ func (r *Redis) Ping() error {
 }
 
 // Restart restarts a stopped server on the same port and data directory.
-func (r *Redis) Restart() error {
-	if err := r.Proc.Restart(); err != nil {
+func (r *Redis) Restart() error { return r.RestartWith() }
+
+// RestartWith is Restart with extra redis-server arguments for this
+// incarnation (a later one wins over an earlier one of the same name),
+// for example "--replicaof", host, port.
+func (r *Redis) RestartWith(extra ...string) error {
+	if err := r.Proc.RestartWith(extra...); err != nil {
 		return err
 	}
 	return r.WaitReady(startTimeout, r.Ping)

@@ -82,6 +82,10 @@ func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 	// the hash (its cursor carried over a Redis failover or restart, which
 	// rehashes it) cannot end the change alone.
 	clean := 0
+	// handed is the hand-over last logged: every pass hands the leaving
+	// schedules over again (it is idempotent), a log line says so once
+	// per change and set of schedules.
+	var handed string
 	return owner.Repeat(ctx, owner.Steps{
 		What: "reshard step", Log: log, Errors: m.cfg.Metrics.errorCounter(),
 		Backoff: backoff.Backoff{Min: m.cfg.Retry, Max: m.cfg.Retry},
@@ -93,7 +97,7 @@ func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 				return idle, nil
 			}
 			later := owner.Wait{For: m.cfg.Retry, Wake: changed}
-			done, err := m.pass(ctx, s, l, log)
+			done, err := m.pass(ctx, s, l, log, &handed)
 			if !done {
 				clean = 0
 			}
@@ -130,18 +134,20 @@ func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 	})
 }
 
-// pass finishes what an earlier owner left in the outbox, then scans the
-// shard once and moves what it can. It reports done when the scan found
-// nothing to move and nothing that stayed (then the shard, if the new
-// count drops it, is empty).
-func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger) (done bool, err error) {
+// pass hands the leaving periodic schedules over (logged when they
+// differ from *handed), finishes what an earlier owner left in the
+// outbox, then scans the shard once and moves what it can. It reports
+// done when the scan found nothing to move and nothing that stayed (then
+// the shard, if the new count drops it, is empty).
+func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log hclog.Logger, handed *string) (done bool, err error) {
 	if m.cfg.Schedules != nil {
-		n, err := m.store.HandOverSchedules(ctx, l, s.ID, s.Epoch, m.cfg.Schedules())
+		names, err := m.store.HandOverSchedules(ctx, l, s.ID, s.Epoch, m.cfg.Schedules())
 		if err != nil {
 			return false, err
 		}
-		if n > 0 {
-			log.Info("periodic schedules handed over to their new home shards", "schedules", n)
+		if key := fmt.Sprint(l.Gen(), names); len(names) > 0 && key != *handed {
+			*handed = key
+			log.Info("periodic schedules handed over to their new home shards", "generation", l.Gen(), "schedules", len(names))
 		}
 	}
 	// What an earlier owner left: cancelled entries whose imported

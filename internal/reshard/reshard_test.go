@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
@@ -222,12 +224,7 @@ func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
 // longer belongs to stays there; the change ends only once it is
 // settled.
 func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
-	e := shardtest.New(t, shardtest.Options{Shards: 1})
-	ctx := testenv.Ctx(t, time.Minute)
-	ds := e.Popped(shardtest.Queue, "busy-", 8)
-	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	e, ctx, ds := heldOpen(t)
 	var moving []shard.Delivery
 	for _, d := range ds {
 		if testenv.ShardOf(d.Task.ID, 2) != 0 {
@@ -245,19 +242,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
 	// Ten passes of each shard while the popped tasks are in flight: the
 	// change must not end, and the tasks must stay in shard 0.
-	testenv.WaitFor(t, 10*time.Second, "20 passes", func() (bool, string) {
-		fams, err := reg.Gather()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, f := range fams {
-			if f.GetName() == "hourglass_reshard_passes_total" {
-				n := f.GetMetric()[0].GetCounter().GetValue()
-				return n >= 20, fmt.Sprint(n, " passes")
-			}
-		}
-		return false, "no passes metric"
-	})
+	waitPasses(t, reg, 20)
 	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
 		t.Fatalf("record %+v, %v while tasks are in flight; want resharding", rec, err)
 	}
@@ -266,6 +251,89 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 			t.Fatalf("in-flight %s left shard 0", d.Task.ID)
 		}
 	}
+	release(t, e, ds)
+}
+
+// waitPasses waits until the reshard loops registered on reg made n
+// passes in all.
+func waitPasses(t *testing.T, reg *prometheus.Registry, n float64) {
+	t.Helper()
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprint(n, " passes"), func() (bool, string) {
+		fams, err := reg.Gather()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range fams {
+			if f.GetName() == "hourglass_reshard_passes_total" {
+				got := f.GetMetric()[0].GetCounter().GetValue()
+				return got >= n, fmt.Sprint(got, " passes")
+			}
+		}
+		return false, "no passes metric"
+	})
+}
+
+// TestHandOverIsLoggedOncePerChange: while tasks in flight keep a change
+// open, every pass of the old home hands its leaving schedules over
+// again; the log says so once for the change, and once more when the set
+// of schedules changes.
+func TestHandOverIsLoggedOncePerChange(t *testing.T) {
+	e, _, ds := heldOpen(t)
+	var names []string // schedules whose home moves from shard 0 to 1
+	for i := 0; len(names) < 3; i++ {
+		if n := fmt.Sprintf("sched-%d", i); testenv.ShardOf(n, 2) == 1 {
+			names = append(names, n)
+		}
+	}
+	var mu sync.Mutex
+	schedules := names[:2]
+	var logs testenv.Buffer
+	reg := prometheus.NewRegistry()
+	m, err := reshard.New(e.Store, reshard.Config{
+		Retry: 20 * time.Millisecond, Metrics: reshard.NewMetrics(reg),
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}),
+		Schedules: func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return schedules
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	handedOver := func() int { return strings.Count(logs.String(), "handed over to their new home shards") }
+	waitPasses(t, reg, 20)
+	if n := handedOver(); n != 1 {
+		t.Fatalf("logged %d hand-overs in 20 passes, want 1:\n%s", n, logs.String())
+	}
+	mu.Lock()
+	schedules = names
+	mu.Unlock()
+	waitPasses(t, reg, 40)
+	if n := handedOver(); n != 2 {
+		t.Fatalf("logged %d hand-overs after a schedule was added, want 2:\n%s", n, logs.String())
+	}
+	release(t, e, ds)
+}
+
+// heldOpen starts a change 1 -> 2 shards on a fresh store that 8 popped
+// tasks in shard 0 hold open until release.
+func heldOpen(t *testing.T) (*shardtest.Env, context.Context, []shard.Delivery) {
+	t.Helper()
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	ds := e.Popped(shardtest.Queue, "busy-", 8)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	return e, ctx, ds
+}
+
+// release acks the tasks of heldOpen and waits for the change to end.
+func release(t *testing.T, e *shardtest.Env, ds []shard.Delivery) {
+	t.Helper()
+	ctx := testenv.Ctx(t, time.Minute)
 	for _, d := range ds {
 		if err := e.Store.Ack(ctx, d.AckArgs(true)); err != nil {
 			t.Fatal(err)

@@ -32,45 +32,63 @@ func protocolExample(t *testing.T, root string) string {
 }
 
 // TestProtocolExampleWorks runs the redis-cli example of docs/protocol.md
-// as written and checks the task it stores.
+// as written and checks the task it stores: in shard 14 of 16 without a
+// layout record, in shard 30 of 32 once the count was changed to 32.
 func TestProtocolExampleWorks(t *testing.T) {
 	testenv.LookBinary(t, "redis-cli")
 	root := testenv.ModuleRoot(t)
-	r := testenv.StartRedis(t)
-	rdb := r.Client(t)
-	l, _ := NewLayout("hourglass", 16)
-	s := NewStore(rdb, l)
-	ctx := testenv.Ctx(t, 30*time.Second)
-	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20}}); err != nil {
-		t.Fatal(err)
-	}
-	run := func() string {
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", protocolExample(t, root))
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "REDIS_PORT="+r.Addr[strings.LastIndex(r.Addr, ":")+1:])
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("example failed: %v\n%s", err, out)
-		}
-		return string(out)
-	}
-	before := time.Now()
-	out := strings.Fields(run())
-	if len(out) < 2 || out[0] != "1" {
-		t.Fatalf("first run printed %q, want 1 and a due time", out)
-	}
-	info, err := s.Lookup(context.Background(), "order-42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State != "scheduled" || string(info.Task.Payload) != `{"order":42}` || info.Task.Queue != "default" || info.Task.MaxRetries != 25 {
-		t.Fatalf("stored task: %+v", info)
-	}
-	if d := info.Task.Due.Sub(before); d < 29*time.Second || d > 31*time.Second {
-		t.Fatalf("due %s after the call, want about 30s", d)
-	}
-	again := strings.Fields(run())
-	if len(again) < 3 || again[0] != "0" || again[1] != out[1] || again[2] != "scheduled" {
-		t.Fatalf("second run printed %q, want 0, %s, scheduled", again, out[1])
+	for _, tc := range []struct {
+		name          string
+		resize, shard int
+	}{{"never resized", 0, 14}, {"resized to 32", 32, 30}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := testenv.StartRedis(t)
+			l, _ := NewLayout("hourglass", 16)
+			s := NewStore(r.Client(t), l)
+			ctx := testenv.Ctx(t, 30*time.Second)
+			if err := s.RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20}}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.resize > 0 {
+				l, err := s.BeginResize(ctx, tc.resize)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for sh := range l.Span() {
+					if _, err := s.ShardDone(ctx, l, sh); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run := func() string {
+				cmd := exec.Command("bash", "-euo", "pipefail", "-c", protocolExample(t, root))
+				cmd.Dir = root
+				cmd.Env = append(os.Environ(), "REDIS_PORT="+r.Addr[strings.LastIndex(r.Addr, ":")+1:])
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("example failed: %v\n%s", err, out)
+				}
+				return string(out)
+			}
+			before := time.Now()
+			out := strings.Fields(run())
+			if len(out) < 2 || out[0] != "1" {
+				t.Fatalf("first run printed %q, want 1 and a due time", out)
+			}
+			info, err := s.Lookup(context.Background(), "order-42")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Shard != tc.shard || info.State != "scheduled" || string(info.Task.Payload) != `{"order":42}` || info.Task.Queue != "default" || info.Task.MaxRetries != 25 {
+				t.Fatalf("stored task: %+v, want it in shard %d", info, tc.shard)
+			}
+			if d := info.Task.Due.Sub(before); d < 29*time.Second || d > 31*time.Second {
+				t.Fatalf("due %s after the call, want about 30s", d)
+			}
+			again := strings.Fields(run())
+			if len(again) < 3 || again[0] != "0" || again[1] != out[1] || again[2] != "scheduled" {
+				t.Fatalf("second run printed %q, want 0, %s, scheduled", again, out[1])
+			}
+		})
 	}
 }

@@ -24,12 +24,14 @@ import (
 // home.
 
 // HandOverSchedules hands those of the schedules names whose home leaves
-// shard sh in l's change over to their new homes, and returns how many it
-// handed over. Fenced by epoch (ErrStaleEpoch) and by sh's marker
-// (ErrStaleLayout). It does nothing while no change runs.
-func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch int64, names []string) (int, error) {
+// shard sh in l's change over to their new homes, and returns them, in
+// the order of names. Calling it again is harmless (a schedule handed
+// over stays so) and returns the same names. Fenced by epoch
+// (ErrStaleEpoch) and by sh's marker (ErrStaleLayout). It does nothing
+// while no change runs.
+func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch int64, names []string) ([]string, error) {
 	if !l.Resharding() {
-		return 0, nil
+		return nil, nil
 	}
 	var leaving []string
 	for _, n := range names {
@@ -39,7 +41,7 @@ func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch i
 	}
 	states, err := s.HandOff(ctx, l, sh, epoch, leaving)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	by := map[int]map[string]ScheduleState{}
 	for n, st := range states {
@@ -51,10 +53,10 @@ func (s *Store) HandOverSchedules(ctx context.Context, l Layout, sh int, epoch i
 	}
 	for h, sts := range by {
 		if err := s.Adopt(ctx, h, sts); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return len(leaving), nil
+	return leaving, nil
 }
 
 // HomeSchedules returns what shard sh records of the schedules names

@@ -54,9 +54,13 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 
 // Restart restarts a stopped server with the same port and data directory
 // and waits until it answers.
-func (r *Redis) Restart() {
+func (r *Redis) Restart() { r.RestartWith() }
+
+// RestartWith is Restart with extra redis-server arguments for this
+// incarnation only, for example "--replicaof", host, port.
+func (r *Redis) RestartWith(args ...string) {
 	r.t.Helper()
-	if err := r.srv.Restart(); err != nil {
+	if err := r.srv.RestartWith(args...); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -24,10 +24,14 @@ import (
 // monitor the primary.
 const SentinelMasterName = "hourglass"
 
-// Sentinel timings: small, so that a killed primary is replaced within a
-// few seconds.
+// Sentinel timings, the runbook's (docs/topologies.md, "Sentinel
+// timings"): down-after-milliseconds above the 5 s during which a
+// Sentinel still counts the other Sentinels' down votes of the failover
+// that just ended, so that the promoted primary is never failed over
+// again on those votes (with 1000 ms it sometimes was, about 1 s after
+// the switch). A killed primary is replaced in about 7 s.
 const (
-	sentinelDownAfter       = 1000 * time.Millisecond
+	sentinelDownAfter       = 6000 * time.Millisecond
 	sentinelFailoverTimeout = 3000 * time.Millisecond
 	sentinelReadyTimeout    = 30 * time.Second
 )
@@ -66,7 +70,7 @@ type Sentinel struct {
 // StartSentinel starts a primary, a replica of it (--replicaof) and
 // three sentinels (redis-sentinel, in parallel), each with its
 // own generated sentinel.conf that monitors the primary with quorum 2,
-// down-after-milliseconds 1000 and failover-timeout 3000. It waits until
+// down-after-milliseconds 6000 and failover-timeout 3000. It waits until
 // the replica's link is up and every sentinel sees the primary as up, the
 // replica with a working link, and the two other sentinels.
 func StartSentinel(t testing.TB) *SentinelSetup {
@@ -231,6 +235,95 @@ func (sn *Sentinel) Restart() {
 	if err := sn.WaitReady(sentinelReadyTimeout, func() error { return pingRedis(sn.Addr) }); err != nil {
 		sn.t.Fatal(err)
 	}
+}
+
+// RestartAsReplica restarts r, a server of the setup that was killed
+// (the primary a failover replaced), as the runbook brings a failed node
+// back: a replica of primary from its start, with replica-priority 0 so
+// that no failover promotes it before it is in sync. Then WaitInSync and
+// SetReplicaPriority.
+func (s *SentinelSetup) RestartAsReplica(r *Redis, primary string) {
+	s.t.Helper()
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	r.RestartWith("--replicaof", host, port, "--replica-priority", "0")
+}
+
+// WaitInSync waits until the replica at addr has its link to primary up,
+// no sync in progress, and the replication offset primary had when the
+// wait began.
+func (s *SentinelSetup) WaitInSync(addr, primary string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sentinelReadyTimeout)
+	defer cancel()
+	info, err := s.client(primary).Info(ctx, "replication").Result()
+	if err != nil {
+		s.t.Fatalf("testenv: INFO of the primary %s: %v", primary, err)
+	}
+	want, _ := strconv.ParseInt(infoFields(info)["master_repl_offset"], 10, 64)
+	WaitFor(s.t, sentinelReadyTimeout, fmt.Sprintf("%s in sync with %s (offset %d)", addr, primary, want), func() (bool, string) {
+		info, err := s.client(addr).Info(ctx, "replication").Result()
+		if err != nil {
+			return false, err.Error()
+		}
+		f := infoFields(info)
+		got, _ := strconv.ParseInt(f["slave_repl_offset"], 10, 64)
+		return f["master_link_status"] == "up" && f["master_sync_in_progress"] == "0" && got >= want,
+			fmt.Sprintf("master_link_status:%s master_sync_in_progress:%s slave_repl_offset:%d", f["master_link_status"], f["master_sync_in_progress"], got)
+	})
+}
+
+// SetReplicaPriority sets replica-priority on the server at addr and
+// waits until every running sentinel reports it (WaitSentinelsSee).
+func (s *SentinelSetup) SetReplicaPriority(addr string, priority int) {
+	s.t.Helper()
+	if err := s.client(addr).ConfigSet(context.Background(), "replica-priority", strconv.Itoa(priority)).Err(); err != nil {
+		s.t.Fatalf("testenv: CONFIG SET replica-priority on %s: %v", addr, err)
+	}
+	s.WaitSentinelsSee(addr, priority)
+}
+
+// WaitSentinelsSee waits until every running sentinel lists the server
+// at addr as a replica that answers, with replica-priority priority.
+// Sentinels read a replica's INFO, and so its priority, every 10 s (and
+// at once when they connect to it).
+func (s *SentinelSetup) WaitSentinelsSee(addr string, priority int) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sentinelReadyTimeout)
+	defer cancel()
+	WaitFor(s.t, sentinelReadyTimeout, fmt.Sprintf("every sentinel to see %s with priority %d", addr, priority), func() (bool, string) {
+		for _, sn := range s.Sentinels {
+			if !sn.Running() || sn.Stopped() {
+				continue
+			}
+			reps, err := s.sentinelClient(sn.Addr).Replicas(ctx, s.MasterName).Result()
+			if err != nil {
+				return false, fmt.Sprintf("sentinel %s: %v", sn.Addr, err)
+			}
+			i := slices.IndexFunc(reps, func(r map[string]string) bool { return net.JoinHostPort(r["ip"], r["port"]) == addr })
+			if i < 0 || reps[i]["flags"] != "slave" || reps[i]["slave-priority"] != strconv.Itoa(priority) {
+				return false, fmt.Sprintf("sentinel %s lists %v", sn.Addr, reps)
+			}
+		}
+		return true, ""
+	})
+}
+
+// Switches returns how many times a sentinel switched the primary (its
+// log's +switch-master lines, the most any sentinel logged): one per
+// failover that completed.
+func (s *SentinelSetup) Switches() int {
+	n := 0
+	for _, sn := range s.Sentinels {
+		b, err := os.ReadFile(sn.LogPath())
+		if err != nil {
+			s.t.Fatalf("testenv: %v", err)
+		}
+		n = max(n, strings.Count(string(b), "+switch-master"))
+	}
+	return n
 }
 
 // FailoverClient returns a go-redis client that finds the current primary
