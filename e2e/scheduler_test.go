@@ -393,8 +393,10 @@ func TestInvalidConfigExits(t *testing.T) {
 // TestEveryBinaryPrintsVersion: -version prints the build and exits 0.
 func TestEveryBinaryPrintsVersion(t *testing.T) {
 	t.Parallel()
-	for _, pkg := range []string{"./cmd/scheduler", "./cmd/worker", "./cmd/hourglass-demo", "./cmd/hourglass"} {
-		out, err := exec.Command(testenv.BuildBinary(t, pkg), "-version").CombinedOutput()
+	pkgs := []string{"./cmd/scheduler", "./cmd/worker", "./cmd/hourglass-demo", "./cmd/hourglass"}
+	for i, bin := range testenv.BuildBinaries(t, pkgs...) {
+		pkg := pkgs[i]
+		out, err := exec.Command(bin, "-version").CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "hourglass ") || !strings.Contains(string(out), "go1.") {
 			t.Errorf("%s -version: %v, output %q", pkg, err, out)
 		}
