@@ -2,7 +2,7 @@
 GO       ?= go
 DURATION ?= 0
 
-.PHONY: help test vet build demo deps clean
+.PHONY: help test soak vet build demo deps clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ test: ## gofmt check, go vet, and every test with the race detector (needs redis
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+soak: ## the long forms of the soak tests (TestSoak*: minutes of faults, larger volumes), which make test skips; CI runs them after it
+	HGTEST_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^TestSoak' ./...
 
 build: ## build bin/scheduler, bin/worker and bin/hourglass-demo
 	$(GO) build -o bin/ ./cmd/...
