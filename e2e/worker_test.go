@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -94,6 +95,28 @@ func workerArgs(url string, timeout time.Duration, concurrency int) []string {
 	}
 }
 
+// leasesLost sums the deliveries whose lease the workers could not keep
+// (hourglass_worker_leases_lost_total). At-least-once delivery allows a
+// duplicate only after such a loss (or a Redis failover), and on a
+// starved machine a claim can miss its deadline after the pop: a test
+// that wants each task once allows this many more deliveries.
+func leasesLost(t *testing.T, ctx context.Context, workers ...*sched) float64 {
+	t.Helper()
+	var lost float64
+	for _, w := range workers {
+		fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := promread.Counter(fams, "hourglass_worker_leases_lost_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost += l
+	}
+	return lost
+}
+
 func percentile(ds []time.Duration, q float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -140,24 +163,26 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 		}
 		return left == 0, fmt.Sprintf("%d tasks still stored", left)
 	})
+	// Exactly once, but for deliveries whose lease was lost.
+	lost := leasesLost(t, ctx, w1, w2)
 	d, total := tg.delivered()
-	if d != n || total != n {
-		t.Fatalf("%d distinct ids delivered %d times, want %d exactly once", d, total, n)
+	if d != n || float64(total-n) > lost {
+		t.Fatalf("%d distinct ids delivered %d times, want %d exactly once but for %v deliveries whose lease was lost", d, total, n, lost)
 	}
 	h, err := promread.Scrape(ctx, "hourglass_worker_lateness_seconds", "http://"+w1.http+"/metrics", "http://"+w2.http+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every handler start is observed once, on the worker that ran it.
-	if h.Count != n {
-		t.Fatalf("handler-start lateness histogram counted %d starts, %d tasks were delivered once each", h.Count, n)
+	if h.Count != uint64(total) {
+		t.Fatalf("handler-start lateness histogram counted %d starts, the target received %d deliveries", h.Count, total)
 	}
 	tg.mu.Lock()
 	p50, p99 := percentile(tg.late, 0.5), percentile(tg.late, 0.99)
 	tg.mu.Unlock()
-	t.Logf("lateness at handler start over %d tasks: worker metric (pop - due, worker clock) p50 %.1fms p99 %.1fms; "+
+	t.Logf("lateness at handler start over %d tasks (%v leases lost): worker metric (pop - due, worker clock) p50 %.1fms p99 %.1fms; "+
 		"HTTP target (receive - due) p50 %s p99 %s (race-enabled binaries; no bar asserted)",
-		h.Count, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
+		h.Count, lost, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
 }
 
 // TestPrefetchEndToEnd: a scheduler with scheduler.prefetch moves tasks
@@ -228,7 +253,10 @@ func TestWorkerKilledTasksRedelivered(t *testing.T) {
 		name       string
 		leaseAfter time.Duration
 	}{{"leased first", 0}, {"run before a lease", 500 * time.Millisecond}} {
-		t.Run(c.name, func(t *testing.T) { testWorkerKilled(t, c.leaseAfter) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testWorkerKilled(t, c.leaseAfter)
+		})
 	}
 }
 
