@@ -23,7 +23,14 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs up to four of these tests at once unless -parallel says
+// otherwise (go test's default is one per CPU, two on the CI machine):
+// they spend most of their time waiting on child processes, lease
+// expiries and timed fault phases, not computing.
+func TestMain(m *testing.M) {
+	testenv.DefaultParallel(4)
+	testenv.Main(m)
+}
 
 // TestOwnershipFailover: three replicas split 16 shards 5/6 each; a
 // SIGKILLed replica's shards are taken over after the lease TTL, a
@@ -377,7 +384,7 @@ func TestInvalidConfigExits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
-			cmd.Env = append(os.Environ(), tc.env...)
+			cmd.Env = testenv.Environ(tc.env...)
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
@@ -396,7 +403,9 @@ func TestEveryBinaryPrintsVersion(t *testing.T) {
 	pkgs := []string{"./cmd/scheduler", "./cmd/worker", "./cmd/hourglass-demo", "./cmd/hourglass"}
 	for i, bin := range testenv.BuildBinaries(t, pkgs...) {
 		pkg := pkgs[i]
-		out, err := exec.Command(bin, "-version").CombinedOutput()
+		cmd := exec.Command(bin, "-version")
+		cmd.Env = testenv.Environ()
+		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "hourglass ") || !strings.Contains(string(out), "go1.") {
 			t.Errorf("%s -version: %v, output %q", pkg, err, out)
 		}
