@@ -74,6 +74,7 @@ func boundaryBurst(t *testing.T, ctx context.Context, rdbLim func(i int) Limiter
 }
 
 func TestFixedWindowAdmitsBoundaryDoubleBurst(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const limit, window = 5, time.Second
 	probe, _ := NewFixedWindow(rdb, "probe", 1<<30, window)
@@ -111,6 +112,7 @@ func TestFixedWindowAdmitsBoundaryDoubleBurst(t *testing.T) {
 }
 
 func TestSlidingWindowRefusesBoundaryDoubleBurst(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const limit, window = 5, time.Second
 	probe, _ := NewFixedWindow(rdb, "probe", 1<<30, window)
@@ -142,6 +144,7 @@ func TestSlidingWindowRefusesBoundaryDoubleBurst(t *testing.T) {
 }
 
 func TestSlidingWindowAtMostLimitInAnyWindow(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const limit, window = 5, 300 * time.Millisecond
 	sw, _ := NewSlidingWindow(rdb, "steady", limit, window)
@@ -173,6 +176,7 @@ func TestSlidingWindowAtMostLimitInAnyWindow(t *testing.T) {
 }
 
 func TestLeakyBucketSpacesRequestsEvenly(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const interval, capacity = 100 * time.Millisecond, 5
 	lb, err := NewLeakyBucket(rdb, "smooth", interval, capacity)
@@ -238,6 +242,7 @@ func TestLeakyBucketSpacesRequestsEvenly(t *testing.T) {
 }
 
 func TestTokenBucketBurstThenRate(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const rate, burst = 20, 5
 	const interval = time.Second / rate

@@ -12,6 +12,7 @@ import (
 )
 
 func TestSemaphoreNeverExceedsLimit(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const limit, workers, rounds = 3, 12, 15
 	s, err := NewSemaphore(rdb, "db", limit, 10*time.Second)
@@ -66,6 +67,7 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 }
 
 func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const lease = 2 * time.Second // long enough that a loaded CI machine takes both permits before it ends
 	s, _ := NewSemaphore(rdb, "partner", 2, lease)
@@ -103,6 +105,7 @@ func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
 }
 
 func TestSemaphoreHandoffLatency(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const handoffs = 200
 	s, _ := NewSemaphore(rdb, "handoff", 1, 30*time.Second)
@@ -158,6 +161,7 @@ func TestSemaphoreHandoffLatency(t *testing.T) {
 }
 
 func TestSemaphoreReleaseAndRefreshOfDeadPermits(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "pool", 2, 100*time.Millisecond)
 
@@ -197,6 +201,7 @@ func TestSemaphoreReleaseAndRefreshOfDeadPermits(t *testing.T) {
 }
 
 func TestSemaphoreAcquireCancelled(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "one", 1, 30*time.Second)
 	held, err := s.Acquire(ctx)
@@ -215,6 +220,7 @@ func TestSemaphoreAcquireCancelled(t *testing.T) {
 
 // A cancelled waiter leaves the queue; the release goes to the next one.
 func TestSemaphoreCancelledWaiterDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "pass", 1, 30*time.Second)
 	held, _ := s.Acquire(ctx)
@@ -253,6 +259,7 @@ func TestSemaphoreCancelledWaiterDoesNotBlockOthers(t *testing.T) {
 // A waiter that leaves with a wake-up it did not act on passes it to the
 // next local waiter, so a cancelled waiter never swallows a release.
 func TestWakePassedOnByLeavingWaiter(t *testing.T) {
+	t.Parallel()
 	rdb, _ := setup(t)
 	const ch = "{x}:sem:wake"
 	w1 := newWaiter(rdb, ch)

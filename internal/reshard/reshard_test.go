@@ -54,6 +54,7 @@ func checkPlaced(t *testing.T, e *shardtest.Env, n int, want string, ids ...stri
 // loops of every shard running: scheduled and dead tasks end in their
 // shard of the new count, as they were; the dropped shards are deleted.
 func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{})
 	ctx := testenv.Ctx(t, time.Minute)
 	var later []string
@@ -128,6 +129,7 @@ func exportAway(t *testing.T, e *shardtest.Env, shards, n int, prefix string) (i
 // outbox, the next owner (a newer epoch) imports and commits them, and
 // the dead owner's epoch is refused.
 func TestResumesABatchLeftInTheOutbox(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{})
 	ctx := testenv.Ctx(t, time.Minute)
 	ids, _, away, _ := exportAway(t, e, 4, 200, "t-")
@@ -175,6 +177,7 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 // B re-imported (skipped: imported already), its commit found no entries,
 // and its unimport deleted the only copies: the whole batch was lost.
 func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Shards: 1})
 	ctx := testenv.Ctx(t, time.Minute)
 	// Owner A (epoch 1): export and import, then it stalls before its commit.
@@ -222,6 +225,7 @@ func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
 // longer belongs to stays there; the change ends only once it is
 // settled.
 func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Shards: 1})
 	ctx := testenv.Ctx(t, time.Minute)
 	ds := e.Popped(shardtest.Queue, "busy-", 8)
@@ -281,6 +285,7 @@ func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
 // dropped shard nobody owns, scans or pops. Export and Import once did not
 // check the shard's marker, and it did.
 func TestStaleGenerationOwnerMovesNothingIntoADroppedShard(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Shards: 2})
 	ctx := testenv.Ctx(t, time.Minute)
 	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})

@@ -34,6 +34,7 @@ func protocolExample(t *testing.T, root string) string {
 // TestProtocolExampleWorks runs the redis-cli example of docs/protocol.md
 // as written and checks the task it stores.
 func TestProtocolExampleWorks(t *testing.T) {
+	t.Parallel()
 	testenv.LookBinary(t, "redis-cli")
 	root := testenv.ModuleRoot(t)
 	r := testenv.StartRedis(t)
