@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,6 +96,13 @@ func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
 	if got < lease {
 		t.Fatalf("permit handed out after %s, before its lease of %s ended", got, lease)
 	}
+	// The first crashed permit to expire freed the one Acquire got; the
+	// other was taken a moment later (longer on a busy machine) and may
+	// still be live: wait until only p is.
+	testenv.WaitFor(t, lease+5*time.Second, "the other crashed permit expired", func() (bool, string) {
+		n, err := s.InUse(ctx)
+		return err == nil && n == 1, fmt.Sprintf("%d in use, %v", n, err)
+	})
 	for _, c := range crashed {
 		mustIs(t, s.Release(ctx, c), ErrNotHeld)
 	}
