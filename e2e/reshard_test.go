@@ -123,7 +123,7 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 }
 
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
-// 8 under a steady load (400 tasks/s, delays 0-10 s, from an up-to-date
+// 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
 // producer and one that never reads the layout record), with tasks hours
 // ahead in the far tier and dead letters, three schedulers and two
 // workers; a scheduler is SIGKILLed as the shrink starts. Every
@@ -132,18 +132,20 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 // in their new shards; the dropped shards are gone; dedupe, cancel and
 // lookup hold before, during and after. The reshard rate and the lateness
 // before and during each change are printed.
-// TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s.
+// TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s with
+// delays up to 10 s.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	t.Parallel()
-	testReshard(t, 400, 3000)
+	testReshard(t, reshardLoad{rate: 400, maxDelay: 5 * time.Second, backlog: 3000})
 }
 
 // TestSoakReshardGrowAndShrinkUnderLoad is the long form of
-// TestReshardGrowAndShrinkUnderLoad: 1,000 tasks/s and 6,000 far tasks.
+// TestReshardGrowAndShrinkUnderLoad: 1,000 tasks/s, delays up to 10 s and
+// 6,000 far tasks.
 func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
 	t.Parallel()
-	testReshard(t, 1000, 6000)
+	testReshard(t, reshardLoad{rate: 1000, maxDelay: 10 * time.Second, backlog: 6000})
 }
 
 // TestReshardOnRedisCluster: the same on a Redis Cluster of three
@@ -153,21 +155,29 @@ func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 // it at 300 tasks/s.
 func TestReshardOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	testReshard(t, 200, 1000, withRedisCluster())
+	testReshard(t, reshardLoad{rate: 200, maxDelay: 5 * time.Second, backlog: 1000}, withRedisCluster())
 }
 
 // TestSoakReshardOnRedisCluster is the long form of
-// TestReshardOnRedisCluster: 300 tasks/s and 1,500 far tasks.
+// TestReshardOnRedisCluster: 300 tasks/s, delays up to 10 s and 1,500 far
+// tasks.
 func TestSoakReshardOnRedisCluster(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
 	t.Parallel()
-	testReshard(t, 300, 1500, withRedisCluster())
+	testReshard(t, reshardLoad{rate: 300, maxDelay: 10 * time.Second, backlog: 1500}, withRedisCluster())
 }
 
-// testReshard runs the changes under rate tasks/s (4/5 from an
-// up-to-date producer, 1/5 from a stale one), with backlog tasks hours
-// ahead.
-func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
+// reshardLoad is the load a reshard test runs its changes under: rate
+// tasks/s (4/5 from an up-to-date producer, 1/5 from a stale one) with
+// delays up to maxDelay, and backlog tasks hours ahead.
+type reshardLoad struct {
+	rate     int
+	maxDelay time.Duration
+	backlog  int
+}
+
+// testReshard runs the changes under load.
+func testReshard(t *testing.T, load reshardLoad, opts ...clusterOption) {
 	c := newCluster(t, opts...)
 	tg := newTarget(t)
 	tg.setBehave(func(w http.ResponseWriter, _ *http.Request, id string, _ int) bool {
@@ -208,7 +218,7 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 		}
 		return ts
 	}
-	far = later("far-", backlog)
+	far = later("far-", load.backlog)
 	for i := range 40 {
 		dead = append(dead, client.Task{ID: fmt.Sprintf("dead-%d", i), Queue: "default", MaxRetries: client.Retries(0)})
 	}
@@ -225,8 +235,8 @@ func testReshard(t *testing.T, rate, backlog int, opts ...clusterOption) {
 		return n == len(dead), fmt.Sprintf("%d dead", n)
 	})
 
-	fresh := batchProducer(t, c.cli, "p-", rate*4/5, 10*time.Second, c.cli.EnqueueBatch)
-	stale := batchProducer(t, c.cli, "old-", rate/5, 10*time.Second, c.staleEnqueue)
+	fresh := batchProducer(t, c.cli, "p-", load.rate*4/5, load.maxDelay, c.cli.EnqueueBatch)
+	stale := batchProducer(t, c.cli, "old-", load.rate/5, load.maxDelay, c.staleEnqueue)
 	time.Sleep(2 * time.Second) // a baseline of lateness before the change (load, not a wait for a condition)
 
 	// Dedupe and lookup of tasks enqueued before the changes, during
