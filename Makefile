@@ -10,10 +10,14 @@ help: ## list targets
 deps: ## install redis-server and etcd from Debian's packages when missing
 	@./scripts/install-deps.sh
 
+# make test lists e2e and the demo first: go test starts the test
+# binaries in the order of its package list, and these two take the
+# longest (mostly waiting on processes and timers), so the rest runs
+# beside them instead of before them.
 test: ## gofmt check, go vet, and every test with the race detector (needs redis-server, etcd, systemd-analyze, docker-compose)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m ./e2e ./cmd/hourglass-demo ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 soak: ## the long forms of the soak tests (TestSoak*: minutes of faults, larger volumes), which make test skips; CI runs them after it
