@@ -34,9 +34,16 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
-// builds serializes the builds of this process; a file lock in the
-// directory serializes them with other test binaries.
-var builds sync.Mutex
+// builds serializes the builds of this process (a file lock in the
+// directory serializes them with other test binaries) and remembers what
+// this process built: one go build per binary and test binary, even when
+// it finds the binary up to date, since every run of the go command costs
+// a second or more of a busy machine while the other tests wait on the
+// lock.
+var builds struct {
+	sync.Mutex
+	bins map[string]string // package -> binary
+}
 
 // binStale is how long a checkout's binaries may go unused before a
 // build of another checkout removes them.
@@ -65,6 +72,29 @@ func BuildBinary(t testing.TB, pkg string) string {
 // once. Directories of checkouts unused for three days are removed.
 func BuildBinaries(t testing.TB, pkgs ...string) []string {
 	t.Helper()
+	builds.Lock()
+	defer builds.Unlock()
+	var todo []string
+	for _, pkg := range pkgs {
+		if _, ok := builds.bins[pkg]; !ok {
+			todo = append(todo, pkg)
+		}
+	}
+	if len(todo) > 0 {
+		build(t, todo)
+	}
+	out := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		out[i] = builds.bins[pkg]
+	}
+	return out
+}
+
+// build runs go build for pkgs into the checkout's directory under its
+// file lock and records the binaries in builds.bins (whose lock the
+// caller holds).
+func build(t testing.TB, pkgs []string) {
+	t.Helper()
 	root := ModuleRoot(t)
 	flavor, args := "race", []string{"build", "-tags", "faultinject", "-race"}
 	if os.Getenv("HGTEST_RACE") == "0" {
@@ -74,8 +104,6 @@ func BuildBinaries(t testing.TB, pkgs ...string) []string {
 	if err != nil {
 		t.Fatalf("testenv: binaries' directory: %v", err)
 	}
-	builds.Lock()
-	defer builds.Unlock()
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -92,11 +120,12 @@ func BuildBinaries(t testing.TB, pkgs ...string) []string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: go build %v: %v\n%s", pkgs, err, b)
 	}
-	out := make([]string, len(pkgs))
-	for i, pkg := range pkgs {
-		out[i] = filepath.Join(dir, filepath.Base(pkg))
+	if builds.bins == nil {
+		builds.bins = map[string]string{}
 	}
-	return out
+	for _, pkg := range pkgs {
+		builds.bins[pkg] = filepath.Join(dir, filepath.Base(pkg))
+	}
 }
 
 // binDir returns (and makes) the binaries' directory of the checkout at
