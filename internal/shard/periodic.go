@@ -2,10 +2,10 @@ package shard
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
