@@ -2,7 +2,7 @@
 GO       ?= go
 DURATION ?= 0
 
-.PHONY: help test vet build demo deps clean
+.PHONY: help test soak vet build demo deps clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -10,11 +10,21 @@ help: ## list targets
 deps: ## install from Debian's packages what the tests need and the machine lacks (scripts/install-deps.sh)
 	@./scripts/install-deps.sh
 
+# make test lists e2e and the demo first: go test starts the test
+# binaries in the order of its package list, and these two take the
+# longest (mostly waiting on processes and timers), so the rest runs
+# beside them instead of before them. The tests wait on servers, leases
+# and timers far more than they compute (most packages use a tenth of a
+# CPU-second per second), so four test binaries run at once (-p) with up
+# to four parallel tests each, on the two-core CI machine too.
 test: ## gofmt, go vet, every test with the race detector, then deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+soak: ## the long forms of the soak tests (TestSoak*: minutes of faults, larger volumes), which make test skips; CI runs them after it
+	HGTEST_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^TestSoak' ./...
 
 build: ## build bin/scheduler, bin/worker, bin/hourglass (the admin CLI) and bin/hourglass-demo
 	$(GO) build -o bin/ ./cmd/...

@@ -32,6 +32,7 @@ func newClient(t *testing.T, maxPayload int64) *client.Client {
 }
 
 func TestEnqueueLookupCancel(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, 0)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	at := time.Now().Add(10 * time.Minute).Truncate(time.Millisecond)
@@ -77,6 +78,7 @@ func TestEnqueueLookupCancel(t *testing.T) {
 // and Lookup do not, and once looked in the task's old shard only: Cancel
 // said ErrNotFound, and the task ran.
 func TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -131,6 +133,7 @@ func TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead(t *testing.T) {
 }
 
 func TestGeneratedIDAndDelay(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, 0)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	before := time.Now()
@@ -144,6 +147,7 @@ func TestGeneratedIDAndDelay(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, 100)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	cases := []struct {
@@ -180,6 +184,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestServerEnforcesQueuePayloadLimit(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
 	l, _ := shard.NewLayout("hourglass", 16)
@@ -194,6 +199,7 @@ func TestServerEnforcesQueuePayloadLimit(t *testing.T) {
 }
 
 func TestEnqueueBatchMixed(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, 0)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	var tasks []client.Task
@@ -225,6 +231,7 @@ func TestEnqueueBatchMixed(t *testing.T) {
 // unknown-queue error that says so, not only "unknown queue"; a queue no
 // scheduler registered is named with the namespace to check.
 func TestUnknownQueueExplained(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
 	l, _ := shard.NewLayout("hourglass", 4) // the schedulers run 4 shards

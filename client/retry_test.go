@@ -134,6 +134,7 @@ func (p *lossyProxy) pipe(c, s net.Conn) {
 // outcome was unknown). Both with the Redis client's own retries off and
 // on (then go-redis resends and sees the duplicate itself).
 func TestEnqueueRetriesUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	direct := r.Client(t)
 	l, _ := shard.NewLayout("hourglass", 16)

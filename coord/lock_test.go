@@ -11,6 +11,7 @@ import (
 )
 
 func TestLockSecondOwnerCannotReleaseOrExtend(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	a, err := NewLock(rdb, "orders", 10*time.Second)
 	if err != nil {
@@ -44,6 +45,7 @@ func TestLockSecondOwnerCannotReleaseOrExtend(t *testing.T) {
 }
 
 func TestLockExpiredHolderLateReleaseRejected(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	l, _ := NewLock(rdb, "report", 150*time.Millisecond)
 	old, err := l.TryAcquire(ctx)
@@ -81,6 +83,7 @@ func TestLockExpiredHolderLateReleaseRejected(t *testing.T) {
 }
 
 func TestLockWatchdogKeepsLongHolder(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const ttl = 500 * time.Millisecond
 	l, _ := NewLock(rdb, "long", ttl, WithWatchdog())
@@ -128,6 +131,7 @@ func TestLockWatchdogKeepsLongHolder(t *testing.T) {
 }
 
 func TestLockAcquireWakesOnRelease(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	l, _ := NewLock(rdb, "handoff", 30*time.Second, WithFencing())
 	first, err := l.Acquire(ctx)
@@ -168,6 +172,7 @@ func TestLockAcquireWakesOnRelease(t *testing.T) {
 }
 
 func TestLockAcquireCancelled(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	l, _ := NewLock(rdb, "busy", 30*time.Second)
 	held, err := l.Acquire(ctx)
@@ -198,6 +203,7 @@ func TestLockAcquireCancelled(t *testing.T) {
 }
 
 func TestLockMutualExclusionUnderContention(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const workers, rounds = 8, 10
 	l, _ := NewLock(rdb, "counter", 10*time.Second)
@@ -234,6 +240,7 @@ func TestLockMutualExclusionUnderContention(t *testing.T) {
 }
 
 func TestNamesAndDurationsValidated(t *testing.T) {
+	t.Parallel()
 	rdb, _ := setup(t)
 	if _, err := NewLock(rdb, "", time.Second); err == nil {
 		t.Error("empty name accepted")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRWLockReadersShare(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	rw, err := NewRWLock(rdb, "catalog", 10*time.Second)
 	if err != nil {
@@ -48,6 +49,7 @@ func TestRWLockReadersShare(t *testing.T) {
 }
 
 func TestRWLockWriterExcludes(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	rw, _ := NewRWLock(rdb, "catalog", 10*time.Second, WithFencing())
 	w, err := rw.TryAcquireWrite(ctx)
@@ -83,6 +85,7 @@ func TestRWLockWriterExcludes(t *testing.T) {
 }
 
 func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	rw, _ := NewRWLock(rdb, "doc", 30*time.Second)
 	r1, err := rw.AcquireRead(ctx)
@@ -146,6 +149,7 @@ func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 }
 
 func TestRWLockExpiryFreesCrashedHolders(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const ttl = 400 * time.Millisecond
 	rw, _ := NewRWLock(rdb, "crash", ttl)
@@ -191,6 +195,7 @@ func TestRWLockExpiryFreesCrashedHolders(t *testing.T) {
 }
 
 func TestRWLockCancelledWriterRemovesMarker(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	rw, _ := NewRWLock(rdb, "cancel", 30*time.Second)
 	r, err := rw.TryAcquireRead(ctx)
@@ -214,6 +219,7 @@ func TestRWLockCancelledWriterRemovesMarker(t *testing.T) {
 }
 
 func TestRWLockWatchdogKeepsReader(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const ttl = 500 * time.Millisecond
 	rw, _ := NewRWLock(rdb, "watch", ttl, WithWatchdog())

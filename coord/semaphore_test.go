@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 )
 
 func TestSemaphoreNeverExceedsLimit(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const limit, workers, rounds = 3, 12, 15
 	s, err := NewSemaphore(rdb, "db", limit, 10*time.Second)
@@ -66,6 +68,7 @@ func TestSemaphoreNeverExceedsLimit(t *testing.T) {
 }
 
 func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const lease = 2 * time.Second // long enough that a loaded CI machine takes both permits before it ends
 	s, _ := NewSemaphore(rdb, "partner", 2, lease)
@@ -93,6 +96,13 @@ func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
 	if got < lease {
 		t.Fatalf("permit handed out after %s, before its lease of %s ended", got, lease)
 	}
+	// The first crashed permit to expire freed the one Acquire got; the
+	// other was taken a moment later (longer on a busy machine) and may
+	// still be live: wait until only p is.
+	testenv.WaitFor(t, lease+5*time.Second, "the other crashed permit expired", func() (bool, string) {
+		n, err := s.InUse(ctx)
+		return err == nil && n == 1, fmt.Sprintf("%d in use, %v", n, err)
+	})
 	for _, c := range crashed {
 		mustIs(t, s.Release(ctx, c), ErrNotHeld)
 	}
@@ -103,6 +113,7 @@ func TestSemaphoreCrashedHolderPermitReturnsAfterLease(t *testing.T) {
 }
 
 func TestSemaphoreHandoffLatency(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	const handoffs = 200
 	s, _ := NewSemaphore(rdb, "handoff", 1, 30*time.Second)
@@ -158,6 +169,7 @@ func TestSemaphoreHandoffLatency(t *testing.T) {
 }
 
 func TestSemaphoreReleaseAndRefreshOfDeadPermits(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "pool", 2, 100*time.Millisecond)
 
@@ -197,6 +209,7 @@ func TestSemaphoreReleaseAndRefreshOfDeadPermits(t *testing.T) {
 }
 
 func TestSemaphoreAcquireCancelled(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "one", 1, 30*time.Second)
 	held, err := s.Acquire(ctx)
@@ -215,6 +228,7 @@ func TestSemaphoreAcquireCancelled(t *testing.T) {
 
 // A cancelled waiter leaves the queue; the release goes to the next one.
 func TestSemaphoreCancelledWaiterDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	rdb, ctx := setup(t)
 	s, _ := NewSemaphore(rdb, "pass", 1, 30*time.Second)
 	held, _ := s.Acquire(ctx)
@@ -253,6 +267,7 @@ func TestSemaphoreCancelledWaiterDoesNotBlockOthers(t *testing.T) {
 // A waiter that leaves with a wake-up it did not act on passes it to the
 // next local waiter, so a cancelled waiter never swallows a release.
 func TestWakePassedOnByLeavingWaiter(t *testing.T) {
+	t.Parallel()
 	rdb, _ := setup(t)
 	const ch = "{x}:sem:wake"
 	w1 := newWaiter(rdb, ch)

@@ -42,6 +42,7 @@ func newCLI(t *testing.T, c *cluster) *hgCLI {
 func (h *hgCLI) run(args ...string) (string, string, int) {
 	h.t.Helper()
 	cmd := exec.Command(h.bin, append([]string{"--config", h.cfg}, args...)...)
+	cmd.Env = testenv.Environ()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -108,7 +109,9 @@ func TestCLIEveryVerb(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("cli-s") })
 	c.startWorker("cli-w", args...)
 	h := newCLI(t, c)
-	ctx := testenv.Ctx(t, time.Minute)
+	// A budget for the whole test's client calls, not a bound on any one
+	// step: on a busy machine the 45 CLI runs alone can take a minute.
+	ctx := testenv.Ctx(t, 5*time.Minute)
 
 	for i := range 5 {
 		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("bad-%d", i), Queue: "default"}); err != nil {

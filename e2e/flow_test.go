@@ -30,8 +30,8 @@ func (c *cluster) enqueueNow(t *testing.T, prefix string, n int) {
 }
 
 // TestClusterWideConcurrencyCap: three worker processes, max_concurrency
-// 5 on the queue, 500 tasks of 50 ms: the target never sees more than 5
-// requests at once, and every task completes.
+// 5 on the queue, 200 tasks of 50 ms (40 rounds of the cap): the target
+// never sees more than 5 requests at once, and every task completes.
 func TestClusterWideConcurrencyCap(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -52,13 +52,14 @@ func TestClusterWideConcurrencyCap(t *testing.T) {
 		c.startWorker(fmt.Sprintf("fc-w%d", i), args...)
 	}
 	start := time.Now()
-	c.enqueueNow(t, "fc", 500)
-	testenv.WaitFor(t, 60*time.Second, "500 tasks delivered", func() (bool, string) {
+	const n = 200
+	c.enqueueNow(t, "fc", n)
+	testenv.WaitFor(t, 60*time.Second, "200 tasks delivered", func() (bool, string) {
 		d, total := tg.delivered()
-		return d == 500, fmt.Sprintf("%d distinct, %d total", d, total)
+		return d == n, fmt.Sprintf("%d distinct, %d total", d, total)
 	})
 	took := time.Since(start)
-	t.Logf("500 tasks of 50ms through 3 workers capped at 5: most at once %d, took %s (ideal %s)", most.Load(), took, 500*50*time.Millisecond/5)
+	t.Logf("%d tasks of 50ms through 3 workers capped at 5: most at once %d, took %s (ideal %s)", n, most.Load(), took, n*50*time.Millisecond/5)
 	if m := most.Load(); m > 5 {
 		t.Fatalf("%d requests ran at once, cap is 5", m)
 	}
@@ -123,7 +124,7 @@ func TestKilledWorkerPermitsReturnAfterLease(t *testing.T) {
 }
 
 // TestClusterWideRateLimit: three worker processes share rate 200/s,
-// burst 20: over 10 s the dispatches stay within the limit.
+// burst 20: over 5 s the dispatches stay within the limit.
 func TestClusterWideRateLimit(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -132,7 +133,7 @@ func TestClusterWideRateLimit(t *testing.T) {
 		"-set", "queues.default.rate_limit.rate=200", "-set", "queues.default.rate_limit.burst=20")
 	c.start("rl-s", args...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("rl-s") })
-	c.enqueueNow(t, "rl", 3000) // more than 10 s of allowance
+	c.enqueueNow(t, "rl", 1500) // more than the window's allowance
 	for i := 1; i <= 3; i++ {
 		c.startWorker(fmt.Sprintf("rl-w%d", i), args...)
 	}
@@ -140,8 +141,8 @@ func TestClusterWideRateLimit(t *testing.T) {
 		return len(tg.arrived()) > 0, ""
 	})
 	first := tg.arrived()[0]
-	window := 10 * time.Second
-	testenv.WaitFor(t, window+10*time.Second, "10 s of dispatches", func() (bool, string) {
+	const window = 5 * time.Second
+	testenv.WaitFor(t, window+10*time.Second, "5 s of dispatches", func() (bool, string) {
 		return time.Since(first) > window+100*time.Millisecond, ""
 	})
 	n := 0
@@ -153,16 +154,16 @@ func TestClusterWideRateLimit(t *testing.T) {
 	// The limiter admits on Redis's clock; the target sees arrivals, one
 	// request latency later. If the first arrival was slower than later
 	// ones (a cold connection), the arrival window spans a little more than
-	// 10 s of admissions: allow 100 ms of such skew (20 requests). Without
+	// 5 s of admissions: allow 100 ms of such skew (20 requests). Without
 	// the limiter three workers of concurrency 20 dispatch thousands per
 	// second.
-	limit := 200*10 + 20
+	limit := 200*int(window/time.Second) + 20
 	slack := 200 / 10
 	t.Logf("rate 200/s burst 20 over three workers: %d dispatches in the first %s (limit %d, %.0f/s)", n, window, limit, float64(n)/window.Seconds())
 	if n > limit+slack {
 		t.Fatalf("%d dispatches in %s exceed rate 200/s + burst 20 = %d (+%d for latency skew)", n, window, limit, slack)
 	}
-	if n < 200*10/2 {
+	if n < 200*int(window/time.Second)/2 {
 		t.Fatalf("only %d dispatches in %s: the limiter starves the workers", n, window)
 	}
 }

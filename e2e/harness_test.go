@@ -79,7 +79,8 @@ func newCluster(t *testing.T, opts ...clusterOption) *cluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &cluster{t: t, bin: testenv.BuildBinary(t, "./cmd/scheduler"), wbin: testenv.BuildBinary(t, "./cmd/worker")}
+	bins := testenv.BuildBinaries(t, "./cmd/scheduler", "./cmd/worker")
+	c := &cluster{t: t, bin: bins[0], wbin: bins[1]}
 	switch {
 	case o.cluster:
 		c.redisCluster = testenv.StartRedisCluster(t, 3, 0)

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -94,6 +95,28 @@ func workerArgs(url string, timeout time.Duration, concurrency int) []string {
 	}
 }
 
+// leasesLost sums the deliveries whose lease the workers could not keep
+// (hourglass_worker_leases_lost_total). At-least-once delivery allows a
+// duplicate only after such a loss (or a Redis failover), and on a
+// starved machine a claim can miss its deadline after the pop: a test
+// that wants each task once allows this many more deliveries.
+func leasesLost(t *testing.T, ctx context.Context, workers ...*sched) float64 {
+	t.Helper()
+	var lost float64
+	for _, w := range workers {
+		fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := promread.Counter(fams, "hourglass_worker_leases_lost_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost += l
+	}
+	return lost
+}
+
 func percentile(ds []time.Duration, q float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -104,10 +127,24 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 }
 
 // TestEndToEndEveryTaskOnce: two schedulers and two worker processes on
-// 16 shards deliver 20,000 tasks with random delays of 0-3 s, each exactly
-// once; lateness at handler start is printed (no timing assertion).
+// 16 shards deliver 5,000 tasks with random delays of 0-3 s, each exactly
+// once (but after a lease the worker lost); lateness at handler start is
+// printed (no timing assertion). TestSoakEndToEndEveryTaskOnce delivers
+// 20,000.
 func TestEndToEndEveryTaskOnce(t *testing.T) {
 	t.Parallel()
+	testEveryTaskOnce(t, 5000)
+}
+
+// TestSoakEndToEndEveryTaskOnce is the long form of
+// TestEndToEndEveryTaskOnce: 20,000 tasks.
+func TestSoakEndToEndEveryTaskOnce(t *testing.T) {
+	testenv.SkipUnlessSoak(t)
+	t.Parallel()
+	testEveryTaskOnce(t, 20000)
+}
+
+func testEveryTaskOnce(t *testing.T, n int) {
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 30*time.Second, 64)
@@ -117,7 +154,6 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 	w1, w2 := c.startWorker("w-1", args...), c.startWorker("w-2", args...)
 
 	ctx := testenv.Ctx(t, 3*time.Minute)
-	const n = 20000
 	var batch []client.Task
 	for i := 0; i < n; i++ {
 		batch = append(batch, client.Task{ID: "e" + strconv.Itoa(i), Queue: "default", Payload: []byte("x"), Delay: time.Duration(rand.IntN(3000)) * time.Millisecond})
@@ -128,7 +164,7 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 			batch = batch[:0]
 		}
 	}
-	testenv.WaitFor(t, 2*time.Minute, "20,000 distinct deliveries", func() (bool, string) {
+	testenv.WaitFor(t, 2*time.Minute, "every task delivered", func() (bool, string) {
 		d, total := tg.delivered()
 		return d == n, fmt.Sprintf("%d distinct, %d total", d, total)
 	})
@@ -140,24 +176,28 @@ func TestEndToEndEveryTaskOnce(t *testing.T) {
 		}
 		return left == 0, fmt.Sprintf("%d tasks still stored", left)
 	})
+	// Exactly once, but for deliveries whose lease was lost.
+	lost := leasesLost(t, ctx, w1, w2)
 	d, total := tg.delivered()
-	if d != n || total != n {
-		t.Fatalf("%d distinct ids delivered %d times, want %d exactly once", d, total, n)
+	if d != n || float64(total-n) > lost {
+		t.Fatalf("%d distinct ids delivered %d times, want %d exactly once but for %v deliveries whose lease was lost", d, total, n, lost)
 	}
 	h, err := promread.Scrape(ctx, "hourglass_worker_lateness_seconds", "http://"+w1.http+"/metrics", "http://"+w2.http+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every handler start is observed once, on the worker that ran it.
-	if h.Count != n {
-		t.Fatalf("handler-start lateness histogram counted %d starts, %d tasks were delivered once each", h.Count, n)
+	// Every handler start is observed once, on the worker that ran it: a
+	// start for each delivery the target received, and at most one more
+	// for each lost lease (whose handler may end before its request).
+	if h.Count < uint64(total) || float64(h.Count) > float64(n)+lost {
+		t.Fatalf("handler-start lateness histogram counted %d starts, the target received %d deliveries of %d tasks, %v leases lost", h.Count, total, n, lost)
 	}
 	tg.mu.Lock()
 	p50, p99 := percentile(tg.late, 0.5), percentile(tg.late, 0.99)
 	tg.mu.Unlock()
-	t.Logf("lateness at handler start over %d tasks: worker metric (pop - due, worker clock) p50 %.1fms p99 %.1fms; "+
+	t.Logf("lateness at handler start over %d tasks (%v leases lost): worker metric (pop - due, worker clock) p50 %.1fms p99 %.1fms; "+
 		"HTTP target (receive - due) p50 %s p99 %s (race-enabled binaries; no bar asserted)",
-		h.Count, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
+		h.Count, lost, 1000*h.Quantile(0.5), 1000*h.Quantile(0.99), p50, p99)
 }
 
 // TestPrefetchEndToEnd: a scheduler with scheduler.prefetch moves tasks
@@ -228,7 +268,10 @@ func TestWorkerKilledTasksRedelivered(t *testing.T) {
 		name       string
 		leaseAfter time.Duration
 	}{{"leased first", 0}, {"run before a lease", 500 * time.Millisecond}} {
-		t.Run(c.name, func(t *testing.T) { testWorkerKilled(t, c.leaseAfter) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testWorkerKilled(t, c.leaseAfter)
+		})
 	}
 }
 

@@ -172,14 +172,24 @@ func slowest(t *testing.T, rdb *redis.Client) (time.Duration, string) {
 	return worst.Duration, name
 }
 
-// TestBulkDeadInBoundedCalls: replay, then purge, of 100,000 dead letters
-// over 16 shards, each in bounded calls; prints the slowest call SLOWLOG
-// saw and the total time.
+// TestBulkDeadInBoundedCalls: replay, then purge, of 20,000 dead letters
+// over 16 shards (1,250 a shard, a few calls each), each in bounded
+// calls; prints the slowest call SLOWLOG saw and the total time.
+// TestSoakBulkDeadInBoundedCalls does the same with 100,000.
 func TestBulkDeadInBoundedCalls(t *testing.T) {
-	if testing.Short() {
-		t.Skip("100,000 dead letters")
-	}
 	t.Parallel()
+	testBulkDead(t, 20000)
+}
+
+// TestSoakBulkDeadInBoundedCalls is the long form of
+// TestBulkDeadInBoundedCalls: 100,000 dead letters.
+func TestSoakBulkDeadInBoundedCalls(t *testing.T) {
+	testenv.SkipUnlessSoak(t)
+	t.Parallel()
+	testBulkDead(t, 100000)
+}
+
+func testBulkDead(t *testing.T, n int) {
 	e, in := newInspector(t, 16)
 	ctx := testenv.Ctx(t, 2*time.Minute)
 	for _, c := range [][]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "10000"}} {
@@ -187,7 +197,6 @@ func TestBulkDeadInBoundedCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 100000
 	for _, op := range []string{"replay", "purge"} {
 		bury(t, e, "a", op+"-", "boom", n)
 		if err := e.RDB.SlowLogReset(ctx).Err(); err != nil {
@@ -207,7 +216,7 @@ func TestBulkDeadInBoundedCalls(t *testing.T) {
 		}
 		worst, cmd := slowest(t, e.RDB)
 		t.Logf("%s of %d dead letters: %d calls, total %s, slowest call in SLOWLOG %s (%s)", op, n, p.Calls, took.Round(time.Millisecond), worst, cmd)
-		if p.Done != n || p.Calls < n/500 {
+		if p.Done != int64(n) || p.Calls < n/500 {
 			t.Fatalf("%s: %+v, want %d done in calls of at most 500", op, p, n)
 		}
 		q, err := in.Queue(ctx, "a")
@@ -216,7 +225,7 @@ func TestBulkDeadInBoundedCalls(t *testing.T) {
 		}
 	}
 	q, _ := in.Queue(ctx, "a")
-	if q.Counts.Scheduled != n {
+	if q.Counts.Scheduled != int64(n) {
 		t.Fatalf("%d scheduled after replaying %d", q.Counts.Scheduled, n)
 	}
 }

@@ -31,6 +31,7 @@ func at(t *testing.T, loc *time.Location, s string) time.Time {
 // fall-back (2026-10-25, 03:00 CEST becomes 02:00 CET) occurs at every
 // real hour, so 02:00 local occurs twice, an hour apart.
 func TestDaylightSavingTime(t *testing.T) {
+	t.Parallel()
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestDaylightSavingTime(t *testing.T) {
 }
 
 func TestIntervalCountsFromTheEpoch(t *testing.T) {
+	t.Parallel()
 	c := mustCompile(t, Schedule{Name: "i", Queue: "q", Interval: 10 * time.Second})
 	got := c.Next(time.UnixMilli(1_000_005_000))
 	if want := time.UnixMilli(1_000_010_000); !got.Equal(want) {
@@ -78,6 +80,7 @@ func TestIntervalCountsFromTheEpoch(t *testing.T) {
 }
 
 func TestCronWithSeconds(t *testing.T) {
+	t.Parallel()
 	c := mustCompile(t, Schedule{Name: "s", Queue: "q", Cron: "*/15 * * * * *"})
 	got := c.Next(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC))
 	if want := time.Date(2026, 1, 1, 0, 0, 15, 0, time.UTC); !got.Equal(want) {
@@ -86,6 +89,7 @@ func TestCronWithSeconds(t *testing.T) {
 }
 
 func TestMissed(t *testing.T) {
+	t.Parallel()
 	c := func(p CatchUp) *Compiled {
 		return mustCompile(t, Schedule{Name: "m", Queue: "q", Interval: time.Second, CatchUp: p, CatchUpWindow: 5 * time.Second})
 	}
@@ -117,6 +121,7 @@ func TestMissed(t *testing.T) {
 }
 
 func TestJitterIsDeterministicAndBounded(t *testing.T) {
+	t.Parallel()
 	c := mustCompile(t, Schedule{Name: "j", Queue: "q", Interval: 10 * time.Second, Jitter: 3 * time.Second})
 	seen := map[time.Duration]bool{}
 	for i := range 50 {
@@ -133,6 +138,7 @@ func TestJitterIsDeterministicAndBounded(t *testing.T) {
 }
 
 func TestInvalidSchedulesNameTheField(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		s    Schedule
 		want string
@@ -165,6 +171,7 @@ func TestInvalidSchedulesNameTheField(t *testing.T) {
 }
 
 func TestEncodeDecode(t *testing.T) {
+	t.Parallel()
 	s := Schedule{Name: "x", Queue: "q", Payload: []byte("p"), Cron: "*/5 * * * *", TimeZone: "Asia/Tokyo", Jitter: time.Second,
 		MaxRetries: 2, Timeout: time.Minute, CatchUp: CatchUpAll, CatchUpWindow: 2 * time.Hour, Overlap: OverlapSkip}
 	b, err := s.Encode()
@@ -185,6 +192,7 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 func TestUnshadowed(t *testing.T) {
+	t.Parallel()
 	a := mustCompile(t, Schedule{Name: "a", Queue: "q", Interval: time.Second})
 	b := mustCompile(t, Schedule{Name: "b", Queue: "q", Interval: time.Second})
 	a2 := mustCompile(t, Schedule{Name: "a", Queue: "other", Interval: time.Minute})

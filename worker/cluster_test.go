@@ -192,6 +192,7 @@ func (e *clusterEnv) delivered(ids []string) func() (bool, string) {
 // TestHintFirst: the node of the list last announced is popped first,
 // that list first among its keys, the others in their order.
 func TestHintFirst(t *testing.T) {
+	t.Parallel()
 	groups := []nodeKeys{{"a", []string{"a1", "a2"}}, {"b", []string{"b1", "b2", "b3"}}, {"c", []string{"c1"}}}
 	hintFirst(groups, "b3")
 	var got []string

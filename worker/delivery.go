@@ -34,7 +34,7 @@ type delivery struct {
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
 	// startAt is when the handler starts: at once, or at the task's due
 	// time for a task moved ahead of it (scheduler.prefetch) by at most
-	// maxHold.
+	// deps.maxHold.
 	startAt time.Time
 
 	cancel context.CancelCauseFunc
@@ -48,11 +48,6 @@ type delivery struct {
 	outcome   outcome       // what was recorded (valid once finished is closed)
 	result    error
 }
-
-// maxHold is the furthest ahead of the worker's clock that a task's due
-// time may lie and the task still be held (shard.MaxHold). A variable for
-// tests only.
-var maxHold = shard.MaxHold
 
 // newDelivery prepares sd, claimed with a request sent at sent (for a
 // Popped delivery: its pop), to run under queue q.
@@ -72,7 +67,7 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	d.startAt = k.now()
 	switch ahead := sd.Task.Due.Sub(d.startAt); {
 	case ahead <= 0:
-	case ahead <= maxHold:
+	case ahead <= k.maxHold:
 		d.startAt = sd.Task.Due // moved ahead (scheduler.prefetch): hold it
 	default:
 		// No scheduler moves a task this far ahead: this worker's clock is

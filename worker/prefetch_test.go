@@ -58,7 +58,7 @@ func TestHeldUntilDue(t *testing.T) {
 				// below, within the worker's hold limit.
 				e.enqueue(fmt.Sprintf("h%d", i), 200*time.Millisecond+time.Duration(i)*10*time.Millisecond)
 			}
-			e.moveAhead(maxHold, n)
+			e.moveAhead(shard.MaxHold, n)
 			testenv.WaitFor(t, 15*time.Second, "every held task ran", func() (bool, string) {
 				return done.Load() == n, ""
 			})
@@ -126,18 +126,15 @@ func TestClockBehindRunsAtOnce(t *testing.T) {
 // TestHeldTaskReleasedAtShutdown: a worker that stops while it holds a
 // task for its due time gives the task back, unrun and with no attempt
 // counted, for another worker to run when due. The hold limit is raised
-// so that the task is surely still held when the worker stops; the test
-// is not parallel because maxHold is package state (parallel tests start
-// only after it has restored it).
+// so that the task is surely still held when the worker stops.
 func TestHeldTaskReleasedAtShutdown(t *testing.T) {
-	defer func(m time.Duration) { maxHold = m }(maxHold)
-	maxHold = time.Minute
+	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	var ran atomic.Int32
 	_, reg, stop := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		ran.Add(1)
 		return nil
-	}, func(c *Config) { c.ShutdownGrace = NoGrace })
+	}, func(c *Config) { c.ShutdownGrace = NoGrace }, func(w *Worker) { w.deps.maxHold = time.Minute })
 	e.enqueue("later", 5*time.Second)
 	e.moveAhead(10*time.Second, 1)
 	testenv.WaitFor(t, 10*time.Second, "the task popped and held", func() (bool, string) {

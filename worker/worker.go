@@ -58,6 +58,10 @@ type deps struct {
 	// ticks counts lease extensions in flight (watchdog timer callbacks);
 	// Run waits for them before it returns.
 	ticks sync.WaitGroup
+	// maxHold is the furthest ahead of the local clock that a task's due
+	// time may lie and the task still be held (shard.MaxHold; a test may
+	// raise it on its own Worker).
+	maxHold time.Duration
 }
 
 // New returns a Worker on rdb.
@@ -89,12 +93,13 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		rdb: rdb,
 		cfg: cfg,
 		deps: &deps{
-			store:  store,
-			layout: follow,
-			acks:   newAcker(store, cfg.AckLinger),
-			met:    met,
-			log:    log,
-			now:    time.Now,
+			store:   store,
+			layout:  follow,
+			acks:    newAcker(store, cfg.AckLinger),
+			met:     met,
+			log:     log,
+			now:     time.Now,
+			maxHold: shard.MaxHold,
 		},
 		queues: map[string]*queue{},
 		freed:  make(chan struct{}, 1),

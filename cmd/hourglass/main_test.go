@@ -11,6 +11,7 @@ import (
 )
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err  error
 		want int
@@ -30,6 +31,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestParseWhen(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	ago, err := parseWhen("1h", true)
 	if err != nil || ago.After(now.Add(-time.Hour+time.Minute)) || ago.Before(now.Add(-time.Hour-time.Minute)) {
@@ -51,6 +53,7 @@ func TestParseWhen(t *testing.T) {
 // TestUsageErrorsNeedNoRedis: bad flags and arguments fail before any
 // connection, with exit code 2.
 func TestUsageErrorsNeedNoRedis(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"-o", "yaml", "queue", "ls"},
 		{"queue", "show"},
@@ -75,6 +78,7 @@ func TestUsageErrorsNeedNoRedis(t *testing.T) {
 // TestGoFlags: the binaries' one-dash flags work here too; other flags
 // and everything after "--" are left alone.
 func TestGoFlags(t *testing.T) {
+	t.Parallel()
 	got := goFlags([]string{"-config", "a.yaml", "-set=x=1", "-version", "-o", "json", "-c", "b", "--set", "y=2", "--", "-config"})
 	want := []string{"--config", "a.yaml", "--set=x=1", "--version", "-o", "json", "-c", "b", "--set", "y=2", "--", "-config"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {

@@ -171,6 +171,7 @@ func TestShardsResize(t *testing.T) {
 }
 
 func TestThousands(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 45210: "45,210", 1234567: "1,234,567", -1500: "-1,500"} {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)

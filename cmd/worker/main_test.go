@@ -19,10 +19,11 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // cleanEnv is the test's environment without HOURGLASS_ variables, so
-// that only the test's settings reach the binary.
+// that only the test's settings reach the binary (and with testenv's
+// GORACE, so that the binary exits at once).
 func cleanEnv(extra ...string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range testenv.Environ() {
 		if !strings.HasPrefix(kv, "HOURGLASS_") {
 			env = append(env, kv)
 		}
@@ -63,6 +64,7 @@ func runWorker(t *testing.T, args, env []string) (int, string) {
 }
 
 func TestConfigErrorsExit2(t *testing.T) {
+	t.Parallel()
 	yaml := filepath.Join(t.TempDir(), "worker.yaml")
 	if err := os.WriteFile(yaml, []byte("queues:\n  q:\n    http:\n      url: http://h/\n    command: [/bin/true]\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -93,6 +95,7 @@ func TestConfigErrorsExit2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			code, out := runWorker(t, tt.args, tt.env)
 			if code != 2 || !strings.Contains(out, tt.want) {
 				t.Errorf("exit %d, output:\n%s\nwant exit 2 and %q", code, out, tt.want)
@@ -104,6 +107,7 @@ func TestConfigErrorsExit2(t *testing.T) {
 // A command target whose program does not exist fails the start (exit
 // 1, naming the queue and the program) instead of failing every task.
 func TestMissingProgramFailsStart(t *testing.T) {
+	t.Parallel()
 	code, out := runWorker(t, []string{"-set", "queues.q.command=/no/such/program", "-set", "http.addr="}, nil)
 	if code != 1 || !strings.Contains(out, "queue q: command: program") || !strings.Contains(out, "/no/such/program") || !strings.Contains(out, "cannot be run") {
 		t.Errorf("exit %d, output:\n%s\nwant exit 1 naming the program", code, out)
@@ -111,6 +115,7 @@ func TestMissingProgramFailsStart(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	code, out := runWorker(t, []string{"-version"}, nil)
 	if code != 0 || !strings.HasPrefix(out, "hourglass ") {
 		t.Errorf("exit %d, output:\n%s", code, out)
@@ -118,6 +123,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	code, out := runWorker(t, []string{"-h"}, nil)
 	if code != 0 || !strings.Contains(out, "-set key=value") {
 		t.Errorf("exit %d, output:\n%s", code, out)
@@ -127,6 +133,7 @@ func TestHelp(t *testing.T) {
 // The worker starts against a real Redis, serves its endpoints and exits
 // 0 on SIGTERM. (Delivering tasks is tested end to end elsewhere.)
 func TestServesEndpointsAndStops(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	p := testenv.StartProcess(t, "worker", testenv.BuildBinary(t, "./cmd/worker"), []string{

@@ -7,6 +7,7 @@ import (
 )
 
 func TestDoublesUpToMaxAndResets(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Min: 10 * time.Millisecond, Max: 35 * time.Millisecond}
 	var got []time.Duration
 	for i := 0; i < 4; i++ {
@@ -29,6 +30,7 @@ func TestDoublesUpToMaxAndResets(t *testing.T) {
 }
 
 func TestWaitEndsWithCtx(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Min: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -10,6 +10,7 @@ import (
 var errKind = errors.New("pkg: invalid config")
 
 func TestProblems(t *testing.T) {
+	t.Parallel()
 	p := New(errKind)
 	if err := p.Err(); err != nil {
 		t.Fatalf("no problem: %v", err)
@@ -27,6 +28,7 @@ func TestProblems(t *testing.T) {
 }
 
 func TestFieldProblems(t *testing.T) {
+	t.Parallel()
 	p := New(errKind)
 	p.IntRange("Limit", 0, 1, 10)
 	p.IntRange("Limit", 5, 1, 10) // fine
@@ -63,6 +65,7 @@ func TestFieldProblems(t *testing.T) {
 }
 
 func TestOr(t *testing.T) {
+	t.Parallel()
 	if got := Or(0, 5); got != 5 {
 		t.Errorf("Or(0, 5) = %d", got)
 	}

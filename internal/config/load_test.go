@@ -119,6 +119,7 @@ func runValidate(t *testing.T, tests []validateCase, oneError bool) {
 }
 
 func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
 	c := mustLoad(t, nil, []string{"PATH=/bin", "HOURGLASS=1", "OTHER_REDIS__ADDR=x"})
 	want := config.Default()
 	if !reflect.DeepEqual(*c, want) {
@@ -151,6 +152,7 @@ func TestLoadDefaults(t *testing.T) {
 }
 
 func TestLoadFile(t *testing.T) {
+	t.Parallel()
 	path := writeYAML(t, `
 namespace: prod
 shards: 64
@@ -267,6 +269,7 @@ log:
 }
 
 func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
 	path := writeYAML(t, "redis:\n  addr: file:1\nscheduler:\n  scan_limit: 10\n")
 	tests := []struct {
 		name      string
@@ -295,6 +298,7 @@ func TestLoadPrecedence(t *testing.T) {
 }
 
 func TestLoadEnvAndFlagForms(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		args, env []string
@@ -359,6 +363,7 @@ func TestLoadEnvAndFlagForms(t *testing.T) {
 }
 
 func TestLoadQueueMerge(t *testing.T) {
+	t.Parallel()
 	path := writeYAML(t, "queues:\n  emails:\n    timeout: 5s\n")
 	c := mustLoad(t, []string{"-config", path, "-set", "queues.emails.max_retries=1"},
 		[]string{"HOURGLASS_QUEUES__SMS__TIMEOUT=1s"})
@@ -372,6 +377,7 @@ func TestLoadQueueMerge(t *testing.T) {
 }
 
 func TestLoadUnknownKey(t *testing.T) {
+	t.Parallel()
 	tests := []loadErrCase{
 		{"file nested", "redis:\n  adr: x\n", nil, nil, []string{"config: redis.adr: unknown key", "hourglass.yaml"}},
 		{"file top level", "colour: red\n", nil, nil, []string{"config: colour: unknown key"}},
@@ -390,6 +396,7 @@ func TestLoadUnknownKey(t *testing.T) {
 
 // An out-of-range value names where it came from, as an unknown key does.
 func TestLoadOutOfRangeNamesSource(t *testing.T) {
+	t.Parallel()
 	tests := []loadErrCase{
 		{"file", "shards: -1\n", nil, nil, []string{"config: shards: must be between", "(file ", "hourglass.yaml)"}},
 		{"env", "", nil, []string{"HOURGLASS_SCHEDULER__LEASE_TTL=1s"}, []string{"config: scheduler.lease_ttl:", "(environment variable HOURGLASS_SCHEDULER__LEASE_TTL)"}},
@@ -400,6 +407,7 @@ func TestLoadOutOfRangeNamesSource(t *testing.T) {
 }
 
 func TestLoadWrongType(t *testing.T) {
+	t.Parallel()
 	tests := []loadErrCase{
 		{"bad duration in file", "scheduler:\n  lease_ttl: 5x\n", nil, nil, []string{"config: scheduler.lease_ttl: invalid duration"}},
 		{"duration without unit", "redis:\n  dial_timeout: 5\n", nil, nil, []string{"config: redis.dial_timeout: expected a duration"}},
@@ -421,6 +429,7 @@ func TestLoadWrongType(t *testing.T) {
 }
 
 func TestLoadFileErrors(t *testing.T) {
+	t.Parallel()
 	bad := writeYAML(t, "redis:\n  addr: [unclosed\n")
 	_, err := config.Load([]string{"-config", bad}, nil)
 	wantErr(t, err, "config: file "+bad)
@@ -441,6 +450,7 @@ func TestLoadFileErrors(t *testing.T) {
 }
 
 func TestLoadFlagErrors(t *testing.T) {
+	t.Parallel()
 	_, err := config.Load([]string{"-h"}, nil)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: got %v, want flag.ErrHelp", err)
@@ -469,6 +479,7 @@ func TestLoadFlagErrors(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
+	t.Parallel()
 	c := mustLoad(t, []string{"-set", "redis.password=s3cret", "-set", "etcd.password=hunter2",
 		"-set", "http.dashboard.username=ops", "-set", "http.dashboard.password=b4sic"}, nil)
 	r := c.Redacted()
@@ -499,6 +510,7 @@ func TestRedacted(t *testing.T) {
 }
 
 func TestExampleFile(t *testing.T) {
+	t.Parallel()
 	const path = "../../configs/scheduler.example.yaml"
 	c := mustLoad(t, []string{"-config", path}, nil)
 	if err := c.Validate(); err != nil {
@@ -520,6 +532,7 @@ func TestExampleFile(t *testing.T) {
 // by the scheduler example, with the same registered settings, so that a
 // newcomer running both gets no "unknown queue".
 func TestExamplesAgree(t *testing.T) {
+	t.Parallel()
 	s := mustLoad(t, []string{"-config", "../../configs/scheduler.example.yaml"}, nil)
 	w := mustLoad(t, []string{"-config", "../../configs/worker.example.yaml"}, nil)
 	if s.Namespace != w.Namespace || s.Shards != w.Shards {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPeriodicSection(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.yaml")
 	yaml := `queues:
@@ -50,6 +51,7 @@ periodic:
 }
 
 func TestPeriodicErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -16,6 +16,7 @@ import (
 // concurrency, handler_timeout, http and command settings.
 
 func TestNewKeyDefaults(t *testing.T) {
+	t.Parallel()
 	c := mustLoad(t, nil, nil)
 	q := c.Queues["default"]
 	checks := []struct {
@@ -59,6 +60,7 @@ func TestNewKeyDefaults(t *testing.T) {
 // The file forms are covered by TestLoadFile; these are the environment
 // and -set forms, including keys nested below a queue.
 func TestNewKeyOverrides(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		args, env []string
@@ -132,6 +134,7 @@ func TestNewKeyOverrides(t *testing.T) {
 // Headers merge over the layers; a later layer overrides a header however
 // it spells the name.
 func TestLoadHeadersMerge(t *testing.T) {
+	t.Parallel()
 	path := writeYAML(t, `
 queues:
   hooks:
@@ -150,6 +153,7 @@ queues:
 }
 
 func TestValidateNewKeys(t *testing.T) {
+	t.Parallel()
 	withQueue := func(f func(q *config.QueueConfig)) func(*config.Config) {
 		return func(c *config.Config) {
 			q := c.Queues["default"]
@@ -264,6 +268,7 @@ func TestValidateNewKeys(t *testing.T) {
 }
 
 func TestValidateKeepsURLSecret(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	q := c.Queues["default"]
 	q.HTTP.URL = "ftp://user:hunter2@h/"
@@ -281,6 +286,7 @@ func TestValidateKeepsURLSecret(t *testing.T) {
 // Type errors, unknown keys and validation errors from Load name the key
 // the way the user wrote it.
 func TestLoadNewKeyErrors(t *testing.T) {
+	t.Parallel()
 	tests := []loadErrCase{
 		{"factor from text", "", []string{"-set", "queues.q.backoff.factor=fast"}, nil, []string{"config: queues.q.backoff.factor: expected a number"}},
 		{"factor from bool", "queues:\n  q:\n    backoff:\n      factor: true\n", nil, nil, []string{"config: queues.q.backoff.factor: expected a number"}},
@@ -307,6 +313,7 @@ func TestLoadNewKeyErrors(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
+	t.Parallel()
 	c := mustLoad(t, nil, nil)
 	if c.HTTP.Addr != "127.0.0.1:9464" {
 		t.Errorf("scheduler http.addr = %q", c.HTTP.Addr)
@@ -342,6 +349,7 @@ func TestWithDefaults(t *testing.T) {
 }
 
 func TestRedactedQueues(t *testing.T) {
+	t.Parallel()
 	c := mustLoad(t, []string{
 		"-set", "queues.hooks.http.url=https://user:pa55@hooks.example.com/x?a=1",
 		"-set", "queues.hooks.http.headers.Authorization=Bearer t0k3n",
@@ -372,6 +380,7 @@ func TestRedactedQueues(t *testing.T) {
 }
 
 func TestWorkerExampleFile(t *testing.T) {
+	t.Parallel()
 	const path = "../../configs/worker.example.yaml"
 	c, err := config.Load([]string{"-config", path}, nil, config.WithDefaults(config.WorkerDefaults))
 	if err != nil {
@@ -401,6 +410,7 @@ func TestWorkerExampleFile(t *testing.T) {
 }
 
 func TestFlowControlKeys(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load([]string{
 		"-set", "queues.partner.max_concurrency=5",
 		"-set", "queues.partner.rate_limit.rate=200",

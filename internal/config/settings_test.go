@@ -529,6 +529,7 @@ const (
 // TestSettingsDocs: the settings tables of docs/operations.md are those
 // Settings renders (with -update, it writes them).
 func TestSettingsDocs(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(operationsDoc)
 	if err != nil {
 		t.Fatal(err)

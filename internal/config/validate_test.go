@@ -10,6 +10,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []validateCase{
 		{"defaults", func(*config.Config) {}, ""},
 
@@ -129,6 +130,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateReportsAll(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	c.Shards = -1
 	c.Log.Level = "loud"
@@ -139,6 +141,7 @@ func TestValidateReportsAll(t *testing.T) {
 // Validation runs inside Load, and the key in its errors is the one a
 // user would type.
 func TestLoadValidates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		args, env []string

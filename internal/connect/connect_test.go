@@ -45,6 +45,7 @@ func pingRedis(t *testing.T, cfg config.RedisConfig) error {
 }
 
 func TestRedisPassword(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t, testenv.WithRedisArgs("--requirepass", "s3cret"))
 	tests := []struct {
 		name     string
@@ -71,6 +72,7 @@ func TestRedisPassword(t *testing.T) {
 }
 
 func TestRedisACLUserAndDB(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t, testenv.WithRedisArgs("--user", "alice", "on", ">pw", "~*", "&*", "+@all"))
 	cfg := redisConfig(r.Addr)
 	cfg.Username, cfg.Password, cfg.DB, cfg.PoolSize = "alice", "pw", 5, 3
@@ -108,6 +110,7 @@ func TestRedisACLUserAndDB(t *testing.T) {
 }
 
 func TestRedisTLS(t *testing.T) {
+	t.Parallel()
 	pki := testenv.NewPKI(t)
 	tlsPort := testenv.FreePort(t)
 	testenv.StartRedis(t, testenv.WithRedisArgs(
@@ -150,6 +153,7 @@ func withServerName(c config.TLSConfig, name string) config.TLSConfig {
 }
 
 func TestEtcd(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cfg := config.Default().Etcd
 	cfg.Endpoints = []string{e.Endpoint}
@@ -170,6 +174,7 @@ func TestEtcd(t *testing.T) {
 }
 
 func TestEtcdAuth(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	admin := e.Client(t)
 	ctx := testenv.Ctx(t, 20*time.Second)
@@ -207,6 +212,7 @@ func TestEtcdAuth(t *testing.T) {
 }
 
 func TestTLSConfig(t *testing.T) {
+	t.Parallel()
 	pki := testenv.NewPKI(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
@@ -274,6 +280,7 @@ func checkErr(t *testing.T, what string, err error, fragments []string, notExist
 // the binary's logger, as JSON when log.format is json, not as go-redis's
 // plain-text lines on stderr.
 func TestRedisLogsGoThroughLogger(t *testing.T) {
+	t.Parallel()
 	var buf testenv.Buffer
 	connect.Logger(config.LogConfig{Level: "info", Format: "json"}, "test", &buf)
 	cfg := redisConfig("127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))) // nothing listens

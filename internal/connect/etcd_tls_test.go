@@ -24,6 +24,7 @@ const etcdFailBudget = 3 * time.Second
 // context's deadline, and a handshake with the same TLS configuration
 // with an error that names the TLS problem.
 func TestEtcdTLS(t *testing.T) {
+	t.Parallel()
 	pki := testenv.NewPKI(t)
 	other := testenv.NewPKI(t) // a CA etcd does not know, and its certificates
 	e := testenv.StartEtcd(t, testenv.WithEtcdTLS(pki.CA, pki.ServerCert, pki.ServerKey))
@@ -87,6 +88,7 @@ func TestEtcdTLS(t *testing.T) {
 	}
 	for _, tt := range fails {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each waits out its budget; the member is up for good now
 			c, err := connect.Etcd(etcdTLSConfig(e.Endpoint, tt.tls))
 			if err != nil {
 				t.Fatalf("connect.Etcd: %v (the files are valid; the handshake is what fails)", err)
@@ -158,6 +160,7 @@ func containsAny(s string, fragments []string) bool {
 // connection is not a TLS failure (the scheduler must not blame TLS for
 // a member that is down).
 func TestCheckEtcdTLSIgnoresUnreachable(t *testing.T) {
+	t.Parallel()
 	pki := testenv.NewPKI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), etcdFailBudget)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	good := Config{Prefix: "/hg/", ReplicaID: "a", Shards: 4}
 	tests := []struct {
 		name    string
@@ -55,6 +56,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigValidateReportsAll(t *testing.T) {
+	t.Parallel()
 	err := Config{}.Validate()
 	for _, want := range []string{"Prefix", "ReplicaID", "Shards"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -64,12 +66,14 @@ func TestConfigValidateReportsAll(t *testing.T) {
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	if _, err := New(nil, Config{Prefix: "/hg/", ReplicaID: "a", Shards: 1}, func(_ context.Context, _ int, _ int64) {}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("New(nil client) = %v, want ErrInvalidConfig", err)
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c := Config{Prefix: "/hg/", ReplicaID: "a", Shards: 1}.withDefaults()
 	if c.TTL != DefaultTTL || c.Logger == nil {
 		t.Fatalf("withDefaults() = TTL %s, Logger %v", c.TTL, c.Logger)
@@ -88,6 +92,7 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestQuota(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		n, r int
 		want []int // quota of each index
@@ -117,6 +122,7 @@ func TestQuota(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
+	t.Parallel()
 	all := func(int) bool { return true }
 	tests := []struct {
 		name     string
@@ -136,6 +142,7 @@ func TestCandidates(t *testing.T) {
 }
 
 func TestParseKey(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		key   string
 		kind  keyKind

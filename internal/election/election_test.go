@@ -290,6 +290,7 @@ func waitBalancedN(t *testing.T, cli *clientv3.Client, nodes []*node, shards int
 }
 
 func TestBalanceHandoverRebalance(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)
@@ -341,6 +342,7 @@ func TestBalanceHandoverRebalance(t *testing.T) {
 }
 
 func TestCrashTakeover(t *testing.T) {
+	t.Parallel()
 	skipIfShort(t)
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
@@ -372,6 +374,7 @@ func TestCrashTakeover(t *testing.T) {
 }
 
 func TestEtcdPauseSelfFencing(t *testing.T) {
+	t.Parallel()
 	skipIfShort(t)
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
@@ -434,6 +437,7 @@ func TestEtcdPauseSelfFencing(t *testing.T) {
 }
 
 func TestEtcdRestart(t *testing.T) {
+	t.Parallel()
 	skipIfShort(t)
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
@@ -462,6 +466,7 @@ func TestEtcdRestart(t *testing.T) {
 }
 
 func TestRunFuncReturnReleases(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)
@@ -490,6 +495,7 @@ func TestRunFuncReturnReleases(t *testing.T) {
 }
 
 func TestRunTwice(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	rec := newRecorder(t)
 	a := startNode(t, e, rec, "a")
@@ -500,6 +506,7 @@ func TestRunTwice(t *testing.T) {
 }
 
 func TestRegistererConflict(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	reg := prometheus.NewRegistry()
 	cfg := Config{Prefix: testPrefix, ReplicaID: "a", Shards: 1, Registerer: reg}

@@ -53,6 +53,7 @@ func releasedTotal(t *testing.T, nodes []*node) float64 {
 }
 
 func TestSetShardsGrowShrink(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)
@@ -116,6 +117,7 @@ func TestSetShardsGrowShrink(t *testing.T) {
 }
 
 func TestSetShardsBeforeRun(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)
@@ -143,6 +145,7 @@ func TestSetShardsBeforeRun(t *testing.T) {
 // beyond the new count: releasing for balance alone would keep one of
 // them, so it must release them for being out of range.
 func TestSetShardsShrinkReleasesBeyond(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)
@@ -178,6 +181,7 @@ func TestSetShardsShrinkReleasesBeyond(t *testing.T) {
 // last count. The recorder checks throughout that no shard runs twice at
 // once and that epochs increase.
 func TestSetShardsConcurrent(t *testing.T) {
+	t.Parallel()
 	e := testenv.StartEtcd(t)
 	cli := e.Client(t)
 	rec := newRecorder(t)

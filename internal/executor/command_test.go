@@ -43,6 +43,7 @@ func TestCommandSuccessReadsStdinAndEnv(t *testing.T) {
 }
 
 func TestCommandResults(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		script  string
@@ -99,6 +100,7 @@ func TestCommandResults(t *testing.T) {
 }
 
 func TestCommandStartError(t *testing.T) {
+	t.Parallel()
 	err := executor.Command([]string{filepath.Join(t.TempDir(), "missing")})(context.Background(), task("p"))
 	if err == nil || !strings.Contains(err.Error(), "command: start") {
 		t.Fatalf("got %v, want a start error", err)
@@ -140,6 +142,7 @@ func readPid(t *testing.T, path string) int {
 }
 
 func TestCommandTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// The child ignores SIGTERM and holds stderr; only killing the group
 	// ends it.
@@ -161,6 +164,7 @@ func TestCommandTimeoutKillsProcessGroup(t *testing.T) {
 }
 
 func TestCommandCancelCause(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("lease lost")
 	time.AfterFunc(100*time.Millisecond, func() { cancel(cause) })
@@ -171,6 +175,7 @@ func TestCommandCancelCause(t *testing.T) {
 }
 
 func TestCommandLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// The program exits at once but leaves a child holding stdin and
 	// stderr open.

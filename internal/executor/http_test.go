@@ -62,6 +62,7 @@ func status(code int, header ...string) func(http.ResponseWriter, *http.Request)
 }
 
 func TestHTTPAckSendsTaskAndHeaders(t *testing.T) {
+	t.Parallel()
 	srv, seen := server(t, status(http.StatusNoContent))
 	h := executor.HTTP(config.HTTPTarget{
 		URL: srv.URL + "/hook",
@@ -97,6 +98,7 @@ func TestHTTPAckSendsTaskAndHeaders(t *testing.T) {
 }
 
 func TestHTTPMethodAndContentType(t *testing.T) {
+	t.Parallel()
 	srv, seen := server(t, status(http.StatusOK))
 	h := executor.HTTP(config.HTTPTarget{
 		URL: srv.URL, Method: "PUT", Headers: map[string]string{"content-type": "application/json"},
@@ -111,6 +113,7 @@ func TestHTTPMethodAndContentType(t *testing.T) {
 }
 
 func TestHTTPResults(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 300)
 	tests := []struct {
 		name    string
@@ -171,6 +174,7 @@ func TestHTTPResults(t *testing.T) {
 }
 
 func TestHTTPTransportError(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url, client := srv.URL, srv.Client()
 	srv.Close() // nothing listens there now
@@ -181,6 +185,7 @@ func TestHTTPTransportError(t *testing.T) {
 }
 
 func TestHTTPUsesCtx(t *testing.T) {
+	t.Parallel()
 	srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // never answers
 	})

@@ -11,6 +11,7 @@ import (
 )
 
 func TestLookReportsHowToInstall(t *testing.T) {
+	t.Parallel()
 	_, err := Look("no-such-binary-hourglass")
 	if !errors.Is(err, ErrMissingBinary) || !strings.Contains(err.Error(), "apt-get install") {
 		t.Fatalf("Look = %v, want ErrMissingBinary with an install hint", err)
@@ -18,6 +19,7 @@ func TestLookReportsHowToInstall(t *testing.T) {
 }
 
 func TestProcLifecycle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p, err := Start("sleeper", "/bin/sh", []string{"-c", "echo started; exec sleep 60"}, nil, filepath.Join(dir, "s.log"))
 	if err != nil {
@@ -54,6 +56,7 @@ func TestProcLifecycle(t *testing.T) {
 // of them is bound (the callers' children bind them later), and they stay
 // out of the kernel's ephemeral range, which outgoing connections draw on.
 func TestFreePortNeverRepeats(t *testing.T) {
+	t.Parallel()
 	low := ephemeralLow()
 	seen := make(map[int]bool)
 	for i := 0; i < 2000; i++ {

@@ -252,16 +252,12 @@ func Prune(lib, script string) string {
 	// Mark what the script uses, then what the marked helpers use, until
 	// nothing new is marked (helpers may call helpers defined above them).
 	used := make([]bool, len(helpers))
-	names := make([]*regexp.Regexp, len(helpers))
-	for i, h := range helpers {
-		names[i] = identRE(h.name)
-	}
 	todo := []string{script}
 	for len(todo) > 0 {
-		code := stripComments(todo[len(todo)-1])
+		names := identifiers(stripComments(todo[len(todo)-1]))
 		todo = todo[:len(todo)-1]
 		for i, h := range helpers {
-			if !used[i] && names[i].MatchString(code) {
+			if !used[i] && names[h.name] {
 				used[i] = true
 				todo = append(todo, h.text)
 			}
@@ -276,9 +272,30 @@ func Prune(lib, script string) string {
 	return strings.Join(out, "\n\n")
 }
 
-// identRE matches name as a whole Lua identifier.
-func identRE(name string) *regexp.Regexp {
-	return regexp.MustCompile(`(^|[^A-Za-z0-9_.:])` + regexp.QuoteMeta(name) + `($|[^A-Za-z0-9_])`)
+// identifiers returns the names code uses as whole Lua identifiers, not
+// as a field or method (after "." or ":"). One pass over the text: every
+// process that loads the scripts prunes them at start, and a regular
+// expression per helper made that take a second in race-enabled binaries.
+func identifiers(code string) map[string]bool {
+	word := func(c byte) bool {
+		return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	names := map[string]bool{}
+	for i := 0; i < len(code); {
+		if !word(code[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(code) && word(code[j]) {
+			j++
+		}
+		if i == 0 || code[i-1] != '.' && code[i-1] != ':' {
+			names[code[i:j]] = true
+		}
+		i = j
+	}
+	return names
 }
 
 // stripComments drops Lua line comments ("--" to the end of the line)

@@ -29,6 +29,7 @@ local function d()
 end`
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, script string
 		want         []string // helpers kept, in lib order
@@ -87,6 +88,7 @@ func testDir(t *testing.T) Dir {
 }
 
 func TestAssemble(t *testing.T) {
+	t.Parallel()
 	d := testDir(t)
 	for _, tc := range []struct {
 		name    string
@@ -138,6 +140,7 @@ func TestAssemble(t *testing.T) {
 }
 
 func TestVendor(t *testing.T) {
+	t.Parallel()
 	src := "-- x\n" + LibBegin + " (copied)\nlocal function d()\n  return 5\nend\n" + LibEnd + "\nreturn b(1)"
 	got, err := Vendor(testLib, src)
 	if err != nil {

@@ -27,6 +27,7 @@ var errFenced = errors.New("fenced")
 // Ready channel; when one loop stops with an error, the others' ctx ends,
 // Run waits for them and returns the error under the loop's name.
 func TestFirstToStopStopsAll(t *testing.T) {
+	t.Parallel()
 	wake := make(chan struct{})
 	var sawReady atomic.Bool
 	var stopped atomic.Int32
@@ -74,6 +75,7 @@ func TestFirstToStopStopsAll(t *testing.T) {
 // TestCtxEndStopsAll: the owner's ctx ending (shard lost, shutdown) stops
 // every loop; Run returns nil when none failed.
 func TestCtxEndStopsAll(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{}, 2)
 	loop := Loop{Name: "l", Run: func(ctx context.Context, _ Shard) error {

@@ -28,6 +28,7 @@ func serve(t *testing.T, obs []float64, counter float64) string {
 }
 
 func TestScrapeMergesAndEstimates(t *testing.T) {
+	t.Parallel()
 	a := serve(t, []float64{0.5, 0.5, 1.5, 3}, 2)
 	b := serve(t, []float64{0.5, 1.5, 3, 7, 100}, 3)
 	h, err := Scrape(context.Background(), "lat_seconds", a, b)
@@ -61,6 +62,7 @@ func TestScrapeMergesAndEstimates(t *testing.T) {
 }
 
 func TestFamiliesErrors(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 	if _, err := Families(context.Background(), srv.URL); err == nil {
@@ -71,6 +73,7 @@ func TestFamiliesErrors(t *testing.T) {
 // TestMissingFamilyIsAnError: a family the process does not export, or
 // one of another type, is an error, never a zero.
 func TestMissingFamilyIsAnError(t *testing.T) {
+	t.Parallel()
 	u := serve(t, []float64{1}, 1)
 	if _, err := Scrape(context.Background(), "nope_seconds", u); !errors.Is(err, ErrNoFamily) {
 		t.Fatalf("Scrape of a missing histogram: %v, want ErrNoFamily", err)

@@ -56,6 +56,7 @@ func checkPlaced(t *testing.T, e *shardtest.Env, n int, want string, ids ...stri
 // loops of every shard running: scheduled and dead tasks end in their
 // shard of the new count, as they were; the dropped shards are deleted.
 func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{})
 	ctx := testenv.Ctx(t, time.Minute)
 	var later []string
@@ -130,6 +131,7 @@ func exportAway(t *testing.T, e *shardtest.Env, shards, n int, prefix string) (i
 // outbox, the next owner (a newer epoch) imports and commits them, and
 // the dead owner's epoch is refused.
 func TestResumesABatchLeftInTheOutbox(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{})
 	ctx := testenv.Ctx(t, time.Minute)
 	ids, _, away, _ := exportAway(t, e, 4, 200, "t-")
@@ -177,6 +179,7 @@ func TestResumesABatchLeftInTheOutbox(t *testing.T) {
 // B re-imported (skipped: imported already), its commit found no entries,
 // and its unimport deleted the only copies: the whole batch was lost.
 func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Shards: 1})
 	ctx := testenv.Ctx(t, time.Minute)
 	// Owner A (epoch 1): export and import, then it stalls before its commit.
@@ -224,6 +227,7 @@ func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
 // longer belongs to stays there; the change ends only once it is
 // settled.
 func TestTasksInFlightKeepTheChangeOpen(t *testing.T) {
+	t.Parallel()
 	e, ctx, ds := heldOpen(t)
 	var moving []shard.Delivery
 	for _, d := range ds {
@@ -278,6 +282,7 @@ func waitPasses(t *testing.T, reg *prometheus.Registry, n float64) {
 // again; the log says so once for the change, and once more when the set
 // of schedules changes.
 func TestHandOverIsLoggedOncePerChange(t *testing.T) {
+	t.Parallel()
 	e, _, ds := heldOpen(t)
 	var names []string // schedules whose home moves from shard 0 to 1
 	for i := 0; len(names) < 3; i++ {
@@ -349,6 +354,7 @@ func release(t *testing.T, e *shardtest.Env, ds []shard.Delivery) {
 // dropped shard nobody owns, scans or pops. Export and Import once did not
 // check the shard's marker, and it did.
 func TestStaleGenerationOwnerMovesNothingIntoADroppedShard(t *testing.T) {
+	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Shards: 2})
 	ctx := testenv.Ctx(t, time.Minute)
 	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})

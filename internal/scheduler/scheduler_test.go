@@ -83,6 +83,7 @@ func get(t *testing.T, url string) (int, string) {
 // shards, moves a task, reports through its endpoints, turns unready when
 // Redis dies, and on shutdown frees its shards in etcd and leaks nothing.
 func TestReplicaEndpointsAndShutdown(t *testing.T) {
+	t.Parallel()
 	cfg, r, e := replicaConfig(t, "inproc")
 	logs := &testenv.Buffer{}
 	s, err := New(&cfg, hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info}))
@@ -181,6 +182,7 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 // TestReplicaIDFor: the id a replica takes when none is configured
 // satisfies the election's rule whatever the host name.
 func TestReplicaIDFor(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		host, want string
 	}{
@@ -265,6 +267,7 @@ func TestHealthTellsTheTruthEarly(t *testing.T) {
 // replica notices within registryCheck and registers its queues again,
 // so producers stop getting "unknown queue" without a scheduler restart.
 func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
+	t.Parallel()
 	cfg, r, _ := replicaConfig(t, "registry")
 	const every = 200 * time.Millisecond
 	_, logs := runReplica(t, cfg, func(s *Scheduler) { s.registryEvery = every })
@@ -293,6 +296,7 @@ func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
 // certificate it does not present says so at start, with the TLS cause,
 // instead of only "context deadline exceeded" from every etcd call.
 func TestEtcdTLSFailureIsNamed(t *testing.T) {
+	t.Parallel()
 	pki := testenv.NewPKI(t)
 	e := testenv.StartEtcd(t, testenv.WithEtcdTLS(pki.CA, pki.ServerCert, pki.ServerKey))
 	cfg, _, _ := replicaConfig(t, "tls")
@@ -311,6 +315,7 @@ func TestEtcdTLSFailureIsNamed(t *testing.T) {
 // a registered schedule removed stops firing. The dashboard lists the
 // schedules fired at each point.
 func TestSchedulesFromConfigAndRegistry(t *testing.T) {
+	t.Parallel()
 	cfg, r, _ := replicaConfig(t, "periodic")
 	cfg.Periodic = map[string]config.PeriodicConfig{"conf": {Queue: "default", Interval: time.Second}}
 	s, _ := runReplica(t, cfg, func(s *Scheduler) { s.registryEvery = time.Hour })

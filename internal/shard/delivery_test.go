@@ -47,6 +47,7 @@ func popClaim(t *testing.T, s *Store, queues []string, lease time.Duration) Deli
 }
 
 func TestPopClaimAck(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 2, "a", "mail", -1)
@@ -84,6 +85,7 @@ func TestPopClaimAck(t *testing.T) {
 }
 
 func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	readyTask(t, s, 0, "c", "default", -1)
@@ -111,6 +113,7 @@ func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	readyTask(t, s, 1, "e", "default", -1)
@@ -127,6 +130,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 3, "n", "default", 2)
@@ -165,6 +169,7 @@ func TestNackRetriesWithBackoffThenBuries(t *testing.T) {
 }
 
 func TestNackDeadAndRetryAfter(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "d", "default", 5)
@@ -189,6 +194,7 @@ func TestNackDeadAndRetryAfter(t *testing.T) {
 }
 
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 2, "r", "default", -1)
@@ -206,6 +212,7 @@ func TestRelease(t *testing.T) {
 }
 
 func TestRecoverExpiredLeases(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	retry := readyTask(t, s, 0, "x", "default", 3)
@@ -241,6 +248,7 @@ func TestRecoverExpiredLeases(t *testing.T) {
 }
 
 func TestRecoverStrandedPops(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	lost := readyTask(t, s, 1, "lost", "mail", -1)
@@ -275,6 +283,7 @@ func TestRecoverStrandedPops(t *testing.T) {
 }
 
 func TestRecoverTrimsDeadLetters(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	for i := 0; i < 5; i++ {
@@ -298,6 +307,7 @@ func TestRecoverTrimsDeadLetters(t *testing.T) {
 }
 
 func TestParseReady(t *testing.T) {
+	t.Parallel()
 	l, _ := NewLayout("hg", 4)
 	for _, k := range l.ReadyKeys([]string{"a", "b.c:d"}) {
 		sh, q, ok := l.ParseReady(k)
@@ -313,6 +323,7 @@ func TestParseReady(t *testing.T) {
 }
 
 func TestAckBatchAcrossShards(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	var acks []AckArgs
@@ -353,6 +364,7 @@ func popEntry(t *testing.T, s *Store, queue string) (int, string) {
 // before any lease; acks, nacks and releases take its entry's number as
 // the token, and a late lease keeps that token.
 func TestUnleasedDeliveries(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	popped := func(prefix string, retries int) (string, Delivery) {
@@ -453,6 +465,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 // vanished counts an attempt; with none left it is dead-lettered with the
 // reason, never redelivered forever.
 func TestStrandedUnleasedBuriedWhenRetriesSpent(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "poison", "default", 0)
@@ -474,6 +487,7 @@ func TestStrandedUnleasedBuriedWhenRetriesSpent(t *testing.T) {
 // head of a ready list proves nothing about the pending ids behind it:
 // recovery leaves them, cancel and lookup see them ready.
 func TestGarbageHeadIsNotAPop(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 0, "behind", "default", -1)
@@ -497,6 +511,7 @@ func TestGarbageHeadIsNotAPop(t *testing.T) {
 // batches of more ids than one command gets (lib.lua's bulk_read splits
 // them by 1000), for leased deliveries and for ones run before a lease.
 func TestBatchesBeyondChunk(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 60*time.Second)
 	const n = 2100
@@ -568,6 +583,7 @@ func TestBatchesBeyondChunk(t *testing.T) {
 // burial record and last error go, lookup no longer finds it, and its id
 // can be enqueued again.
 func TestCancelDeadTask(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	id := readyTask(t, s, 3, "dead", "default", -1)

@@ -35,6 +35,7 @@ func protocolExample(t *testing.T, root string) string {
 // as written and checks the task it stores: in shard 14 of 16 without a
 // layout record, in shard 30 of 32 once the count was changed to 32.
 func TestProtocolExampleWorks(t *testing.T) {
+	t.Parallel()
 	testenv.LookBinary(t, "redis-cli")
 	root := testenv.ModuleRoot(t)
 	for _, tc := range []struct {

@@ -18,6 +18,7 @@ import (
 // times once their bucket's lead time comes (LIMIT-bounded), stale and
 // hand-written entries dropped or buried, and delivered like any task.
 func TestFarTier(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 60*time.Second)
 	l := s.Layout()
@@ -131,6 +132,7 @@ func TestFarTier(t *testing.T) {
 // task goes to the delayed set; buckets stored before stay in the tier
 // (the mover promotes them whatever the setting; see TestFarTier).
 func TestFarTierOff(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
@@ -168,6 +170,7 @@ func TestFarTierOff(t *testing.T) {
 // bucket, or an earlier one), not for a bucket that is already due to be
 // promoted sooner, and never when a nearer task stays the head.
 func TestFarTierWake(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()

@@ -17,6 +17,7 @@ import (
 // the same call: were it not, the mover would be told to come back at a
 // time that has already come, and call again and again.
 func TestMoveAhead(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()

@@ -38,6 +38,7 @@ func newTestStore(t *testing.T) (*Store, *redis.Client) {
 }
 
 func TestEnqueueOutcomes(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	now := time.Now()
@@ -87,6 +88,7 @@ func TestEnqueueOutcomes(t *testing.T) {
 }
 
 func TestEnqueueDefaultsAndOverrides(t *testing.T) {
+	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	due := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
@@ -111,6 +113,7 @@ func TestEnqueueDefaultsAndOverrides(t *testing.T) {
 }
 
 func TestEnqueueBatch(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	var as []EnqueueArgs
@@ -190,6 +193,7 @@ func (w *wakes) none() {
 }
 
 func TestWakeOnlyOnNewHead(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
@@ -212,6 +216,7 @@ func TestWakeOnlyOnNewHead(t *testing.T) {
 // owner once, whichever of them Redis orders first (ties are ordered by
 // member, not by position in the batch).
 func TestWakeOnTiedBatch(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
@@ -233,6 +238,7 @@ func TestWakeOnTiedBatch(t *testing.T) {
 }
 
 func TestMoveFencedBoundedAndBuries(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
@@ -315,6 +321,7 @@ func TestMoveFencedBoundedAndBuries(t *testing.T) {
 }
 
 func TestCancelAndLookupStates(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()
@@ -362,6 +369,7 @@ func TestCancelAndLookupStates(t *testing.T) {
 }
 
 func TestCodec(t *testing.T) {
+	t.Parallel()
 	in := Task{ID: "x", Queue: "q", Attempts: 2, MaxRetries: 5, Timeout: time.Second, Due: time.UnixMilli(1700000000123), Enqueued: time.UnixMilli(1700000000000), Payload: []byte("a|b\x00c")}
 	out, err := Decode("x", Encode(in))
 	if err != nil {
@@ -428,6 +436,7 @@ func TestStoredControlIDsStayReachable(t *testing.T) {
 }
 
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ns string
 		n  int
@@ -453,6 +462,7 @@ func TestLayout(t *testing.T) {
 // of a single shard is split and every task gets its own result; the wake
 // channel hears once per call that creates a new earliest task.
 func TestEnqueueBatchOneShardManyCalls(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	var as []EnqueueArgs
@@ -511,6 +521,7 @@ func (h *loadMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // refused call may be sent again, or the tasks of the others are
 // reported as duplicates of themselves.
 func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRedis(t)
 	loader := r.Client(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -555,6 +566,7 @@ func shardIDs(l Layout, sh int, prefix string, n int) []string {
 // ZRANGE, as does one moving a single task (the probe reads two entries,
 // so it yields the next due time too).
 func TestMoveProbe(t *testing.T) {
+	t.Parallel()
 	s, rdb := newTestStore(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := s.Layout()

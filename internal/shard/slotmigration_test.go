@@ -108,6 +108,7 @@ type migCase struct {
 }
 
 func TestScriptsDuringSlotMigration(t *testing.T) {
+	t.Parallel()
 	rc := testenv.StartRedisCluster(t, 3, 0)
 	cc := rc.Client(t)
 	l, err := NewLayout("mig", 64)

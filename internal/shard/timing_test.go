@@ -9,6 +9,7 @@ import (
 // unleased task fits inside UnleasedGrace, as timing.go describes. Each
 // row is one path; a change of a bound that breaks a path fails here.
 func TestTimingBoundsCompose(t *testing.T) {
+	t.Parallel()
 	// The shortest time a late lease gets for its claim (and one retry)
 	// after the latest moment it may start.
 	const claimWindow = 100 * time.Millisecond

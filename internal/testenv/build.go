@@ -1,11 +1,17 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // ModuleRoot returns the directory holding go.mod, found by walking up
@@ -28,54 +34,142 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
+// builds serializes the builds of this process (a file lock in the
+// directory serializes them with other test binaries) and remembers what
+// this process built: one go build per binary and test binary, even when
+// it finds the binary up to date, since every run of the go command costs
+// a second or more of a busy machine while the other tests wait on the
+// lock.
 var builds struct {
 	sync.Mutex
-	dir  string
-	bins map[string]string
+	bins map[string]string // package -> binary
 }
+
+// binStale is how long a checkout's binaries may go unused before a
+// build of another checkout removes them.
+const binStale = 72 * time.Hour
 
 // BuildBinary builds the main package at pkg (relative to the module
 // root, for example "./cmd/scheduler") with the race detector (unless
 // HGTEST_RACE=0, for measuring) and the faultinject tag (fault points a
-// test switches on with HG_FAULT; inert otherwise), and returns
-// the binary's path. A test binary builds each package once; Main removes
-// the binaries when the tests end.
+// test switches on with HG_FAULT; inert otherwise), and returns the
+// binary's path.
 func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	return BuildBinaries(t, pkg)[0]
+}
+
+// BuildBinaries builds the main packages pkgs in one go build (which
+// links them in parallel) as BuildBinary does, and returns their paths in
+// the order of pkgs.
+//
+// The binaries live in a directory shared by every test binary of this
+// checkout (under the user's cache directory, named for the module root
+// and the race setting): the packages of one `go test ./...` link each
+// binary once, and a later run relinks only what changed, because go
+// build leaves a binary alone when its build ID says its inputs are the
+// same. A file lock keeps concurrent test binaries from building at
+// once. Directories of checkouts unused for three days are removed.
+func BuildBinaries(t testing.TB, pkgs ...string) []string {
 	t.Helper()
 	builds.Lock()
 	defer builds.Unlock()
-	if p, ok := builds.bins[pkg]; ok {
-		return p
-	}
-	if builds.dir == "" {
-		d, err := os.MkdirTemp("", "hourglass-testbin-")
-		if err != nil {
-			t.Fatal(err)
+	var todo []string
+	for _, pkg := range pkgs {
+		if _, ok := builds.bins[pkg]; !ok {
+			todo = append(todo, pkg)
 		}
-		builds.dir, builds.bins = d, map[string]string{}
 	}
-	out := filepath.Join(builds.dir, filepath.Base(pkg))
-	args := []string{"build", "-tags", "faultinject", "-race", "-o", out, pkg}
-	if os.Getenv("HGTEST_RACE") == "0" {
-		args = []string{"build", "-tags", "faultinject", "-o", out, pkg}
+	if len(todo) > 0 {
+		build(t, todo)
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = ModuleRoot(t)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: go build %s: %v\n%s", pkg, err, b)
+	out := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		out[i] = builds.bins[pkg]
 	}
-	builds.bins[pkg] = out
 	return out
 }
 
-// Main runs the tests and then removes the binaries BuildBinary made.
-// Use it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+// build runs go build for pkgs into the checkout's directory under its
+// file lock and records the binaries in builds.bins (whose lock the
+// caller holds).
+func build(t testing.TB, pkgs []string) {
+	t.Helper()
+	root := ModuleRoot(t)
+	flavor, args := "race", []string{"build", "-tags", "faultinject", "-race"}
+	if os.Getenv("HGTEST_RACE") == "0" {
+		flavor, args = "plain", []string{"build", "-tags", "faultinject"}
+	}
+	dir, err := binDir(root, flavor)
+	if err != nil {
+		t.Fatalf("testenv: binaries' directory: %v", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("testenv: lock %s: %v", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	now := time.Now()
+	_ = os.Chtimes(lock.Name(), now, now) // in use: see binDir
+	cmd := exec.Command("go", append(append(args, "-o", dir+string(filepath.Separator)), pkgs...)...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testenv: go build %v: %v\n%s", pkgs, err, b)
+	}
+	if builds.bins == nil {
+		builds.bins = map[string]string{}
+	}
+	for _, pkg := range pkgs {
+		builds.bins[pkg] = filepath.Join(dir, filepath.Base(pkg))
+	}
+}
+
+// binDir returns (and makes) the binaries' directory of the checkout at
+// root, and removes those of checkouts whose lock file was last touched
+// more than binStale ago.
+func binDir(root, flavor string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	base := filepath.Join(cache, "hourglass-testbin")
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(base, hex.EncodeToString(sum[:8]), flavor)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	olds, _ := filepath.Glob(filepath.Join(base, "*", "*", ".lock"))
+	for _, l := range olds {
+		if fi, err := os.Stat(l); err == nil && time.Since(fi.ModTime()) > binStale && filepath.Dir(l) != dir {
+			os.RemoveAll(filepath.Dir(l))
+			os.Remove(filepath.Dir(filepath.Dir(l))) // once both flavors are gone
+		}
+	}
+	return dir, nil
+}
+
+// Main runs the tests and exits with their status. Use it from TestMain:
+// func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
-	builds.Lock()
-	if builds.dir != "" {
-		os.RemoveAll(builds.dir)
-	}
-	builds.Unlock()
 	os.Exit(code)
+}
+
+// DefaultParallel sets the test binary's -parallel to n unless its
+// command line set it: for packages whose parallel tests mostly wait on
+// processes and timers, where go test's default (GOMAXPROCS) leaves the
+// machine idle. Call it from TestMain before Main.
+func DefaultParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }

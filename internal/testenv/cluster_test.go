@@ -26,6 +26,7 @@ func startCluster(t *testing.T) *RedisCluster {
 }
 
 func TestRedisClusterSpreadsHashTags(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cc := c.Client(t)
 	ctx := Ctx(t, 30*time.Second)
@@ -70,6 +71,7 @@ func TestRedisClusterSpreadsHashTags(t *testing.T) {
 const preloaded = 3000
 
 func TestRedisClusterMigrateSlotUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cc := c.Client(t)
 	ctx := Ctx(t, 30*time.Second)
@@ -209,6 +211,7 @@ func oneRound(ctx context.Context, cc *redis.ClusterClient, tag string, n int64,
 }
 
 func TestRedisClusterFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cc := c.Client(t)
 	ctx := Ctx(t, 30*time.Second)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,10 +60,11 @@ type Process struct {
 }
 
 // StartProcess starts bin with args and env (added to the test's
-// environment) and registers its shutdown with t.Cleanup. name labels the
-// process in logs.
+// environment, with GORACE as Environ sets it) and registers its shutdown
+// with t.Cleanup. name labels the process in logs.
 func StartProcess(t testing.TB, name, bin string, args, env []string) *Process {
 	t.Helper()
+	env = append(slices.Clone(env), raceExit(env))
 	p, err := localrun.Start(name, bin, args, env, filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -167,4 +169,29 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// Environ returns the test's environment with extra added, for a child
+// process built by BuildBinary: GORACE gains atexit_sleep_ms=0 unless it
+// sets that already. A race-enabled binary otherwise sleeps a second
+// before it exits (the race runtime's default, to let other goroutines
+// report), which every CLI run and every stop of a process in the tests
+// would wait for; StartProcess adds it too.
+func Environ(extra ...string) []string {
+	return append(append(os.Environ(), extra...), raceExit(extra))
+}
+
+// raceExit returns the GORACE entry for a child whose environment is the
+// test's with env added.
+func raceExit(env []string) string {
+	opts := os.Getenv("GORACE")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
+			opts = v
+		}
+	}
+	if !strings.Contains(opts, "atexit_sleep_ms") {
+		opts = strings.TrimSpace(opts + " atexit_sleep_ms=0")
+	}
+	return "GORACE=" + opts
 }

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSentinelFailoverAfterPrimaryKill(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	s := StartSentinel(t)
 	t.Logf("primary, replica and %d sentinels up in %s", len(s.Sentinels), time.Since(start).Round(time.Millisecond))

@@ -8,6 +8,7 @@ import (
 )
 
 func TestRedisControls(t *testing.T) {
+	t.Parallel()
 	r := StartRedis(t)
 	c := r.Client(t)
 	ctx := Ctx(t, 30*time.Second)
@@ -25,6 +26,7 @@ func TestRedisControls(t *testing.T) {
 }
 
 func TestEtcdControls(t *testing.T) {
+	t.Parallel()
 	e := StartEtcd(t)
 	c := e.Client(t)
 	ctx := Ctx(t, 30*time.Second)
