@@ -194,13 +194,16 @@ func testPeriodicFaults(t *testing.T, faults int, soak time.Duration) {
 
 // TestPeriodicCatchUpPolicies: the occurrences missed while the only
 // scheduler was stopped are fired by the catch-up policy when it comes
-// back: none with skip, the latest with latest, every one with all.
+// back: none with skip, the latest with latest, every one with all. The
+// misfire grace is the least (2 s) and the outage longer, so that the
+// policy, not the grace, decides (TestMisfireGraceDecidesBeforeThePolicy
+// in internal/fire covers the grace).
 func TestPeriodicCatchUpPolicies(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 5*time.Second, 4)
-	sargs := slices.Clone(args)
+	sargs := append(slices.Clone(args), "-set", "scheduler.misfire_grace=2s")
 	policies := []string{"skip", "latest", "all"}
 	for _, p := range policies {
 		sargs = append(sargs, periodicArgs("cu-"+p, "queue", "default", "interval", "1s",

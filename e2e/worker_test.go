@@ -214,19 +214,50 @@ func TestPrefetchEndToEnd(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "one replica owns all 16 shards", func() (bool, string) { return c.settled("pf-1") })
 	w := c.startWorker("pf-w", args...)
 
-	ctx := testenv.Ctx(t, time.Minute)
-	const n = 300
-	var batch []client.Task
-	for i := 0; i < n; i++ {
-		batch = append(batch, client.Task{ID: "pf" + strconv.Itoa(i), Queue: "default", Payload: []byte("x"),
-			Delay: time.Second + time.Duration(rand.IntN(2000))*time.Millisecond})
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	n := 0 // tasks enqueued
+	wave := func(size int) {
+		t.Helper()
+		var batch []client.Task
+		for i := 0; i < size; i++ {
+			batch = append(batch, client.Task{ID: "pf" + strconv.Itoa(n), Queue: "default", Payload: []byte("x"),
+				Delay: time.Second + time.Duration(rand.IntN(2000))*time.Millisecond})
+			n++
+		}
+		if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
-		t.Fatal(err)
+	held := func() float64 {
+		t.Helper()
+		fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := promread.Counter(fams, "hourglass_worker_held_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
 	}
-	testenv.WaitFor(t, 30*time.Second, "300 distinct deliveries", func() (bool, string) {
+	wave(300)
+	// A task is held when the worker pops it before its due time, which
+	// the scheduler's 250 ms of prefetch allows; on a machine loaded past
+	// that (the race detector, other tests) a whole wave can be popped
+	// late. Another wave follows until one task was held.
+	testenv.WaitFor(t, time.Minute, "a task moved ahead and held by the worker", func() (bool, string) {
+		if d, _ := tg.delivered(); d < n {
+			return false, fmt.Sprintf("%d of %d delivered", d, n)
+		}
+		if held() > 0 {
+			return true, ""
+		}
+		wave(100)
+		return false, "a wave delivered, none held: another wave"
+	})
+	testenv.WaitFor(t, 30*time.Second, "every task delivered", func() (bool, string) {
 		d, total := tg.delivered()
-		return d == n, fmt.Sprintf("%d distinct, %d total", d, total)
+		return d == n, fmt.Sprintf("%d of %d distinct, %d total", d, n, total)
 	})
 	if d, total := tg.delivered(); total != n {
 		t.Fatalf("%d distinct ids delivered %d times, want each once", d, total)
@@ -243,18 +274,8 @@ func TestPrefetchEndToEnd(t *testing.T) {
 	if early > 0 {
 		t.Fatalf("%d of %d tasks reached their target before their due time (earliest %s)", early, n, -first)
 	}
-	fams, err := promread.Families(ctx, "http://"+w.http+"/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := promread.Counter(fams, "hourglass_worker_held_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if held == 0 {
-		t.Fatal("the worker held no task: nothing was moved ahead of its due time")
-	}
-	t.Logf("prefetch 250ms: %v of %d tasks held; receive - due p50 %s p99 %s (no bar asserted)", held, n, p50, p99)
+	heldTasks := held()
+	t.Logf("prefetch 250ms: %v of %d tasks held; receive - due p50 %s p99 %s (no bar asserted)", heldTasks, n, p50, p99)
 }
 
 // TestWorkerKilledTasksRedelivered: a worker SIGKILLed while its handlers
