@@ -195,10 +195,17 @@ func (i *Inspector) Pause(ctx context.Context, name string) error {
 }
 
 // Resume resumes a paused queue; workers are told at once (an event, not
-// a poll) and deliver everything that waited. Idempotent.
+// a poll) and deliver everything that waited. Idempotent for a queue that
+// is registered. ErrNotFound, as Pause, for a queue that is neither paused
+// nor registered (a typo resumes nothing); a paused queue is resumed
+// whether registered or not, so that the pause of a queue since removed
+// can be cleared.
 func (i *Inspector) Resume(ctx context.Context, name string) error {
-	_, err := i.store.SetPaused(ctx, name, false)
-	return mapErr(err)
+	changed, err := i.store.SetPaused(ctx, name, false)
+	if err != nil || changed {
+		return mapErr(err)
+	}
+	return i.mustExist(ctx, name)
 }
 
 // PausedQueues returns the paused queues and when each was paused.

@@ -3,12 +3,53 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
+
+// cliEnv is a real Redis holding namespace ns (2 shards) with queue "q"
+// registered, and a config file for it; cli runs the CLI in process with
+// that config and an empty stdin (not a terminal).
+type cliEnv struct {
+	t     *testing.T
+	redis *testenv.Redis
+	store *shard.Store
+	cfg   string
+}
+
+func newCLIEnv(t *testing.T, ns string) *cliEnv {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
+	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: %s\nshards: 2\n", r.Addr, ns)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := shard.NewLayout(ns, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := shard.NewStore(r.Client(t), l)
+	if err := store.RegisterQueues(testenv.Ctx(t, 10*time.Second), map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: time.Minute, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	return &cliEnv{t: t, redis: r, store: store, cfg: cfg}
+}
+
+// cli runs the CLI and returns its stdout, stderr and exit code.
+func (e *cliEnv) cli(args ...string) (string, string, int) {
+	e.t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"--config", e.cfg}, args...), strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
 
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
@@ -71,6 +112,26 @@ func TestUsageErrorsNeedNoRedis(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if code := run(args, strings.NewReader(""), &out, &errOut); code != exitUsage || !strings.HasPrefix(errOut.String(), "hourglass: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}
+
+// TestQueueResumeOfAnUnknownQueueIsNotFound (issue 24, item 12): queue
+// resume of a name no shard registers printed "resumed nosuch" and exited
+// 0, while pause exits 3. Now both say the queue is not registered and
+// exit 3; a registered queue still resumes, paused or not.
+func TestQueueResumeOfAnUnknownQueueIsNotFound(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "resume")
+	for _, verb := range []string{"pause", "resume"} {
+		out, errOut, code := e.cli("queue", verb, "nosuch")
+		if code != exitNotFound || out != "" || !strings.Contains(errOut, `queue "nosuch" is not registered`) {
+			t.Errorf("queue %s nosuch: exit %d, stdout %q, stderr %q; want exit 3 saying it is not registered", verb, code, out, errOut)
+		}
+	}
+	for _, verb := range []string{"resume", "pause", "resume"} {
+		if out, errOut, code := e.cli("queue", verb, "q"); code != exitOK || !strings.HasSuffix(out, " q\n") {
+			t.Errorf("queue %s q: exit %d, stdout %q, stderr %q", verb, code, out, errOut)
 		}
 	}
 }
