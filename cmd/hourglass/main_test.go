@@ -125,13 +125,51 @@ func TestQueueResumeOfAnUnknownQueueIsNotFound(t *testing.T) {
 	e := newCLIEnv(t, "resume")
 	for _, verb := range []string{"pause", "resume"} {
 		out, errOut, code := e.cli("queue", verb, "nosuch")
-		if code != exitNotFound || out != "" || !strings.Contains(errOut, `queue "nosuch" is not registered`) {
+		if code != exitNotFound || out != "" || errOut != "hourglass: queue \"nosuch\" is not registered\n" {
 			t.Errorf("queue %s nosuch: exit %d, stdout %q, stderr %q; want exit 3 saying it is not registered", verb, code, out, errOut)
 		}
 	}
 	for _, verb := range []string{"resume", "pause", "resume"} {
 		if out, errOut, code := e.cli("queue", verb, "q"); code != exitOK || !strings.HasSuffix(out, " q\n") {
 			t.Errorf("queue %s q: exit %d, stdout %q, stderr %q", verb, code, out, errOut)
+		}
+	}
+}
+
+// TestErrorsSayWhatOnce (issue 24, item 12): errors stacked their
+// prefixes ("hourglass: inspect: not found: hourglass: task not found",
+// "hourglass: usage: ...", "hourglass: refused: ...") and the
+// confirmation of a filtered purge printed the filter as a Go struct.
+// Each now reads "hourglass: " and what happened, once, with its exit
+// code unchanged.
+func TestErrorsSayWhatOnce(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "errs")
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"task", "show", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"task", "cancel", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"dlq", "show", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"dlq", "replay", "nosuch"}, exitNotFound, `no dead letter "nosuch"`},
+		{[]string{"dlq", "purge", "nosuch"}, exitNotFound, `no dead letter "nosuch"`},
+		{[]string{"queue", "show", "nosuch"}, exitNotFound, `queue "nosuch" not found`},
+		{[]string{"queue", "rm", "nosuch", "--yes"}, exitNotFound, `queue "nosuch" is not registered`},
+		{[]string{"queue", "set", "bad/name"}, exitUsage, `invalid argument: queue name "bad/name"`},
+		{[]string{"task", "ls", "--state", "bogus"}, exitUsage, `invalid state "bogus" (want scheduled, ready, active or dead)`},
+		{[]string{"task", "ls", "--state", "dead", "--cursor", "zz"}, exitUsage, `malformed cursor`},
+		{[]string{"-o", "yaml", "queue", "ls"}, exitUsage, `-o "yaml": want table or json`},
+		{[]string{"task", "show"}, exitUsage, `task show takes 1 argument(s), got 0 (usage: hourglass task show ID [flags])`},
+		{[]string{"--set", "shards=x", "queue", "ls"}, exitUsage, `config: shards: expected an integer, got "x" (-set shards)`},
+		{[]string{"queue", "rm", "q"}, exitRefused, `remove queue "q" (new enqueues are refused) needs confirmation: pass --yes (stdin is not a terminal)`},
+		{[]string{"dlq", "purge", "--queue", "q", "--reason", "lease expired", "--error", "boom"}, exitRefused,
+			`purge the dead letters of queue "q", with reason "lease expired", whose last error contains "boom" needs confirmation: pass --yes (stdin is not a terminal)`},
+	} {
+		out, errOut, code := e.cli(c.args...)
+		if want := "hourglass: " + c.stderr + "\n"; code != c.code || out != "" || errOut != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr\n %q\nwant exit %d, stderr\n %q", c.args, code, out, errOut, c.code, want)
 		}
 	}
 }

@@ -284,7 +284,7 @@ func parseWhen(s string, ago bool) (time.Time, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration", errUsage, s)
+		return time.Time{}, usagef("%q is neither an RFC 3339 time nor a duration", s)
 	}
 	if ago {
 		d = -d

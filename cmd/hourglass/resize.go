@@ -80,7 +80,7 @@ resize again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[0])
 			if err != nil || n < 1 {
-				return fmt.Errorf("%w: shard count %q: want a positive integer", errUsage, args[0])
+				return usagef("shard count %q: want a positive integer", args[0])
 			}
 			return a.resize(cmd, n, noWait, bound)
 		},
@@ -112,11 +112,11 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 	switch {
 	case errors.Is(err, inspect.ErrResizeRunning):
 		if st.State == inspect.LayoutPreparing {
-			return fmt.Errorf("%w: a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
-				errRefused, st.Shards, st.Generation, st.Shards)
+			return refusedf("a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
+				st.Shards, st.Generation, st.Shards)
 		}
-		return fmt.Errorf("%w: another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
-			errRefused, changeLine(st))
+		return refusedf("another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
+			changeLine(st))
 	case err != nil:
 		return err
 	case !st.Changing() && st.Generation == before.Generation && !before.Changing():

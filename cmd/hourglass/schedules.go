@@ -26,7 +26,7 @@ func (a *app) schedules() ([]*periodic.Compiled, error) {
 	}
 	defs, err := cfg.Schedules()
 	if err != nil { // validated by load already; kept for safety
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, ofKind(errUsage, err)
 	}
 	return defs, nil
 }
@@ -187,8 +187,8 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 					return err
 				}
 				if !configured(reg, name) {
-					return fmt.Errorf("%w: schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
-						errUsage, name, namesText(names(defs)), namesText(names(reg)))
+					return usagef("schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
+						name, namesText(names(defs)), namesText(names(reg)))
 				}
 			}
 			if pause {
@@ -208,7 +208,7 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 // defines: the schedulers fire the configured schedule whatever the
 // registry holds under that name.
 func inConfig(name, what string) error {
-	return fmt.Errorf("%w: schedule %q is in the configuration's periodic section, which takes precedence over the registry: %s", errUsage, name, what)
+	return usagef("schedule %q is in the configuration's periodic section, which takes precedence over the registry: %s", name, what)
 }
 
 func (a *app) scheduleSet() *cobra.Command {
@@ -279,7 +279,7 @@ stays at its default of 30s for this verb).`,
 func flagError(err error) error {
 	var pe *periodic.Error
 	if !errors.As(err, &pe) {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return ofKind(errUsage, err)
 	}
 	flag := "--" + strings.ReplaceAll(pe.Field, "_", "-")
 	switch pe.Field {
@@ -288,7 +288,7 @@ func flagError(err error) error {
 	case "time_zone":
 		flag = "--tz"
 	}
-	return fmt.Errorf("%w: schedule %q: %s: %s", errUsage, pe.Schedule, flag, pe.Reason)
+	return usagef("schedule %q: %s: %s", pe.Schedule, flag, pe.Reason)
 }
 
 func (a *app) scheduleRm() *cobra.Command {
