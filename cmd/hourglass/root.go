@@ -142,8 +142,9 @@ Reads the same configuration as the scheduler and worker: --config FILE,
 HOURGLASS_* environment variables, --set key=value (in rising precedence).
 
 Exit codes: 0 done, 1 failed, 2 usage error, 3 not found, 4 refused
-(a running task, a destructive bulk operation not confirmed, or a
-resize while another change of the shard count runs).`,
+(a running task, an operation that asks not confirmed: without a
+terminal, pass --yes; or a resize while another change of the shard
+count runs).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
