@@ -92,14 +92,21 @@ type pageWriter interface {
 // jsonPages writes the JSON of inspect.Page, indented as -o json
 // indents, a task at a time.
 type jsonPages struct {
-	w *bufio.Writer
-	n int // tasks written
+	w       *bufio.Writer
+	started bool // the object's opening written
+	n       int  // tasks written
+}
+
+// open writes the object's opening, once.
+func (j *jsonPages) open() {
+	if !j.started {
+		j.w.WriteString("{\n  \"tasks\": [")
+		j.started = true
+	}
 }
 
 func (j *jsonPages) page(tasks []inspect.Task) error {
-	if j.n == 0 {
-		j.w.WriteString("{\n  \"tasks\": [")
-	}
+	j.open()
 	for _, t := range tasks {
 		b, err := json.MarshalIndent(t, "    ", "  ")
 		if err != nil {
@@ -116,9 +123,8 @@ func (j *jsonPages) page(tasks []inspect.Task) error {
 }
 
 func (j *jsonPages) end(cursor string) error {
-	if j.n == 0 {
-		j.w.WriteString("{\n  \"tasks\": [")
-	} else {
+	j.open()
+	if j.n > 0 {
 		j.w.WriteString("\n  ")
 	}
 	c, _ := json.Marshal(cursor)
