@@ -231,6 +231,21 @@ func (i *Inspector) ShardCount() int { return i.store.Layout().Shards() }
 // Namespace returns the deployment's namespace.
 func (i *Inspector) Namespace() string { return i.store.Layout().Namespace() }
 
+// NamespaceScanBudget is how many keys Namespaces examines at most on
+// each Redis node.
+const NamespaceScanBudget = 100_000
+
+// Namespaces returns the namespaces that have queues registered on the
+// Inspector's Redis (its own among them when it has), sorted: a hint for
+// a person who sees an empty namespace. It SCANs each node, examining at
+// most NamespaceScanBudget keys there; complete is false when it stopped
+// before the end of a node's keys. A user whose ACL is limited to its
+// namespace (docs/operations.md) has no SCAN: the error is then Redis's
+// NOPERM.
+func (i *Inspector) Namespaces(ctx context.Context) (names []string, complete bool, err error) {
+	return shard.Namespaces(ctx, i.rdb, NamespaceScanBudget)
+}
+
 // layout reads the layout record now and returns the layout a call
 // works by; the store adopts it too, so the ids it places and looks up
 // follow the same record.

@@ -49,7 +49,16 @@ func (a *app) listing(ctx context.Context, p pageFlags, next pageFunc, header []
 	if err != nil {
 		return err
 	}
-	return a.stream(ctx, p, func(ctx context.Context, cursor string) (inspect.Page, error) { return next(ctx, in, cursor) }, header, cells)
+	listed := 0
+	err = a.stream(ctx, p, func(ctx context.Context, cursor string) (inspect.Page, error) {
+		page, err := next(ctx, in, cursor)
+		listed += len(page.Tasks)
+		return page, err
+	}, header, cells)
+	if err == nil && listed == 0 && p.cursor == "" {
+		a.warnEmptyNamespace(ctx, in, nil)
+	}
+	return err
 }
 
 // stream is listing's loop, with the Inspector bound in next.
