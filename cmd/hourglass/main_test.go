@@ -174,6 +174,32 @@ func TestErrorsSayWhatOnce(t *testing.T) {
 	}
 }
 
+// TestBadTLSFilesExit2 (issue 24, item 12): a TLS file that is missing or
+// not PEM made every verb exit 1 with "connect: redis: tls: ca_file: ...",
+// read only when connecting. Like any bad config it now exits 2 before
+// connecting, naming the key, the file and where the key was set.
+func TestBadTLSFilesExit2(t *testing.T) {
+	t.Parallel()
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not PEM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "redis.tls.enabled=true", "--set", "redis.tls.ca_file=/no/such/ca.pem", "queue", "ls"},
+			"hourglass: config: redis.tls.ca_file: open /no/such/ca.pem: no such file or directory (-set redis.tls.ca_file)\n"},
+		{[]string{"--set", "etcd.tls.enabled=true", "--set", "etcd.tls.ca_file=" + garbage, "shards"},
+			"hourglass: config: etcd.tls.ca_file: " + garbage + " holds no PEM certificate (-set etcd.tls.ca_file)\n"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, strings.NewReader(""), &out, &errOut); code != exitUsage || errOut.String() != c.want {
+			t.Errorf("%v: exit %d, stderr\n %q\nwant exit 2, stderr\n %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
+
 // TestGoFlags: the binaries' one-dash flags work here too; other flags
 // and everything after "--" are left alone.
 func TestGoFlags(t *testing.T) {
