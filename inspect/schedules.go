@@ -124,6 +124,12 @@ func (i *Inspector) ResumeSchedule(ctx context.Context, name string) error {
 	return i.pauseSchedule(ctx, name, false)
 }
 
+// PausedSchedules returns the names of the paused schedules, whether
+// declared or not, and when each was paused.
+func (i *Inspector) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
+	return i.store.PausedSchedules(ctx)
+}
+
 func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool) error {
 	if !scheduleName.MatchString(name) {
 		return errorf(ErrInvalidArgument, "schedule name %q must match %s", name, periodic.NameRule)

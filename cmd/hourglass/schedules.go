@@ -178,17 +178,27 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 				return err
 			}
 			defer done()
-			// A pause of an unknown name would be a typo that pauses
-			// nothing; a resume is allowed, to clear the pause of a
-			// schedule since removed.
-			if pause && !configured(defs, name) {
+			// A pause or resume of an unknown name would be a typo that
+			// does nothing; the pause of a schedule since removed can
+			// still be resumed (cleared).
+			if !configured(defs, name) {
 				reg, err := a.registered(ctx, in, defs)
 				if err != nil {
 					return err
 				}
 				if !configured(reg, name) {
-					return usagef("schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
-						name, namesText(names(defs)), namesText(names(reg)))
+					clearing := false
+					if !pause {
+						paused, err := in.PausedSchedules(ctx)
+						if err != nil {
+							return err
+						}
+						_, clearing = paused[name]
+					}
+					if !clearing {
+						return usagef("schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
+							name, namesText(names(defs)), namesText(names(reg)))
+					}
 				}
 			}
 			if pause {
