@@ -192,7 +192,7 @@ func TestCLIEveryVerb(t *testing.T) {
 		return code == 3, fmt.Sprint("exit ", code)
 	})
 	h.code(4, "--yes", "dlq", "purge", "--all")
-	h.code(2, "usage", "dlq", "purge", "--all", "--queue", "default")
+	h.code(2, "needs an ID, --all, or filter flags", "dlq", "purge", "--all", "--queue", "default")
 	var bulk struct {
 		Action   string           `json:"action"`
 		Progress inspect.Progress `json:"progress"`
@@ -275,7 +275,7 @@ func TestCLIEveryVerb(t *testing.T) {
 	h.code(2, "is in the configuration", "schedule", "rm", "hourly", "--yes")
 
 	h.code(2, "unknown command", "frobnicate")
-	h.code(2, "usage", "task", "show")
+	h.code(2, "takes 1 argument(s), got 0", "task", "show")
 	if out, _, code := h.run("version"); code != 0 || !strings.HasPrefix(out, "hourglass ") {
 		t.Fatalf("version: %d %q", code, out)
 	}

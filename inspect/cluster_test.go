@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,11 @@ func TestInspectorOnRedisCluster(t *testing.T) {
 	q, err := in.Queue(ctx, "emails")
 	if err != nil || q.Counts.Scheduled != n || len(q.Shards) != 16 {
 		t.Fatalf("queue on a cluster: %+v %v", q, err)
+	}
+	// The namespaces in use: found on the primary that holds shard 0's
+	// registry, the search visiting every primary.
+	if names, complete, err := in.Namespaces(ctx); err != nil || !complete || !slices.Equal(names, []string{"hourglass"}) {
+		t.Fatalf("namespaces on a cluster: %v complete %v, %v", names, complete, err)
 	}
 	// Each shard shows the primary that serves its slot: the spread.
 	shards, err := in.Shards(ctx)

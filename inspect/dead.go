@@ -2,7 +2,7 @@ package inspect
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -37,7 +37,7 @@ func (i *Inspector) ListDead(ctx context.Context, f DeadFilter, cur string, limi
 			return Page{}, err
 		}
 		if c.State != StateDead || c.Dead == nil || !sameFilter(*c.Dead, f) {
-			return Page{}, fmt.Errorf("%w: the cursor belongs to another listing", ErrInvalidArgument)
+			return Page{}, errorf(ErrInvalidArgument, "the cursor belongs to another listing")
 		}
 	}
 	return i.page(ctx, c, limit)
@@ -56,7 +56,7 @@ func (i *Inspector) Dead(ctx context.Context, id string) (Task, error) {
 		return Task{}, err
 	}
 	if t.State != StateDead {
-		return Task{}, fmt.Errorf("%w: %q is %s, not dead", ErrNotFound, id, t.State)
+		return Task{}, errorf(ErrNotFound, "task %q is %s, not dead", id, t.State)
 	}
 	return t, nil
 }
@@ -67,13 +67,23 @@ func (i *Inspector) Dead(ctx context.Context, id string) (Task, error) {
 // id is not dead; ErrInvalidArgument if its data cannot be decoded (purge
 // it instead).
 func (i *Inspector) Replay(ctx context.Context, id string, at time.Time) error {
-	return mapErr(i.store.DeadOne(ctx, shard.Replay, id, at))
+	return deadErr(i.store.DeadOne(ctx, shard.Replay, id, at), id)
 }
 
 // Purge deletes dead task id with its data, so that the id can be
 // enqueued again. ErrNotFound if id is not dead.
 func (i *Inspector) Purge(ctx context.Context, id string) error {
-	return mapErr(i.store.DeadOne(ctx, shard.Purge, id, time.Time{}))
+	return deadErr(i.store.DeadOne(ctx, shard.Purge, id, time.Time{}), id)
+}
+
+// deadErr maps the error of an operation on dead letter id: the store's
+// ErrNotFound is the client's "task not found", while the id may be
+// stored in another state.
+func deadErr(err error, id string) error {
+	if errors.Is(err, shard.ErrNotFound) {
+		return errorf(ErrNotFound, "no dead letter %q", id)
+	}
+	return mapErr(err)
 }
 
 // ReplayDead replays every dead letter matching f (all of them for the

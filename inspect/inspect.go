@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,7 +27,9 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Sentinel errors callers can test with errors.Is.
+// Sentinel errors callers can test with errors.Is. They are kinds: an
+// error of a kind reads as what happened, without the kind's own text
+// ("task not found: \"x\"", "queue \"x\" is not registered").
 var (
 	// ErrNotFound: no task, dead letter or queue of that name.
 	ErrNotFound = errors.New("inspect: not found")
@@ -46,6 +49,41 @@ var (
 	// *PartialError naming each shard.
 	ErrPartial = errors.New("inspect: some shards could not be read")
 )
+
+// kindError is an error of one of the sentinel kinds above (its kind,
+// for errors.Is) whose message says what happened once: "task not found:
+// \"x\"", not "inspect: not found: hourglass: task not found: \"x\"".
+// The kind's own text is left out (the kind is for programs; a person
+// reads the message), and so is the "hourglass: " the store's protocol
+// errors carry for the public client: the admin CLI prefixes its own.
+type kindError struct {
+	kind  error
+	msg   string
+	cause error // the error it reports, or nil
+}
+
+func (e *kindError) Error() string { return e.msg }
+
+// Unwrap returns the kind and the cause.
+func (e *kindError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+// errorf returns an error of kind with the message format makes (whose
+// %w, if any, it wraps).
+func errorf(kind error, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &kindError{kind: kind, msg: err.Error(), cause: err}
+}
+
+// ofKind returns err as an error of kind, with err's message less the
+// "hourglass: " of the store's protocol errors.
+func ofKind(kind, err error) error {
+	return &kindError{kind: kind, msg: strings.TrimPrefix(err.Error(), "hourglass: "), cause: err}
+}
 
 // ShardProblem is a shard a call could not read, and why.
 type ShardProblem struct {
@@ -167,11 +205,11 @@ type Inspector struct {
 // I/O.
 func New(opts Options) (*Inspector, error) {
 	if opts.Redis == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
+		return nil, errorf(ErrInvalidArgument, "nil Redis client")
 	}
 	l, err := shard.NewLayout(shard.LayoutDefaults(opts.Namespace, opts.Shards))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, ofKind(ErrInvalidArgument, err)
 	}
 	prefix := opts.ElectionPrefix
 	if prefix == "" {
@@ -180,7 +218,7 @@ func New(opts Options) (*Inspector, error) {
 	store := shard.NewStore(opts.Redis, l)
 	follow, err := store.Follow(shard.FollowConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, ofKind(ErrInvalidArgument, err)
 	}
 	return &Inspector{rdb: opts.Redis, store: store, follow: follow, etcd: opts.Etcd, prefix: prefix}, nil
 }
@@ -193,15 +231,26 @@ func (i *Inspector) ShardCount() int { return i.store.Layout().Shards() }
 // Namespace returns the deployment's namespace.
 func (i *Inspector) Namespace() string { return i.store.Layout().Namespace() }
 
+// NamespaceScanBudget is how many keys Namespaces examines at most on
+// each Redis node.
+const NamespaceScanBudget = 100_000
+
+// Namespaces returns the namespaces that have queues registered on the
+// Inspector's Redis (its own among them when it has), sorted: a hint for
+// a person who sees an empty namespace. It SCANs each node, examining at
+// most NamespaceScanBudget keys there; complete is false when it stopped
+// before the end of a node's keys. A user whose ACL is limited to its
+// namespace (docs/operations.md) has no SCAN: the error is then Redis's
+// NOPERM.
+func (i *Inspector) Namespaces(ctx context.Context) (names []string, complete bool, err error) {
+	return shard.Namespaces(ctx, i.rdb, NamespaceScanBudget)
+}
+
 // layout reads the layout record now and returns the layout a call
 // works by; the store adopts it too, so the ids it places and looks up
 // follow the same record.
 func (i *Inspector) layout(ctx context.Context) (shard.Layout, error) {
-	l, err := i.follow.Check(ctx)
-	if err != nil {
-		return l, fmt.Errorf("inspect: read the layout record: %w", err)
-	}
-	return l, nil
+	return i.follow.Check(ctx) // its error names the read ("shard: read layout: ...")
 }
 
 // Counts are the tasks of a queue (or of all queues) by state.

@@ -3,7 +3,6 @@ package inspect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -187,7 +186,7 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 func (i *Inspector) Resize(ctx context.Context, n int) (LayoutStatus, error) {
 	if _, err := i.store.BeginResize(ctx, n); err != nil {
 		if errors.Is(err, shard.ErrResizeRunning) {
-			err = fmt.Errorf("%w: %w", ErrResizeRunning, err)
+			err = ofKind(ErrResizeRunning, err)
 		} else {
 			err = mapErr(err)
 		}

@@ -3,7 +3,6 @@ package inspect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -45,9 +44,9 @@ func (i *Inspector) Queue(ctx context.Context, name string) (Queue, error) {
 		}
 	}
 	if err != nil {
-		return Queue{}, fmt.Errorf("%w: queue %q (%w)", ErrNotFound, name, err)
+		return Queue{}, errorf(ErrNotFound, "queue %q not found (%w)", name, err)
 	}
-	return Queue{}, fmt.Errorf("%w: queue %q", ErrNotFound, name)
+	return Queue{}, errorf(ErrNotFound, "queue %q not found", name)
 }
 
 // queues gathers the depth of every shard of the layout's span and the
@@ -179,7 +178,11 @@ func (i *Inspector) RemoveQueue(ctx context.Context, name string) error {
 	if _, err := i.layout(ctx); err != nil {
 		return err
 	}
-	return mapErr(i.store.RemoveQueue(ctx, name))
+	err := i.store.RemoveQueue(ctx, name)
+	if errors.Is(err, shard.ErrNotFound) { // the store's is the client's "task not found"
+		return errorf(ErrNotFound, "queue %q is not registered", name)
+	}
+	return mapErr(err)
 }
 
 // Pause pauses queue name cluster-wide: workers start no new task of it
@@ -195,10 +198,17 @@ func (i *Inspector) Pause(ctx context.Context, name string) error {
 }
 
 // Resume resumes a paused queue; workers are told at once (an event, not
-// a poll) and deliver everything that waited. Idempotent.
+// a poll) and deliver everything that waited. Idempotent for a queue that
+// is registered. ErrNotFound, as Pause, for a queue that is neither paused
+// nor registered (a typo resumes nothing); a paused queue is resumed
+// whether registered or not, so that the pause of a queue since removed
+// can be cleared.
 func (i *Inspector) Resume(ctx context.Context, name string) error {
-	_, err := i.store.SetPaused(ctx, name, false)
-	return mapErr(err)
+	changed, err := i.store.SetPaused(ctx, name, false)
+	if err != nil || changed {
+		return mapErr(err)
+	}
+	return i.mustExist(ctx, name)
 }
 
 // PausedQueues returns the paused queues and when each was paused.
@@ -216,22 +226,23 @@ func (i *Inspector) mustExist(ctx context.Context, name string) error {
 		return err
 	}
 	if len(reg.Missing[name]) >= l.Shards() { // Registration looks in the shards new tasks go to
-		return fmt.Errorf("%w: queue %q is not registered", ErrNotFound, name)
+		return errorf(ErrNotFound, "queue %q is not registered", name)
 	}
 	return nil
 }
 
-// mapErr translates the store's sentinel errors into this package's.
+// mapErr translates the store's sentinel errors into this package's
+// (ofKind: the message is the store's, said once).
 func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, shard.ErrNotFound):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return ofKind(ErrNotFound, err)
 	case errors.Is(err, shard.ErrActive):
-		return fmt.Errorf("%w: %w", ErrTaskActive, err)
+		return ofKind(ErrTaskActive, err)
 	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return ofKind(ErrInvalidArgument, err)
 	}
 	return err
 }

@@ -3,7 +3,6 @@ package inspect
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -57,7 +56,7 @@ type ScheduleInfo struct {
 // but not in defs are left out: only defs say what a schedule is.
 func (i *Inspector) Schedules(ctx context.Context, defs []*periodic.Compiled, now time.Time, next int) ([]ScheduleInfo, error) {
 	if next < 0 || next > MaxNext {
-		return nil, fmt.Errorf("%w: %d next occurrences: want 0..%d", ErrInvalidArgument, next, MaxNext)
+		return nil, errorf(ErrInvalidArgument, "%d next occurrences: want 0..%d", next, MaxNext)
 	}
 	l, err := i.layout(ctx)
 	if err != nil {
@@ -125,9 +124,15 @@ func (i *Inspector) ResumeSchedule(ctx context.Context, name string) error {
 	return i.pauseSchedule(ctx, name, false)
 }
 
+// PausedSchedules returns the names of the paused schedules, whether
+// declared or not, and when each was paused.
+func (i *Inspector) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
+	return i.store.PausedSchedules(ctx)
+}
+
 func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool) error {
 	if !scheduleName.MatchString(name) {
-		return fmt.Errorf("%w: schedule name %q must match %s", ErrInvalidArgument, name, periodic.NameRule)
+		return errorf(ErrInvalidArgument, "schedule name %q must match %s", name, periodic.NameRule)
 	}
 	_, err := i.store.PauseSchedule(ctx, name, paused)
 	return mapErr(err)
@@ -143,14 +148,14 @@ func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool)
 // not registered.
 func (i *Inspector) SetSchedule(ctx context.Context, s periodic.Schedule) error {
 	if _, err := s.Compile(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return ofKind(ErrInvalidArgument, err)
 	}
 	if err := i.mustExist(ctx, s.Queue); err != nil {
 		return mapErr(err)
 	}
 	def, err := s.Encode()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return ofKind(ErrInvalidArgument, err)
 	}
 	return mapErr(i.store.PutScheduleDef(ctx, s.Name, def))
 }
@@ -165,7 +170,7 @@ func (i *Inspector) RemoveSchedule(ctx context.Context, name string) error {
 		return mapErr(err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: schedule %q is not registered", ErrNotFound, name)
+		return errorf(ErrNotFound, "schedule %q is not registered", name)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 	}
 	owners, err := election.Owners(ctx, i.etcd, i.prefix)
 	if err != nil {
-		return out, fmt.Errorf("inspect: shard owners: %w", err)
+		return out, fmt.Errorf("read the shard owners from etcd: %w", err)
 	}
 	for sh, o := range owners {
 		if sh >= 0 && sh < len(out) {

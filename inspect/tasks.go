@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -76,7 +75,7 @@ func decodeCursor(s string) (cursor, error) {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return c, fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
+		return c, errorf(ErrInvalidArgument, "malformed cursor")
 	}
 	return c, nil
 }
@@ -92,10 +91,10 @@ func (i *Inspector) ListTasks(ctx context.Context, opts ListOptions) (Page, erro
 	case StateScheduled, StateActive, StateDead:
 	case StateReady:
 		if opts.Queue == "" {
-			return Page{}, fmt.Errorf("%w: listing ready tasks needs a queue", ErrInvalidArgument)
+			return Page{}, errorf(ErrInvalidArgument, "listing ready tasks needs a queue")
 		}
 	default:
-		return Page{}, fmt.Errorf("%w: state %q (want scheduled, ready, active or dead)", ErrInvalidArgument, opts.State)
+		return Page{}, errorf(ErrInvalidArgument, "invalid state %q (want scheduled, ready, active or dead)", opts.State)
 	}
 	c := cursor{State: opts.State, Queue: opts.Queue}.start(0)
 	if opts.Cursor != "" {
@@ -104,7 +103,7 @@ func (i *Inspector) ListTasks(ctx context.Context, opts ListOptions) (Page, erro
 			return Page{}, err
 		}
 		if c.State != opts.State || c.Queue != opts.Queue || c.Dead != nil {
-			return Page{}, fmt.Errorf("%w: the cursor belongs to another listing", ErrInvalidArgument)
+			return Page{}, errorf(ErrInvalidArgument, "the cursor belongs to another listing")
 		}
 	}
 	return i.page(ctx, c, opts.Limit)
@@ -119,7 +118,7 @@ func (i *Inspector) page(ctx context.Context, c cursor, limit int) (Page, error)
 	}
 	limit = min(limit, MaxLimit)
 	if c.Shard < 0 || c.Shard >= shard.MaxShards {
-		return Page{}, fmt.Errorf("%w: cursor names shard %d", ErrInvalidArgument, c.Shard)
+		return Page{}, errorf(ErrInvalidArgument, "the cursor names shard %d", c.Shard)
 	}
 	l, err := i.layout(ctx)
 	if err != nil {

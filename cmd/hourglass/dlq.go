@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,28 @@ func (f filterFlags) filter() (inspect.DeadFilter, error) {
 }
 
 func (f filterFlags) empty() bool { return f == filterFlags{} }
+
+// filterText describes the dead letters f selects, for a confirmation:
+// `of queue "mail", with reason "lease expired"`.
+func filterText(f inspect.DeadFilter) string {
+	var parts []string
+	if f.Queue != "" {
+		parts = append(parts, fmt.Sprintf("of queue %q", f.Queue))
+	}
+	if f.Reason != "" {
+		parts = append(parts, fmt.Sprintf("with reason %q", f.Reason))
+	}
+	if f.ErrorContains != "" {
+		parts = append(parts, fmt.Sprintf("whose last error contains %q", f.ErrorContains))
+	}
+	if !f.Since.IsZero() {
+		parts = append(parts, "dead since "+when(f.Since))
+	}
+	if !f.Until.IsZero() {
+		parts = append(parts, "dead before "+when(f.Until))
+	}
+	return strings.Join(parts, ", ")
+}
 
 func (a *app) dlqLs() *cobra.Command {
 	var ff filterFlags
@@ -98,12 +121,12 @@ func (a *app) dlqBulk(replay bool) *cobra.Command {
 			}
 			if len(args) == 1 {
 				if all || !ff.empty() {
-					return fmt.Errorf("%w: give an ID, or --all, or filters", errUsage)
+					return usagef("give an ID, or --all, or filters")
 				}
 				return a.dlqOne(cmd, replay, args[0], due)
 			}
 			if all == !ff.empty() {
-				return fmt.Errorf("%w: %s needs an ID, --all, or filter flags (not --all with filters)", errUsage, verb)
+				return usagef("%s needs an ID, --all, or filter flags (not --all with filters)", verb)
 			}
 			f, err := ff.filter()
 			if err != nil {
@@ -111,7 +134,7 @@ func (a *app) dlqBulk(replay bool) *cobra.Command {
 			}
 			what := verb + " every dead letter"
 			if !all {
-				what = fmt.Sprintf("%s the dead letters matching %+v", verb, f)
+				what = fmt.Sprintf("%s the dead letters %s", verb, filterText(f))
 			}
 			if err := a.confirm(what); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,26 @@ func (e *events) fetchPages(pages [][]string, fail int) func(context.Context, st
 			p.Cursor = fmt.Sprintf("c%d", k+1)
 		}
 		return p, nil
+	}
+}
+
+// TestEmptyPagesKeepTheJSONValid: a listing whose first page is empty (an
+// empty dead-letter queue, or a filter that matches nothing in the first
+// shards) wrote the JSON object's opening twice, so `dlq ls -o json` of
+// an empty queue was not JSON. Empty pages, first or not, now write
+// nothing.
+func TestEmptyPagesKeepTheJSONValid(t *testing.T) {
+	t.Parallel()
+	for _, pages := range [][][]string{{{}}, {{}, {}}, {{}, {"b1"}, {}}, {{"a1"}, {}}} {
+		e := &events{}
+		a := &app{out: e, output: "json", timeout: time.Second}
+		if err := a.stream(context.Background(), pageFlags{all: true}, e.fetchPages(pages, -1), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		var got inspect.Page
+		if err := json.Unmarshal(e.out.Bytes(), &got); err != nil || len(got.Tasks) != len(slices.Concat(pages...)) || got.Cursor != "" {
+			t.Errorf("pages %q: %v, output\n%s", pages, err, e.out.String())
+		}
 	}
 }
 

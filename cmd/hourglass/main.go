@@ -15,8 +15,11 @@
 // Exit codes: 0 done; 1 the operation failed (Redis unreachable, ...);
 // 2 usage error (unknown command, bad flag or argument, invalid config);
 // 3 not found (no such task, dead letter or queue); 4 refused (a running
-// task cannot be cancelled; a destructive bulk operation was not
-// confirmed; another change of the shard count runs). Errors go to stderr, prefixed "hourglass: ".
+// task cannot be cancelled; an operation that asks (queue rm, schedule
+// rm, shards resize, bulk dlq replay and purge) was not confirmed, which
+// without a terminal needs --yes; another change of the shard count
+// runs). Errors go to stderr,
+// prefixed "hourglass: " once (the exit code tells their kind).
 //
 // See docs/cli.md for every verb and its JSON output.
 package main

@@ -3,12 +3,53 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
+
+// cliEnv is a real Redis holding namespace ns (2 shards) with queue "q"
+// registered, and a config file for it; cli runs the CLI in process with
+// that config and an empty stdin (not a terminal).
+type cliEnv struct {
+	t     *testing.T
+	redis *testenv.Redis
+	store *shard.Store
+	cfg   string
+}
+
+func newCLIEnv(t *testing.T, ns string) *cliEnv {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
+	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: %s\nshards: 2\n", r.Addr, ns)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := shard.NewLayout(ns, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := shard.NewStore(r.Client(t), l)
+	if err := store.RegisterQueues(testenv.Ctx(t, 10*time.Second), map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: time.Minute, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	return &cliEnv{t: t, redis: r, store: store, cfg: cfg}
+}
+
+// cli runs the CLI and returns its stdout, stderr and exit code.
+func (e *cliEnv) cli(args ...string) (string, string, int) {
+	e.t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"--config", e.cfg}, args...), strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
 
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
@@ -71,6 +112,90 @@ func TestUsageErrorsNeedNoRedis(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if code := run(args, strings.NewReader(""), &out, &errOut); code != exitUsage || !strings.HasPrefix(errOut.String(), "hourglass: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}
+
+// TestQueueResumeOfAnUnknownQueueIsNotFound (issue 24, item 12): queue
+// resume of a name no shard registers printed "resumed nosuch" and exited
+// 0, while pause exits 3. Now both say the queue is not registered and
+// exit 3; a registered queue still resumes, paused or not.
+func TestQueueResumeOfAnUnknownQueueIsNotFound(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "resume")
+	for _, verb := range []string{"pause", "resume"} {
+		out, errOut, code := e.cli("queue", verb, "nosuch")
+		if code != exitNotFound || out != "" || errOut != "hourglass: queue \"nosuch\" is not registered\n" {
+			t.Errorf("queue %s nosuch: exit %d, stdout %q, stderr %q; want exit 3 saying it is not registered", verb, code, out, errOut)
+		}
+	}
+	for _, verb := range []string{"resume", "pause", "resume"} {
+		if out, errOut, code := e.cli("queue", verb, "q"); code != exitOK || !strings.HasSuffix(out, " q\n") {
+			t.Errorf("queue %s q: exit %d, stdout %q, stderr %q", verb, code, out, errOut)
+		}
+	}
+}
+
+// TestErrorsSayWhatOnce (issue 24, item 12): errors stacked their
+// prefixes ("hourglass: inspect: not found: hourglass: task not found",
+// "hourglass: usage: ...", "hourglass: refused: ...") and the
+// confirmation of a filtered purge printed the filter as a Go struct.
+// Each now reads "hourglass: " and what happened, once, with its exit
+// code unchanged.
+func TestErrorsSayWhatOnce(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "errs")
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"task", "show", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"task", "cancel", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"dlq", "show", "nosuch"}, exitNotFound, `task not found: "nosuch"`},
+		{[]string{"dlq", "replay", "nosuch"}, exitNotFound, `no dead letter "nosuch"`},
+		{[]string{"dlq", "purge", "nosuch"}, exitNotFound, `no dead letter "nosuch"`},
+		{[]string{"queue", "show", "nosuch"}, exitNotFound, `queue "nosuch" not found`},
+		{[]string{"queue", "rm", "nosuch", "--yes"}, exitNotFound, `queue "nosuch" is not registered`},
+		{[]string{"queue", "set", "bad/name"}, exitUsage, `invalid argument: queue name "bad/name"`},
+		{[]string{"task", "ls", "--state", "bogus"}, exitUsage, `invalid state "bogus" (want scheduled, ready, active or dead)`},
+		{[]string{"task", "ls", "--state", "dead", "--cursor", "zz"}, exitUsage, `malformed cursor`},
+		{[]string{"-o", "yaml", "queue", "ls"}, exitUsage, `-o "yaml": want table or json`},
+		{[]string{"task", "show"}, exitUsage, `task show takes 1 argument(s), got 0 (usage: hourglass task show ID [flags])`},
+		{[]string{"--set", "shards=x", "queue", "ls"}, exitUsage, `config: shards: expected an integer, got "x" (-set shards)`},
+		{[]string{"queue", "rm", "q"}, exitRefused, `remove queue "q" (new enqueues are refused) needs confirmation: pass --yes (stdin is not a terminal)`},
+		{[]string{"dlq", "purge", "--queue", "q", "--reason", "lease expired", "--error", "boom"}, exitRefused,
+			`purge the dead letters of queue "q", with reason "lease expired", whose last error contains "boom" needs confirmation: pass --yes (stdin is not a terminal)`},
+	} {
+		out, errOut, code := e.cli(c.args...)
+		if want := "hourglass: " + c.stderr + "\n"; code != c.code || out != "" || errOut != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr\n %q\nwant exit %d, stderr\n %q", c.args, code, out, errOut, c.code, want)
+		}
+	}
+}
+
+// TestBadTLSFilesExit2 (issue 24, item 12): a TLS file that is missing or
+// not PEM made every verb exit 1 with "connect: redis: tls: ca_file: ...",
+// read only when connecting. Like any bad config it now exits 2 before
+// connecting, naming the key, the file and where the key was set.
+func TestBadTLSFilesExit2(t *testing.T) {
+	t.Parallel()
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not PEM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "redis.tls.enabled=true", "--set", "redis.tls.ca_file=/no/such/ca.pem", "queue", "ls"},
+			"hourglass: config: redis.tls.ca_file: open /no/such/ca.pem: no such file or directory (-set redis.tls.ca_file)\n"},
+		{[]string{"--set", "etcd.tls.enabled=true", "--set", "etcd.tls.ca_file=" + garbage, "shards"},
+			"hourglass: config: etcd.tls.ca_file: " + garbage + " holds no PEM certificate (-set etcd.tls.ca_file)\n"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, strings.NewReader(""), &out, &errOut); code != exitUsage || errOut.String() != c.want {
+			t.Errorf("%v: exit %d, stderr\n %q\nwant exit 2, stderr\n %q", c.args, code, errOut.String(), c.want)
 		}
 	}
 }

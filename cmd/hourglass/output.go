@@ -152,12 +152,12 @@ func (a *app) confirm(what string) error {
 		return nil
 	}
 	if f, ok := a.in.(*os.File); !ok || !isTerminal(f) {
-		return fmt.Errorf("%w: %s needs confirmation: pass --yes (stdin is not a terminal)", errRefused, what)
+		return refusedf("%s needs confirmation: pass --yes (stdin is not a terminal)", what)
 	}
-	fmt.Fprintf(a.errOut, "%s? [y/N] ", what)
+	fmt.Fprintf(a.errOut, "%s? [y/N] ", printable(what))
 	line, _ := bufio.NewReader(a.in).ReadString('\n')
 	if ans := strings.ToLower(strings.TrimSpace(line)); ans != "y" && ans != "yes" {
-		return fmt.Errorf("%w: %s not confirmed", errRefused, what)
+		return refusedf("%s not confirmed", what)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,56 @@ func (a *app) listQueues(cmd *cobra.Command) (queueList, error) {
 	return queueList{Queues: qs, Total: total}, err
 }
 
+// emitQueues emits l (queue ls, stats), then warns when the namespace
+// holds nothing.
+func (a *app) emitQueues(cmd *cobra.Command, l queueList, table func(w io.Writer), err error) error {
+	if err := a.emitPartial(l, table, err); err != nil {
+		return err
+	}
+	if in, ierr := a.inspector(); ierr == nil {
+		qs := l.Queues
+		a.warnEmptyNamespace(cmd.Context(), in, &qs)
+	}
+	return nil
+}
+
+// warnEmptyNamespace warns on stderr when the configured namespace holds
+// nothing, no queue registered and no task stored (qs: the queues read
+// already, or nil to read them): an empty table then most likely means a
+// wrong namespace. It names the config key and, when this Redis user may
+// list them (SCAN), the namespaces in use. stdout is left as it is, and
+// the exit code too: an empty namespace may be a new deployment.
+func (a *app) warnEmptyNamespace(ctx context.Context, in *inspect.Inspector, qs *[]inspect.Queue) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if qs == nil {
+		read, _, err := in.Queues(ctx)
+		if err != nil {
+			return // only a hint
+		}
+		qs = &read
+	}
+	if len(*qs) > 0 {
+		return
+	}
+	msg := fmt.Sprintf("namespace %q has no queue registered and no task stored", in.Namespace())
+	names, complete, err := in.Namespaces(ctx)
+	switch {
+	case err != nil: // a user limited to its namespace cannot SCAN
+	case len(names) == 0 && complete:
+		msg += "; no namespace on this Redis has queues registered"
+	case len(names) == 0:
+		msg += fmt.Sprintf("; no namespace with queues in the first %d keys of each Redis node", inspect.NamespaceScanBudget)
+	default:
+		msg += "; namespaces with queues on this Redis: " + strings.Join(names, ", ")
+		if !complete {
+			msg += fmt.Sprintf(" (perhaps others: the search stopped after %d keys of each node)", inspect.NamespaceScanBudget)
+		}
+	}
+	msg += " (the config key namespace: --set namespace=NAME, HOURGLASS_NAMESPACE, or namespace: in the file of -c)"
+	fmt.Fprintf(a.errOut, "hourglass: warning: %s\n", printable(msg))
+}
+
 func queueTable(w io.Writer, l queueList) {
 	row(w, "QUEUE", "STATE", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
 	for _, q := range l.Queues {
@@ -50,7 +101,7 @@ func (a *app) queueLs() *cobra.Command {
 		Use: "ls", Short: "List queues with their state and counts", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.listQueues(cmd)
-			return a.emitPartial(l, func(w io.Writer) { queueTable(w, l) }, err)
+			return a.emitQueues(cmd, l, func(w io.Writer) { queueTable(w, l) }, err)
 		},
 	}
 }
@@ -60,7 +111,7 @@ func (a *app) statsCmd() *cobra.Command {
 		Use: "stats", Short: "Totals per state, and per queue (as queue ls)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := a.listQueues(cmd)
-			return a.emitPartial(l, func(w io.Writer) {
+			return a.emitQueues(cmd, l, func(w io.Writer) {
 				t := l.Total
 				row(w, "scheduled", t.Scheduled)
 				row(w, "ready", t.Ready)
@@ -284,7 +335,7 @@ func parseWhen(s string, ago bool) (time.Time, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration", errUsage, s)
+		return time.Time{}, usagef("%q is neither an RFC 3339 time nor a duration", s)
 	}
 	if ago {
 		d = -d

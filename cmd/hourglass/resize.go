@@ -67,8 +67,11 @@ Before it starts, it warns when queues hold ready tasks nobody takes
 ready tasks stay in their old shard until a worker takes them, which
 keeps the change open; the schedulers move those of a paused queue to
 their new shard at once and the others after
-scheduler.reshard_ready_after (default 1m). It then asks to go on
-(--yes skips the question; without a terminal it is refused, exit 4).
+scheduler.reshard_ready_after (default 1m).
+
+It asks before it starts a change (--yes skips the question; without a
+terminal and without --yes it is refused, exit 4), as queue rm and dlq
+purge do: a change cannot be called off once started.
 While it waits, a line without progress names what each old shard left
 waits for (the queue, its ready and in-flight tasks, paused or not).
 
@@ -80,13 +83,13 @@ resize again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[0])
 			if err != nil || n < 1 {
-				return fmt.Errorf("%w: shard count %q: want a positive integer", errUsage, args[0])
+				return usagef("shard count %q: want a positive integer", args[0])
 			}
 			return a.resize(cmd, n, noWait, bound)
 		},
 	}
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the change and return")
-	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask when queues hold ready tasks nobody takes")
+	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().DurationVar(&bound, "timeout", 0, "stop waiting after this long (the change goes on); 0: wait until it ends")
 	return cmd
 }
@@ -102,21 +105,30 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 		return err
 	}
 	if !before.Changing() && before.Shards != n {
-		if err := a.warnWaiting(ctx, in); err != nil {
-			done()
+		// Starting a change moves tasks between shards and cannot be
+		// called off: ask, as every other operation that cannot be
+		// undone does.
+		err := a.warnWaiting(ctx, in)
+		done()
+		if err != nil {
 			return err
 		}
+		if err := a.confirm(fmt.Sprintf("change the shard count from %d to %d (tasks move between shards; once started, the change runs to its end)", before.Shards, n)); err != nil {
+			return err
+		}
+		// The question may have waited: the call gets its own bound.
+		ctx, done = context.WithTimeout(cmd.Context(), a.timeout)
 	}
 	st, err := in.Resize(ctx, n)
 	done()
 	switch {
 	case errors.Is(err, inspect.ErrResizeRunning):
 		if st.State == inspect.LayoutPreparing {
-			return fmt.Errorf("%w: a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
-				errRefused, st.Shards, st.Generation, st.Shards)
+			return refusedf("a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
+				st.Shards, st.Generation, st.Shards)
 		}
-		return fmt.Errorf("%w: another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
-			errRefused, changeLine(st))
+		return refusedf("another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
+			changeLine(st))
 	case err != nil:
 		return err
 	case !st.Changing() && st.Generation == before.Generation && !before.Changing():
@@ -157,8 +169,8 @@ const stuckAfter = time.Minute
 // warnWaiting warns before a change when queues hold ready tasks nobody
 // takes (paused, or the oldest waited stuckAfter): in the shards whose
 // tasks move they keep the change open until they are consumed or, after
-// scheduler.reshard_ready_after, moved to their new shard, and it asks
-// to go on (--yes skips the question; without a terminal it is refused).
+// scheduler.reshard_ready_after, moved to their new shard. The question
+// that follows (resize) lets the user stop there.
 func (a *app) warnWaiting(ctx context.Context, in *inspect.Inspector) error {
 	qs, _, err := in.Queues(ctx)
 	if err != nil && !errors.Is(err, inspect.ErrPartial) {
@@ -183,7 +195,7 @@ func (a *app) warnWaiting(ctx context.Context, in *inspect.Inspector) error {
 		fmt.Fprintf(a.errOut, "  %s\n", line)
 	}
 	fmt.Fprintf(a.errOut, "the schedulers move those of a paused queue to their new shard at once, and the others once they waited scheduler.reshard_ready_after (default 1m; 0: never), ready there: nothing is lost, their order changes\n")
-	return a.confirm("start the change anyway")
+	return nil
 }
 
 // waitingLines describes what keeps the old shards of a change open: per

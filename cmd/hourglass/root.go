@@ -38,6 +38,26 @@ var (
 	errRefused = errors.New("refused")
 )
 
+// kindError is an error of a kind (errUsage, errRefused) that reads as
+// its message alone: the exit code tells the kind, and stderr says what
+// happened once ("hourglass: -o \"yaml\": want table or json", not
+// "hourglass: usage: ...").
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// ofKind returns err as an error of kind.
+func ofKind(kind, err error) error { return &kindError{kind: kind, err: err} }
+
+// usagef returns a usage error (exit 2).
+func usagef(format string, args ...any) error { return ofKind(errUsage, fmt.Errorf(format, args...)) }
+
+// refusedf returns a refusal (exit 4).
+func refusedf(format string, args ...any) error {
+	return ofKind(errRefused, fmt.Errorf(format, args...))
+}
+
 // app is one invocation: its flags, streams and lazily built clients.
 type app struct {
 	in          io.Reader
@@ -122,14 +142,15 @@ Reads the same configuration as the scheduler and worker: --config FILE,
 HOURGLASS_* environment variables, --set key=value (in rising precedence).
 
 Exit codes: 0 done, 1 failed, 2 usage error, 3 not found, 4 refused
-(a running task, a destructive bulk operation not confirmed, or a
-resize while another change of the shard count runs).`,
+(a running task, an operation that asks not confirmed: without a
+terminal, pass --yes; or a resize while another change of the shard
+count runs).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if a.output != "table" && a.output != "json" {
-				return fmt.Errorf("%w: -o %q: want table or json", errUsage, a.output)
+				return usagef("-o %q: want table or json", a.output)
 			}
 			return nil
 		},
@@ -140,7 +161,7 @@ resize while another change of the shard count runs).`,
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of each Redis or etcd call")
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ofKind(errUsage, err) })
 	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.schedulesCmd(), a.scheduleCmd(), a.statsCmd(), a.versionCmd())
 	return root
 }
@@ -159,7 +180,7 @@ func (a *app) load() (*config.Config, error) {
 	}
 	cfg, err := config.Load(args, os.Environ())
 	if err != nil { // a bad file, key or value: exit 2, as the other binaries
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, ofKind(errUsage, err)
 	}
 	a.cfg = cfg
 	// go-redis logs failed dials itself; the command reports the error.
@@ -219,7 +240,7 @@ func (a *app) close() {
 func noun(use, short string, verbs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short, RunE: func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("%w: unknown command %q for %q", errUsage, args[0], cmd.CommandPath())
+			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 		}
 		return cmd.Help()
 	}}
@@ -231,7 +252,7 @@ func noun(use, short string, verbs ...*cobra.Command) *cobra.Command {
 func maxArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) > n {
-			return fmt.Errorf("%w: %s takes at most %d argument(s), got %d", errUsage, cmd.CommandPath(), n, len(args))
+			return usagef("%s takes at most %d argument(s), got %d (usage: %s)", verbPath(cmd), n, len(args), cmd.UseLine())
 		}
 		return nil
 	}
@@ -241,8 +262,14 @@ func maxArgs(n int) cobra.PositionalArgs {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return fmt.Errorf("%w: %s takes %d argument(s), got %d", errUsage, cmd.CommandPath(), n, len(args))
+			return usagef("%s takes %d argument(s), got %d (usage: %s)", verbPath(cmd), n, len(args), cmd.UseLine())
 		}
 		return nil
 	}
+}
+
+// verbPath is cmd's path without the program's name ("task show"), for
+// messages that follow the "hourglass: " of every error.
+func verbPath(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }

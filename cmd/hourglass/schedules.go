@@ -26,7 +26,7 @@ func (a *app) schedules() ([]*periodic.Compiled, error) {
 	}
 	defs, err := cfg.Schedules()
 	if err != nil { // validated by load already; kept for safety
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, ofKind(errUsage, err)
 	}
 	return defs, nil
 }
@@ -178,17 +178,27 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 				return err
 			}
 			defer done()
-			// A pause of an unknown name would be a typo that pauses
-			// nothing; a resume is allowed, to clear the pause of a
-			// schedule since removed.
-			if pause && !configured(defs, name) {
+			// A pause or resume of an unknown name would be a typo that
+			// does nothing; the pause of a schedule since removed can
+			// still be resumed (cleared).
+			if !configured(defs, name) {
 				reg, err := a.registered(ctx, in, defs)
 				if err != nil {
 					return err
 				}
 				if !configured(reg, name) {
-					return fmt.Errorf("%w: schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
-						errUsage, name, namesText(names(defs)), namesText(names(reg)))
+					clearing := false
+					if !pause {
+						paused, err := in.PausedSchedules(ctx)
+						if err != nil {
+							return err
+						}
+						_, clearing = paused[name]
+					}
+					if !clearing {
+						return usagef("schedule %q is not in the configuration's periodic section (configured: %s) and not registered at run time (registered: %s)",
+							name, namesText(names(defs)), namesText(names(reg)))
+					}
 				}
 			}
 			if pause {
@@ -208,7 +218,7 @@ func (a *app) schedulePause(pause bool) *cobra.Command {
 // defines: the schedulers fire the configured schedule whatever the
 // registry holds under that name.
 func inConfig(name, what string) error {
-	return fmt.Errorf("%w: schedule %q is in the configuration's periodic section, which takes precedence over the registry: %s", errUsage, name, what)
+	return usagef("schedule %q is in the configuration's periodic section, which takes precedence over the registry: %s", name, what)
 }
 
 func (a *app) scheduleSet() *cobra.Command {
@@ -279,7 +289,7 @@ stays at its default of 30s for this verb).`,
 func flagError(err error) error {
 	var pe *periodic.Error
 	if !errors.As(err, &pe) {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return ofKind(errUsage, err)
 	}
 	flag := "--" + strings.ReplaceAll(pe.Field, "_", "-")
 	switch pe.Field {
@@ -288,7 +298,7 @@ func flagError(err error) error {
 	case "time_zone":
 		flag = "--tz"
 	}
-	return fmt.Errorf("%w: schedule %q: %s: %s", errUsage, pe.Schedule, flag, pe.Reason)
+	return usagef("schedule %q: %s: %s", pe.Schedule, flag, pe.Reason)
 }
 
 func (a *app) scheduleRm() *cobra.Command {

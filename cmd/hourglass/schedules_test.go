@@ -227,3 +227,27 @@ periodic:
 		t.Fatalf("no definitions, no schedules: %v %v", paused, err)
 	}
 }
+
+// TestScheduleResumeOfAnUnknownNameIsRefused (issue 24, item 12, as for
+// queues): schedule resume of a name neither configured, registered nor
+// paused printed "resumed nosuch" and exited 0; it is now refused as a
+// pause of it is (exit 2, the names known). The pause of a schedule
+// since removed can still be cleared.
+func TestScheduleResumeOfAnUnknownNameIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "sched")
+	ctx := testenv.Ctx(t, 10*time.Second)
+	if _, err := e.store.PauseSchedule(ctx, "gone", true); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.cli("schedule", "resume", "nosuch")
+	if want := "hourglass: schedule \"nosuch\" is not in the configuration's periodic section (configured: none) and not registered at run time (registered: none)\n"; code != exitUsage || out != "" || errOut != want {
+		t.Fatalf("resume of an unknown schedule: exit %d, stdout %q, stderr\n %q\nwant exit 2, stderr\n %q", code, out, errOut, want)
+	}
+	if out, errOut, code := e.cli("schedule", "resume", "gone"); code != exitOK || out != "resumed gone\n" {
+		t.Fatalf("resume of a paused schedule since removed: exit %d, %q %q", code, out, errOut)
+	}
+	if paused, err := e.store.PausedSchedules(ctx); err != nil || len(paused) != 0 {
+		t.Fatalf("paused schedules after the resume: %v %v", paused, err)
+	}
+}

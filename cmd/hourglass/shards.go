@@ -66,7 +66,7 @@ prints the layout).`,
 // its own: the first one is an unknown verb.
 func noVerb(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("%w: unknown command %q for %q", errUsage, args[0], cmd.CommandPath())
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 	}
 	return nil
 }

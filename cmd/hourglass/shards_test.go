@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
@@ -82,7 +84,7 @@ func TestShardsResize(t *testing.T) {
 		t.Fatalf("shards before a change: exit %d\n%s%s", code, out, errOut)
 	}
 
-	out, errOut, code = cli("-o", "json", "shards", "resize", "8", "--no-wait")
+	out, errOut, code = cli("-o", "json", "shards", "resize", "8", "--no-wait", "--yes")
 	var st inspect.LayoutStatus
 	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != inspect.LayoutResharding || st.Generation != 1 || st.Span != 8 {
 		t.Fatalf("resize 8 --no-wait: exit %d %+v\n%s%s", code, st, out, errOut)
@@ -114,7 +116,7 @@ func TestShardsResize(t *testing.T) {
 	var wout, werr testenv.Buffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run([]string{"--config", cfg, "shards", "resize", "2", "--timeout", "1m"}, strings.NewReader(""), &wout, &werr)
+		exited <- run([]string{"--config", cfg, "shards", "resize", "2", "--yes", "--timeout", "1m"}, strings.NewReader(""), &wout, &werr)
 	}()
 	testenv.WaitFor(t, 10*time.Second, "the change to 2 shards started", func() (bool, string) {
 		r, err := store.ReadLayout(ctx)
@@ -155,7 +157,7 @@ func TestShardsResize(t *testing.T) {
 	start := time.Now()
 	var terr testenv.Buffer
 	go func() {
-		exited <- run([]string{"--config", cfg, "shards", "resize", "3", "--timeout", "1500ms"}, strings.NewReader(""), &bytes.Buffer{}, &terr)
+		exited <- run([]string{"--config", cfg, "shards", "resize", "3", "--yes", "--timeout", "1500ms"}, strings.NewReader(""), &bytes.Buffer{}, &terr)
 	}()
 	select {
 	case c := <-exited:
@@ -167,6 +169,79 @@ func TestShardsResize(t *testing.T) {
 	}
 	if out, _, code = cli("shards"); code != exitOK || !strings.Contains(out, "resharding 2 -> 3") {
 		t.Fatalf("shards after the wait ran out: exit %d\n%s", code, out)
+	}
+}
+
+// terminal returns the two ends of a new pseudo-terminal: what is
+// written to the first, the second reads as typed input. It skips the
+// test where the system has no pseudo-terminals.
+func terminal(t *testing.T) (keyboard, tty *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// TestResizeAsksBeforeStarting (issue 24, item 12): shards resize started
+// a change at once, even with stdin not a terminal, while queue rm and
+// dlq purge ask. It now asks before it starts a change: without a
+// terminal it is refused (exit 4) unless --yes, and nothing changes; on a
+// terminal "n" refuses and "y" starts it. A resize that starts nothing
+// (another change runs, or the count is the current one) does not ask.
+func TestResizeAsksBeforeStarting(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "ask")
+	ctx := testenv.Ctx(t, 30*time.Second)
+	generation := func() int64 {
+		t.Helper()
+		r, err := e.store.ReadLayout(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Gen
+	}
+	const question = "change the shard count from 2 to 4 (tasks move between shards; once started, the change runs to its end)"
+	out, errOut, code := e.cli("shards", "resize", "4", "--no-wait")
+	if code != exitRefused || out != "" || errOut != "hourglass: "+question+" needs confirmation: pass --yes (stdin is not a terminal)\n" || generation() != 0 {
+		t.Fatalf("resize without a terminal or --yes: exit %d, generation %d\n%s%s", code, generation(), out, errOut)
+	}
+	if out, errOut, code := e.cli("shards", "resize", "2"); code != exitOK || !strings.Contains(out, "has 2 shards already") {
+		t.Fatalf("resize to the current count: exit %d\n%s%s", code, out, errOut)
+	}
+
+	keyboard, tty := terminal(t)
+	for _, answer := range []string{"n", "y"} {
+		if _, err := keyboard.WriteString(answer + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		code := run([]string{"--config", e.cfg, "shards", "resize", "4", "--no-wait"}, tty, &out, &errOut)
+		want, gen := exitRefused, int64(0)
+		if answer == "y" {
+			want, gen = exitOK, 1
+		}
+		if code != want || !strings.HasPrefix(errOut.String(), question+"? [y/N] ") || generation() != gen {
+			t.Fatalf("resize answered %q on a terminal: exit %d, generation %d\n%s%s", answer, code, generation(), out.String(), errOut.String())
+		}
+	}
+	// Another change runs: refused for that, without a question.
+	if _, errOut, code := e.cli("shards", "resize", "8", "--no-wait"); code != exitRefused || !strings.HasPrefix(errOut, "hourglass: another change of the shard count is running") {
+		t.Fatalf("resize while a change runs: exit %d\n%s", code, errOut)
 	}
 }
 

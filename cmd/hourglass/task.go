@@ -49,7 +49,16 @@ func (a *app) listing(ctx context.Context, p pageFlags, next pageFunc, header []
 	if err != nil {
 		return err
 	}
-	return a.stream(ctx, p, func(ctx context.Context, cursor string) (inspect.Page, error) { return next(ctx, in, cursor) }, header, cells)
+	listed := 0
+	err = a.stream(ctx, p, func(ctx context.Context, cursor string) (inspect.Page, error) {
+		page, err := next(ctx, in, cursor)
+		listed += len(page.Tasks)
+		return page, err
+	}, header, cells)
+	if err == nil && listed == 0 && p.cursor == "" {
+		a.warnEmptyNamespace(ctx, in, nil)
+	}
+	return err
 }
 
 // stream is listing's loop, with the Inspector bound in next.
@@ -92,16 +101,16 @@ type pageWriter interface {
 // jsonPages writes the JSON of inspect.Page, indented as -o json
 // indents, a task at a time.
 type jsonPages struct {
-	w      *bufio.Writer
-	opened bool // the object and its task array are open
-	n      int  // tasks written
+	w       *bufio.Writer
+	started bool // the object's opening written
+	n       int  // tasks written
 }
 
-// open writes the object's start once.
+// open writes the object's opening, once.
 func (j *jsonPages) open() {
-	if !j.opened {
+	if !j.started {
 		j.w.WriteString("{\n  \"tasks\": [")
-		j.opened = true
+		j.started = true
 	}
 }
 

@@ -8,7 +8,8 @@
 //
 // Configuration comes from built-in defaults, the YAML file, HOURGLASS_*
 // environment variables and -set flags, in rising precedence; see
-// configs/scheduler.example.yaml. An invalid value exits with status 2
+// configs/scheduler.example.yaml. An invalid value (a TLS file that is
+// missing or not PEM included) exits with status 2
 // and a message naming the key. SIGTERM or SIGINT resigns every shard
 // so other replicas take over at once, then exits 0.
 package main

@@ -12,7 +12,8 @@
 // environment variables and -set flags, in rising precedence; see
 // configs/worker.example.yaml. The worker uses redis, namespace, shards
 // (both equal to the schedulers'), worker, queues, http and log. Queues
-// without a target are not consumed. An invalid value, or no queue with a
+// without a target are not consumed. An invalid value (a TLS file that is
+// missing or not PEM included), or no queue with a
 // target, exits with status 2 and a message naming the key.
 //
 // http.addr (default 127.0.0.1:9465; empty disables it) serves GET

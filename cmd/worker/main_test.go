@@ -92,6 +92,12 @@ func TestConfigErrorsExit2(t *testing.T) {
 			"config: worker.fetch_timeout:"},
 		{"redis cluster with a db", []string{"-set", "queues.q.command=/bin/true", "-set", "redis.mode=cluster", "-set", "redis.addr=",
 			"-set", "redis.addrs=127.0.0.1:7000", "-set", "redis.db=2"}, nil, "config: redis.db: must be 0 in mode cluster"},
+		// A TLS file was read only at the first connection: exit 1,
+		// without the key's name (issue 24, item 12).
+		{"TLS file missing", []string{"-set", "queues.q.command=/bin/true", "-set", "redis.tls.enabled=true", "-set", "redis.tls.ca_file=/no/such/ca.pem"}, nil,
+			"config: redis.tls.ca_file: open /no/such/ca.pem: no such file or directory (-set redis.tls.ca_file)"},
+		{"TLS file not PEM", []string{"-set", "queues.q.command=/bin/true"}, []string{"HOURGLASS_REDIS__TLS__ENABLED=true", "HOURGLASS_REDIS__TLS__CA_FILE=/dev/null"},
+			"config: redis.tls.ca_file: /dev/null holds no PEM certificate (environment variable HOURGLASS_REDIS__TLS__CA_FILE)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

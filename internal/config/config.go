@@ -30,13 +30,21 @@ type FieldError struct {
 	Key string
 	// Msg describes the problem.
 	Msg string
+	// Err is the error behind Msg, if any (reading a file the key names:
+	// os.ErrNotExist for a missing one).
+	Err error
 }
 
 // Error implements error.
 func (e *FieldError) Error() string { return "config: " + e.Key + ": " + e.Msg }
 
-// Unwrap returns [ErrInvalid].
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap returns [ErrInvalid], and Err when set.
+func (e *FieldError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.Err}
+}
 
 // redactedText replaces secrets in [Config.Redacted].
 const redactedText = "[redacted]"

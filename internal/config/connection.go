@@ -1,8 +1,13 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 )
 
@@ -158,14 +163,108 @@ func (v *validator) etcd(e EtcdConfig) {
 }
 
 func (v *validator) tls(prefix string, t TLSConfig) {
+	pair := true
 	if t.CertFile != "" && t.KeyFile == "" {
 		v.add(prefix+".key_file", "must be set when %s.cert_file is set", prefix)
+		pair = false
 	}
 	if t.KeyFile != "" && t.CertFile == "" {
 		v.add(prefix+".cert_file", "must be set when %s.key_file is set", prefix)
+		pair = false
 	}
 	if !t.Enabled && t != (TLSConfig{}) {
 		// Settings without enabled would silently connect in plain text.
 		v.add(prefix+".enabled", "must be true when other %s settings are given", prefix)
 	}
+	if t.Enabled && pair {
+		// The files are read now, so that a missing or bad one stops the
+		// binary at start-up, exit 2 naming its key, rather than at its
+		// first connection.
+		if _, _, err := LoadTLS(prefix, t); err != nil {
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				fe := e.(*FieldError)
+				v.seen[fe.Key] = true
+				v.errs = append(v.errs, fe)
+			}
+		}
+	}
+}
+
+// LoadTLS reads the PEM files of t, the TLS section at key prefix
+// ("redis.tls", "etcd.tls"): the certificate authorities of CAFile (nil:
+// the system's roots) and the client certificate of CertFile and KeyFile
+// (none when they are empty). Its error joins a *FieldError per key at
+// fault, naming the key and the file, wrapping the cause (os.ErrNotExist
+// for a missing file): a file that cannot be read, one that holds no
+// PEM certificate (ca_file, cert_file), a key that does not parse or
+// does not match cert_file (key_file). Validate calls it for an enabled
+// section, so Load (every binary) refuses bad files with exit 2; connect
+// builds its tls.Config from the result.
+func LoadTLS(prefix string, t TLSConfig) (*x509.CertPool, []tls.Certificate, error) {
+	var (
+		errs  []error
+		pool  *x509.CertPool
+		certs []tls.Certificate
+	)
+	bad := func(key, format string, args ...any) {
+		err := fmt.Errorf(format, args...)
+		errs = append(errs, &FieldError{Key: prefix + "." + key, Msg: err.Error(), Err: errors.Unwrap(err)})
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		pool = x509.NewCertPool()
+		switch {
+		case err != nil:
+			bad("ca_file", "%w", err)
+		case !pool.AppendCertsFromPEM(pem):
+			bad("ca_file", "%s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" && t.KeyFile != "" {
+		certPEM, cerr := os.ReadFile(t.CertFile)
+		keyPEM, kerr := os.ReadFile(t.KeyFile)
+		if cerr != nil {
+			bad("cert_file", "%w", cerr)
+		} else if err := certificates(certPEM); err != nil {
+			bad("cert_file", "%s: %w", t.CertFile, err)
+			cerr = err
+		}
+		if kerr != nil {
+			bad("key_file", "%w", kerr)
+		}
+		if cerr == nil && kerr == nil {
+			cert, err := tls.X509KeyPair(certPEM, keyPEM)
+			if err != nil { // the certificates parse: the key is at fault
+				bad("key_file", "%s (for %s.cert_file %s): %w", t.KeyFile, prefix, t.CertFile, err)
+			}
+			certs = []tls.Certificate{cert}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return pool, certs, nil
+}
+
+// certificates checks that pem holds at least one certificate and that
+// each of its certificate blocks parses.
+func certificates(data []byte) error {
+	n := 0
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no PEM certificate found")
+	}
+	return nil
 }

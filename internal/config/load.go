@@ -103,11 +103,11 @@ func Load(args []string, env []string, opts ...Option) (*Config, error) {
 // key last (the file, the environment variable, -set, or "default"), as
 // unknown keys name theirs.
 func withSources(err error, layers []*layer) error {
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
+	errs := []error{err}
+	if _, one := err.(*FieldError); !one { // a FieldError unwraps to its causes
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
 	}
 	out := make([]error, len(errs))
 	for i, e := range errs {
@@ -121,7 +121,7 @@ func withSources(err error, layers []*layer) error {
 					break
 				}
 			}
-			out[i] = &FieldError{Key: fe.Key, Msg: fe.Msg + " (" + src + ")"}
+			out[i] = &FieldError{Key: fe.Key, Msg: fe.Msg + " (" + src + ")", Err: fe.Err}
 		}
 	}
 	return errors.Join(out...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 // writeYAML writes body to a temporary file and returns its path.
@@ -153,7 +154,8 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	t.Parallel()
-	path := writeYAML(t, `
+	ca := testenv.NewPKI(t).CA // TLS files are read: it must exist
+	path := writeYAML(t, strings.ReplaceAll(`
 namespace: prod
 shards: 64
 max_payload: 4096
@@ -213,7 +215,7 @@ http:
 log:
   level: debug
   format: json
-`)
+`, "/etc/ca.pem", ca))
 	c := mustLoad(t, []string{"-config", path}, nil)
 	want := config.Config{
 		Namespace:     "prod",
@@ -223,7 +225,7 @@ log:
 		Redis: config.RedisConfig{
 			Mode: "standalone", Addr: "redis.internal:6380", Addrs: []string{}, Username: "svc", Password: "pw", DB: 3,
 			PoolSize: 20, DialTimeout: 250 * time.Millisecond,
-			TLS: config.TLSConfig{Enabled: true, CAFile: "/etc/ca.pem", ServerName: "redis.internal"},
+			TLS: config.TLSConfig{Enabled: true, CAFile: ca, ServerName: "redis.internal"},
 		},
 		Etcd: config.EtcdConfig{
 			Endpoints:   []string{"https://e1:2379", "https://e2:2379"},

@@ -29,8 +29,9 @@ var (
 // library's Validate, whose problem is reported under the key; the
 // ranges of the other keys are checked from their row; what depends on
 // other keys (a Redis mode's addresses, TLS files, a queue's target) is
-// checked in the section's file. At most one problem is reported per
-// key.
+// checked in the section's file. The TLS files of an enabled section are
+// read and parsed (LoadTLS), so a missing or bad file is a problem of
+// its key. At most one problem is reported per key.
 func (c *Config) Validate() error {
 	v := validator{seen: map[string]bool{}}
 	v.ranges(c)

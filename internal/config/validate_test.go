@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
+	pki := testenv.NewPKI(t) // TLS files are read: they must exist
 	tests := []validateCase{
 		{"defaults", func(*config.Config) {}, ""},
 
@@ -72,7 +74,7 @@ func TestValidate(t *testing.T) {
 			c.Redis.TLS = config.TLSConfig{CAFile: "ca.pem"}
 		}, "config: redis.tls.enabled: must be true"},
 		{"redis.tls complete", func(c *config.Config) {
-			c.Redis.TLS = config.TLSConfig{Enabled: true, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}
+			c.Redis.TLS = config.TLSConfig{Enabled: true, CAFile: pki.CA, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 		}, ""},
 
 		{"etcd.endpoints empty", func(c *config.Config) { c.Etcd.Endpoints = nil }, "config: etcd.endpoints: at least one"},

@@ -11,13 +11,11 @@ package connect
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -36,9 +34,9 @@ import (
 // standalone server, a primary found through Sentinels (followed across
 // failovers), or a Redis Cluster. The caller closes it.
 func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) {
-	tc, err := tlsConfig(cfg.TLS)
+	tc, err := tlsConfig("redis.tls", cfg.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("connect: redis: %w", err)
+		return nil, fmt.Errorf("connect: %w", err) // it names the key, redis.tls.*
 	}
 	o := &redis.UniversalOptions{
 		Username:    cfg.Username,
@@ -88,9 +86,9 @@ const ClusterStateReload = 2 * time.Second
 // client logs nothing (its zap logger is a no-op): Hourglass logs what
 // matters through hclog. The caller closes it.
 func Etcd(cfg config.EtcdConfig) (*clientv3.Client, error) {
-	tc, err := tlsConfig(cfg.TLS)
+	tc, err := tlsConfig("etcd.tls", cfg.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("connect: etcd: %w", err)
+		return nil, fmt.Errorf("connect: %w", err) // it names the key, etcd.tls.*
 	}
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   slices.Clone(cfg.Endpoints),
@@ -115,7 +113,7 @@ func Etcd(cfg config.EtcdConfig) (*clientv3.Client, error) {
 // reached at all (down, refused, timed out: not a TLS matter), passes;
 // endpoints without TLS are skipped.
 func CheckEtcdTLS(ctx context.Context, cfg config.EtcdConfig) error {
-	tc, err := tlsConfig(cfg.TLS)
+	tc, err := tlsConfig("etcd.tls", cfg.TLS)
 	if err != nil || tc == nil {
 		return err
 	}
@@ -168,51 +166,37 @@ func tlsHandshake(ctx context.Context, addr string, tc *tls.Config) error {
 }
 
 // TLS returns the client TLS configuration described by c, or nil when
-// c.Enabled is false. It loads the CA and client certificate files now,
-// so a missing or bad file is reported at start-up with its path. TLS
-// 1.2 is the minimum version.
+// c.Enabled is false. It loads the CA and client certificate files now
+// (config.LoadTLS; config validation did too), so a missing or bad file
+// is reported with its key and path. TLS 1.2 is the minimum version.
 func TLS(c config.TLSConfig) (*tls.Config, error) {
-	tc, err := tlsConfig(c)
+	tc, err := tlsConfig("tls", c)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return tc, nil
 }
 
-func tlsConfig(c config.TLSConfig) (*tls.Config, error) {
+// tlsConfig is TLS for the section at key prefix ("redis.tls").
+func tlsConfig(prefix string, c config.TLSConfig) (*tls.Config, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
-	tc := &tls.Config{
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return nil, &config.FieldError{Key: prefix + ".cert_file", Msg: "cert_file and key_file must be set together"}
+	}
+	pool, certs, err := config.LoadTLS(prefix, c)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         c.ServerName,
 		InsecureSkipVerify: c.InsecureSkipVerify, // opt-in, documented as for tests only
-	}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: ca_file %s: %w", c.CAFile, errNoCertificates)
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case c.CertFile != "" && c.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: cert_file %s, key_file %s: %w", c.CertFile, c.KeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	case c.CertFile != "" || c.KeyFile != "":
-		return nil, errors.New("tls: cert_file and key_file must be set together")
-	}
-	return tc, nil
+		RootCAs:            pool,
+		Certificates:       certs,
+	}, nil
 }
-
-var errNoCertificates = errors.New("no PEM certificates found")
 
 // Logger returns the binary's root logger as the log section configures
 // it: level, text or JSON, on w. go-redis's own lines (a failed dial of

@@ -228,7 +228,7 @@ func TestTLSConfig(t *testing.T) {
 		notExist bool
 	}{
 		{"missing CA file", config.TLSConfig{Enabled: true, CAFile: missing}, []string{"ca_file", missing}, true},
-		{"CA file without certificates", config.TLSConfig{Enabled: true, CAFile: garbage}, []string{"ca_file", garbage, "no PEM certificates"}, false},
+		{"CA file without certificates", config.TLSConfig{Enabled: true, CAFile: garbage}, []string{"ca_file", garbage, "holds no PEM certificate"}, false},
 		{"missing cert file", config.TLSConfig{Enabled: true, CertFile: missing, KeyFile: pki.ClientKey}, []string{"cert_file", missing}, true},
 		{"bad key file", config.TLSConfig{Enabled: true, CertFile: pki.ClientCert, KeyFile: garbage}, []string{"key_file", garbage}, false},
 		{"cert without key", config.TLSConfig{Enabled: true, CertFile: pki.ClientCert}, []string{"set together"}, false},
@@ -236,12 +236,12 @@ func TestTLSConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := connect.TLS(tt.cfg)
-			checkErr(t, "TLS", err, tt.wantErr, tt.notExist)
+			checkErr(t, "TLS", err, append([]string{"connect: config: tls."}, tt.wantErr...), tt.notExist)
 			// Both client constructors report the same problem.
 			_, err = connect.Redis(config.RedisConfig{Addr: "127.0.0.1:1", TLS: tt.cfg})
-			checkErr(t, "Redis", err, append([]string{"connect: redis: tls:"}, tt.wantErr...), tt.notExist)
+			checkErr(t, "Redis", err, append([]string{"connect: config: redis.tls."}, tt.wantErr...), tt.notExist)
 			_, err = connect.Etcd(config.EtcdConfig{Endpoints: []string{"https://127.0.0.1:1"}, TLS: tt.cfg})
-			checkErr(t, "Etcd", err, append([]string{"connect: etcd: tls:"}, tt.wantErr...), tt.notExist)
+			checkErr(t, "Etcd", err, append([]string{"connect: config: etcd.tls."}, tt.wantErr...), tt.notExist)
 		})
 	}
 

@@ -293,7 +293,10 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-// fail answers an inspect error with its status.
+// fail answers an inspect error with its status: 504 for a call that
+// timed out, whether its ctx ended (context.DeadlineExceeded) or the
+// connection's read or write deadline passed first (a net.Error whose
+// Timeout is true: go-redis's "i/o timeout").
 func (d *dash) fail(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
 	switch {
@@ -305,11 +308,17 @@ func (d *dash) fail(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, context.Canceled):
 		return // the client went away (or the scheduler is stopping)
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		code = http.StatusGatewayTimeout
 		d.o.Log.Warn("dashboard request timed out", "error", err)
 	default:
 		d.o.Log.Warn("dashboard request failed", "error", err)
 	}
 	writeErr(w, code, err)
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

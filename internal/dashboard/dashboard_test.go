@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/hourglass-sched/hourglass/inspect"
@@ -136,6 +137,46 @@ func TestReadsAndChanges(t *testing.T) {
 }
 
 // TestCancelRunningIsConflict: a running task cannot be cancelled (409).
+// TestRedisTimeoutIsGatewayTimeout (issue 24, item 12): a Redis call
+// that timed out on its read deadline (go-redis's "i/o timeout", a
+// net.Error, not context.DeadlineExceeded) answered 500, where
+// docs/dashboard.md promises 504. A stopped Redis now gets 504 for reads
+// and changes, and the dashboard answers 200 again once it is back.
+func TestRedisTimeoutIsGatewayTimeout(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	// As the binaries' clients (connect.Redis) but with a short read
+	// timeout and no retries, so the read times out well within the
+	// request's bound.
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	l, err := shard.NewLayout("ui", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shard.NewStore(rdb, l).RegisterQueues(testenv.Ctx(t, 10*time.Second), map[string]shard.QueuePolicy{"q": shardtest.Policy()}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in}))
+	t.Cleanup(srv.Close)
+
+	r.Pause()
+	for _, req := range [][2]string{{"GET", "/ui/api/queues"}, {"GET", "/ui/api/task?id=x"}, {"POST", "/ui/api/queues/q/pause"}} {
+		code, body := do(t, req[0], srv.URL+req[1], ui)
+		if code != http.StatusGatewayTimeout || !strings.Contains(body, "i/o timeout") {
+			t.Errorf("%s %s with Redis stopped: %d %s; want 504", req[0], req[1], code, body)
+		}
+	}
+	r.Resume()
+	if code, body := do(t, "GET", srv.URL+"/ui/api/queues", nil); code != http.StatusOK {
+		t.Fatalf("queues with Redis back: %d %s", code, body)
+	}
+}
+
 func TestCancelRunningIsConflict(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})

@@ -3,8 +3,11 @@ package shard
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -269,4 +272,58 @@ func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 		}
 	}
 	return out, bad.err()
+}
+
+// namespaceScanCount is the COUNT of each SCAN of Namespaces.
+const namespaceScanCount = 1000
+
+// Namespaces returns the namespaces that have queues registered on rdb,
+// sorted, found by a SCAN of each node (each primary of a Redis Cluster)
+// for the queue registry of shard 0, examining at most budget keys per
+// node. complete is false when a node held more keys than that and the
+// scan stopped before its end (the namespaces found so far are
+// returned). It is for a hint to a person (an empty namespace: which
+// ones are in use?), not for a program: SCAN sees every key name, so a
+// user limited to its namespace's keys (ACLUsers' admin) has no SCAN
+// and gets Redis's NOPERM error.
+func Namespaces(ctx context.Context, rdb redis.UniversalClient, budget int) (names []string, complete bool, err error) {
+	var (
+		mu    sync.Mutex
+		found = map[string]bool{}
+	)
+	complete = true
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for examined := 0; ; examined += namespaceScanCount {
+			if examined >= budget {
+				mu.Lock()
+				complete = false
+				mu.Unlock()
+				return nil
+			}
+			keys, next, err := c.Scan(ctx, cursor, queuesOfShard0, namespaceScanCount).Result()
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, key := range keys {
+				if ns, ok := namespaceOfQueues(key); ok {
+					found[ns] = true
+				}
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("shard: find the namespaces in use: %w", err)
+	}
+	return slices.Sorted(maps.Keys(found)), complete, nil
 }

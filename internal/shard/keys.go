@@ -2,6 +2,7 @@ package shard
 
 import (
 	"strconv"
+	"strings"
 )
 
 // Keys names every Redis key of a namespace. A name does not depend on
@@ -128,6 +129,25 @@ func (k Keys) Epoch(s int) string { return k.Tag(s) + ":epoch" }
 
 // Queues is the hash of registered queue name to its enqueue policy.
 func (k Keys) Queues(s int) string { return k.Tag(s) + ":queues" }
+
+// queuesOfShard0 is the Queues key of shard 0 of any namespace, as a
+// SCAN pattern: it exists wherever queues are registered (shard 0 exists
+// in every layout), so it marks the namespaces in use (Namespaces).
+const queuesOfShard0 = "{*:0}:queues"
+
+// namespaceOfQueues returns the namespace of key, a match of
+// queuesOfShard0; false for a key no namespace names that way.
+func namespaceOfQueues(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "{")
+	if !ok {
+		return "", false
+	}
+	ns, ok := strings.CutSuffix(rest, ":0}:queues")
+	if !ok || !ValidNamespace(ns) || (Keys{ns: ns}).Queues(0) != key {
+		return "", false
+	}
+	return ns, true
+}
 
 // Stats is the hash of the shard's counters (stale_epoch, ...).
 func (k Keys) Stats(s int) string { return k.Tag(s) + ":stats" }
