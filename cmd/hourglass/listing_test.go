@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -140,10 +138,7 @@ func TestListingStreamsPages(t *testing.T) {
 func TestDlqLsAllListsEveryPage(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("redis:\n  addr: %s\nnamespace: pages\nshards: 4\n", r.Addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  addr: %s\nnamespace: pages\nshards: 4\n", r.Addr))
 	ctx := testenv.Ctx(t, time.Minute)
 	l, err := shard.NewLayout("pages", 4)
 	if err != nil {

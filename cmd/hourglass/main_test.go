@@ -27,11 +27,7 @@ type cliEnv struct {
 func newCLIEnv(t *testing.T, ns string) *cliEnv {
 	t.Helper()
 	r := testenv.StartRedis(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
-	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: %s\nshards: 2\n", r.Addr, ns)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: %s\nshards: 2\n", r.Addr, ns))
 	l, err := shard.NewLayout(ns, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +42,30 @@ func newCLIEnv(t *testing.T, ns string) *cliEnv {
 // cli runs the CLI and returns its stdout, stderr and exit code.
 func (e *cliEnv) cli(args ...string) (string, string, int) {
 	e.t.Helper()
-	var out, errOut bytes.Buffer
-	code := run(append([]string{"--config", e.cfg}, args...), strings.NewReader(""), &out, &errOut)
-	return out.String(), errOut.String(), code
+	return cliWith(e.t, e.cfg)(args...)
+}
+
+// writeConfig writes body as a config file in the test's directory and
+// returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// cliWith returns a function that runs the CLI in process with the
+// config file cfg and an empty stdin (not a terminal), and returns its
+// stdout, stderr and exit code.
+func cliWith(t *testing.T, cfg string) func(args ...string) (string, string, int) {
+	return func(args ...string) (string, string, int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
+		return out.String(), errOut.String(), code
+	}
 }
 
 func TestExitCodes(t *testing.T) {

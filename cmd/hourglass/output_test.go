@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,10 +61,7 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("redis:\n  addr: %s\nnamespace: esc\nshards: 2\n", r.Addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, fmt.Sprintf("redis:\n  addr: %s\nnamespace: esc\nshards: 2\n", r.Addr))
 	ctx := testenv.Ctx(t, time.Minute)
 	l, err := shard.NewLayout("esc", 2)
 	if err != nil {

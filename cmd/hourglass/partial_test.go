@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +18,8 @@ import (
 func TestReadsShowTheRestWhenAShardIsCorrupt(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
 	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: bad\nshards: 2\n", r.Addr)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, body)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l, err := shard.NewLayout("bad", 2)
 	if err != nil {

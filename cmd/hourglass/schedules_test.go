@@ -47,12 +47,7 @@ periodic:
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) (string, string, int) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), code
-	}
+	cli := cliWith(t, cfg)
 	listAll := func(args ...string) []scheduleRow {
 		t.Helper()
 		out, errOut, code := cli(append([]string{"-o", "json", "schedules"}, args...)...)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,17 +35,9 @@ func TestShardsResize(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
 	etcd := testenv.StartEtcd(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
 	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [%s]\nnamespace: clitest\nshards: 4\n", r.Addr, etcd.Endpoint)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cli := func(args ...string) (string, string, int) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), code
-	}
+	cfg := writeConfig(t, body)
+	cli := cliWith(t, cfg)
 	ctx := testenv.Ctx(t, time.Minute)
 	l, err := shard.NewLayout("clitest", 4)
 	if err != nil {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +20,9 @@ import (
 func TestResizeNamesTheQueuesThatKeepItOpen(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
-	cfg := filepath.Join(t.TempDir(), "hourglass.yaml")
 	body := fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\nnamespace: stuck\nshards: 2\n", r.Addr)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cli := func(args ...string) (string, string, int) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := run(append([]string{"--config", cfg}, args...), strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), code
-	}
+	cfg := writeConfig(t, body)
+	cli := cliWith(t, cfg)
 	ctx := testenv.Ctx(t, time.Minute)
 	l, err := shard.NewLayout("stuck", 2)
 	if err != nil {
