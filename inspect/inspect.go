@@ -6,6 +6,11 @@
 // (cmd/hourglass) and the scheduler's web dashboard are two faces of it;
 // users' own tools can use it the same way.
 //
+// Everything here reads and writes Redis only. Shard owners live in the
+// schedulers' etcd: Options.Owners takes a reader of them, which package
+// inspect/etcdowners provides, so that only a program that asks for
+// owners links etcd's client and gRPC.
+//
 // Every Redis operation is one bounded Lua script call per shard (see
 // internal/shard): a listing returns a page and a cursor, and a bulk
 // operation (replay or purge by filter) is many bounded calls, each
@@ -21,7 +26,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -34,7 +38,10 @@ var (
 	ErrInvalidArgument = errors.New("inspect: invalid argument")
 	// ErrTaskActive: the task is running and cannot be cancelled.
 	ErrTaskActive = errors.New("inspect: task is running")
-	// ErrNoEtcd: the call needs the etcd client Options did not give.
+	// ErrNoEtcd was meant for a call that needs etcd without a client.
+	//
+	// Deprecated: never returned. Shards without Options.Owners leaves
+	// the owners empty; etcd is read by package inspect/etcdowners.
 	ErrNoEtcd = errors.New("inspect: no etcd client configured")
 	// ErrResizeRunning: Resize was refused because another change of the
 	// shard count runs (or one was left half-prepared with another
@@ -135,10 +142,29 @@ type Options struct {
 	Redis     redis.UniversalClient
 	Namespace string
 	Shards    int
-	// Etcd, when set, gives shard owners and epochs (Shards); ElectionPrefix
-	// is the schedulers' election.prefix (default "/hourglass/").
-	Etcd           *clientv3.Client
-	ElectionPrefix string
+	// Owners, when set, gives shard owners and epochs (Shards). The
+	// owners are in the schedulers' etcd: etcdowners.New (package
+	// github.com/hourglass-sched/hourglass/inspect/etcdowners) reads
+	// them. It is an interface so that a program that only reads queues
+	// and tasks does not link etcd's client and gRPC.
+	Owners OwnerReader
+}
+
+// OwnerReader reads which scheduler replica owns each shard.
+type OwnerReader interface {
+	// Owners returns the owner of every owned shard, by shard; an
+	// unowned shard is absent.
+	Owners(ctx context.Context) (map[int]Owner, error)
+}
+
+// Owner is the scheduler replica that owns a shard, as its election
+// records it.
+type Owner struct {
+	// Replica is the owner's replica id.
+	Replica string
+	// Epoch is the owner's fencing epoch (in etcd, the revision that
+	// created its ownership key): Shard.Epoch.
+	Epoch int64
 }
 
 // Inspector reads and administers one deployment. It is safe for
@@ -159,8 +185,7 @@ type Inspector struct {
 	rdb    redis.UniversalClient
 	store  *shard.Store
 	follow *shard.Follower
-	etcd   *clientv3.Client
-	prefix string
+	owners OwnerReader
 }
 
 // New returns an Inspector for the deployment opts describe. It does no
@@ -173,16 +198,12 @@ func New(opts Options) (*Inspector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	prefix := opts.ElectionPrefix
-	if prefix == "" {
-		prefix = "/hourglass/"
-	}
 	store := shard.NewStore(opts.Redis, l)
 	follow, err := store.Follow(shard.FollowConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return &Inspector{rdb: opts.Redis, store: store, follow: follow, etcd: opts.Etcd, prefix: prefix}, nil
+	return &Inspector{rdb: opts.Redis, store: store, follow: follow, owners: opts.Owners}, nil
 }
 
 // ShardCount returns the shard count new tasks are placed by, as the
@@ -319,8 +340,8 @@ type DeadInfo struct {
 	At     time.Time `json:"at"`
 }
 
-// Shard describes one shard: its owner (from etcd, when configured) and
-// its depths.
+// Shard describes one shard: its owner (from Options.Owners, when set)
+// and its depths.
 type Shard struct {
 	Shard int `json:"shard"`
 	// Owner is the owning scheduler replica ("" when unowned or unknown).

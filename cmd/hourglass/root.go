@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/inspect/etcdowners"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 )
@@ -193,8 +194,11 @@ func (a *app) newInspector(etcd *clientv3.Client) (*inspect.Inspector, error) {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { _ = rdb.Close() })
-	return inspect.New(inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
-		Etcd: etcd, ElectionPrefix: cfg.ForElection("hourglass-cli").Prefix})
+	opts := inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards}
+	if etcd != nil {
+		opts.Owners = etcdowners.New(etcd, cfg.Namespace)
+	}
+	return inspect.New(opts)
 }
 
 // session returns the Inspector and the command's ctx bounded by
