@@ -27,17 +27,29 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Sentinel errors callers can test with errors.Is.
+// Sentinel errors callers can test with errors.Is. ErrNotFound,
+// ErrInvalidArgument, ErrInvalidConfig and ErrActive are package
+// hourglass's values, which client and worker return too:
+// inspect.ErrActive is client.ErrActive.
 var (
-	// ErrNotFound: no task, dead letter or queue of that name.
-	ErrNotFound = errors.New("inspect: not found")
-	// ErrInvalidArgument: a bad queue name, policy, cursor or filter.
-	ErrInvalidArgument = errors.New("inspect: invalid argument")
-	// ErrTaskActive: the task is running and cannot be cancelled.
-	ErrTaskActive = errors.New("inspect: task is running")
+	// ErrNotFound: no task, dead letter, queue or schedule of that name.
+	ErrNotFound = hourglass.ErrNotFound
+	// ErrInvalidArgument: a bad queue name, policy, cursor, filter or
+	// schedule.
+	ErrInvalidArgument = hourglass.ErrInvalidArgument
+	// ErrInvalidConfig: Options New cannot use. It also matches
+	// ErrInvalidArgument.
+	ErrInvalidConfig = hourglass.ErrInvalidConfig
+	// ErrActive: the task is running and cannot be cancelled.
+	ErrActive = hourglass.ErrActive
+	// ErrTaskActive is ErrActive.
+	//
+	// Deprecated: use ErrActive, the name client uses.
+	ErrTaskActive = ErrActive
 	// ErrNoEtcd was meant for a call that needs etcd without a client.
 	//
 	// Deprecated: never returned. Shards without Options.Owners leaves
@@ -192,16 +204,16 @@ type Inspector struct {
 // I/O.
 func New(opts Options) (*Inspector, error) {
 	if opts.Redis == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidConfig)
 	}
 	l, err := shard.NewLayout(shard.LayoutDefaults(opts.Namespace, opts.Shards))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	store := shard.NewStore(opts.Redis, l)
 	follow, err := store.Follow(shard.FollowConfig{})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return &Inspector{rdb: opts.Redis, store: store, follow: follow, owners: opts.Owners}, nil
 }

@@ -221,17 +221,11 @@ func (i *Inspector) mustExist(ctx context.Context, name string) error {
 	return nil
 }
 
-// mapErr translates the store's sentinel errors into this package's.
+// mapErr adds ErrInvalidArgument to an error about undecodable task
+// data; the store's other sentinels are this package's values already.
 func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, shard.ErrNotFound):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case errors.Is(err, shard.ErrActive):
-		return fmt.Errorf("%w: %w", ErrTaskActive, err)
-	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
+	if errors.Is(err, shard.ErrUndecodable) && !errors.Is(err, ErrInvalidArgument) {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return err
+	return err // not found, active, invalid argument: the shared values already
 }

@@ -143,7 +143,7 @@ func (i *Inspector) pauseSchedule(ctx context.Context, name string, paused bool)
 // not registered.
 func (i *Inspector) SetSchedule(ctx context.Context, s periodic.Schedule) error {
 	if _, err := s.Compile(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return err // a *periodic.Error: ErrInvalidArgument
 	}
 	if err := i.mustExist(ctx, s.Queue); err != nil {
 		return mapErr(err)
