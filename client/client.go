@@ -10,27 +10,39 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Errors returned by the client. They are shared with the Redis-level
-// protocol, so a duplicate reported by the script is the same value.
+// Errors returned by the client, tested with errors.Is. Each is the
+// value of the same name in package hourglass, which worker and inspect
+// return too: client.ErrNotFound and inspect.ErrNotFound are one value,
+// and client.ErrActive is inspect.ErrActive.
 var (
-	ErrDuplicate       = shard.ErrDuplicate
-	ErrUnknownQueue    = shard.ErrUnknownQueue
-	ErrPayloadTooLarge = shard.ErrPayloadTooLarge
-	ErrInvalidArgument = shard.ErrInvalidArgument
-	ErrNotFound        = shard.ErrNotFound
-	ErrActive          = shard.ErrActive
+	// ErrDuplicate: an enqueue of an id that is still live (scheduled,
+	// ready, running or dead); nothing was changed.
+	ErrDuplicate = hourglass.ErrDuplicate
+	// ErrUnknownQueue: an enqueue to a queue no scheduler registered.
+	ErrUnknownQueue = hourglass.ErrUnknownQueue
+	// ErrPayloadTooLarge: a payload above this client's or the queue's
+	// limit.
+	ErrPayloadTooLarge = hourglass.ErrPayloadTooLarge
+	// ErrInvalidArgument: a malformed id, queue name, time or option.
+	ErrInvalidArgument = hourglass.ErrInvalidArgument
+	// ErrNotFound: Cancel or Lookup of an id that is not stored.
+	ErrNotFound = hourglass.ErrNotFound
+	// ErrActive: Cancel of a task that is running.
+	ErrActive = hourglass.ErrActive
 	// ErrNotReplicated reports an enqueue stored on the primary but not
 	// confirmed by Config.WaitReplicas replicas within
 	// Config.WaitTimeout: a failover now may lose it. Enqueueing it again
 	// with the same id is safe (ErrDuplicate then means it is stored).
-	ErrNotReplicated = shard.ErrNotReplicated
+	ErrNotReplicated = hourglass.ErrNotReplicated
 	// ErrInvalidConfig wraps every error of Config.Validate and New. Such
-	// an error also matches ErrInvalidArgument.
-	ErrInvalidConfig = errors.New("client: invalid config")
+	// an error also matches ErrInvalidArgument. It is
+	// worker.ErrInvalidConfig too.
+	ErrInvalidConfig = hourglass.ErrInvalidConfig
 )
 
 // Defaults applied by New to zero Config fields, and limits.
@@ -99,7 +111,7 @@ const (
 // ErrInvalidConfig (and ErrInvalidArgument). Zero fields are valid: they
 // mean the defaults.
 func (c Config) Validate() error {
-	p := confcheck.New(errInvalidConfig)
+	p := confcheck.New(ErrInvalidConfig)
 	if _, err := shard.NewLayout(shard.LayoutDefaults(c.Namespace, c.Shards)); err != nil {
 		p.Addf("%w", err)
 	}
@@ -117,10 +129,6 @@ func (c Config) Validate() error {
 	}
 	return p.Err()
 }
-
-// errInvalidConfig is what a config error wraps: ErrInvalidConfig and
-// ErrInvalidArgument both.
-var errInvalidConfig = fmt.Errorf("%w: %w", ErrInvalidConfig, ErrInvalidArgument)
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
@@ -141,7 +149,7 @@ func (c Config) withDefaults() Config {
 }
 
 func invalidConfig(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errInvalidConfig}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
 // Client enqueues, cancels and looks up tasks. It is safe for concurrent

@@ -11,7 +11,8 @@
 //
 // Errors are sentinel values to test with errors.Is: ErrDuplicate,
 // ErrUnknownQueue, ErrPayloadTooLarge, ErrInvalidArgument, ErrNotFound,
-// ErrActive.
+// ErrActive. They are package hourglass's, shared with worker and
+// inspect: an error matches the same name in every package.
 //
 // Any other error from Enqueue or EnqueueBatch (a broken connection,
 // Redis restarting or failing over) leaves the outcome unknown: the

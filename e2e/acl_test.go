@@ -12,6 +12,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/inspect/etcdowners"
 	"github.com/hourglass-sched/hourglass/internal/dashboard"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
@@ -139,7 +140,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 
 	// The worker and the scheduler at work.
-	admin, err := inspect.New(inspect.Options{Redis: as("admin"), Shards: nShards, Etcd: c.ecli})
+	admin, err := inspect.New(inspect.Options{Redis: as("admin"), Shards: nShards, Owners: etcdowners.New(c.ecli, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

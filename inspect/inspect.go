@@ -6,6 +6,11 @@
 // (cmd/hourglass) and the scheduler's web dashboard are two faces of it;
 // users' own tools can use it the same way.
 //
+// Everything here reads and writes Redis only. Shard owners live in the
+// schedulers' etcd: Options.Owners takes a reader of them, which package
+// inspect/etcdowners provides, so that only a program that asks for
+// owners links etcd's client and gRPC.
+//
 // Every Redis operation is one bounded Lua script call per shard (see
 // internal/shard): a listing returns a page and a cursor, and a bulk
 // operation (replay or purge by filter) is many bounded calls, each
@@ -22,22 +27,36 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// Sentinel errors callers can test with errors.Is. They are kinds: an
-// error of a kind reads as what happened, without the kind's own text
-// ("task not found: \"x\"", "queue \"x\" is not registered").
+// Sentinel errors callers can test with errors.Is. ErrNotFound,
+// ErrInvalidArgument, ErrInvalidConfig and ErrActive are package
+// hourglass's values, which client and worker return too:
+// inspect.ErrActive is client.ErrActive. They are kinds: an error of a
+// kind reads as what happened, without the kind's own text ("task not
+// found: \"x\"", "queue \"x\" is not registered").
 var (
-	// ErrNotFound: no task, dead letter or queue of that name.
-	ErrNotFound = errors.New("inspect: not found")
-	// ErrInvalidArgument: a bad queue name, policy, cursor or filter.
-	ErrInvalidArgument = errors.New("inspect: invalid argument")
-	// ErrTaskActive: the task is running and cannot be cancelled.
-	ErrTaskActive = errors.New("inspect: task is running")
-	// ErrNoEtcd: the call needs the etcd client Options did not give.
+	// ErrNotFound: no task, dead letter, queue or schedule of that name.
+	ErrNotFound = hourglass.ErrNotFound
+	// ErrInvalidArgument: a bad queue name, policy, cursor, filter or
+	// schedule.
+	ErrInvalidArgument = hourglass.ErrInvalidArgument
+	// ErrInvalidConfig: Options New cannot use. It also matches
+	// ErrInvalidArgument.
+	ErrInvalidConfig = hourglass.ErrInvalidConfig
+	// ErrActive: the task is running and cannot be cancelled.
+	ErrActive = hourglass.ErrActive
+	// ErrTaskActive is ErrActive.
+	//
+	// Deprecated: use ErrActive, the name client uses.
+	ErrTaskActive = ErrActive
+	// ErrNoEtcd was meant for a call that needs etcd without a client.
+	//
+	// Deprecated: never returned. Shards without Options.Owners leaves
+	// the owners empty; etcd is read by package inspect/etcdowners.
 	ErrNoEtcd = errors.New("inspect: no etcd client configured")
 	// ErrResizeRunning: Resize was refused because another change of the
 	// shard count runs (or one was left half-prepared with another
@@ -173,10 +192,29 @@ type Options struct {
 	Redis     redis.UniversalClient
 	Namespace string
 	Shards    int
-	// Etcd, when set, gives shard owners and epochs (Shards); ElectionPrefix
-	// is the schedulers' election.prefix (default "/hourglass/").
-	Etcd           *clientv3.Client
-	ElectionPrefix string
+	// Owners, when set, gives shard owners and epochs (Shards). The
+	// owners are in the schedulers' etcd: etcdowners.New (package
+	// github.com/hourglass-sched/hourglass/inspect/etcdowners) reads
+	// them. It is an interface so that a program that only reads queues
+	// and tasks does not link etcd's client and gRPC.
+	Owners OwnerReader
+}
+
+// OwnerReader reads which scheduler replica owns each shard.
+type OwnerReader interface {
+	// Owners returns the owner of every owned shard, by shard; an
+	// unowned shard is absent.
+	Owners(ctx context.Context) (map[int]Owner, error)
+}
+
+// Owner is the scheduler replica that owns a shard, as its election
+// records it.
+type Owner struct {
+	// Replica is the owner's replica id.
+	Replica string
+	// Epoch is the owner's fencing epoch (in etcd, the revision that
+	// created its ownership key): Shard.Epoch.
+	Epoch int64
 }
 
 // Inspector reads and administers one deployment. It is safe for
@@ -197,30 +235,25 @@ type Inspector struct {
 	rdb    redis.UniversalClient
 	store  *shard.Store
 	follow *shard.Follower
-	etcd   *clientv3.Client
-	prefix string
+	owners OwnerReader
 }
 
 // New returns an Inspector for the deployment opts describe. It does no
 // I/O.
 func New(opts Options) (*Inspector, error) {
 	if opts.Redis == nil {
-		return nil, errorf(ErrInvalidArgument, "nil Redis client")
+		return nil, errorf(ErrInvalidConfig, "nil Redis client")
 	}
 	l, err := shard.NewLayout(shard.LayoutDefaults(opts.Namespace, opts.Shards))
 	if err != nil {
-		return nil, ofKind(ErrInvalidArgument, err)
-	}
-	prefix := opts.ElectionPrefix
-	if prefix == "" {
-		prefix = "/hourglass/"
+		return nil, ofKind(ErrInvalidConfig, err)
 	}
 	store := shard.NewStore(opts.Redis, l)
 	follow, err := store.Follow(shard.FollowConfig{})
 	if err != nil {
-		return nil, ofKind(ErrInvalidArgument, err)
+		return nil, ofKind(ErrInvalidConfig, err)
 	}
-	return &Inspector{rdb: opts.Redis, store: store, follow: follow, etcd: opts.Etcd, prefix: prefix}, nil
+	return &Inspector{rdb: opts.Redis, store: store, follow: follow, owners: opts.Owners}, nil
 }
 
 // ShardCount returns the shard count new tasks are placed by, as the
@@ -368,8 +401,8 @@ type DeadInfo struct {
 	At     time.Time `json:"at"`
 }
 
-// Shard describes one shard: its owner (from etcd, when configured) and
-// its depths.
+// Shard describes one shard: its owner (from Options.Owners, when set)
+// and its depths.
 type Shard struct {
 	Shard int `json:"shard"`
 	// Owner is the owning scheduler replica ("" when unowned or unknown).

@@ -240,7 +240,7 @@ func mapErr(err error) error {
 	case errors.Is(err, shard.ErrNotFound):
 		return ofKind(ErrNotFound, err)
 	case errors.Is(err, shard.ErrActive):
-		return ofKind(ErrTaskActive, err)
+		return ofKind(ErrActive, err)
 	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
 		return ofKind(ErrInvalidArgument, err)
 	}

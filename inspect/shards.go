@@ -7,13 +7,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/keyslot"
 )
 
 // Shards returns every shard with its counts, the epoch its scripts last
 // saw in Redis, its hash slot and, on a Redis Cluster, the primary that
-// serves it; and its owner and etcd epoch when an etcd client was given
+// serves it; and its owner and epoch when Options.Owners was given
 // (otherwise Owner is "" and Epoch 0). The shards are those of the
 // layout record: while the shard count changes, 0..Span-1 (those being
 // left and the new ones), afterwards the new count's. A shard whose data
@@ -49,10 +48,10 @@ func (i *Inspector) Shards(ctx context.Context) ([]Shard, error) {
 			out[sh].Counts.add(countsOf(d))
 		}
 	}
-	if i.etcd == nil {
+	if i.owners == nil {
 		return out, partial
 	}
-	owners, err := election.Owners(ctx, i.etcd, i.prefix)
+	owners, err := i.owners.Owners(ctx)
 	if err != nil {
 		return out, fmt.Errorf("read the shard owners from etcd: %w", err)
 	}

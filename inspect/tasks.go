@@ -280,7 +280,7 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 // Cancel deletes a task that is not running, whatever its state
 // (scheduled, ready or dead), and returns the state it was in. Its id can
 // be enqueued again afterwards. ErrNotFound if no such task,
-// ErrTaskActive if it is running.
+// ErrActive if it is running.
 func (i *Inspector) Cancel(ctx context.Context, id string) (State, error) {
 	st, err := i.store.Cancel(ctx, id)
 	return State(st), mapErr(err)

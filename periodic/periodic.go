@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/hourglass-sched/hourglass"
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -39,7 +41,8 @@ var ErrInvalid = errors.New("periodic: invalid schedule")
 
 // Error is a validation error: the schedule, the field at fault (as its
 // configuration key: "cron", "time_zone", …) and why. It wraps
-// ErrInvalid.
+// ErrInvalid, and matches hourglass.ErrInvalidArgument (as
+// client.ErrInvalidArgument and inspect.ErrInvalidArgument) too.
 type Error struct {
 	Schedule, Field, Reason string
 }
@@ -48,8 +51,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%v %q: %s: %s", ErrInvalid, e.Schedule, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrInvalid.
-func (e *Error) Unwrap() error { return ErrInvalid }
+// Unwrap returns ErrInvalid and hourglass.ErrInvalidArgument.
+func (e *Error) Unwrap() []error { return []error{ErrInvalid, hourglass.ErrInvalidArgument} }
 
 // CatchUp says what happens to occurrences missed while no scheduler ran
 // the schedule (all replicas down, or none owning its shard).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,8 +120,9 @@ func (d *delivery) run(parent context.Context) {
 }
 
 // call runs the handler, recording its lateness, duration and end, and
-// returns its result; a panic becomes an error. held reports that the
-// task was held until its due time.
+// returns its result; a panic is logged with its stack and becomes an
+// error (a failed attempt, retried or dead-lettered as any other). held
+// reports that the task was held until its due time.
 func (d *delivery) call(ctx context.Context, held bool) (err error) {
 	m := &d.q.met
 	// Lateness: claim time - due on Redis's clock for a task leased
@@ -137,6 +139,11 @@ func (d *delivery) call(ctx context.Context, held bool) (err error) {
 	start := d.now()
 	defer func() {
 		if p := recover(); p != nil {
+			// The stack is the panicking goroutine's, taken before the
+			// deferred call returns: it names the handler's frames. It
+			// goes to the log only; the task's last error stays short.
+			d.log.Error("handler panicked; the attempt fails as if it returned an error",
+				"task", d.sd.Task.ID, "queue", d.q.name, "attempt", d.task.Attempt, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panic: %v", p)
 		}
 		m.duration.Observe(d.now().Sub(start).Seconds())

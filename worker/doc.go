@@ -33,6 +33,10 @@
 //     retries are spent, with the error kept as its last error.
 //   - NoRetry(err): dead-lettered at once.
 //   - RetryAfter(d, err): retried after d instead of the backoff.
+//   - a panic: recovered, logged at error level with the task's id, the
+//     panic value and the goroutine's stack (keys "task", "panic",
+//     "stack"), and counted as an error: "handler panic: <value>" is the
+//     attempt's error, so the task is retried or dead-lettered as above.
 //
 // With QueueOptions.ManualAck the handler's nil return means "not done
 // yet": the lease keeps being extended until Task.Ack or Task.Nack is
@@ -42,6 +46,16 @@
 // the lease and recovery re-scheduled the task), the handler's ctx is
 // cancelled with cause ErrLeaseLost and its late ack is rejected as
 // stale (counted in hourglass_worker_stale_tokens_total).
+//
+// # Logging
+//
+// Config.Slog takes a *slog.Logger; Config.Logger an hclog.Logger, the
+// binaries' logger. Records have constant messages and keys ("task",
+// "queue", "error", ...); the component is the attribute "logger"
+// ("worker") with Slog, the logger's name with hclog. With neither set,
+// the worker logs to slog.Default(), so that a warning (a queue's setup
+// differs from the schedulers', a fetch fails) is seen; give a logger
+// whose handler discards (slog.DiscardHandler) to silence it.
 //
 // # Redis connections
 //

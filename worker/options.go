@@ -2,12 +2,14 @@ package worker
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/logbridge"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -127,7 +129,14 @@ type Config struct {
 	// hears on the control channel, at least shard.MinLayoutRefresh; 0
 	// means shard.DefaultLayoutRefresh (the layout follower's defaults).
 	LayoutRefresh time.Duration
-	// Logger receives the worker's logs; default: discard.
+	// Slog receives the worker's logs, for a program that logs with
+	// log/slog: records carry the component's name as the attribute
+	// "logger" (for example "worker"), hclog's Trace is slog.LevelDebug-4,
+	// and the handler's level decides what is logged. Set Slog or Logger,
+	// not both; when neither is set the worker logs to slog.Default().
+	Slog *slog.Logger
+	// Logger receives the worker's logs through hclog, as the worker
+	// binary sets it. Set Slog or Logger, not both.
 	Logger hclog.Logger
 	// Registerer receives the worker's metrics; nil: not registered.
 	Registerer prometheus.Registerer
@@ -150,6 +159,9 @@ func (c Config) Validate() error {
 		p.Whole("FetchTimeout", ft, time.Second)
 	}
 	p.DurationRange("AckLinger", c.AckLinger, 0, MaxAckLinger)
+	if c.Slog != nil && c.Logger != nil {
+		p.Field("Slog", "must be nil when Logger is set (set one logger)")
+	}
 	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
 		// The layout follower's rule: 0 is the default, else at least the
 		// minimum.
@@ -166,7 +178,7 @@ func (c Config) withDefaults() Config {
 		c.FetchTimeout = DefaultFetchTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
+		c.Logger = logbridge.New(c.Slog) // slog.Default() when nil
 	}
 	return c
 }

@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass"
 )
 
-// Errors reported by the worker.
+// Errors reported by the worker. ErrStaleToken and ErrInvalidConfig are
+// package hourglass's values, shared with client and inspect.
 var (
 	// ErrLeaseLost is the cause of a handler ctx's cancellation when the
 	// delivery's lease could not be kept.
 	ErrLeaseLost = errors.New("worker: lease lost")
 	// ErrStaleToken is returned by a manual Ack or Nack whose delivery is
 	// no longer current.
-	ErrStaleToken = shard.ErrStaleToken
+	ErrStaleToken = hourglass.ErrStaleToken
 	// ErrInvalidConfig wraps every error of Config.Validate,
 	// QueueOptions.Validate, New, Handle and a Run that cannot start.
-	ErrInvalidConfig = errors.New("worker: invalid config")
+	// Such an error also matches hourglass.ErrInvalidArgument; it is
+	// client.ErrInvalidConfig too.
+	ErrInvalidConfig = hourglass.ErrInvalidConfig
 	// ErrShuttingDown is the cause of a handler ctx's cancellation when
 	// the shutdown grace period ran out; the task is released.
 	ErrShuttingDown = errors.New("worker: shutting down")

@@ -75,7 +75,7 @@ func TestExitCodes(t *testing.T) {
 		want int
 	}{
 		{fmt.Errorf("x: %w", inspect.ErrNotFound), exitNotFound},
-		{fmt.Errorf("x: %w", inspect.ErrTaskActive), exitRefused},
+		{fmt.Errorf("x: %w", inspect.ErrActive), exitRefused},
 		{fmt.Errorf("x: %w", errRefused), exitRefused},
 		{fmt.Errorf("x: %w", inspect.ErrResizeRunning), exitRefused},
 		{fmt.Errorf("x: %w", inspect.ErrInvalidArgument), exitUsage},

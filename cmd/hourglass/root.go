@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/inspect/etcdowners"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 )
@@ -123,7 +124,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, inspect.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrTaskActive), errors.Is(err, inspect.ErrResizeRunning):
+	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrActive), errors.Is(err, inspect.ErrResizeRunning):
 		return exitRefused
 	case errors.Is(err, inspect.ErrPartial):
 		return exitPartial
@@ -214,8 +215,11 @@ func (a *app) newInspector(etcd *clientv3.Client) (*inspect.Inspector, error) {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { _ = rdb.Close() })
-	return inspect.New(inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
-		Etcd: etcd, ElectionPrefix: cfg.ForElection("hourglass-cli").Prefix})
+	opts := inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards}
+	if etcd != nil {
+		opts.Owners = etcdowners.New(etcd, cfg.Namespace)
+	}
+	return inspect.New(opts)
 }
 
 // session returns the Inspector and the command's ctx bounded by

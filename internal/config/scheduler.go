@@ -133,7 +133,7 @@ func (c *Config) ForRecovery() recovery.Config {
 // Registerer are the caller's to set).
 func (c *Config) ForElection(replica string) election.Config {
 	ns, n := shard.LayoutDefaults(c.Namespace, c.Shards)
-	return election.Config{Prefix: "/" + ns + "/", ReplicaID: replica, Shards: n, TTL: c.Scheduler.LeaseTTL}
+	return election.Config{Prefix: election.Prefix(ns), ReplicaID: replica, Shards: n, TTL: c.Scheduler.LeaseTTL}
 }
 
 // FarTier returns the far tier's settings that the schedulers record in

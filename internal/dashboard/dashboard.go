@@ -302,7 +302,7 @@ func (d *dash) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, inspect.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, inspect.ErrTaskActive):
+	case errors.Is(err, inspect.ErrActive):
 		code = http.StatusConflict
 	case errors.Is(err, inspect.ErrInvalidArgument):
 		code = http.StatusBadRequest

@@ -19,6 +19,10 @@ const (
 	shardsDir  = "shards/"
 )
 
+// Prefix is the election prefix of a deployment's namespace: the
+// schedulers elect under "/<namespace>/".
+func Prefix(namespace string) string { return "/" + namespace + "/" }
+
 // MemberKey is the key that registers replica id as a member.
 func MemberKey(prefix, id string) string { return prefix + membersDir + id }
 

@@ -35,6 +35,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/inspect/etcdowners"
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/depth"
@@ -174,7 +175,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	s.reg.MustRegister(depth.New(s.store, s.ownedShards, log))
 	s.inspector, err = inspect.New(inspect.Options{Redis: s.rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
-		Etcd: s.etcd, ElectionPrefix: ec.Prefix})
+		Owners: etcdowners.New(s.etcd, cfg.Namespace)})
 	if err != nil {
 		s.Close()
 		return nil, err

@@ -118,6 +118,11 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 	if !strings.Contains(body, `"replica":"inproc"`) || !strings.Contains(body, `"epoch":`) {
 		t.Fatalf("/v1/status = %s", body)
 	}
+	// The dashboard's shard table names the owners: the replica's
+	// Inspector reads them from etcd (inspect/etcdowners).
+	if code, body := get(t, base+"/ui/api/shards"); code != 200 || strings.Count(body, `"owner":"inproc"`) != cfg.Shards {
+		t.Errorf("/ui/api/shards = %d %s, want every shard owned by inproc", code, body)
+	}
 	st, err := FetchStatus(ctx, strings.TrimPrefix(base, "http://"))
 	if err != nil || st.Replica != "inproc" || !st.Ready || len(st.Shards) != cfg.Shards || st.Shards[0].Epoch <= 0 {
 		t.Fatalf("FetchStatus = %+v, %v", st, err)

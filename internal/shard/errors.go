@@ -7,36 +7,24 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass"
 )
 
-// Protocol errors. They carry the "hourglass:" prefix because the public
-// client returns them unchanged; callers test them with errors.Is.
+// Protocol errors. They are the public package hourglass's values (the
+// "hourglass:" prefix), because the public packages return them
+// unchanged; callers test them with errors.Is.
 var (
-	// ErrDuplicate reports an enqueue of an id that is still live
-	// (scheduled, ready, running or dead). Nothing was changed.
-	ErrDuplicate = errors.New("hourglass: task id already exists")
-	// ErrUnknownQueue reports a queue that no scheduler has registered.
-	ErrUnknownQueue = errors.New("hourglass: unknown queue")
-	// ErrPayloadTooLarge reports a payload above the configured maximum.
-	ErrPayloadTooLarge = errors.New("hourglass: payload too large")
-	// ErrInvalidArgument reports a malformed id, queue, time or option.
-	ErrInvalidArgument = errors.New("hourglass: invalid argument")
-	// ErrNotFound reports an id that is not stored.
-	ErrNotFound = errors.New("hourglass: task not found")
-	// ErrActive reports a cancel of a task that is running: leased, or
-	// popped by a worker (which runs popped tasks before leasing them).
-	ErrActive = errors.New("hourglass: task is running")
+	ErrDuplicate       = hourglass.ErrDuplicate
+	ErrUnknownQueue    = hourglass.ErrUnknownQueue
+	ErrPayloadTooLarge = hourglass.ErrPayloadTooLarge
+	ErrInvalidArgument = hourglass.ErrInvalidArgument
+	ErrNotFound        = hourglass.ErrNotFound
+	ErrActive          = hourglass.ErrActive
+	ErrStaleToken      = hourglass.ErrStaleToken
+	ErrNotReplicated   = hourglass.ErrNotReplicated
 	// ErrUndecodable reports stored task data that is not a valid encoding.
 	ErrUndecodable = errors.New("hourglass: undecodable task data")
-	// ErrStaleToken reports an ack, nack, extend or release whose
-	// delivery token is no longer the task's: its lease expired and the
-	// task was rescheduled or delivered again.
-	ErrStaleToken = errors.New("hourglass: stale delivery token")
-	// ErrNotReplicated reports an enqueue that Redis stored but whose
-	// copy did not reach the replicas a Durability asked for in time:
-	// a failover now may lose it. Sending it again with the same id is
-	// safe (ErrDuplicate then says it is stored).
-	ErrNotReplicated = errors.New("hourglass: stored, not yet replicated")
 	// ErrTryAgain reports an answer with nothing done that will change
 	// shortly: send the same call again after a short wait (the client
 	// does, for Config.RetryFor). ErrInTransit is one.
@@ -112,4 +100,22 @@ func (p *partial) err() error {
 		return nil
 	}
 	return &PartialError{Failed: p.failed}
+}
+
+// kindError is an error of a sentinel kind with its own message:
+// errors.Is matches the kind, the message says what happened once.
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+
+// Unwrap returns the kind.
+func (e *kindError) Unwrap() error { return e.kind }
+
+// taskNotFound reports that no task id is stored: it reads
+// `hourglass: task not found: "id"` and matches ErrNotFound.
+func taskNotFound(id string) error {
+	return &kindError{kind: ErrNotFound, msg: fmt.Sprintf("hourglass: task not found: %q", id)}
 }

@@ -161,7 +161,7 @@ func (s *Store) visit(ctx context.Context, id string, look probe, all bool) (boo
 			if all {
 				return false, nil
 			}
-			return false, fmt.Errorf("%w: %q", ErrNotFound, id)
+			return false, taskNotFound(id)
 		}
 	}
 }

@@ -258,7 +258,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 		return true, err
 	})
 	if err == nil && !found {
-		err = fmt.Errorf("%w: %q", ErrNotFound, id)
+		err = taskNotFound(id)
 	}
 	return state, err
 }
@@ -279,7 +279,7 @@ func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error
 	case 1:
 		return state, nil
 	case 0:
-		return "", fmt.Errorf("%w: %q", ErrNotFound, id)
+		return "", taskNotFound(id)
 	default:
 		return state, fmt.Errorf("%w: %q", ErrActive, id)
 	}
@@ -350,7 +350,7 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
 	}
 	if len(v) != 5 || v[0] == "" {
-		return Info{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return Info{}, taskNotFound(id)
 	}
 	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
 	if v[1] != "" {

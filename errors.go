@@ -1,0 +1,59 @@
+// Package hourglass holds what Hourglass's public packages share: the
+// sentinel errors that client, worker, inspect and periodic return. Each
+// of those packages re-exports the ones it returns under the same names
+// (client.ErrNotFound, inspect.ErrNotFound and hourglass.ErrNotFound are
+// one value), so errors.Is matches an error whichever package's name a
+// caller tests it with.
+//
+// The client, worker, inspect and periodic packages are Hourglass's Go
+// API; this one only names what they have in common.
+package hourglass
+
+import "errors"
+
+// Sentinel errors, tested with errors.Is. The Redis scripts' result
+// codes map to them (docs/protocol.md), so an error reported by Redis is
+// the same value whichever package returned it.
+var (
+	// ErrDuplicate reports an enqueue of an id that is still live
+	// (scheduled, ready, running or dead). Nothing was changed.
+	ErrDuplicate = errors.New("hourglass: task id already exists")
+	// ErrUnknownQueue reports an enqueue to a queue that no scheduler
+	// has registered (or that was removed).
+	ErrUnknownQueue = errors.New("hourglass: unknown queue")
+	// ErrPayloadTooLarge reports a payload above the configured maximum.
+	ErrPayloadTooLarge = errors.New("hourglass: payload too large")
+	// ErrInvalidArgument reports a malformed id, queue name, time, option,
+	// cursor, filter or schedule. ErrInvalidConfig is one.
+	ErrInvalidArgument = errors.New("hourglass: invalid argument")
+	// ErrInvalidConfig reports a Config (or Options) a constructor
+	// cannot use; it also matches ErrInvalidArgument.
+	ErrInvalidConfig error = &kindError{msg: "hourglass: invalid config", parent: ErrInvalidArgument}
+	// ErrNotFound reports a task, dead letter, queue or schedule that is
+	// not stored (or not registered).
+	ErrNotFound = errors.New("hourglass: not found")
+	// ErrActive reports a cancel of a task that is running: leased, or
+	// popped by a worker (which runs popped tasks before leasing them).
+	ErrActive = errors.New("hourglass: task is running")
+	// ErrStaleToken reports an ack, nack, extend or release whose
+	// delivery token is no longer the task's: its lease expired and the
+	// task was rescheduled or delivered again.
+	ErrStaleToken = errors.New("hourglass: stale delivery token")
+	// ErrNotReplicated reports an enqueue that Redis stored but whose
+	// copy did not reach the replicas asked for in time: a failover now
+	// may lose it. Sending it again with the same id is safe
+	// (ErrDuplicate then says it is stored).
+	ErrNotReplicated = errors.New("hourglass: stored, not yet replicated")
+)
+
+// kindError is a sentinel that is a kind of another: errors.Is matches
+// both.
+type kindError struct {
+	msg    string
+	parent error
+}
+
+func (e *kindError) Error() string { return e.msg }
+
+// Unwrap returns the sentinel e is a kind of.
+func (e *kindError) Unwrap() error { return e.parent }
