@@ -360,7 +360,7 @@ func (m *Resharder) unimport(ctx context.Context, s owner.Shard, l shard.Layout,
 		ids[i] = t.ID
 	}
 	for to, ts := range by {
-		if err := m.store.Unimport(ctx, to, ts); err != nil {
+		if err := m.store.Unimport(ctx, l, to, ts); err != nil {
 			return err
 		}
 	}

@@ -223,6 +223,61 @@ func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
 	}
 }
 
+// TestAPausedOwnerCannotBringBackATaskCancelledOnItsWay: owner A (epoch
+// 1) exported a batch and was paused (a stopped VM, a long GC) before it
+// imported it. Meanwhile a user cancelled one of the tasks, in the
+// outbox, and the next owner B (epoch 2) resumed the batch and, finding
+// nothing imported for the cancelled one, forgot it. Then A wakes up and
+// imports its batch into the new shard, a call no epoch fences (another
+// shard, on a cluster another node): the cancelled task must not come
+// back. It once did, and ran.
+func TestAPausedOwnerCannotBringBackATaskCancelledOnItsWay(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	ds := e.Popped(shardtest.Queue, "busy-", 8) // keep the change open
+	_, l, away, exported := exportAway(t, e, 2, 50, "p-")
+	victim := away[0]
+	if st, err := e.Store.Cancel(ctx, victim); err != nil || st != "scheduled" {
+		t.Fatalf("cancel %s on its way: %q, %v", victim, st, err)
+	}
+
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for sh := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch + 1}) }()
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	testenv.WaitFor(t, 20*time.Second, "B resumes the batch and forgets the cancelled entry", func() (bool, string) {
+		n := e.RDB.Exists(ctx, l.Outbox(0), l.Cancelled(0)).Val()
+		return n == 0, fmt.Sprintf("%d of the outbox and the cancelled hash left", n)
+	})
+	checkPlaced(t, e, 2, "scheduled", away[1:]...)
+	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
+		t.Fatalf("record %+v, %v; the late import must come while the change runs", rec, err)
+	}
+
+	// A wakes up and goes on with its batch.
+	n, err := e.Store.Import(ctx, l, 1, exported)
+	if err != nil {
+		t.Fatalf("A's late import: %v", err)
+	}
+	if s := e.State(victim); s != "gone" || n != 0 {
+		t.Fatalf("A's late import stored %d tasks; %s, cancelled on its way, is %q again and will run", n, victim, s)
+	}
+	if _, err := e.Store.Commit(ctx, 0, shardtest.Epoch, away); !errors.Is(err, shard.ErrStaleEpoch) {
+		t.Errorf("A's commit: %v, want ErrStaleEpoch", err)
+	}
+	release(t, e, ds)
+	e.Gone(victim)
+	checkPlaced(t, e, 2, "scheduled", away[1:]...)
+}
+
 // TestTasksInFlightKeepTheChangeOpen: a task leased in a shard it no
 // longer belongs to stays there; the change ends only once it is
 // settled.

@@ -1058,7 +1058,7 @@ var conformanceCases = []confCase{
 			}
 			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
 			noErr(t, "cancelled entries", err)
-			noErr(t, "unimport", f.s.Unimport(f.ctx, confNewShard, entries))
+			noErr(t, "unimport", f.s.Unimport(f.ctx, l, confNewShard, entries))
 			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, cancelled))
 			for _, id := range ids {
 				for _, sh := range []int{f.sh, confNewShard} {
@@ -1069,6 +1069,40 @@ var conformanceCases = []confCase{
 			}
 			if n := f.rdb.Exists(f.ctx, f.l0.Cancelled(f.sh), f.l0.Outbox(f.sh)).Val(); n != 0 {
 				t.Errorf("[%s] the outbox or cancelled hash is left", pOutbox)
+			}
+		}},
+
+	{script: "unimport.lua", also: []string{"import.lua"}, name: "a late import after the cancelled entries were forgotten", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			// An owner exports a batch and is paused before its import;
+			// the tasks are cancelled on their way; the next owner finds
+			// no imported copy to remove and forgets the entries. Then the
+			// paused owner's import arrives: it must store nothing.
+			l := f.s.Layout()
+			ids := []string{f.id["msched"], f.id["mdead"], f.id["mfar"]}
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids)
+			if err != nil || len(r.Tasks) != 3 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			for _, id := range ids {
+				if _, err := confCancelIn(f.ctx, f.s, l, f.sh, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
+			if err != nil || len(entries) != 3 {
+				t.Fatalf("[%s] cancelled entries: %v, %v; want 3", pOutbox, entries, err)
+			}
+			noErr(t, "unimport", f.s.Unimport(f.ctx, l, confNewShard, entries))
+			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, ids))
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 0 {
+				t.Errorf("[%s] the late import stored %d, %v; want none", pOutbox, n, err)
+			}
+			for _, id := range ids {
+				if _, err := confLookupIn(f.ctx, f.s, l, confNewShard, id); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s, cancelled on its way, in its new shard after the late import: %v, want it gone", id, err)
+				}
 			}
 		}},
 
@@ -1087,7 +1121,7 @@ var conformanceCases = []confCase{
 			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{id}); err != nil {
 				t.Fatal(err)
 			}
-			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.sh, r.Tasks) })
+			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.l0, f.sh, r.Tasks) })
 			noErr(t, "unimport after the slot migration", err)
 			if _, err := confLookupIn(f.ctx, f.s, f.l0, f.sh, id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("the unimported task: %v, want it gone", err)

@@ -291,8 +291,10 @@ func (s *Store) Forget(ctx context.Context, sh int, ids []string) error {
 }
 
 // Unimport removes from shard sh the imported copies of tasks that were
-// cancelled on their way, if they are still as imported.
-func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
+// cancelled on their way, if they are still as imported, and records
+// their ids as imported in l's change, so that a late import of the same
+// entries (an owner paused before its import) stores nothing.
+func (s *Store) Unimport(ctx context.Context, l Layout, sh int, tasks []Exported) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -303,6 +305,7 @@ func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
 	}
 	err := unimportScript.Run(ctx, s.rdb, []string{
 		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Counts(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Inflight(sh),
+		s.k.Imported(sh, l.Gen()),
 	}, args...).Err()
 	if err != nil {
 		return fmt.Errorf("shard: unimport from shard %d: %w", sh, err)
