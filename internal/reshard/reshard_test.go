@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
@@ -99,6 +100,86 @@ func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
 			t.Errorf("dropped shard %d lost its layout marker", sh)
 		}
 	}
+}
+
+// bareDead makes dead letters without task data in shard sh of e's
+// layout, ids prefix0.. that hash there, as the mover makes them of
+// delayed-set members whose data is gone (written by hand, or a producer
+// that skipped enqueue.lua): it buries them with the reason "no task
+// data". It returns the ids.
+func bareDead(t *testing.T, e *shardtest.Env, sh, n int, prefix string) []string {
+	t.Helper()
+	ctx := testenv.Ctx(t, 10*time.Second)
+	ids := e.IDsIn(sh, n, prefix)
+	for _, id := range ids {
+		if err := e.RDB.ZAdd(ctx, e.Layout().Delayed(sh), redis.Z{Score: 1, Member: id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Store.Move(ctx, sh, shardtest.Epoch, 1000); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if info, err := e.Lookup(id); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "no task data") {
+			t.Fatalf("%s: %+v, %v; want a dead letter without data", id, info, err)
+		}
+	}
+	return ids
+}
+
+// TestDeadLettersWithoutDataMove: dead letters whose task data is gone
+// (the mover buries a delayed-set member without data) move with a change
+// of the shard count like the others, to be found, listed and purged by
+// id in their new shard. The reshard scans the task hash, where they are
+// not: they stayed in their old shard, out of reach of the lookups by id
+// once the change ended, and a shrink deleted them with the shard.
+func TestDeadLettersWithoutDataMove(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{})
+	ctx := testenv.Ctx(t, time.Minute)
+	bare := append(bareDead(t, e, 0, 10, "bare-a"), bareDead(t, e, 1, 10, "bare-b")...)
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	for sh := 2; sh < 4; sh++ { // the owners of the new shards
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}) }()
+	}
+	check := func(n int) {
+		t.Helper()
+		for _, id := range bare {
+			sh := testenv.ShardOf(id, n)
+			if e.RDB.ZScore(ctx, e.Layout().Dead(sh), id).Err() != nil {
+				t.Errorf("%s is not a dead letter of its shard %d of %d", id, sh, n)
+			}
+			if info, err := e.Lookup(id); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "no task data") {
+				t.Errorf("%s after the change to %d shards: %+v, %v; want its dead letter", id, n, info, err)
+			}
+		}
+		for sh := range 4 { // every dead letter here names no queue: count "d|"
+			counted, _ := e.RDB.HGet(ctx, e.Layout().Counts(sh), "d|").Int64()
+			if held := e.RDB.ZCard(ctx, e.Layout().Dead(sh)).Val(); counted != held {
+				t.Errorf("shard %d counts %d dead letters without a queue, holds %d", sh, counted, held)
+			}
+		}
+	}
+	if _, err := e.Store.BeginResize(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 1)
+	check(4)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 2)
+	check(2)
 }
 
 // exportAway schedules n tasks an hour ahead in shard 0 (ids prefix…),

@@ -71,9 +71,25 @@ func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) (
 	return v[1:], next, nil
 }
 
+// ScanDead returns one ZSCAN step of shard sh's dead-letter ids from
+// cursor, and the next cursor (0 at the end). The reshard reads them for
+// the dead letters without data (the mover buries a delayed-set member
+// whose data is gone), which ScanIDs does not see.
+func (s *Store) ScanDead(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
+	kv, next, err := s.rdb.ZScan(ctx, s.k.Dead(sh), cursor, "", int64(count)).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("shard: scan the dead letters of shard %d: %w", sh, err)
+	}
+	ids := make([]string, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		ids = append(ids, kv[i])
+	}
+	return ids, next, nil
+}
+
 // Export takes the tasks ids of shard sh out of it, to the outbox: those
 // scheduled (delayed set or far tier) at least margin ahead, and the dead
-// ones, for l's change. Fenced by epoch (ErrStaleEpoch) and by the
+// ones (with or without data), for l's change. Fenced by epoch (ErrStaleEpoch) and by the
 // shard's marker, which must be l's (ErrStaleLayout: a later change
 // began).
 func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margin time.Duration, ids []string) (ExportResult, error) {
