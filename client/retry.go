@@ -55,8 +55,9 @@ func transient(err error) bool {
 // enqueueRetrying sends args and sends again, with the same ids, those
 // whose outcome is unknown (transient errors), for up to c.retryFor or
 // until ctx ends. A duplicate means the task is stored, perhaps by an
-// earlier attempt whose reply was lost (ours, or one the Redis client
-// retried on its own): for an id this client generated (generated[i]),
+// earlier attempt whose reply was lost (the store has go-redis send each
+// call once, and sends again itself only a call Redis refused before it
+// ran): for an id this client generated (generated[i]),
 // which nobody else can have used, that is success. A caller's id keeps
 // ErrDuplicate, with a note when a retry reported it, since the id may
 // also have been live before this call.

@@ -132,7 +132,8 @@ func (p *lossyProxy) pipe(c, s net.Conn) {
 // caller's id reports ErrDuplicate (it is stored); without retries the
 // transient error comes back and the task is stored all the same (the
 // outcome was unknown). Both with the Redis client's own retries off and
-// on (then go-redis resends and sees the duplicate itself).
+// on (then the store, allowed go-redis's MaxRetries, sends the call that
+// LOADING refused again and sees the duplicate itself).
 func TestEnqueueRetriesUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)

@@ -1,8 +1,9 @@
 // Package reshard moves tasks between shards while the shard count
 // changes (docs/resharding.md). It is one of a shard owner's loops
 // (internal/owner): while the layout record says a change runs, the owner
-// of each shard of the span scans the shard's task ids and moves those
-// whose shard differs in the new count, in bounded batches of three
+// of each shard of the span scans the shard's task ids (and its dead
+// letters, for those without data) and moves those whose shard differs
+// in the new count, in bounded batches of three
 // single-shard steps (shard.Store's Export, Import, Commit), fenced by the
 // owner's epoch. A shard with nothing left to move is recorded done; the
 // last one ends the change. A shard that the new count drops is deleted
@@ -171,39 +172,44 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 	}
 	moved, stayed := 0, 0
 	stayedBy := map[shard.Stay]int{}
-	var cursor uint64
-	for {
-		ids, next, err := m.store.ScanIDs(ctx, s.ID, cursor, m.cfg.Batch)
-		if err != nil {
-			return false, err
-		}
-		var away []string
-		for _, id := range ids {
-			if l.ShardOf(id) != s.ID {
-				away = append(away, id)
-			}
-		}
-		if len(away) > 0 {
-			r, err := m.store.Export(ctx, l, s.ID, s.Epoch, m.cfg.Margin, away)
+	// Two scans: the task ids (every task has data), then the dead
+	// letters, for those without data. A dead letter with data that the
+	// first scan moved is gone from the second.
+	for _, scan := range []func(context.Context, int, uint64, int) ([]string, uint64, error){m.store.ScanIDs, m.store.ScanDead} {
+		var cursor uint64
+		for {
+			ids, next, err := scan(ctx, s.ID, cursor, m.cfg.Batch)
 			if err != nil {
 				return false, err
 			}
-			// The rate counts what moves: tasks that stay (a paused
-			// queue's ready ones) cost a scan, not the budget.
-			if !m.pace(ctx, len(r.Tasks)) {
-				return false, ctx.Err()
+			var away []string
+			for _, id := range ids {
+				if l.ShardOf(id) != s.ID {
+					away = append(away, id)
+				}
 			}
-			stayed += r.Stayed
-			for k, n := range r.StayedBy {
-				stayedBy[k] += n
+			if len(away) > 0 {
+				r, err := m.store.Export(ctx, l, s.ID, s.Epoch, m.cfg.Margin, away)
+				if err != nil {
+					return false, err
+				}
+				// The rate counts what moves: tasks that stay (a paused
+				// queue's ready ones) cost a scan, not the budget.
+				if !m.pace(ctx, len(r.Tasks)) {
+					return false, ctx.Err()
+				}
+				stayed += r.Stayed
+				for k, n := range r.StayedBy {
+					stayedBy[k] += n
+				}
+				if err := m.deliver(ctx, s, l, r.Tasks); err != nil {
+					return false, err
+				}
+				moved += len(r.Tasks)
 			}
-			if err := m.deliver(ctx, s, l, r.Tasks); err != nil {
-				return false, err
+			if cursor = next; cursor == 0 || ctx.Err() != nil {
+				break
 			}
-			moved += len(r.Tasks)
-		}
-		if cursor = next; cursor == 0 || ctx.Err() != nil {
-			break
 		}
 	}
 	m.cfg.Metrics.pass(stayed)
@@ -360,7 +366,7 @@ func (m *Resharder) unimport(ctx context.Context, s owner.Shard, l shard.Layout,
 		ids[i] = t.ID
 	}
 	for to, ts := range by {
-		if err := m.store.Unimport(ctx, to, ts); err != nil {
+		if err := m.store.Unimport(ctx, l, to, ts); err != nil {
 			return err
 		}
 	}

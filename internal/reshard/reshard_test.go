@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
@@ -99,6 +100,86 @@ func TestGrowThenShrinkMovesEveryTask(t *testing.T) {
 			t.Errorf("dropped shard %d lost its layout marker", sh)
 		}
 	}
+}
+
+// bareDead makes dead letters without task data in shard sh of e's
+// layout, ids prefix0.. that hash there, as the mover makes them of
+// delayed-set members whose data is gone (written by hand, or a producer
+// that skipped enqueue.lua): it buries them with the reason "no task
+// data". It returns the ids.
+func bareDead(t *testing.T, e *shardtest.Env, sh, n int, prefix string) []string {
+	t.Helper()
+	ctx := testenv.Ctx(t, 10*time.Second)
+	ids := e.IDsIn(sh, n, prefix)
+	for _, id := range ids {
+		if err := e.RDB.ZAdd(ctx, e.Layout().Delayed(sh), redis.Z{Score: 1, Member: id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Store.Move(ctx, sh, shardtest.Epoch, 1000); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if info, err := e.Lookup(id); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "no task data") {
+			t.Fatalf("%s: %+v, %v; want a dead letter without data", id, info, err)
+		}
+	}
+	return ids
+}
+
+// TestDeadLettersWithoutDataMove: dead letters whose task data is gone
+// (the mover buries a delayed-set member without data) move with a change
+// of the shard count like the others, to be found, listed and purged by
+// id in their new shard. The reshard scans the task hash, where they are
+// not: they stayed in their old shard, out of reach of the lookups by id
+// once the change ended, and a shrink deleted them with the shard.
+func TestDeadLettersWithoutDataMove(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{})
+	ctx := testenv.Ctx(t, time.Minute)
+	bare := append(bareDead(t, e, 0, 10, "bare-a"), bareDead(t, e, 1, 10, "bare-b")...)
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	for sh := 2; sh < 4; sh++ { // the owners of the new shards
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch}) }()
+	}
+	check := func(n int) {
+		t.Helper()
+		for _, id := range bare {
+			sh := testenv.ShardOf(id, n)
+			if e.RDB.ZScore(ctx, e.Layout().Dead(sh), id).Err() != nil {
+				t.Errorf("%s is not a dead letter of its shard %d of %d", id, sh, n)
+			}
+			if info, err := e.Lookup(id); err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "no task data") {
+				t.Errorf("%s after the change to %d shards: %+v, %v; want its dead letter", id, n, info, err)
+			}
+		}
+		for sh := range 4 { // every dead letter here names no queue: count "d|"
+			counted, _ := e.RDB.HGet(ctx, e.Layout().Counts(sh), "d|").Int64()
+			if held := e.RDB.ZCard(ctx, e.Layout().Dead(sh)).Val(); counted != held {
+				t.Errorf("shard %d counts %d dead letters without a queue, holds %d", sh, counted, held)
+			}
+		}
+	}
+	if _, err := e.Store.BeginResize(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 1)
+	check(4)
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m.LayoutChanged()
+	waitStable(t, e, 2)
+	check(2)
 }
 
 // exportAway schedules n tasks an hour ahead in shard 0 (ids prefix…),
@@ -221,6 +302,61 @@ func TestNextOwnerKeepsABatchTheOldOwnerCommitsMeanwhile(t *testing.T) {
 	if lost > 0 {
 		t.Fatalf("%d of %d scheduled tasks were deleted by the change of the shard count", lost, len(away))
 	}
+}
+
+// TestAPausedOwnerCannotBringBackATaskCancelledOnItsWay: owner A (epoch
+// 1) exported a batch and was paused (a stopped VM, a long GC) before it
+// imported it. Meanwhile a user cancelled one of the tasks, in the
+// outbox, and the next owner B (epoch 2) resumed the batch and, finding
+// nothing imported for the cancelled one, forgot it. Then A wakes up and
+// imports its batch into the new shard, a call no epoch fences (another
+// shard, on a cluster another node): the cancelled task must not come
+// back. It once did, and ran.
+func TestAPausedOwnerCannotBringBackATaskCancelledOnItsWay(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Shards: 1})
+	ctx := testenv.Ctx(t, time.Minute)
+	ds := e.Popped(shardtest.Queue, "busy-", 8) // keep the change open
+	_, l, away, exported := exportAway(t, e, 2, 50, "p-")
+	victim := away[0]
+	if st, err := e.Store.Cancel(ctx, victim); err != nil || st != "scheduled" {
+		t.Fatalf("cancel %s on its way: %q, %v", victim, st, err)
+	}
+
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for sh := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(runCtx, owner.Shard{ID: sh, Epoch: shardtest.Epoch + 1}) }()
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	testenv.WaitFor(t, 20*time.Second, "B resumes the batch and forgets the cancelled entry", func() (bool, string) {
+		n := e.RDB.Exists(ctx, l.Outbox(0), l.Cancelled(0)).Val()
+		return n == 0, fmt.Sprintf("%d of the outbox and the cancelled hash left", n)
+	})
+	checkPlaced(t, e, 2, "scheduled", away[1:]...)
+	if rec, err := e.Store.ReadLayout(ctx); err != nil || rec.State != shard.LayoutResharding {
+		t.Fatalf("record %+v, %v; the late import must come while the change runs", rec, err)
+	}
+
+	// A wakes up and goes on with its batch.
+	n, err := e.Store.Import(ctx, l, 1, exported)
+	if err != nil {
+		t.Fatalf("A's late import: %v", err)
+	}
+	if s := e.State(victim); s != "gone" || n != 0 {
+		t.Fatalf("A's late import stored %d tasks; %s, cancelled on its way, is %q again and will run", n, victim, s)
+	}
+	if _, err := e.Store.Commit(ctx, 0, shardtest.Epoch, away); !errors.Is(err, shard.ErrStaleEpoch) {
+		t.Errorf("A's commit: %v, want ErrStaleEpoch", err)
+	}
+	release(t, e, ds)
+	e.Gone(victim)
+	checkPlaced(t, e, 2, "scheduled", away[1:]...)
 }
 
 // TestTasksInFlightKeepTheChangeOpen: a task leased in a shard it no

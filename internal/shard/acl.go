@@ -106,7 +106,7 @@ func ACLUsers(ns string) []ACLUser {
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lrange", "lrem", "rpush", "sadd", "smembers", "srem",
-				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
+				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq),

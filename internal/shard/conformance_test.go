@@ -918,6 +918,94 @@ var conformanceCases = []confCase{
 				}
 			}
 		}},
+	{script: "export.lua", also: []string{"import.lua", "commit.lua", "unimport.lua"}, name: "a dead letter without data moves", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// The mover buries delayed-set members whose data is gone; they
+			// leave as dead letters, burial record and last error kept, and
+			// one cancelled on its way is removed from its new shard.
+			l := f.s.Layout()
+			ids := f.newIDs(3, true)
+			for _, id := range ids {
+				noErr(t, "seed", f.rdb.ZAdd(f.ctx, f.l0.Delayed(f.sh), redis.Z{Score: 1, Member: id}).Err())
+			}
+			if _, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil {
+				t.Fatal(err)
+			}
+			noErr(t, "seed", f.rdb.HSet(f.ctx, f.l0.Errors(f.sh), ids[0], "last words").Err())
+			before := map[string]Info{}
+			for _, id := range ids {
+				info, err := confLookupIn(f.ctx, f.s, l, f.sh, id)
+				if err != nil || info.State != "dead" || !strings.Contains(info.DeadInfo, "no task data") {
+					t.Fatalf("%s: %+v, %v; want a dead letter without data", id, info, err)
+				}
+				before[id] = info
+			}
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids)
+			if err != nil || len(r.Tasks) != 3 {
+				t.Fatalf("export: %+v, %v; want the 3 dead letters", r, err)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, l, f.sh, ids[0]); err != nil || info.State != "dead" || info.DeadInfo != before[ids[0]].DeadInfo {
+				t.Errorf("[%s] %s in the outbox: %+v, %v", pOutbox, ids[0], info, err)
+			}
+			if _, err := confCancelIn(f.ctx, f.s, l, f.sh, ids[2]); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 3 {
+				t.Fatalf("import: %d, %v", n, err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 0 {
+				t.Errorf("a repeated import stored %d, %v; want none", n, err)
+			}
+			cancelled, err := f.s.Commit(f.ctx, f.sh, confEpoch, ids)
+			if err != nil || !slices.Equal(cancelled, ids[2:]) {
+				t.Fatalf("commit: %v, %v; want %v cancelled", cancelled, err, ids[2:])
+			}
+			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
+			noErr(t, "cancelled entries", err)
+			noErr(t, "unimport", f.s.Unimport(f.ctx, l, confNewShard, entries))
+			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, cancelled))
+			for _, id := range ids[:2] {
+				info, err := confLookupIn(f.ctx, f.s, l, confNewShard, id)
+				if b := before[id]; err != nil || info.State != "dead" || !info.At.Equal(b.At) || info.DeadInfo != b.DeadInfo || info.LastError != b.LastError {
+					t.Errorf("%s in its new shard: %+v, %v; want as before %+v", id, info, err, b)
+				}
+				if f.rdb.HExists(f.ctx, f.l0.Tasks(confNewShard), id).Val() {
+					t.Errorf("%s has data in its new shard, it had none", id)
+				}
+			}
+			for _, sh := range []int{f.sh, confNewShard} {
+				if _, err := confLookupIn(f.ctx, f.s, l, sh, ids[2]); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s, cancelled on its way, in shard %d: %v, want it gone", ids[2], sh, err)
+				}
+			}
+		}},
+	{script: "import.lua", name: "a dead letter without data does not shadow a task", states: onlyReshard, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// Its id was enqueued again meanwhile (a dead letter without
+			// data does not make the id live), into its new shard: the
+			// dead letter, which holds only an id and a reason, is dropped
+			// rather than make that task look dead.
+			l := f.s.Layout()
+			id := f.newIDs(1, true)[0]
+			noErr(t, "seed", f.rdb.ZAdd(f.ctx, f.l0.Delayed(f.sh), redis.Z{Score: 1, Member: id}).Err())
+			if _, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil {
+				t.Fatal(err)
+			}
+			f.enqueue(f.s, "q2", f.now().Add(time.Hour), id) // no data in the old shard: stored in the new one
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, []string{id})
+			if err != nil || len(r.Tasks) != 1 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 0 {
+				t.Errorf("import: %d, %v; want it skipped", n, err)
+			}
+			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{id}); err != nil {
+				t.Fatal(err)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, l, confNewShard, id); err != nil || info.State != "scheduled" || string(info.Task.Payload) != "p-"+id {
+				t.Errorf("the task in the new shard: %+v, %v; want it scheduled as enqueued", info, err)
+			}
+		}},
 	{script: "exportready.lua", also: []string{"import.lua", "commit.lua"}, name: "a ready task nobody takes moves", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
 		prepare: prepareMoving,
 		run: func(t *testing.T, f *confFixture) {
@@ -1058,7 +1146,7 @@ var conformanceCases = []confCase{
 			}
 			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
 			noErr(t, "cancelled entries", err)
-			noErr(t, "unimport", f.s.Unimport(f.ctx, confNewShard, entries))
+			noErr(t, "unimport", f.s.Unimport(f.ctx, l, confNewShard, entries))
 			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, cancelled))
 			for _, id := range ids {
 				for _, sh := range []int{f.sh, confNewShard} {
@@ -1069,6 +1157,40 @@ var conformanceCases = []confCase{
 			}
 			if n := f.rdb.Exists(f.ctx, f.l0.Cancelled(f.sh), f.l0.Outbox(f.sh)).Val(); n != 0 {
 				t.Errorf("[%s] the outbox or cancelled hash is left", pOutbox)
+			}
+		}},
+
+	{script: "unimport.lua", also: []string{"import.lua"}, name: "a late import after the cancelled entries were forgotten", states: onlyReshard, props: []confProp{pBehaviour, pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			// An owner exports a batch and is paused before its import;
+			// the tasks are cancelled on their way; the next owner finds
+			// no imported copy to remove and forgets the entries. Then the
+			// paused owner's import arrives: it must store nothing.
+			l := f.s.Layout()
+			ids := []string{f.id["msched"], f.id["mdead"], f.id["mfar"]}
+			r, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, ids)
+			if err != nil || len(r.Tasks) != 3 {
+				t.Fatalf("export: %+v, %v", r, err)
+			}
+			for _, id := range ids {
+				if _, err := confCancelIn(f.ctx, f.s, l, f.sh, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			entries, err := f.s.CancelledOnTheWay(f.ctx, f.sh)
+			if err != nil || len(entries) != 3 {
+				t.Fatalf("[%s] cancelled entries: %v, %v; want 3", pOutbox, entries, err)
+			}
+			noErr(t, "unimport", f.s.Unimport(f.ctx, l, confNewShard, entries))
+			noErr(t, "forget", f.s.Forget(f.ctx, f.sh, ids))
+			if n, err := f.s.Import(f.ctx, l, confNewShard, r.Tasks); err != nil || n != 0 {
+				t.Errorf("[%s] the late import stored %d, %v; want none", pOutbox, n, err)
+			}
+			for _, id := range ids {
+				if _, err := confLookupIn(f.ctx, f.s, l, confNewShard, id); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s, cancelled on its way, in its new shard after the late import: %v, want it gone", id, err)
+				}
 			}
 		}},
 
@@ -1087,7 +1209,7 @@ var conformanceCases = []confCase{
 			if _, err := f.s.Commit(f.ctx, f.sh, confEpoch, []string{id}); err != nil {
 				t.Fatal(err)
 			}
-			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.sh, r.Tasks) })
+			err = f.call([]string{"pending:q1"}, func() error { return f.s.Unimport(f.ctx, f.l0, f.sh, r.Tasks) })
 			noErr(t, "unimport after the slot migration", err)
 			if _, err := confLookupIn(f.ctx, f.s, f.l0, f.sh, id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("the unimported task: %v, want it gone", err)

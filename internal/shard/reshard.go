@@ -71,9 +71,25 @@ func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) (
 	return v[1:], next, nil
 }
 
+// ScanDead returns one ZSCAN step of shard sh's dead-letter ids from
+// cursor, and the next cursor (0 at the end). The reshard reads them for
+// the dead letters without data (the mover buries a delayed-set member
+// whose data is gone), which ScanIDs does not see.
+func (s *Store) ScanDead(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
+	kv, next, err := s.rdb.ZScan(ctx, s.k.Dead(sh), cursor, "", int64(count)).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("shard: scan the dead letters of shard %d: %w", sh, err)
+	}
+	ids := make([]string, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		ids = append(ids, kv[i])
+	}
+	return ids, next, nil
+}
+
 // Export takes the tasks ids of shard sh out of it, to the outbox: those
 // scheduled (delayed set or far tier) at least margin ahead, and the dead
-// ones, for l's change. Fenced by epoch (ErrStaleEpoch) and by the
+// ones (with or without data), for l's change. Fenced by epoch (ErrStaleEpoch) and by the
 // shard's marker, which must be l's (ErrStaleLayout: a later change
 // began).
 func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margin time.Duration, ids []string) (ExportResult, error) {
@@ -291,8 +307,10 @@ func (s *Store) Forget(ctx context.Context, sh int, ids []string) error {
 }
 
 // Unimport removes from shard sh the imported copies of tasks that were
-// cancelled on their way, if they are still as imported.
-func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
+// cancelled on their way, if they are still as imported, and records
+// their ids as imported in l's change, so that a late import of the same
+// entries (an owner paused before its import) stores nothing.
+func (s *Store) Unimport(ctx context.Context, l Layout, sh int, tasks []Exported) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -303,6 +321,7 @@ func (s *Store) Unimport(ctx context.Context, sh int, tasks []Exported) error {
 	}
 	err := unimportScript.Run(ctx, s.rdb, []string{
 		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Counts(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Inflight(sh),
+		s.k.Imported(sh, l.Gen()),
 	}, args...).Err()
 	if err != nil {
 		return fmt.Errorf("shard: unimport from shard %d: %w", sh, err)

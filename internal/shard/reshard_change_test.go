@@ -108,7 +108,7 @@ func TestTaskOnItsWayDuringResize(t *testing.T) {
 	if want := []string{e, f}; err != nil || !slices.Equal(cancelled, want) {
 		t.Fatalf("commit: cancelled %v, %v; want %v", cancelled, err, want)
 	}
-	if err := s.Unimport(ctx, nw, []Exported{entries[e], entries[f]}); err != nil {
+	if err := s.Unimport(ctx, l, nw, []Exported{entries[e], entries[f]}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{e, f} {
@@ -192,7 +192,7 @@ func TestEnqueueAfterACancelOnTheWaySurvivesTheUnimport(t *testing.T) {
 	for _, c := range cancelled {
 		undo = append(undo, byID[c])
 	}
-	if err := s.Unimport(ctx, nw, undo); err != nil {
+	if err := s.Unimport(ctx, l, nw, undo); err != nil {
 		t.Fatal(err)
 	}
 	if _, lerr := s.Lookup(ctx, id); errors.Is(res.Err, ErrDuplicate) && errors.Is(lerr, ErrNotFound) {

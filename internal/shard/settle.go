@@ -59,7 +59,7 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 		calls = append(calls, scriptCall{keys: []string{s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh), s.k.Counts(sh)}, args: args})
 		members = append(members, idx)
 	}
-	cmds, err := ackScript.runPipelined(ctx, s.rdb, calls)
+	cmds, err := ackScript.runPipelinedOnce(ctx, s.rdb, calls)
 	for c, idx := range members {
 		var v []int64
 		cerr := err

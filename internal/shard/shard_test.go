@@ -549,6 +549,116 @@ func TestBatchOnColdScriptCacheRunsEachCallOnce(t *testing.T) {
 	}
 }
 
+// refusedFirst is a go-redis hook for the first pipeline of script calls
+// after it is armed: the call whose first key is first goes first, or,
+// with first empty, a command of the hook's own that Redis refuses before
+// it runs (TRYAGAIN, as during a slot migration on a Redis Cluster). Once
+// that pipeline was answered, it runs after (if set). go-redis sends a
+// pipeline whose first command was refused so again, whole.
+type refusedFirst struct {
+	first string
+	after func()
+	armed atomic.Bool
+}
+
+func (h *refusedFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *refusedFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *refusedFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 2 || cmds[0].Name() != "evalsha" || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmds)
+		}
+		if h.first == "" {
+			refused := redis.NewCmd(ctx, "eval", "return redis.error_reply('TRYAGAIN refused before it ran')", 0)
+			cmds = append([]redis.Cmder{refused}, cmds...)
+		} else {
+			sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].Args()[3] == h.first && cmds[j].Args()[3] != h.first })
+		}
+		err := next(ctx, cmds)
+		if h.after != nil {
+			h.after()
+		}
+		return err
+	}
+}
+
+// TestBatchEnqueueReportsEachTaskOnceWhenACallIsRefused: a batch's calls
+// go in one pipeline; the first is refused before it runs (its shard is
+// sealed for a change of the shard count; on a Redis Cluster, TRYAGAIN
+// during a slot migration) and the others run. The refused call alone may
+// be sent again: go-redis sent the whole pipeline again, and the tasks
+// of the calls that had run were reported as duplicates of themselves.
+func TestBatchEnqueueReportsEachTaskOnceWhenACallIsRefused(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	rdb := r.Client(t)
+	l, _ := NewLayout("hgtest", 4)
+	if err := NewStore(rdb, l).RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enqueueScript.Load(ctx, rdb).Err(); err != nil { // the first pipeline runs the calls
+		t.Fatal(err)
+	}
+	marker := rdb.Get(ctx, l.Marker(1)).Val()
+	if err := rdb.Set(ctx, l.Marker(1), "1|0|0", 0).Err(); err != nil { // sealed
+		t.Fatal(err)
+	}
+	hook := &refusedFirst{first: l.Delayed(1), after: func() { rdb.Set(ctx, l.Marker(1), marker, 0) }}
+	hooked := testenv.HookedClient(t, rdb, hook)
+	s := NewStore(hooked, l)
+	var as []EnqueueArgs
+	for sh := range 4 {
+		for _, id := range shardIDs(l, sh, "once-", 3) {
+			as = append(as, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1})
+		}
+	}
+	hook.armed.Store(true)
+	for i, res := range s.EnqueueBatch(ctx, as) {
+		if res.Err != nil {
+			t.Errorf("%s (shard %d): %v, want it enqueued", as[i].ID, l.ShardOf(as[i].ID), res.Err)
+		}
+	}
+	if hook.armed.Load() {
+		t.Fatal("the hook never saw the batch")
+	}
+}
+
+// TestBatchAckReportsEachAckOnceWhenACallIsRefused: as for enqueue, an
+// ack batch whose first command was refused before it ran: the acks that
+// ran are reported done, not stale (go-redis ran them again, and the
+// second run found no lease).
+func TestBatchAckReportsEachAckOnceWhenACallIsRefused(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var acks []AckArgs
+	for sh := range 4 {
+		readyTask(t, s, sh, fmt.Sprintf("once%d-", sh), "default", -1)
+	}
+	for range 4 {
+		d := popClaim(t, s, []string{"default"}, 0)
+		acks = append(acks, d.AckArgs(false))
+	}
+	if err := ackScript.Load(ctx, rdb).Err(); err != nil { // the first pipeline runs the calls
+		t.Fatal(err)
+	}
+	hook := &refusedFirst{}
+	hs := NewStore(testenv.HookedClient(t, rdb, hook), s.Layout())
+	hook.armed.Store(true)
+	for i, err := range hs.AckBatch(ctx, acks) {
+		if err != nil {
+			t.Errorf("ack of %s: %v, want it done", acks[i].ID, err)
+		}
+		if _, err := s.Lookup(ctx, acks[i].ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("acked %s is still stored", acks[i].ID)
+		}
+	}
+	if hook.armed.Load() {
+		t.Fatal("the hook never saw the batch")
+	}
+}
+
 // shardIDs returns the first n ids "<prefix><i>" that hash to shard sh.
 func shardIDs(l Layout, sh int, prefix string, n int) []string {
 	var out []string

@@ -118,7 +118,7 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 	if len(calls) == 0 {
 		return nil
 	}
-	cmds, err := enqueueScript.runPipelined(ctx, s.rdb, calls)
+	cmds, err := enqueueScript.runPipelinedOnce(ctx, s.rdb, calls)
 	replicated := true
 	if s.wait.Replicas > 0 && err == nil {
 		replicated = s.waitReplicas(ctx)

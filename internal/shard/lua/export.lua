@@ -7,7 +7,10 @@
 -- leaves its indexes and its data: its entry goes to the outbox, where
 -- dedupe, cancel and lookup still find it until commit.lua drops it. A
 -- task in flight (ready, popped, leased) or due within ARGV[2] ms stays:
--- it runs here, and is exported later if it comes back (a retry).
+-- it runs here, and is exported later if it comes back (a retry). A dead
+-- letter without data (move.lua buries a delayed-set member whose data
+-- is gone) leaves as a dead letter with empty data, its burial record
+-- and last error kept.
 --
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
@@ -33,7 +36,8 @@
 -- Returns {code, outcome per id}: code 1; -10 when ARGV[1] is older than
 -- the stored epoch; -11 when the marker is not ARGV[4] (nothing written
 -- either way). Outcomes: the packed outbox entry of an exported task, ""
--- for an id without data (gone), "s<why>|<queue>" for a task that stays:
+-- for an id without data that is no dead letter (gone), "s<why>|<queue>"
+-- for a task that stays:
 -- why is "l" leased, "r" ready or popped (pending), "m" due within the
 -- margin.
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
@@ -60,6 +64,17 @@ for i = 5, #ARGV do
   local q = blob and blob_queue(blob) or ""
   if not blob then
     res = ""
+    local buried = tonumber(redis.call("ZSCORE", KEYS[4], id))
+    if buried then
+      local info = redis.call("HGET", KEYS[5], id) or ""
+      local last = redis.call("HGET", KEYS[6], id) or ""
+      redis.call("ZREM", KEYS[4], id)
+      redis.call("HDEL", KEYS[5], id)
+      redis.call("HDEL", KEYS[6], id)
+      count(KEYS[7], "d", "", -1)
+      res = cmsgpack.pack({"x", buried, "", info, last})
+      redis.call("HSET", KEYS[8], id, res)
+    end
   elseif not redis.call("ZSCORE", KEYS[3], id) then
     res = "sr"
     local kind, score, info = nil, nil, nil

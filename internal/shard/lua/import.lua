@@ -3,7 +3,9 @@
 -- Second of the steps export -> import -> commit (docs/resharding.md).
 -- Idempotent: an id already imported in this change (KEYS[9]) is skipped,
 -- so an owner that resumes a batch after a crash cannot store a task
--- twice, even one that ran and finished here meanwhile.
+-- twice, even one that ran and finished here meanwhile. A dead letter
+-- without data (empty data in its entry) is stored as one unless its id
+-- has a task or a dead letter here: it must not make that task look dead.
 --
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
@@ -66,7 +68,13 @@ if moving then return moving end
 
 local imported, skipped, earliest = 0, 0, nil
 for _, p in ipairs(plan) do
-  if redis.call("SADD", KEYS[9], p.id) == 0 or redis.call("HSETNX", KEYS[2], p.id, p.blob) == 0 then
+  local fresh = redis.call("SADD", KEYS[9], p.id) == 1
+  if fresh and p.blob == "" then
+    fresh = redis.call("HEXISTS", KEYS[2], p.id) == 0 and not redis.call("ZSCORE", KEYS[6], p.id)
+  elseif fresh then
+    fresh = redis.call("HSETNX", KEYS[2], p.id, p.blob) == 1
+  end
+  if not fresh then
     skipped = skipped + 1
   else
     imported = imported + 1

@@ -3,6 +3,13 @@
 -- if they are still as imported: scheduled or dead, with the same data.
 -- A task that changed (it became due and ran) is left as it is.
 --
+-- Each id is also recorded as imported in this change (KEYS[8]), whether
+-- or not a copy was there: an owner paused between its export and its
+-- import (its lease expired, the next owner resumed the batch) may still
+-- send that import, which no epoch fences (it runs on this shard), after
+-- the cancelled entry was forgotten. import.lua then skips the id instead
+-- of storing a task its user cancelled.
+--
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
 -- KEYS[3] counts     HASH  task counts (lib.lua's count)
@@ -10,6 +17,8 @@
 -- KEYS[5] dead info  HASH  task id -> JSON burial record
 -- KEYS[6] errors     HASH  task id -> last error
 -- KEYS[7] inflight   ZSET  task id -> lease deadline ms
+-- KEYS[8] imported   SET   ids imported during this change (import.lua);
+--                          it expires a day after the last write
 -- ARGV[1] pending key prefix of this shard (a queue name follows; not
 --         declared: checked with lib.lua's served_here)
 -- ARGV[2..] pairs: task id, the outbox entry it was imported from
@@ -26,7 +35,9 @@ local moving = served_here(KEYS[1], pending)
 if moving then return moving end
 local removed = 0
 for _, p in ipairs(plan) do
-  if redis.call("HGET", KEYS[2], p.id) == p.blob then
+  redis.call("SADD", KEYS[8], p.id)
+  -- (a dead letter without data was imported with empty data)
+  if (redis.call("HGET", KEYS[2], p.id) or "") == p.blob then
     local gone = false
     if p.kind == "x" then
       gone = redis.call("ZREM", KEYS[4], p.id) == 1
@@ -45,4 +56,5 @@ for _, p in ipairs(plan) do
     end
   end
 end
+if #plan > 0 then redis.call("EXPIRE", KEYS[8], 86400) end
 return removed
