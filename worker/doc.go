@@ -43,6 +43,15 @@
 // cancelled with cause ErrLeaseLost and its late ack is rejected as
 // stale (counted in hourglass_worker_stale_tokens_total).
 //
+// # Typed payloads
+//
+// Typed adapts a HandlerOf[T], which receives the payload decoded into a
+// T, to a Handler: JSON by default (producers enqueue with
+// client.EnqueueOf), another codec.Codec with TypedWith. A payload that
+// does not decode is a permanent failure: the handler is not called and
+// the task is dead-lettered at once, its error (wrapping
+// ErrPayloadDecode) naming the type and the decode error.
+//
 // # Redis connections
 //
 // A Worker uses one connection for its blocking fetch (BLMPOP over every
