@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -20,10 +21,10 @@ import (
 // runWorker starts Run on a worker of cfg handling queues (with a handler
 // that counts its tasks); Run's error is sent on the channel returned,
 // and the test's end stops it.
-func runWorker(t *testing.T, e *env, cfg Config, ran *atomic.Int64, queues ...string) <-chan error {
+func runWorker(t *testing.T, rdb redis.UniversalClient, cfg Config, ran *atomic.Int64, queues ...string) <-chan error {
 	t.Helper()
 	cfg.Shards, cfg.FetchTimeout, cfg.ShutdownGrace, cfg.Registerer = shards, time.Second, time.Second, prometheus.NewRegistry()
-	w, err := New(e.RDB, cfg)
+	w, err := New(rdb, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestWorkerWrongNamespaceFailsFast(t *testing.T) {
 			t.Parallel()
 			var ran atomic.Int64
 			started := time.Now()
-			done := runWorker(t, e, Config{Namespace: c.namespace, RegistrationWait: 300 * time.Millisecond}, &ran, c.queues...)
+			done := runWorker(t, e.RDB, Config{Namespace: c.namespace, RegistrationWait: 300 * time.Millisecond}, &ran, c.queues...)
 			var err error
 			select {
 			case err = <-done:
@@ -106,7 +107,7 @@ func TestWorkerWaitsForRegistration(t *testing.T) {
 	e := newEnv(t, shardtest.Policy())
 	var ran atomic.Int64
 	const wait = 2 * time.Second
-	done := runWorker(t, e, Config{Namespace: ns, RegistrationWait: wait}, &ran, "q", "late")
+	done := runWorker(t, e.RDB, Config{Namespace: ns, RegistrationWait: wait}, &ran, "q", "late")
 	time.Sleep(wait / 4)
 	e.Register(map[string]shard.QueuePolicy{"late": shardtest.Policy()})
 	e.Schedule("late", 0, "late-1")
@@ -117,6 +118,34 @@ func TestWorkerWaitsForRegistration(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("Run returned %v though every queue was registered within the wait", err)
 	case <-time.After(wait + 2*registrationPoll):
+	}
+}
+
+// A registration that could not be read decides nothing: a worker that
+// cannot reach Redis until after its RegistrationWait keeps running, and
+// fails at the first read that shows the queue missing.
+func TestRegistrationDecidedByARead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	proxy := testenv.StartProxy(t, e.Redis.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	defer rdb.Close()
+	proxy.Cut()
+	var ran atomic.Int64
+	done := runWorker(t, rdb, Config{Namespace: "nobody", RegistrationWait: 100 * time.Millisecond}, &ran, "q")
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while Redis could not be reached", err)
+	case <-time.After(2 * time.Second):
+	}
+	proxy.Restore()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegistered) || !strings.Contains(err.Error(), `"q" in namespace "nobody"`) {
+			t.Fatalf("Run: %v, want ErrNotRegistered naming q and the namespace", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run still running 15s after Redis came back")
 	}
 }
 

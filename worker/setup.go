@@ -152,7 +152,12 @@ func (w *Worker) checkSetup(ctx context.Context, queues []*queue) *RegistrationE
 		}
 		next := setupCheckEvery
 		if waiting {
-			next = min(registrationPoll, max(0, deadline.Sub(w.deps.now())))
+			// Look again at the deadline if it comes first; past it (the
+			// reads failed until then) every registrationPoll.
+			next = registrationPoll
+			if left := deadline.Sub(w.deps.now()); left > 0 {
+				next = min(next, left)
+			}
 		}
 		t := time.NewTimer(next)
 		select {
