@@ -69,7 +69,11 @@
 // registers (none: no scheduler runs with it) and, for a worker outside
 // DefaultNamespace, those of the missing queues that DefaultNamespace
 // registers. A wrong namespace or queue name thus fails within the wait
-// instead of consuming nothing. Only the start is checked this way: a
+// instead of consuming nothing. So does a Redis user whose ACL refuses
+// the namespace's keys (NOPERM: an ACL written for another namespace):
+// RegistrationError.Denied says so. Reads that fail otherwise (Redis
+// unreachable) decide nothing: the first one that succeeds after the
+// wait does. Only the start is checked this way: a
 // queue seen registered that disappears later (Redis lost its data; the
 // schedulers register theirs again), a queue registered in some shards
 // only (the shard counts differ) or a removed queue still draining is

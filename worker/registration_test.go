@@ -149,6 +149,34 @@ func TestRegistrationDecidedByARead(t *testing.T) {
 	}
 }
 
+// A worker whose Redis user may not read its namespace's keys (an ACL
+// written for another namespace) fails the same way, saying so, instead
+// of retrying reads that Redis refuses.
+func TestRegistrationDeniedFailsFast(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	ctx := testenv.Ctx(t, 10*time.Second)
+	// A user for namespace ns only, as docs/operations.md's ACLs are.
+	if err := e.RDB.Do(ctx, "ACL", "SETUSER", "w", "on", ">pw", "resetkeys", "~{"+ns+":*", "~{"+ns+"}:*", "resetchannels", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: e.Redis.Addr, Username: "w", Password: "pw"})
+	defer rdb.Close()
+	var ran atomic.Int64
+	done := runWorker(t, rdb, Config{Namespace: "nobody", RegistrationWait: 100 * time.Millisecond}, &ran, "q")
+	select {
+	case err := <-done:
+		t.Log(err)
+		var re *RegistrationError
+		if !errors.As(err, &re) || !errors.Is(err, ErrNotRegistered) || !denied(re.Denied) ||
+			!strings.Contains(err.Error(), `"q" in namespace "nobody"`) || !strings.Contains(err.Error(), "may not read the namespace's registry (") {
+			t.Fatalf("Run: %v, want ErrNotRegistered saying the user may not read the registry", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run still running 15s after a RegistrationWait of 100ms")
+	}
+}
+
 // RegistrationWait: 0 means DefaultRegistrationWait, as DefaultConfig
 // has it; a negative wait is refused.
 func TestRegistrationWaitDefault(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -46,6 +48,12 @@ type RegistrationError struct {
 	// where the worker's Redis user may read it: the namespaces in use
 	// cannot be listed cheaply.
 	Elsewhere map[string][]string
+	// Denied, when set, is why the registration could not be read: Redis
+	// refused the worker's user the keys of Namespace (NOPERM), so the
+	// namespace is not the one its ACL was written for (or the ACL lacks
+	// the worker's rules, docs/operations.md). Missing then holds every
+	// queue, unverified.
+	Denied error
 	// Waited is how long Run waited for the registration.
 	Waited time.Duration
 }
@@ -54,6 +62,9 @@ type RegistrationError struct {
 func (e *RegistrationError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v: %s in namespace %q (waited %s)", ErrNotRegistered, quoteList(e.Missing), e.Namespace, e.Waited.Round(time.Millisecond))
+	if e.Denied != nil {
+		fmt.Fprintf(&b, "; the worker's Redis user may not read the namespace's registry (%v): is the namespace the one its ACL was written for?", e.Denied)
+	}
 	switch {
 	case e.Registered == nil:
 	case len(e.Registered) == 0:
@@ -64,7 +75,9 @@ func (e *RegistrationError) Error() string {
 	for ns, qs := range e.Elsewhere {
 		fmt.Fprintf(&b, "; namespace %q registers %s", ns, quoteList(qs))
 	}
-	b.WriteString("; register a queue in the schedulers' configuration (queues.<name>) or with hourglass queue set before starting its workers")
+	if e.Denied == nil {
+		b.WriteString("; register a queue in the schedulers' configuration (queues.<name>) or with hourglass queue set before starting its workers")
+	}
 	return b.String()
 }
 
@@ -147,6 +160,18 @@ func (w *Worker) checkSetup(ctx context.Context, queues []*queue) *RegistrationE
 				w.deps.log.Warn("waiting for a scheduler to register queues; Run fails if they are still missing then",
 					"queues", missing, "namespace", l.Namespace(), "wait", w.cfg.RegistrationWait)
 			}
+		} else if denied(err) {
+			// Decisive too: this user may not read the namespace's keys.
+			if waiting && !w.deps.now().Before(deadline) {
+				e := w.notRegistered(ctx, names, w.deps.now().Sub(start))
+				e.Denied = err
+				return e
+			}
+			if !announced {
+				announced = true
+				w.deps.log.Warn("Redis refuses this user the queues' registration; Run fails if it still does then",
+					"namespace", w.deps.store.Layout().Namespace(), "wait", w.cfg.RegistrationWait, "error", err)
+			}
 		} else if ctx.Err() == nil {
 			w.deps.log.Debug("could not check the queues' registration", "error", err)
 		}
@@ -203,4 +228,11 @@ func flag(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// denied reports whether err is Redis refusing the caller's ACL user a
+// key or command (an error reply starting NOPERM).
+func denied(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM")
 }
