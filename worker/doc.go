@@ -72,12 +72,12 @@
 // instead of consuming nothing. So does a Redis user whose ACL refuses
 // the namespace's keys (NOPERM: an ACL written for another namespace):
 // RegistrationError.Denied says so. Reads that fail otherwise (Redis
-// unreachable) decide nothing: the first one that succeeds after the
-// wait does. Only the start is checked this way: a
-// queue seen registered that disappears later (Redis lost its data; the
-// schedulers register theirs again), a queue registered in some shards
-// only (the shard counts differ) or a removed queue still draining is
-// logged and shown by the metrics, not fatal.
+// unreachable) decide nothing: the first one that succeeds after the wait
+// does. Only the start is checked this way: a queue seen registered that
+// disappears later (Redis lost its data; the schedulers register theirs
+// again), a queue registered in some shards only (the shard counts
+// differ) or a removed queue still draining is logged and shown by the
+// metrics, not fatal.
 //
 // A worker does not register the queues it handles, and there is no
 // option to make it: register a queue with the schedulers first, then

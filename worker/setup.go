@@ -109,7 +109,8 @@ func quoteList(names []string) string {
 // Until every queue has been seen registered in some shard, it looks
 // every registrationPoll instead, and returns a *RegistrationError once
 // Config.RegistrationWait has passed since start with a queue that no
-// shard registers (a failed read decides nothing: the next one does).
+// shard registers, or with Redis refusing this user the namespace's keys
+// (NOPERM; other failed reads decide nothing: the next one does).
 // After that, a queue that disappears (Redis lost its data; the
 // schedulers register their queues again) is only logged. It returns
 // nil when ctx ends.
