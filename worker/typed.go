@@ -33,7 +33,8 @@ func Typed[T any](h HandlerOf[T]) Handler { return TypedWith(codec.JSON{}, h) }
 
 // TypedWith is Typed with the codec c instead of JSON. The queue's
 // producers must encode its payloads with the same codec
-// (client.Config.Codec).
+// (client.Config.Codec). A nil c or h gives a nil Handler, which Handle
+// refuses.
 func TypedWith[T any](c codec.Codec, h HandlerOf[T]) Handler {
 	if c == nil || h == nil {
 		// Handle reports a nil Handler as invalid: keep the mistake
