@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -93,6 +94,11 @@ type Config struct {
 	// id; the cadence bounds how long it keeps looking in the shards of a
 	// change that has ended.
 	LayoutRefresh time.Duration
+	// Codec encodes the payloads of EnqueueOf and Encode; nil means
+	// codec.JSON. The queue's workers must decode with the same codec
+	// (worker.TypedWith; worker.Typed is JSON). Task.Payload bytes are
+	// sent as they are, whatever the codec.
+	Codec codec.Codec
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.
@@ -139,6 +145,9 @@ func (c Config) withDefaults() Config {
 	if c.WaitReplicas > 0 && c.WaitTimeout == 0 {
 		c.WaitTimeout = DefaultWaitTimeout
 	}
+	if c.Codec == nil {
+		c.Codec = codec.JSON{}
+	}
 	switch {
 	case c.RetryFor == 0:
 		c.RetryFor = DefaultRetryFor
@@ -159,6 +168,7 @@ type Client struct {
 	layout     *shard.Follower
 	maxPayload int64
 	retryFor   time.Duration // 0: no retry
+	codec      codec.Codec
 }
 
 // New returns a Client on rdb.
@@ -189,7 +199,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, invalidConfig("%w", err)
 	}
-	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor}, nil
+	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec}, nil
 }
 
 // Task describes one task to enqueue.

@@ -6,6 +6,10 @@
 // enqueue is one round trip (one Lua script call, see docs/protocol.md);
 // EnqueueBatch sends any number of tasks in one pipelined round trip.
 //
+// EnqueueOf enqueues a typed payload, encoded by Config.Codec (JSON
+// unless set), for a worker.Typed handler that decodes it into the same
+// type; Encode does the same for the Tasks of a batch.
+//
 // Due times are computed by Redis's clock, not the producer's, when a
 // Delay is given; At is an absolute time with millisecond precision.
 //

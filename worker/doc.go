@@ -14,10 +14,10 @@
 //
 // DefaultConfig and DefaultQueueOptions hold the defaults, those the
 // worker binary runs with; start from them. A zero field means the
-// default where the setting cannot be off, and off where it can: a zero
-// ShutdownGrace, AckLinger, HandlerTimeout or LeaseAfter means no grace,
-// no linger, no bound, lease first, as the binary's configuration keys'
-// 0 does.
+// default where the setting cannot be off (a zero RegistrationWait is
+// DefaultRegistrationWait), and off where it can: a zero ShutdownGrace,
+// AckLinger, HandlerTimeout or LeaseAfter means no grace, no linger, no
+// bound, lease first, as the binary's configuration keys' 0 does.
 //
 // A scheduler with scheduler.prefetch moves tasks into ready lists ahead
 // of their due time. The worker holds such a task, in one of its queue's
@@ -56,6 +56,54 @@
 // the worker logs to slog.Default(), so that a warning (a queue's setup
 // differs from the schedulers', a fetch fails) is seen; give a logger
 // whose handler discards (slog.DiscardHandler) to silence it.
+//
+// # Typed payloads
+//
+// Typed adapts a HandlerOf[T], which receives the payload decoded into a
+// T, to a Handler: JSON by default (producers enqueue with
+// client.EnqueueOf), another codec.Codec with TypedWith. A payload that
+// does not decode is a permanent failure: the handler is not called and
+// the task is dead-lettered at once, its error (wrapping
+// ErrPayloadDecode) naming the type and the decode error.
+//
+// # Registration
+//
+// The schedulers register each queue (its policy: retries, timeout,
+// payload limit, backoff) in every shard of their namespace, from their
+// configuration at start or at run time (inspect.SetQueue, hourglass
+// queue set); a producer's enqueue to a queue not registered fails with
+// client.ErrUnknownQueue. Run checks that every queue given to Handle is
+// registered in Config.Namespace. One that no shard registers is waited
+// for, from Run's start, for Config.RegistrationWait (one minute unless
+// set: a scheduler started with the worker, as in a rolling deploy,
+// registers its queues within seconds), looking every second while the
+// registered queues are consumed; then Run shuts down as when its ctx
+// ends and returns a *RegistrationError, which matches ErrNotRegistered
+// and names the namespace, the queues missing, the queues the namespace
+// registers (none: no scheduler runs with it) and, for a worker outside
+// DefaultNamespace, those of the missing queues that DefaultNamespace
+// registers. A wrong namespace or queue name thus fails within the wait
+// instead of consuming nothing. So does a Redis user whose ACL refuses
+// the namespace's keys (NOPERM: an ACL written for another namespace):
+// RegistrationError.Denied says so. Reads that fail otherwise (Redis
+// unreachable) decide nothing: the first one that succeeds after the wait
+// does. Only the start is checked this way: a queue seen registered that
+// disappears later (Redis lost its data; the schedulers register theirs
+// again), a queue registered in some shards only (the shard counts
+// differ) or a removed queue still draining is logged and shown by the
+// metrics, not fatal.
+//
+// A worker does not register the queues it handles, and there is no
+// option to make it: register a queue with the schedulers first, then
+// deploy its producers and workers. asynq and River need no registration
+// because their worker processes are also their schedulers; here only a
+// scheduler of the namespace moves a queue's due tasks to its ready list,
+// recovers its expired leases and holds its policy, and the registration
+// says that one does. A self-registering worker in a wrong namespace
+// would make its queue accept tasks that no scheduler ever makes due, the
+// silent failure this check exists to end, and its policy would be a
+// second writer beside the schedulers' configuration (docs/operations.md,
+// "A worker whose queues are not registered fails").
 //
 // # Redis connections
 //

@@ -20,7 +20,7 @@ import (
 // DefaultConfig and DefaultQueueOptions return the defaults: what the
 // worker binary runs with unless configured. A zero field means the
 // default where the setting has no "off" (Concurrency, FetchTimeout,
-// RatePeriod, Burst); where it has one (ShutdownGrace, AckLinger,
+// RegistrationWait, RatePeriod, Burst); where it has one (ShutdownGrace, AckLinger,
 // HandlerTimeout, LeaseAfter), zero means off, as the binary's
 // configuration key's 0 does, and the default is DefaultConfig's or
 // DefaultQueueOptions'.
@@ -69,6 +69,13 @@ const (
 	MaxLeaseAfter                   = shard.MaxLeaseAfter
 	LeaseFirst        time.Duration = 0
 
+	// DefaultRegistrationWait is Config.RegistrationWait when unset: long
+	// enough for a scheduler started with (or just after) the worker, as
+	// in a rolling deploy, to register the queues; short enough that a
+	// wrong namespace or queue name stops the worker within its first
+	// minute instead of leaving it idle.
+	DefaultRegistrationWait = time.Minute
+
 	// MinLease is the shortest QueueOptions.Lease.
 	MinLease = 10 * time.Millisecond
 
@@ -91,7 +98,7 @@ func DefaultConfig() Config {
 	return Config{
 		Namespace: DefaultNamespace, Shards: DefaultShards,
 		ShutdownGrace: DefaultShutdownGrace, FetchTimeout: DefaultFetchTimeout, AckLinger: DefaultAckLinger,
-		LayoutRefresh: shard.DefaultLayoutRefresh,
+		LayoutRefresh: shard.DefaultLayoutRefresh, RegistrationWait: DefaultRegistrationWait,
 	}
 }
 
@@ -129,6 +136,19 @@ type Config struct {
 	// hears on the control channel, at least shard.MinLayoutRefresh; 0
 	// means shard.DefaultLayoutRefresh (the layout follower's defaults).
 	LayoutRefresh time.Duration
+	// RegistrationWait bounds how long Run waits, from its start, for
+	// every queue given to Handle to be registered by a scheduler in
+	// Namespace (the schedulers register their configured queues at
+	// start; the admin API and `hourglass queue set` at run time). Once
+	// it has passed with a queue still unregistered, Run stops as when
+	// its ctx ends and returns a *RegistrationError (ErrNotRegistered)
+	// naming the namespace and the queues: a wrong namespace or queue name
+	// fails instead of consuming nothing. Meanwhile the registered queues
+	// are consumed. 0 or more; 0 means DefaultRegistrationWait (the check
+	// cannot be off: a task of an unregistered queue cannot even be
+	// enqueued). A wait shorter than a second fails at the first look
+	// after it. See the package documentation, "Registration".
+	RegistrationWait time.Duration
 	// Slog receives the worker's logs, for a program that logs with
 	// log/slog: records carry the component's name as the attribute
 	// "logger" (for example "worker"), hclog's Trace is slog.LevelDebug-4,
@@ -162,6 +182,7 @@ func (c Config) Validate() error {
 	if c.Slog != nil && c.Logger != nil {
 		p.Field("Slog", "must be nil when Logger is set (set one logger)")
 	}
+	p.DurationRange("RegistrationWait", c.RegistrationWait, 0, 0)
 	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
 		// The layout follower's rule: 0 is the default, else at least the
 		// minimum.
@@ -176,6 +197,9 @@ func (c Config) withDefaults() Config {
 	c.Namespace, c.Shards = shard.LayoutDefaults(c.Namespace, c.Shards)
 	if c.FetchTimeout == 0 {
 		c.FetchTimeout = DefaultFetchTimeout
+	}
+	if c.RegistrationWait == 0 {
+		c.RegistrationWait = DefaultRegistrationWait
 	}
 	if c.Logger == nil {
 		c.Logger = logbridge.New(c.Slog) // slog.Default() when nil

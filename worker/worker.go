@@ -156,8 +156,11 @@ func (w *Worker) Ready(ctx context.Context) error {
 }
 
 // Run consumes tasks until ctx ends, then shuts down gracefully (see the
-// package documentation) and returns nil. It returns an error only for a
-// worker that cannot start.
+// package documentation) and returns nil. It returns an error for a
+// worker that cannot start (ErrInvalidConfig), and a *RegistrationError
+// (ErrNotRegistered), after the same graceful shutdown, when a queue
+// given to Handle is still registered by no scheduler in the worker's
+// namespace once Config.RegistrationWait has passed.
 //
 // Shutdown order: the fetch loops stop; claims in flight finish (each
 // popped id is then running, settled or left for recovery); running
@@ -169,6 +172,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Everything below runs under ctx, which the setup check ends early
+	// (with its error as the cause) when the queues are not registered.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	// Handlers run under hctx, which outlives ctx by the shutdown grace.
 	hctx, stopHandlers := context.WithCancelCause(context.Background())
 	defer stopHandlers(nil)
@@ -182,8 +189,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	// may take up to FetchTimeout to come back, and what it pops then is
 	// given back at once.
 	checked := make(chan struct{})
-	go func() { defer close(checked); w.checkSetup(ctx, queues) }()
-	defer func() { <-checked }()
+	var setupErr *RegistrationError // set before checked closes
+	go func() {
+		defer close(checked)
+		if setupErr = w.checkSetup(ctx, queues); setupErr != nil {
+			fail(setupErr)
+		}
+	}()
 	// The shard count first, then paused queues, which start nothing from
 	// the first fetch on (paused.go).
 	w.checkLayout(ctx)
@@ -204,6 +216,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.shutdown(run, stopHandlers)
 	<-fetched
 	w.deps.ticks.Wait() // lease extensions still in flight (each bounded by its timeout)
+	<-checked           // returned when ctx ended, if not before
+	if setupErr != nil {
+		w.deps.log.Info("worker stopped: queues not registered", "queues", setupErr.Missing)
+		return setupErr
+	}
 	w.deps.log.Info("worker stopped")
 	return nil
 }

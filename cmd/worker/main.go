@@ -24,6 +24,14 @@
 // SIGTERM or SIGINT stops fetching; running tasks may finish for
 // worker.shutdown_grace, the rest are released to their ready lists at
 // once. Then the process exits 0.
+//
+// A consumed queue that no scheduler has registered in the namespace
+// once worker.registration_wait (default 1m) has passed since the start
+// stops the worker the same way, and it exits 1 with an error naming the
+// namespace, the queues missing and the queues registered: a wrong
+// namespace or queue name fails instead of consuming nothing. The wait
+// lets a scheduler started at the same time (a rolling deploy) register
+// them first.
 package main
 
 import (

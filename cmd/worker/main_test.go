@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -136,11 +137,48 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// A worker whose queue no scheduler registered in its namespace exits 1
+// once worker.registration_wait has passed, its message naming the
+// namespace and the queue, instead of running on while consuming nothing.
+func TestUnregisteredQueueExits1(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	registerQueues(t, r, "jobs") // in the default namespace
+	code, out := runWorker(t, []string{
+		"-set", "redis.addr=" + r.Addr, "-set", "http.addr=", "-set", "namespace=staging",
+		"-set", "worker.registration_wait=200ms", "-set", "worker.fetch_timeout=1s",
+		"-set", "queues.jobs.command=/bin/true",
+	}, nil)
+	for _, want := range []string{`queue not registered by any scheduler: \"jobs\" in namespace \"staging\"`, `namespace \"hourglass\" registers \"jobs\"`} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("exit %d, output:\n%s\nwant exit 1 and %s", code, out, want)
+		}
+	}
+}
+
+// registerQueues registers queues in r's default namespace, as a
+// scheduler with the default configuration would.
+func registerQueues(t *testing.T, r *testenv.Redis, queues ...string) {
+	t.Helper()
+	l, err := shard.NewLayout(shard.DefaultNamespace, shard.DefaultShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]shard.QueuePolicy{}
+	for _, q := range queues {
+		policies[q] = shard.QueuePolicy{MaxRetries: shard.DefaultMaxRetries, Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload}
+	}
+	if err := shard.NewStore(r.Client(t), l).RegisterQueues(testenv.Ctx(t, 10*time.Second), policies); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The worker starts against a real Redis, serves its endpoints and exits
 // 0 on SIGTERM. (Delivering tasks is tested end to end elsewhere.)
 func TestServesEndpointsAndStops(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
+	registerQueues(t, r, "jobs") // else the worker exits after worker.registration_wait
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	p := testenv.StartProcess(t, "worker", testenv.BuildBinary(t, "./cmd/worker"), []string{
 		"-set", "redis.addr=" + r.Addr,

@@ -165,6 +165,9 @@ var settings = concat(
 		{Key: "worker.ack_linger", Min: time.Duration(0), Max: worker.MaxAckLinger, Zero: "each ack is sent at once",
 			Lib: []string{"worker.Config.AckLinger"},
 			Doc: "how long a successful task's ack may wait for others to share its round trip to Redis; the handler's slot is free meanwhile"},
+		{Key: "worker.registration_wait", Min: time.Duration(0), Zero: ZeroDefault,
+			Lib: []string{"worker.Config.RegistrationWait"},
+			Doc: "how long the worker waits at start for a scheduler to register each of its queues in its namespace; then it exits 1 naming the namespace and the queues missing"},
 
 		{Key: "dlq.max_size", Min: 0, Zero: "unbounded",
 			Lib: []string{"recovery.DeadMaxSize"},

@@ -371,14 +371,14 @@ func setting(t *testing.T, key string) Setting {
 func TestZeroMeansTheDefault(t *testing.T) {
 	t.Parallel()
 	c, err := Load([]string{"-set", "shards=0", "-set", "namespace=", "-set", "scheduler.scan_limit=0",
-		"-set", "worker.fetch_timeout=0s", "-set", "queues.q.concurrency=0", "-set", "queues.q.rate_limit.period=0s",
+		"-set", "worker.fetch_timeout=0s", "-set", "worker.registration_wait=0s", "-set", "queues.q.concurrency=0", "-set", "queues.q.rate_limit.period=0s",
 		"-set", "dlq.max_size=0", "-set", "queues.q.lease_after=0s"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, q := Default(), c.Queues["q"]
 	if c.Shards != d.Shards || c.Namespace != d.Namespace || c.Scheduler.ScanLimit != d.Scheduler.ScanLimit ||
-		c.Worker.FetchTimeout != d.Worker.FetchTimeout || q.Concurrency != DefaultQueue().Concurrency ||
+		c.Worker.FetchTimeout != d.Worker.FetchTimeout || c.Worker.RegistrationWait != d.Worker.RegistrationWait || q.Concurrency != DefaultQueue().Concurrency ||
 		q.RateLimit.Period != DefaultQueue().RateLimit.Period {
 		t.Errorf("a zero that means the default was kept: %+v", c)
 	}

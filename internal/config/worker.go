@@ -18,13 +18,18 @@ type WorkerConfig struct {
 	// AckLinger is how long a successful task's acknowledgement may wait
 	// for others to share its round trip to Redis.
 	AckLinger time.Duration `koanf:"ack_linger"`
+	// RegistrationWait is how long the worker waits at start for a
+	// scheduler to register each of its queues in its namespace before it
+	// exits non-zero naming what is missing.
+	RegistrationWait time.Duration `koanf:"registration_wait"`
 }
 
 func defaultWorker() WorkerConfig {
 	return WorkerConfig{
-		ShutdownGrace: worker.DefaultShutdownGrace,
-		FetchTimeout:  worker.DefaultFetchTimeout,
-		AckLinger:     worker.DefaultAckLinger,
+		ShutdownGrace:    worker.DefaultShutdownGrace,
+		FetchTimeout:     worker.DefaultFetchTimeout,
+		AckLinger:        worker.DefaultAckLinger,
+		RegistrationWait: worker.DefaultRegistrationWait,
 	}
 }
 
@@ -34,11 +39,12 @@ func defaultWorker() WorkerConfig {
 // worker.NoAckLinger.
 func (c *Config) ForWorker() worker.Config {
 	return worker.Config{
-		Namespace:     c.Namespace,
-		Shards:        c.Shards,
-		ShutdownGrace: c.Worker.ShutdownGrace,
-		FetchTimeout:  c.Worker.FetchTimeout,
-		AckLinger:     c.Worker.AckLinger,
-		LayoutRefresh: c.LayoutRefresh,
+		Namespace:        c.Namespace,
+		Shards:           c.Shards,
+		ShutdownGrace:    c.Worker.ShutdownGrace,
+		FetchTimeout:     c.Worker.FetchTimeout,
+		AckLinger:        c.Worker.AckLinger,
+		LayoutRefresh:    c.LayoutRefresh,
+		RegistrationWait: c.Worker.RegistrationWait,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -242,4 +243,24 @@ func (r Registration) Problem(q, ns string, n int) string {
 		return fmt.Sprintf("shard %d has registered queues: the schedulers run more shards than this process's %d (or an earlier deployment did); tasks in those shards are not seen here", n, n)
 	}
 	return ""
+}
+
+// QueueNames returns the queues registered in shard 0, sorted, without
+// the removed ones (one HGETALL). The schedulers register every queue in
+// every shard and every layout has a shard 0, so these are the
+// namespace's queues whatever this store's shard count: what a process
+// whose queues are missing can be told does exist.
+func (s *Store) QueueNames(ctx context.Context) ([]string, error) {
+	all, err := s.rdb.HGetAll(ctx, s.k.Queues(0)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("shard: queue names: %w", err)
+	}
+	names := make([]string, 0, len(all))
+	for q, p := range all {
+		if ValidQueue(q) && !strings.HasPrefix(p, removedPrefix) { // not the far tier's field
+			names = append(names, q)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
