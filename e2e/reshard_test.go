@@ -122,23 +122,6 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 	return percentile(ds, 0.5), percentile(ds, 0.99), len(ds)
 }
 
-// TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
-// 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
-// producer and one that never reads the layout record), with tasks hours
-// ahead in the far tier and dead letters, three schedulers and two
-// workers; a scheduler is SIGKILLed as the shrink starts. Every
-// acknowledged task is delivered, none early, none twice (but after a
-// lease the worker lost); the far tasks and dead letters keep their state
-// in their new shards; the dropped shards are gone; dedupe, cancel and
-// lookup hold before, during and after. The reshard rate and the lateness
-// before and during each change are printed.
-// TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s with
-// delays up to 10 s.
-func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
-	t.Parallel()
-	testReshard(t, reshardLoad{rate: 400, maxDelay: 5 * time.Second, backlog: 3000})
-}
-
 // TestSoakReshardGrowAndShrinkUnderLoad is the long form of
 // TestReshardGrowAndShrinkUnderLoad: 1,000 tasks/s, delays up to 10 s and
 // 6,000 far tasks.
@@ -146,16 +129,6 @@ func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
 	t.Parallel()
 	testReshard(t, reshardLoad{rate: 1000, maxDelay: 10 * time.Second, backlog: 6000})
-}
-
-// TestReshardOnRedisCluster: the same on a Redis Cluster of three
-// primaries, where every step of a change of the shard count is a call on
-// one slot, at a lighter load (the three servers share the machine's two
-// cores with the rest of the suite). TestSoakReshardOnRedisCluster runs
-// it at 300 tasks/s.
-func TestReshardOnRedisCluster(t *testing.T) {
-	t.Parallel()
-	testReshard(t, reshardLoad{rate: 200, maxDelay: 5 * time.Second, backlog: 1000}, withRedisCluster())
 }
 
 // TestSoakReshardOnRedisCluster is the long form of

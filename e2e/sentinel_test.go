@@ -62,23 +62,9 @@ func watchReady(t *testing.T, addr string) *readyWatch {
 // Stop ends the polling and waits for it.
 func (w *readyWatch) Stop() { w.stop(); w.wg.Wait() }
 
-// TestSentinelFlowAndFailover: on a primary, a replica and three
-// Sentinels, the end-to-end flow delivers each task exactly once; then
-// the primary is SIGKILLed under load and a Sentinel promotes the
-// replica: the scheduler and the worker carry on by themselves, /readyz
-// reports the outage while it lasts, and with the client's durability
-// mode (WAIT for one replica) no acknowledged task is lost. Then the
-// failed node is brought back as docs/topologies.md's runbook says (a
-// replica of the new primary with replica-priority 0, its priority
-// restored once it is in sync), the new primary is SIGKILLed in turn,
-// and the node brought back is promoted with every acknowledged task:
-// none is lost across both failovers, and each kill caused exactly one
-// failover (the runbook's timings: no second one on the promoted
-// primary). (While the new primary has no replica in sync, its
-// enqueues report ErrNotReplicated, and the producer's retry with the
-// same id finds them stored.)
-func TestSentinelFlowAndFailover(t *testing.T) {
-	t.Parallel()
+// testSentinelFlowAndFailover is TestSentinelFlowAndFailover's body
+// (declared in a_longest_first_test.go).
+func testSentinelFlowAndFailover(t *testing.T) {
 	c := newCluster(t, withSentinel())
 	tg := newTarget(t)
 	args := append(workerArgs(tg.URL, 5*time.Second, 16), "-set", "scheduler.strand_check=500ms")

@@ -1,0 +1,59 @@
+package e2e_test
+
+import (
+	"testing"
+	"time"
+)
+
+// The package's longest tests, declared in its first file: go test
+// resumes a package's parallel tests in the order they are declared
+// (files by name), -parallel at a time, so a long test declared last
+// would add its whole length to the package's wall time instead of
+// running beside the rest.
+
+// TestReshardOnRedisCluster: TestReshardGrowAndShrinkUnderLoad on a Redis Cluster of three
+// primaries, where every step of a change of the shard count is a call on
+// one slot, at a lighter load (the three servers share the machine's two
+// cores with the rest of the suite). TestSoakReshardOnRedisCluster runs
+// it at 300 tasks/s.
+func TestReshardOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	testReshard(t, reshardLoad{rate: 200, maxDelay: 5 * time.Second, backlog: 1000}, withRedisCluster())
+}
+
+// TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
+// 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
+// producer and one that never reads the layout record), with tasks hours
+// ahead in the far tier and dead letters, three schedulers and two
+// workers; a scheduler is SIGKILLed as the shrink starts. Every
+// acknowledged task is delivered, none early, none twice (but after a
+// lease the worker lost); the far tasks and dead letters keep their state
+// in their new shards; the dropped shards are gone; dedupe, cancel and
+// lookup hold before, during and after. The reshard rate and the lateness
+// before and during each change are printed.
+// TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s with
+// delays up to 10 s.
+func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
+	t.Parallel()
+	testReshard(t, reshardLoad{rate: 400, maxDelay: 5 * time.Second, backlog: 3000})
+}
+
+// TestSentinelFlowAndFailover: on a primary, a replica and three
+// Sentinels, the end-to-end flow delivers each task exactly once; then
+// the primary is SIGKILLed under load and a Sentinel promotes the
+// replica: the scheduler and the worker carry on by themselves, /readyz
+// reports the outage while it lasts, and with the client's durability
+// mode (WAIT for one replica) no acknowledged task is lost. Then the
+// failed node is brought back as docs/topologies.md's runbook says (a
+// replica of the new primary with replica-priority 0, its priority
+// restored once it is in sync), the new primary is SIGKILLed in turn,
+// and the node brought back is promoted with every acknowledged task:
+// none is lost across both failovers, and each kill caused exactly one
+// failover (the runbook's timings: no second one on the promoted
+// primary). (While the new primary has no replica in sync, its
+// enqueues report ErrNotReplicated, and the producer's retry with the
+// same id finds them stored.)
+func TestSentinelFlowAndFailover(t *testing.T) {
+	t.Parallel()
+	testSentinelFlowAndFailover(t)
+}
