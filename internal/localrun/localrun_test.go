@@ -3,6 +3,8 @@ package localrun
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -71,5 +73,30 @@ func TestFreePortNeverRepeats(t *testing.T) {
 		if low-20000 >= 1000 && (p < 20000 || p >= low) {
 			t.Fatalf("port %d outside [20000, %d)", p, low)
 		}
+	}
+}
+
+// TestFreePortBlocksAreNotShared: a port block this process holds cannot
+// be locked by another process (here, another open file description, as
+// another process's would be), so two test binaries never hand out the
+// same port, and one a test binary restarts a server on stays its own.
+func TestFreePortBlocksAreNotShared(t *testing.T) {
+	t.Parallel()
+	low := ephemeralLow()
+	if low-20000 < 1000 {
+		t.Skip("no room below the ephemeral range: FreePort lets the kernel choose")
+	}
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := (p - 20000) / portBlock
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "hourglass-ports", fmt.Sprintf("%d-%d.lock", 20000, b)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatalf("port %d's block %d could be locked again: another process could hand out its ports", p, b)
 	}
 }

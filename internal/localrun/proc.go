@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func Look(name string) (string, error) {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
-// that this process has not handed out before.
+// that no process using this package has handed out while it runs.
 //
 // The port comes from below the kernel's ephemeral range when there is room
 // (20000 up to ip_local_port_range's low end): the kernel never picks those
@@ -43,6 +44,11 @@ func Look(name string) (string, error) {
 // calls never return the same port, even when the first caller has not
 // bound its port yet: handing out a port the kernel had just given back
 // was how two worker binaries of one test once got the same HTTP address.
+// And two processes never hand out the same port: each draws from blocks
+// of the range it holds a file lock on for as long as it runs (the test
+// binaries of one go test run side by side), so a server a test kills and
+// restarts on its port finds it free: another test binary had taken a
+// port freed by a killed Redis before its restart.
 func FreePort() (int, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
@@ -50,9 +56,36 @@ func FreePort() (int, error) {
 		ports.given = make(map[int]bool)
 	}
 	lo, hi := 20000, ephemeralLow()
+	if hi-lo < 1000 {
+		return pickPort(0, 0) // let the kernel choose
+	}
+	for {
+		if ports.block < 0 || ports.tries >= portBlock {
+			b, err := reserveBlock(lo, hi)
+			if err != nil {
+				return pickPort(lo, hi) // no block free: the whole range, as one process
+			}
+			ports.block, ports.tries = b, 0
+		}
+		from := lo + ports.block*portBlock
+		if p, err := pickPort(from, from+portBlock); err == nil {
+			return p, nil
+		}
+		ports.tries = portBlock // this block is used up: take another
+	}
+}
+
+// portBlock is how many ports of FreePort's range one process holds at a
+// time.
+const portBlock = 500
+
+// pickPort returns a port of [lo, hi) that is free and not handed out yet
+// (any port the kernel gives when hi is 0). ports.mu is held.
+func pickPort(lo, hi int) (int, error) {
 	for try := 0; try < 200; try++ {
-		p := 0 // let the kernel choose
-		if hi-lo >= 1000 {
+		ports.tries++
+		p := 0
+		if hi > 0 {
 			p = lo + rand.IntN(hi-lo)
 		}
 		if ports.given[p] {
@@ -76,11 +109,44 @@ func FreePort() (int, error) {
 	return 0, errors.New("localrun: find free port: no free port after 200 tries")
 }
 
-// ports records every port FreePort handed out.
-var ports struct {
+// reserveBlock locks a block of [lo, hi) that no other running process
+// holds, for the rest of this process's life (the kernel drops the lock
+// when it exits), and returns its number. ports.mu is held.
+func reserveBlock(lo, hi int) (int, error) {
+	dir := filepath.Join(os.TempDir(), "hourglass-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, err
+	}
+	n := (hi - lo) / portBlock
+	for _, b := range rand.Perm(n) {
+		if slices.Contains(ports.held, b) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d-%d.lock", lo, b)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			return 0, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		ports.held = append(ports.held, b)
+		ports.locks = append(ports.locks, f) // kept open: the lock lasts while the process runs
+		return b, nil
+	}
+	return 0, errors.New("localrun: every port block is held by another process")
+}
+
+// ports records every port FreePort handed out and the blocks this
+// process holds.
+var ports = struct {
 	mu    sync.Mutex
 	given map[int]bool
-}
+	block int // the block drawn from; -1: none yet
+	tries int // ports tried in it
+	held  []int
+	locks []*os.File
+}{block: -1}
 
 // ephemeralLow returns the low end of the kernel's ephemeral port range, or
 // 0 when it cannot be read (then FreePort lets the kernel choose).
