@@ -44,7 +44,7 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, options{schedulers: 2, workers: 2, shards: 8, rate: 100, maxDelay: time.Second}, &out)
+		done <- run(ctx, options{schedulers: 2, workers: 2, shards: 8, rate: 100, maxDelay: time.Second, goflags: testenv.GoBuildFlags()}, &out)
 	}()
 	flow := regexp.MustCompile(`delivered (\d+) .* retried (\d+)`)
 	deadline := time.After(4 * time.Minute)
@@ -90,6 +90,9 @@ func TestMakeDemo(t *testing.T) {
 	testenv.LookBinary(t, "make")
 	cmd := exec.Command("make", "demo", "DURATION=5s")
 	cmd.Dir = testenv.ModuleRoot(t)
+	// The go command builds what the race-enabled tests compiled already
+	// (testenv.GoBuildFlags), not the whole module a second time.
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.Join(testenv.GoBuildFlags(), " "), "GORACE=atexit_sleep_ms=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make demo failed: %v\n%s", err, out)

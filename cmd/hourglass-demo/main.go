@@ -60,6 +60,7 @@ type options struct {
 	rate       int
 	maxDelay   time.Duration
 	keep       bool
+	goflags    []string // flags of the go build of the binaries (tests: -race)
 }
 
 func (o options) validate() error {

@@ -124,7 +124,7 @@ func (d *demo) start(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")
+	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, o.goflags...), "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")...)
 	build.Dir = root
 	if b, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build binaries: %w\n%s", err, b)

@@ -49,6 +49,18 @@ var builds struct {
 // build of another checkout removes them.
 const binStale = 72 * time.Hour
 
+// GoBuildFlags returns the flags the tests build binaries with: -race,
+// unless HGTEST_RACE=0 (for measuring). A test that has the go command
+// build (the demo's build of its binaries, `make demo`) passes them too,
+// so that its packages are those the race-enabled tests compiled already,
+// not a second, plain compile of the whole module.
+func GoBuildFlags() []string {
+	if os.Getenv("HGTEST_RACE") == "0" {
+		return nil
+	}
+	return []string{"-race"}
+}
+
 // BuildBinary builds the main package at pkg (relative to the module
 // root, for example "./cmd/scheduler") with the race detector (unless
 // HGTEST_RACE=0, for measuring) and the faultinject tag (fault points a
@@ -96,9 +108,9 @@ func BuildBinaries(t testing.TB, pkgs ...string) []string {
 func build(t testing.TB, pkgs []string) {
 	t.Helper()
 	root := ModuleRoot(t)
-	flavor, args := "race", []string{"build", "-tags", "faultinject", "-race"}
-	if os.Getenv("HGTEST_RACE") == "0" {
-		flavor, args = "plain", []string{"build", "-tags", "faultinject"}
+	flavor, args := "race", append([]string{"build", "-tags", "faultinject"}, GoBuildFlags()...)
+	if len(GoBuildFlags()) == 0 {
+		flavor = "plain"
 	}
 	dir, err := binDir(root, flavor)
 	if err != nil {
