@@ -11,16 +11,6 @@ import (
 // would add its whole length to the package's wall time instead of
 // running beside the rest.
 
-// TestReshardOnRedisCluster: TestReshardGrowAndShrinkUnderLoad on a Redis Cluster of three
-// primaries, where every step of a change of the shard count is a call on
-// one slot, at a lighter load (the three servers share the machine's two
-// cores with the rest of the suite). TestSoakReshardOnRedisCluster runs
-// it at 300 tasks/s.
-func TestReshardOnRedisCluster(t *testing.T) {
-	t.Parallel()
-	testReshard(t, reshardLoad{rate: 200, maxDelay: 5 * time.Second, backlog: 1000}, withRedisCluster())
-}
-
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
 // 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
 // producer and one that never reads the layout record), with tasks hours

@@ -131,9 +131,12 @@ func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	testReshard(t, reshardLoad{rate: 1000, maxDelay: 10 * time.Second, backlog: 6000})
 }
 
-// TestSoakReshardOnRedisCluster is the long form of
-// TestReshardOnRedisCluster: 300 tasks/s, delays up to 10 s and 1,500 far
-// tasks.
+// TestSoakReshardOnRedisCluster: TestReshardGrowAndShrinkUnderLoad on a
+// Redis Cluster of three primaries, where every step of a change of the
+// shard count is a call on one slot: 300 tasks/s, delays up to 10 s and
+// 1,500 far tasks. It runs in make soak (CI's step after make test) only:
+// make test changes the shard count on a Redis Cluster under load in
+// TestClusterFlowAndLiveReshard.
 func TestSoakReshardOnRedisCluster(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
 	t.Parallel()
