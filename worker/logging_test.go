@@ -1,14 +1,12 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,26 +16,12 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// syncBuffer is a buffer a slog handler writes to while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the JSON records written so far whose message
+// records returns the JSON records written to logs so far whose message
 // contains msg.
-func (b *syncBuffer) records(t *testing.T, msg string) []map[string]any {
+func records(t *testing.T, logs *testenv.Buffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(logs.String()) {
 		var r map[string]any
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("record %q: %v", line, err)
@@ -63,7 +47,7 @@ func TestHandlerPanicLoggedWithStack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 1, Timeout: 30 * time.Second,
 		Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, Factor: 1}})
-	var logs syncBuffer
+	var logs testenv.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	e.start(e.RDB, QueueOptions{}, panickingHandler, func(c *Config) { c.Slog = log })
 	e.enqueue("panics", 0)
@@ -75,7 +59,7 @@ func TestHandlerPanicLoggedWithStack(t *testing.T) {
 	if info.Task.Attempts != 2 || !strings.Contains(info.DeadInfo, "handler panic: boom on attempt 2") {
 		t.Errorf("dead task: attempts %d, info %s; want 2 attempts and the panic as its error", info.Task.Attempts, info.DeadInfo)
 	}
-	recs := logs.records(t, "handler panicked")
+	recs := records(t, &logs, "handler panicked")
 	if len(recs) != 2 {
 		t.Fatalf("%d panic records, want one per attempt: %v", len(recs), recs)
 	}
