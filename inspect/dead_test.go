@@ -21,7 +21,10 @@ import (
 // last error errText: a fast fixture for large numbers.
 func bury(t *testing.T, e *shardtest.Env, queue, prefix, errText string, n int) []string {
 	t.Helper()
-	ctx := testenv.Ctx(t, time.Minute)
+	// A minute, and a millisecond a letter: 100,000 of them (the soak
+	// form) take most of a minute under the race detector beside the
+	// other soak tests.
+	ctx := testenv.Ctx(t, time.Minute+time.Duration(n)*time.Millisecond)
 	l := e.Layout()
 	out := make([]string, n)
 	now := time.Now()
@@ -191,7 +194,8 @@ func TestSoakBulkDeadInBoundedCalls(t *testing.T) {
 
 func testBulkDead(t *testing.T, n int) {
 	e, in := newInspector(t, 16)
-	ctx := testenv.Ctx(t, 2*time.Minute)
+	ctx := testenv.Ctx(t, 2*time.Minute+time.Duration(n)*3*time.Millisecond) // bury's bound, twice, and the calls
+
 	for _, c := range [][]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "10000"}} {
 		if err := e.RDB.ConfigSet(ctx, c[0], c[1]).Err(); err != nil {
 			t.Fatal(err)
