@@ -114,7 +114,7 @@ func (i *Inspector) bulk(ctx context.Context, op shard.DeadOp, f DeadFilter, at 
 		if err != nil {
 			return p, err
 		}
-		if p.Shards = l.Span(); sh >= p.Shards {
+		if p.Shards = l.Existing(); sh >= p.Shards {
 			return p, nil
 		}
 		var cur shard.Cursor

@@ -229,7 +229,7 @@ type Owner struct {
 // registration made just after a change started covers the new shards.
 // A call by task id needs no read: it finds the id wherever a change has
 // it, reading the record again only when the id is not in its shards.
-// While a change runs, the calls cover shards 0..Span-1 (the old and the
+// While a change runs, the calls cover shards 0..Existing-1 (the old and the
 // new ones); afterwards, the new count's shards.
 type Inspector struct {
 	rdb    redis.UniversalClient

@@ -42,7 +42,7 @@ type LayoutStatus struct {
 	// From is the count a running change leaves, 0 when none runs.
 	From int `json:"from"`
 	// Span is the number of shards that exist: Shards, or the larger of
-	// Shards and From while a change runs. Shards 0..Span-1 are listed
+	// Shards and From while a change runs. Shards 0..Existing-1 are listed
 	// and counted.
 	Span  int         `json:"span"`
 	State LayoutState `json:"state"`

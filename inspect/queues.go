@@ -115,10 +115,10 @@ func countsOf(d shard.QueueDepth) Counts {
 	return Counts{Scheduled: d.Scheduled, Ready: d.Ready, InFlight: d.Leased + d.Popped, Dead: d.Dead}
 }
 
-// span returns the shards that exist in l: 0..Span-1 (the old and the
+// span returns the shards that exist in l: 0..Existing-1 (the old and the
 // new ones while the shard count changes).
 func span(l shard.Layout) []int {
-	s := make([]int, l.Span())
+	s := make([]int, l.Existing())
 	for k := range s {
 		s[k] = k
 	}

@@ -14,7 +14,7 @@ import (
 // saw in Redis, its hash slot and, on a Redis Cluster, the primary that
 // serves it; and its owner and epoch when Options.Owners was given
 // (otherwise Owner is "" and Epoch 0). The shards are those of the
-// layout record: while the shard count changes, 0..Span-1 (those being
+// layout record: while the shard count changes, 0..Existing-1 (those being
 // left and the new ones), afterwards the new count's. A shard whose data
 // cannot be read has a Problem, and the call returns a *PartialError
 // (ErrPartial) with the whole table.

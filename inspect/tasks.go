@@ -32,7 +32,7 @@ type ListOptions struct {
 // listed exactly once, a task that changes state while the listing runs
 // may be listed in neither state or in both. The shards are those of the
 // layout record, read again for each page: while the shard count
-// changes, 0..Span-1, and a task moved to its new shard during the
+// changes, 0..Existing-1, and a task moved to its new shard during the
 // listing may be listed twice or not at all, as a task that changes
 // state. A cursor naming a shard a shrink has since removed ends the
 // listing.
@@ -124,7 +124,7 @@ func (i *Inspector) page(ctx context.Context, c cursor, limit int) (Page, error)
 	if err != nil {
 		return Page{}, err
 	}
-	n := l.Span()
+	n := l.Existing()
 	p := Page{Tasks: []Task{}}
 	if c.Shard >= n {
 		return p, nil // the shard was removed by a shrink: nothing left to list

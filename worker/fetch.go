@@ -126,7 +126,7 @@ func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, 
 	for _, i := range idx {
 		set[i/8] |= 1 << (i % 8)
 	}
-	span := layout.Span()
+	span := layout.Existing()
 	set = append(set, byte(span>>24), byte(span>>16), byte(span>>8), byte(span))
 	r := rings[string(set)]
 	if r == nil {

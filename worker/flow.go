@@ -29,9 +29,9 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 	span := 0
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
-		if l := w.deps.store.Layout(); l.Span() != span {
+		if l := w.deps.store.Layout(); l.Existing() != span {
 			// The shard count changed: pop the shards that exist now.
-			span, ring = l.Span(), &readyRing{keys: l.ReadyKeys([]string{q.name})}
+			span, ring = l.Existing(), &readyRing{keys: l.ReadyKeys([]string{q.name})}
 		}
 		if q.free() <= 0 {
 			select {

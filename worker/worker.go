@@ -84,7 +84,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
 	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
-		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Span())
+		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Existing())
 	}})
 	if err != nil {
 		return nil, invalid("%w", err)
@@ -147,7 +147,7 @@ func (w *Worker) queue(name string) *queue {
 // shards each serves; a health endpoint can report it (cmd/worker's
 // /readyz does).
 func (w *Worker) Ready(ctx context.Context) error {
-	n := w.deps.store.Layout().Span()
+	n := w.deps.store.Layout().Existing()
 	shards := make([]int, n)
 	for i := range shards {
 		shards[i] = i

@@ -63,7 +63,7 @@ func TestShardsResize(t *testing.T) {
 		if err != nil || !l.Resharding() {
 			t.Fatalf("no change runs: %+v %v", l, err)
 		}
-		for sh := range l.Span() {
+		for sh := range l.Existing() {
 			if _, err := store.ShardDone(ctx, l, sh); err != nil {
 				t.Fatal(err)
 			}

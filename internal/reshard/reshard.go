@@ -94,7 +94,7 @@ func (m *Resharder) Run(ctx context.Context, s owner.Shard) error {
 			changed := m.changes()
 			l := m.store.Layout()
 			idle := owner.Wait{For: owner.Forever, Wake: changed}
-			if !l.Resharding() || s.ID >= l.Span() || doneGen == l.Gen() {
+			if !l.Resharding() || s.ID >= l.Existing() || doneGen == l.Gen() {
 				return idle, nil
 			}
 			later := owner.Wait{For: m.cfg.Retry, Wake: changed}

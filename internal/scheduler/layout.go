@@ -28,7 +28,7 @@ func (s *Scheduler) onLayout(before, after shard.Layout) {
 			"configured", s.cfg.Shards, "shards", after.Shards(), "generation", after.Gen())
 	}
 	s.log.Info("layout", "generation", after.Gen(), "shards", after.Shards(), "from", after.From(), "resharding", after.Resharding())
-	s.election.SetShards(after.Span())
+	s.election.SetShards(after.Existing())
 	s.firer.SetSchedules(s.firedSchedules())
 	s.resharder.LayoutChanged()
 	select {

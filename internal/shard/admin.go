@@ -184,7 +184,7 @@ func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
 
 // registry runs registry.lua on every shard (one pipelined round trip).
 func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64, error) {
-	calls := make([]scriptCall, s.Layout().Span())
+	calls := make([]scriptCall, s.Layout().Existing())
 	for sh := range calls {
 		calls[sh] = scriptCall{keys: []string{s.k.Queues(sh)}, args: []any{op, queue, policy}}
 	}
@@ -249,7 +249,7 @@ func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
 // is reported by a *PartialError.
 func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, s.Layout().Span())
+	cmds := make([]*redis.StringCmd, s.Layout().Existing())
 	for sh := range cmds {
 		cmds[sh] = pipe.Get(ctx, s.k.Epoch(sh))
 	}

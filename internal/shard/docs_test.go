@@ -55,7 +55,7 @@ func TestProtocolExampleWorks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for sh := range l.Span() {
+				for sh := range l.Existing() {
 					if _, err := s.ShardDone(ctx, l, sh); err != nil {
 						t.Fatal(err)
 					}

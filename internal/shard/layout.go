@@ -247,10 +247,10 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	// another, which the dedupe check in the old shard relies on.
 	sealed := next
 	sealed.shards, sealed.from = 0, 0
-	if err := s.writeMarkers(ctx, sealed, next.Span()); err != nil {
+	if err := s.writeMarkers(ctx, sealed, next.Existing()); err != nil {
 		return Layout{}, err
 	}
-	if err := s.writeMarkers(ctx, next, next.Span()); err != nil {
+	if err := s.writeMarkers(ctx, next, next.Existing()); err != nil {
 		return Layout{}, err
 	}
 	ok, at, state, err := s.layoutOp(ctx, "start", gen)
@@ -267,7 +267,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 		if err != nil {
 			return Layout{}, err
 		}
-		return stable, s.writeMarkers(ctx, stable, next.Span())
+		return stable, s.writeMarkers(ctx, stable, next.Existing())
 	}
 	// Again, for a queue registered while the markers were written (a
 	// scheduler that started meanwhile registered by the old count).
@@ -362,7 +362,7 @@ func (s *Store) announceLayout(ctx context.Context, gen int64) {
 // record becomes stable, the markers say so, and it is announced; then
 // ended is true.
 func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, err error) {
-	ok, last, _, err := s.layoutOp(ctx, "done", l.gen, sh, l.Span())
+	ok, last, _, err := s.layoutOp(ctx, "done", l.gen, sh, l.Existing())
 	if err != nil {
 		return false, fmt.Errorf("shard: record shard %d done: %w", sh, err)
 	}
@@ -376,7 +376,7 @@ func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, er
 	s.SetLayout(stable)
 	// The dropped shards' markers too: they keep redirecting producers
 	// on an old count, to the stable layout.
-	err = s.writeMarkers(ctx, stable, l.Span())
+	err = s.writeMarkers(ctx, stable, l.Existing())
 	s.announceLayout(ctx, l.gen)
 	return true, err
 }

@@ -126,7 +126,7 @@ func newLocateFixture(t *testing.T, ctx context.Context, rdb *redis.Client, ns s
 		}
 	}
 	if stage >= stageEnded {
-		for sh := range nl.Span() {
+		for sh := range nl.Existing() {
 			if _, err := s.ShardDone(ctx, nl, sh); err != nil {
 				t.Fatal(err)
 			}

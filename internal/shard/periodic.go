@@ -299,12 +299,12 @@ func unixMs(v string) time.Time {
 	return time.Time{}
 }
 
-// RecordedSchedules returns the names of the schedules shards 0..Span-1
+// RecordedSchedules returns the names of the schedules shards 0..Existing-1
 // record a state for (fired, skipped or handed over), sorted: one
 // pipelined HKEYS per shard.
 func (s *Store) RecordedSchedules(ctx context.Context) ([]string, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, s.Layout().Span())
+	cmds := make([]*redis.StringSliceCmd, s.Layout().Existing())
 	for sh := range cmds {
 		cmds[sh] = pipe.HKeys(ctx, s.k.Periodic(sh))
 	}

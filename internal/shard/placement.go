@@ -23,7 +23,7 @@ func ValidNamespace(ns string) bool { return namespaceRE.MatchString(ns) }
 // Layout is where tasks are placed: the shard count N, its generation (0
 // for a deployment that was never resized, incremented by every change of
 // the shard count; layout.go) and, while a change runs, the count being
-// left (From): tasks are placed by Shards, and shards up to Span exist.
+// left (From): tasks are placed by Shards, and shards up to Existing exist.
 // Where an id may live and the order to visit those shards in are
 // answered by Homes (locate.go), for every state of a change. A Layout
 // also carries the key names of its namespace (Keys). It is a value type;
@@ -81,10 +81,10 @@ func (l Layout) From() int { return l.from }
 // Resharding reports whether a change of the shard count is running.
 func (l Layout) Resharding() bool { return l.from > 0 }
 
-// Span returns the number of shards that exist: Shards, or the larger of
-// Shards and From while a change runs. Owners and workers cover shards
-// 0..Span-1.
-func (l Layout) Span() int { return max(l.shards, l.from) }
+// Existing returns the number of shards that exist, 0..Existing-1: those
+// a read over every task visits and a worker pops, whether or not the
+// shard count is changing (then it is the larger of Shards and From).
+func (l Layout) Existing() int { return max(l.shards, l.from) }
 
 // oldShardOf returns the shard of id by the count a running change
 // leaves (From > 0); Homes says where an id may be.
@@ -100,11 +100,11 @@ func (l Layout) ShardOf(id string) int {
 }
 
 // ReadyKeys returns the ready lists of the given queues in every shard
-// (up to Span),
+// (up to Existing),
 // in shard order; workers block on them with Pop.
 func (l Layout) ReadyKeys(queues []string) []string {
-	keys := make([]string, 0, l.Span()*len(queues))
-	for sh := 0; sh < l.Span(); sh++ {
+	keys := make([]string, 0, l.Existing()*len(queues))
+	for sh := 0; sh < l.Existing(); sh++ {
 		for _, q := range queues {
 			keys = append(keys, l.Ready(sh, q))
 		}
@@ -123,7 +123,7 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 		return 0, "", false
 	}
 	sh, err := strconv.Atoi(num)
-	if err != nil || sh < 0 || sh >= l.Span() {
+	if err != nil || sh < 0 || sh >= l.Existing() {
 		return 0, "", false
 	}
 	return sh, q, true

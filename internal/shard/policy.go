@@ -209,7 +209,7 @@ func (s *Store) Registration(ctx context.Context, queues []string) (Registration
 			policies[sh] = append(policies[sh], pipe.HGet(ctx, s.k.Queues(sh), q))
 		}
 	}
-	beyond := pipe.Exists(ctx, s.k.Queues(l.Span()))
+	beyond := pipe.Exists(ctx, s.k.Queues(l.Existing()))
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return Registration{}, fmt.Errorf("shard: registration: %w", err)
 	}

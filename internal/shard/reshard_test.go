@@ -225,8 +225,8 @@ func TestCrashWhilePreparingLeavesNoAcknowledgedTaskUnowned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Err == nil && testenv.ShardOf(id, 8) >= sl.Span() {
-		t.Fatalf("%s was acknowledged into shard %d, but schedulers/workers run span %d (record preparing): nobody owns, moves or pops it", id, testenv.ShardOf(id, 8), sl.Span())
+	if r.Err == nil && testenv.ShardOf(id, 8) >= sl.Existing() {
+		t.Fatalf("%s was acknowledged into shard %d, but schedulers/workers run span %d (record preparing): nobody owns, moves or pops it", id, testenv.ShardOf(id, 8), sl.Existing())
 	}
 }
 
@@ -286,8 +286,8 @@ func TestFirstResizeTakesTheShardCountFromTheMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BeginResize: %v", err)
 	}
-	if sh := testenv.ShardOf(id, 32); sh >= l.Span() {
-		t.Fatalf("the change runs %d -> %d (span %d) but %s lives in shard %d: no owner, no move", l.From(), l.Shards(), l.Span(), id, sh)
+	if sh := testenv.ShardOf(id, 32); sh >= l.Existing() {
+		t.Fatalf("the change runs %d -> %d (span %d) but %s lives in shard %d: no owner, no move", l.From(), l.Shards(), l.Existing(), id, sh)
 	}
 }
 
