@@ -1,6 +1,8 @@
 // Command scheduler runs one Hourglass scheduler replica: it competes for
 // shard ownership through etcd and moves due tasks of the shards it owns
-// into their ready lists.
+// into their ready lists. It is a thin shell over package scheduler,
+// which runs the same replica inside a Go program: this command reads
+// the configuration, logs with hclog and stops on a signal.
 //
 // Usage:
 //
@@ -25,8 +27,8 @@ import (
 
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
-	"github.com/hourglass-sched/hourglass/internal/scheduler"
 	"github.com/hourglass-sched/hourglass/internal/version"
+	"github.com/hourglass-sched/hourglass/scheduler"
 )
 
 func main() {
@@ -50,7 +52,7 @@ func run(args []string) int {
 	log := connect.Logger(cfg.Log, "scheduler", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 
-	s, err := scheduler.New(cfg, log)
+	s, err := scheduler.New(scheduler.Config{Settings: *cfg, Logger: log})
 	if err != nil {
 		log.Error("start failed", "error", err)
 		return 1

@@ -225,6 +225,14 @@ func fieldAt(v reflect.Value, path string) reflect.Value {
 	return v
 }
 
+// ApplyDefaults replaces the zero of every key whose zero means its
+// default with the default, as Load does: for a Config built in code
+// (package scheduler).
+func (c *Config) ApplyDefaults() {
+	def := Default()
+	c.fillDefaults(&def)
+}
+
 // fillDefaults replaces the zero of every key whose zero means its
 // default (ZeroDefault) with the default: def's value, or DefaultQueue's
 // for a queue's keys. Load calls it after validation, so that the Config

@@ -108,7 +108,7 @@ func (s *Scheduler) Status() Status {
 // shard turns /readyz 503 naming it, and another node's failure does
 // not. A replica that owns no shard needs Redis to answer at all.
 func (s *Scheduler) redisReady(ctx context.Context) error {
-	owned := s.ownedShards()
+	owned := s.Owned()
 	if len(owned) == 0 {
 		if err := s.rdb.Ping(ctx).Err(); err != nil {
 			return fmt.Errorf("redis: %w", err)
@@ -119,8 +119,8 @@ func (s *Scheduler) redisReady(ctx context.Context) error {
 	return s.store.PingShards(ctx, owned)
 }
 
-// ownedShards returns the shards this replica owns now.
-func (s *Scheduler) ownedShards() []int {
+// Owned returns the shards this replica owns now, in no order.
+func (s *Scheduler) Owned() []int {
 	owned := s.election.Owned()
 	out := make([]int, 0, len(owned))
 	for sh := range owned {

@@ -34,7 +34,7 @@ func TestReadinessFollowsTheNodesOfOwnedShards(t *testing.T) {
 	readyz := func() (int, string) { return get(t, url) }
 	testenv.WaitFor(t, 30*time.Second, "ready, owning shard 0", func() (bool, string) {
 		code, body := readyz()
-		return code == 200 && len(s.ownedShards()) == 1, fmt.Sprint(code, body)
+		return code == 200 && len(s.Owned()) == 1, fmt.Sprint(code, body)
 	})
 	l, err := shard.NewLayout(cfg.Namespace, 1)
 	if err != nil {

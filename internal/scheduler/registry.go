@@ -130,6 +130,7 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		cancel()
 		if err == nil {
 			s.starting.Store(nil)
+			s.registeredOnce.Do(func() { close(s.registered) })
 			return nil
 		}
 		s.starting.Store(&startState{err: err})

@@ -86,6 +86,9 @@ type Scheduler struct {
 	// starting is set until the queues are registered (nil after), with
 	// the last registration error: /readyz reports it.
 	starting atomic.Pointer[startState]
+	// registered is closed once the queues are registered (Registered).
+	registered     chan struct{}
+	registeredOnce sync.Once
 	// redisClosed closes rdb once: a shutdown with Redis calls stuck
 	// closes it early (Run), Close at the end.
 	redisClosed sync.Once
@@ -102,7 +105,8 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck, relayout: make(chan struct{}, 1)}
+	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck,
+		relayout: make(chan struct{}, 1), registered: make(chan struct{})}
 	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
@@ -173,7 +177,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
-	s.reg.MustRegister(depth.New(s.store, s.ownedShards, log))
+	s.reg.MustRegister(depth.New(s.store, s.Owned, log))
 	s.inspector, err = inspect.New(inspect.Options{Redis: s.rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
 		Owners: etcdowners.New(s.etcd, cfg.Namespace)})
 	if err != nil {
@@ -210,6 +214,10 @@ func replicaIDFor(host string, pid int) string {
 
 // ReplicaID returns the replica's identity in the election.
 func (s *Scheduler) ReplicaID() string { return s.replica }
+
+// Registered is closed once Run has registered the configured queues:
+// from then on producers can enqueue to them.
+func (s *Scheduler) Registered() <-chan struct{} { return s.registered }
 
 // runShard is the election's RunFunc: the owner's loops for one owned
 // shard, with its producers' wake-ups. If a loop is fenced off by a newer

@@ -34,7 +34,7 @@ func TestShutdownWithRedisPausedIsBounded(t *testing.T) {
 	url := "http://" + s.listener.Addr().String() + "/readyz"
 	testenv.WaitFor(t, 20*time.Second, "ready, owning every shard", func() (bool, string) {
 		code, body := get(t, url)
-		return code == 200 && len(s.ownedShards()) == cfg.Shards, fmt.Sprint(code, body, len(s.ownedShards()))
+		return code == 200 && len(s.Owned()) == cfg.Shards, fmt.Sprint(code, body, len(s.Owned()))
 	})
 	r.Redis.Pause()
 	t.Cleanup(r.Redis.Resume)
