@@ -89,9 +89,12 @@ type Env struct {
 	redis  *localrun.Redis
 	etcd   *localrun.Etcd
 	dir    string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
+	// cancel stops the scheduler, after the workers (workers, wwg).
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	workers []context.CancelFunc
+	wwg     sync.WaitGroup
+	mu      sync.Mutex
 	errs   []error // what the scheduler's and the workers' Run returned
 	closed sync.Once
 }
@@ -264,17 +267,11 @@ func (e *Env) fail(err error) {
 func (e *Env) RunWorker(w *worker.Worker) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.mu.Lock()
-	prev := e.cancel
-	e.cancel = func() {
-		cancel()
-		if prev != nil {
-			prev()
-		}
-	}
+	e.workers = append(e.workers, cancel)
 	e.mu.Unlock()
-	e.wg.Add(1)
+	e.wwg.Add(1)
 	go func() {
-		defer e.wg.Done()
+		defer e.wwg.Done()
 		if err := w.Run(ctx); err != nil {
 			e.fail(fmt.Errorf("worker: %w", err))
 		}
@@ -312,18 +309,22 @@ func (e *Env) WorkerConfig() worker.Config {
 	return c
 }
 
-// Close stops the workers run by RunWorker and the scheduler, waits for
-// them, stops the servers it started and removes their data. It returns
+// Close stops the workers run by RunWorker, then the scheduler, waits
+// for them, stops the servers it started and removes their data. It returns
 // what the scheduler's and workers' Run returned. It is safe to call
 // more than once.
 func (e *Env) Close() error {
 	var err error
 	e.closed.Do(func() {
 		e.mu.Lock()
-		cancel := e.cancel
+		workers := e.workers
 		e.mu.Unlock()
-		if cancel != nil {
+		for _, cancel := range workers {
 			cancel()
+		}
+		e.wwg.Wait()
+		if e.cancel != nil {
+			e.cancel()
 		}
 		e.wg.Wait()
 		errs := e.errs

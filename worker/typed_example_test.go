@@ -2,40 +2,53 @@ package worker_test
 
 import (
 	"context"
-	"os"
-	"os/signal"
+	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/hourglasstest"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
-// closeOrder is the payload of the "orders" queue's tasks, as its
-// producers enqueue it (client.EnqueueOf).
+// closeOrder is the payload of the tasks, as producers enqueue it
+// (client.EnqueueOf).
 type closeOrder struct {
 	OrderID int `json:"order_id"`
 }
 
-// Consume the "orders" queue with a typed handler: each payload is
-// decoded from JSON into a closeOrder before the handler runs. A payload
-// that does not decode is dead-lettered at once with the decode error;
-// an error of the handler is retried with backoff.
+// A typed handler: each payload is decoded from JSON into a closeOrder
+// before the handler runs. A payload that does not decode is
+// dead-lettered at once with the decode error (no retries).
 func ExampleTyped() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	w, err := worker.New(rdb, worker.DefaultConfig())
+	env, err := hourglasstest.New(context.Background(), hourglasstest.Options{}) // queue "default"
 	if err != nil {
 		panic(err)
 	}
-	err = w.Handle("orders", worker.Typed(func(ctx context.Context, t *worker.Task, o closeOrder) error {
-		return closeIfUnpaid(ctx, o.OrderID)
+	defer env.Close()
+
+	w, err := worker.New(env.Redis(), env.WorkerConfig())
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	err = w.Handle("default", worker.Typed(func(ctx context.Context, t *worker.Task, o closeOrder) error {
+		fmt.Println("closing order", o.OrderID)
+		close(done)
+		return nil
 	}), worker.DefaultQueueOptions())
 	if err != nil {
 		panic(err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if err := w.Run(ctx); err != nil {
-		panic(err) // for one, no scheduler registered "orders" (worker.ErrNotRegistered)
+	env.RunWorker(w) // until env.Close
+
+	c, err := env.NewClient()
+	if err != nil {
+		panic(err)
 	}
+	if _, err := client.EnqueueOf(ctx, c, client.Task{Queue: "default"}, closeOrder{OrderID: 1234}); err != nil {
+		panic(err)
+	}
+	<-done
+	// Output: closing order 1234
 }
