@@ -326,7 +326,7 @@ func testReshard(t *testing.T, load reshardLoad, opts ...clusterOption) {
 		}
 	}
 	for _, d := range dead {
-		if in, err := c.cli.Lookup(ctx, d.ID); err != nil || in.State != client.StateDead || in.DeadReason == "" {
+		if in, err := c.cli.Lookup(ctx, d.ID); err != nil || in.State != client.StateDead || in.Dead == nil || in.Dead.Reason == "" {
 			t.Errorf("dead letter %s after the changes: %+v, %v", d.ID, in, err)
 		}
 	}

@@ -352,54 +352,25 @@ type Queue struct {
 	OldestReady time.Time `json:"oldest_ready,omitzero"`
 }
 
-// Task states, as listed and looked up.
-type State string
+// State is where a task is: hourglass.State, which client reports too.
+type State = hourglass.State
 
-// States of a task.
+// States of a task (hourglass's).
 const (
-	StateScheduled State = "scheduled"
-	StateReady     State = "ready"
-	StateActive    State = "active"
-	StateDead      State = "dead"
+	StateScheduled = hourglass.StateScheduled
+	StateReady     = hourglass.StateReady
+	StateActive    = hourglass.StateActive
+	StateDead      = hourglass.StateDead
 )
 
-// Task describes one stored task.
-type Task struct {
-	ID         string        `json:"id"`
-	Queue      string        `json:"queue"`
-	State      State         `json:"state"`
-	Shard      int           `json:"shard"`
-	Attempts   int           `json:"attempts"`
-	MaxRetries int           `json:"max_retries"`
-	Timeout    time.Duration `json:"timeout"`
-	Due        time.Time     `json:"due"`
-	Enqueued   time.Time     `json:"enqueued"`
-	// Payload is the task's payload. A listing (ListTasks, ListDead)
-	// returns only its first PreviewBytes, so that a page stays small
-	// whatever the payloads; Task (a lookup) returns all of it.
-	Payload []byte `json:"payload"`
-	// PayloadSize is the length of the whole payload in bytes (so a
-	// listed task's Payload is cut when it is shorter); -1 when the data
-	// could not be read (Problem says why).
-	PayloadSize int64 `json:"payload_size"`
-	// LastError is the error of the last failed attempt, if any.
-	LastError string `json:"last_error,omitempty"`
-	// LeaseDeadline is when an active task's lease ends (zero: not leased).
-	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
-	// Dead is set for a dead-lettered task.
-	Dead *DeadInfo `json:"dead,omitempty"`
-	// Problem explains task data that could not be decoded (the other
-	// fields are then empty), or a corrupt due time (a delayed-set score
-	// that is no time: the shard's owner dead-letters such a task).
-	Problem string `json:"problem,omitempty"`
-}
+// Task describes one stored task: hourglass.TaskInfo, the view
+// client.Lookup returns too. A listing (ListTasks, ListDead) returns
+// only the first PreviewBytes of each payload; Task (a lookup) returns
+// all of it.
+type Task = hourglass.TaskInfo
 
-// DeadInfo is why and when a task was dead-lettered.
-type DeadInfo struct {
-	Reason string    `json:"reason"`
-	Error  string    `json:"error"`
-	At     time.Time `json:"at"`
-}
+// DeadInfo is why and when a task was dead-lettered: hourglass.DeadInfo.
+type DeadInfo = hourglass.DeadInfo
 
 // Shard describes one shard: its owner (from Options.Owners, when set)
 // and its depths.
