@@ -224,15 +224,20 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 }
 
 // Cancel deletes a task that has not started running: scheduled, ready or
-// dead-lettered. It returns ErrNotFound for an unknown id and ErrActive
-// for a task whose handler is running.
-func (c *Client) Cancel(ctx context.Context, id string) error {
+// dead-lettered. It returns the state the task was cancelled from (as
+// inspect's Cancel does); its id can be enqueued again afterwards. It
+// returns ErrNotFound for an unknown id and ErrActive for a task whose
+// handler is running.
+func (c *Client) Cancel(ctx context.Context, id string) (State, error) {
 	if !shard.ValidStoredID(id) {
-		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return "", fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
-	_, err := c.store.Cancel(ctx, id)
-	return err
+	st, err := c.store.Cancel(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return State(st), nil
 }
 
 // State is where a task is in its life: hourglass.State, which inspect

@@ -128,7 +128,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	if info, err := prod.Lookup(ctx, "later-1"); err != nil || info.State != client.StateScheduled {
 		t.Fatalf("lookup: %+v %v", info, err)
 	}
-	if err := prod.Cancel(ctx, "later-1"); err != nil {
+	if _, err := prod.Cancel(ctx, "later-1"); err != nil {
 		t.Fatal(err)
 	}
 	durable, err := client.New(as("producer"), client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})

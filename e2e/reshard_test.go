@@ -243,7 +243,7 @@ func testReshard(t *testing.T, load reshardLoad, opts ...clusterOption) {
 	cancel := func(when string, ids []client.Task) {
 		t.Helper()
 		for _, f := range ids {
-			if err := c.cli.Cancel(ctx, f.ID); err != nil {
+			if _, err := c.cli.Cancel(ctx, f.ID); err != nil {
 				t.Errorf("%s: cancel %s: %v", when, f.ID, err)
 			}
 			cancelled[f.ID] = true
