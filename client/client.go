@@ -74,16 +74,17 @@ type Task struct {
 	At time.Time
 	// Delay is used when At is zero; 0 means due now.
 	Delay time.Duration
-	// MaxRetries overrides the queue's retry limit when non-nil; see
-	// Retries.
+	// MaxRetries is the task's retry limit, 0..MaxRetriesLimit (0:
+	// never retried); nil means the queue's. Retries makes the pointer.
 	MaxRetries *int
-	// Timeout overrides the queue's handler timeout when non-zero; it is
-	// also the delivery's lease. Millisecond precision.
+	// Timeout is the task's handler timeout, which is also the
+	// delivery's lease, at least 1ms, millisecond precision; 0 means the
+	// queue's.
 	Timeout time.Duration
 }
 
-// Retries returns a pointer to n, for Task.MaxRetries.
-func Retries(n int) *int { return &n }
+// Retries returns a pointer to n, for Task.MaxRetries: hourglass.Retries.
+func Retries(n int) *int { return hourglass.Retries(n) }
 
 // Result is the outcome of enqueueing one task.
 type Result struct {

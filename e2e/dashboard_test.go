@@ -250,7 +250,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the schedule's Pause asked %q", got)
 	}
 	step(t, bctx, "see the schedule's Resume", chromedp.WaitVisible(`#schedules button[data-action="resume"][data-schedule="tick"]`))
-	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second, MaxRetries: -1}.Compile()
+	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second}.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}

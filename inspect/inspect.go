@@ -309,14 +309,26 @@ func (c *Counts) add(o Counts) {
 	c.Dead += o.Dead
 }
 
-// Policy is a queue's registered policy: enqueue defaults and limits and
-// the backoff of retries.
+// Policy is a queue's policy: enqueue defaults and limits and the
+// backoff of retries. As input (SetQueue) a zero field means its default
+// (DefaultPolicy), and MaxRetries, whose 0 means never retry, is a
+// pointer whose nil means the default; as read (Queue, Queues) every
+// field is set, MaxRetries non-nil, but for a queue that holds tasks and
+// is registered nowhere, whose Policy is the zero value.
 type Policy struct {
-	MaxRetries int           `json:"max_retries"`
-	Timeout    time.Duration `json:"timeout"`
-	MaxPayload int64         `json:"max_payload"`
-	// Backoff of retries; zero fields mean the default (1s base, 1h cap,
-	// factor 2).
+	// MaxRetries is how often a failed task is retried before it is
+	// dead-lettered, 0..1000 (0: never); nil: the default, 25.
+	// hourglass.Retries makes the pointer.
+	MaxRetries *int `json:"max_retries"`
+	// Timeout is the handler timeout (and lease) of one attempt; 0: the
+	// default, 30s.
+	Timeout time.Duration `json:"timeout"`
+	// MaxPayload is the largest payload an enqueue may carry, in bytes;
+	// 0: the default, 1 MiB.
+	MaxPayload int64 `json:"max_payload"`
+	// BackoffBase, BackoffCap and BackoffFactor shape the delay before a
+	// retry (base × factor^(attempt-1), capped, with jitter); each zero
+	// field means its default (1s base, 1h cap, factor 2).
 	BackoffBase   time.Duration `json:"backoff_base"`
 	BackoffCap    time.Duration `json:"backoff_cap"`
 	BackoffFactor float64       `json:"backoff_factor"`

@@ -233,7 +233,7 @@ func TestSchedulesAcrossAChange(t *testing.T) {
 			name = n
 		}
 	}
-	def := compile(t, periodic.Schedule{Name: name, Queue: "a", Interval: 10 * time.Second, MaxRetries: -1})
+	def := compile(t, periodic.Schedule{Name: name, Queue: "a", Interval: 10 * time.Second})
 	fire := func(occ time.Time) {
 		t.Helper()
 		l := e.Store.Layout()

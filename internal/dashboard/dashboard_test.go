@@ -291,8 +291,8 @@ func TestSchedules(t *testing.T) {
 		}
 		return c
 	}
-	tick := compile(periodic.Schedule{Name: "tick", Queue: shardtest.Queue, Interval: 10 * time.Second, MaxRetries: -1})
-	nightly := compile(periodic.Schedule{Name: "nightly", Queue: shardtest.Queue, Cron: "30 2 * * *", TimeZone: "Europe/Paris", MaxRetries: -1})
+	tick := compile(periodic.Schedule{Name: "tick", Queue: shardtest.Queue, Interval: 10 * time.Second})
+	nightly := compile(periodic.Schedule{Name: "nightly", Queue: shardtest.Queue, Cron: "30 2 * * *", TimeZone: "Europe/Paris"})
 	var defs atomic.Pointer[[]*periodic.Compiled]
 	defs.Store(&[]*periodic.Compiled{tick, nightly})
 	srv := httptest.NewServer(New(Options{Inspector: in, Schedules: func() []*periodic.Compiled { return *defs.Load() }}))
