@@ -32,7 +32,7 @@ func TestQueueRegistryAtRunTime(t *testing.T) {
 	t.Parallel()
 	e, in := newInspector(t, 4)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	cl, err := client.New(e.RDB, client.Config{Namespace: "insp", Shards: 4, RetryFor: client.NoRetry})
+	cl, err := client.New(e.RDB, client.Config{Namespace: "insp", Shards: 4, RetryFor: client.RetryForNone})
 	if err != nil {
 		t.Fatal(err)
 	}
