@@ -104,7 +104,7 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "errs", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "errs", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +142,6 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 	wantIs(t, "client.New with a bad Config", err, append(invalidConfig, invalidArg...))
 	_, err = worker.New(e.RDB, worker.Config{FetchTimeout: time.Millisecond})
 	wantIs(t, "worker.New with a bad Config", err, append(invalidConfig, invalidArg...))
-	_, err = inspect.New(inspect.Options{})
+	_, err = inspect.New(nil, inspect.Config{})
 	wantIs(t, "inspect.New without Redis", err, append(invalidConfig, invalidArg...))
 }

@@ -25,7 +25,7 @@ func TestLookupAndInspectReportOneView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "view", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "view", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 
 	// The worker and the scheduler at work.
-	admin, err := inspect.New(inspect.Options{Redis: as("admin"), Shards: nShards, Owners: etcdowners.New(c.ecli, "")})
+	admin, err := inspect.New(as("admin"), inspect.Config{Shards: nShards, Owners: etcdowners.New(c.ecli, "")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	s := c.start("ui-s", slices.Concat(args, []string{"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s"})...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("ui-s") })
 	c.startWorker("ui-w", args...)
-	in, err := inspect.New(inspect.Options{Redis: c.rdb, Shards: nShards})
+	in, err := inspect.New(c.rdb, inspect.Config{Shards: nShards})
 	if err != nil {
 		t.Fatal(err)
 	}

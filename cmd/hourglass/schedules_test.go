@@ -73,7 +73,7 @@ periodic:
 	// fires it (the queue registered, epoch 1 on a fresh Redis).
 	ctx := testenv.Ctx(t, 30*time.Second)
 	rdb := r.Client(t)
-	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: "clitest", Shards: 4})
+	in, err := inspect.New(rdb, inspect.Config{Namespace: "clitest", Shards: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,7 +340,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	if got := shown(); got != "conf" {
 		t.Fatalf("dashboard shows %q at start, want conf", got)
 	}
-	in, err := inspect.New(inspect.Options{Redis: r.RDB, Namespace: cfg.Namespace, Shards: cfg.Shards})
+	in, err := inspect.New(r.RDB, inspect.Config{Namespace: cfg.Namespace, Shards: cfg.Shards})
 	if err != nil {
 		t.Fatal(err)
 	}
