@@ -1,9 +1,12 @@
 // Package hourglass holds what Hourglass's public packages share: the
-// sentinel errors that client, worker, inspect and periodic return. Each
-// of those packages re-exports the ones it returns under the same names
-// (client.ErrNotFound, inspect.ErrNotFound and hourglass.ErrNotFound are
-// one value), so errors.Is matches an error whichever package's name a
-// caller tests it with.
+// sentinel errors that client, worker, inspect and periodic return, the
+// one view of a stored task (TaskInfo, with its State and DeadInfo) that
+// client.Lookup and inspect report, and Retries for the retry limits
+// whose nil means the default. Each of those packages re-exports what it
+// uses under the same names (client.ErrNotFound, inspect.ErrNotFound and
+// hourglass.ErrNotFound are one value; inspect.Task is TaskInfo), so
+// errors.Is matches an error whichever package's name a caller tests it
+// with, and a task read by one package is the same value read by another.
 //
 // The client, worker, inspect and periodic packages are Hourglass's Go
 // API; this one only names what they have in common.

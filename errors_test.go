@@ -104,17 +104,19 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "errs", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "errs", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	running := e.Popped(shardtest.Queue, "running-", 1)[0].Task.ID
 
-	wantIs(t, "client Cancel of a running task", c.Cancel(ctx, running), active)
+	_, err = c.Cancel(ctx, running)
+	wantIs(t, "client Cancel of a running task", err, active)
 	_, err = in.Cancel(ctx, running)
 	wantIs(t, "inspect Cancel of a running task", err, active)
 
-	wantIs(t, "client Cancel of a missing task", c.Cancel(ctx, "missing"), notFound)
+	_, err = c.Cancel(ctx, "missing")
+	wantIs(t, "client Cancel of a missing task", err, notFound)
 	_, err = c.Lookup(ctx, "missing")
 	wantIs(t, "client Lookup of a missing task", err, notFound)
 	_, err = in.Task(ctx, "missing")
@@ -140,6 +142,6 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 	wantIs(t, "client.New with a bad Config", err, append(invalidConfig, invalidArg...))
 	_, err = worker.New(e.RDB, worker.Config{FetchTimeout: time.Millisecond})
 	wantIs(t, "worker.New with a bad Config", err, append(invalidConfig, invalidArg...))
-	_, err = inspect.New(inspect.Options{})
+	_, err = inspect.New(nil, inspect.Config{})
 	wantIs(t, "inspect.New without Redis", err, append(invalidConfig, invalidArg...))
 }

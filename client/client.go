@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -73,16 +74,17 @@ type Task struct {
 	At time.Time
 	// Delay is used when At is zero; 0 means due now.
 	Delay time.Duration
-	// MaxRetries overrides the queue's retry limit when non-nil; see
-	// Retries.
+	// MaxRetries is the task's retry limit, 0..MaxRetriesLimit (0:
+	// never retried); nil means the queue's. Retries makes the pointer.
 	MaxRetries *int
-	// Timeout overrides the queue's handler timeout when non-zero; it is
-	// also the delivery's lease. Millisecond precision.
+	// Timeout is the task's handler timeout, which is also the
+	// delivery's lease, at least 1ms, millisecond precision; 0 means the
+	// queue's.
 	Timeout time.Duration
 }
 
-// Retries returns a pointer to n, for Task.MaxRetries.
-func Retries(n int) *int { return &n }
+// Retries returns a pointer to n, for Task.MaxRetries: hourglass.Retries.
+func Retries(n int) *int { return hourglass.Retries(n) }
 
 // Result is the outcome of enqueueing one task.
 type Result struct {
@@ -223,70 +225,56 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 }
 
 // Cancel deletes a task that has not started running: scheduled, ready or
-// dead-lettered. It returns ErrNotFound for an unknown id and ErrActive
-// for a task whose handler is running.
-func (c *Client) Cancel(ctx context.Context, id string) error {
+// dead-lettered. It returns the state the task was cancelled from (as
+// inspect's Cancel does); its id can be enqueued again afterwards. It
+// returns ErrNotFound for an unknown id and ErrActive for a task whose
+// handler is running.
+func (c *Client) Cancel(ctx context.Context, id string) (State, error) {
 	if !shard.ValidStoredID(id) {
-		return fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return "", fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
-	_, err := c.store.Cancel(ctx, id)
-	return err
+	st, err := c.store.Cancel(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return State(st), nil
 }
 
-// State is where a task is in its life.
-type State string
+// State is where a task is in its life: hourglass.State, which inspect
+// reports too.
+type State = hourglass.State
 
-// Task states reported by Lookup.
+// Task states reported by Lookup (hourglass's).
 const (
-	StateScheduled State = "scheduled" // waiting for its due time
-	StateReady     State = "ready"     // due, waiting for a worker
-	StateActive    State = "active"    // handed to a worker: running, leased or not yet
-	StateDead      State = "dead"      // in the dead-letter queue
+	StateScheduled = hourglass.StateScheduled // waiting for its due time
+	StateReady     = hourglass.StateReady     // due, waiting for a worker
+	StateActive    = hourglass.StateActive    // handed to a worker: running, leased or not yet
+	StateDead      = hourglass.StateDead      // in the dead-letter queue
 )
 
 // Info is a task as Lookup sees it.
-type Info struct {
-	ID         string
-	State      State
-	Queue      string
-	Payload    []byte
-	Attempts   int
-	MaxRetries int
-	Timeout    time.Duration
-	// Due is the time the task is (or was last) due.
-	Due time.Time
-	// Enqueued is when the task was stored.
-	Enqueued time.Time
-	// LeaseUntil is the lease deadline of an active task; zero while a
-	// worker runs it before taking a lease (see worker.QueueOptions.LeaseAfter).
-	LeaseUntil time.Time
-	// DeadReason is the JSON burial record of a dead task.
-	DeadReason string
-	// Corrupt is set when the stored data could not be decoded.
-	Corrupt error
-}
+//
+// Deprecated: Lookup returns hourglass.TaskInfo, the view inspect
+// returns too; Info is that type. Its fields LeaseUntil, DeadReason and
+// Corrupt are LeaseDeadline, Dead (a struct) and Problem (a text).
+type Info = hourglass.TaskInfo
 
-// Lookup returns a task's current state, or ErrNotFound. Tasks that
-// finished are deleted and are not found.
-func (c *Client) Lookup(ctx context.Context, id string) (Info, error) {
+// Lookup returns a stored task: its state, data, lease deadline (active),
+// dead-letter record and last error (dead), with its whole payload; the
+// same view as inspect's Task. Data that cannot be decoded is reported in
+// TaskInfo.Problem, not as an error. ErrNotFound if no task of that id is
+// stored: tasks that finished are deleted and are not found.
+func (c *Client) Lookup(ctx context.Context, id string) (hourglass.TaskInfo, error) {
 	if !shard.ValidStoredID(id) {
-		return Info{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return hourglass.TaskInfo{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
 	in, err := c.store.Lookup(ctx, id)
 	if err != nil {
-		return Info{}, err
+		return hourglass.TaskInfo{}, err
 	}
-	info := Info{
-		ID: id, State: State(in.State), Queue: in.Task.Queue, Payload: in.Task.Payload,
-		Attempts: in.Task.Attempts, MaxRetries: in.Task.MaxRetries, Timeout: in.Task.Timeout,
-		Due: in.Task.Due, Enqueued: in.Task.Enqueued, DeadReason: in.DeadInfo, Corrupt: in.DecodeErr,
-	}
-	if info.State == StateActive {
-		info.LeaseUntil = in.At
-	}
-	return info, nil
+	return in.View(), nil
 }
 
 // Exists reports whether a task with id is stored, in any state

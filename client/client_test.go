@@ -54,8 +54,8 @@ func TestEnqueueLookupCancel(t *testing.T) {
 	if info.State != client.StateScheduled || string(info.Payload) != `{"order":42}` || info.MaxRetries != 0 || info.Timeout != 2*time.Second || !info.Due.Equal(at) || info.Queue != "emails" {
 		t.Fatalf("lookup: %+v", info)
 	}
-	if err := c.Cancel(ctx, "order-42"); err != nil {
-		t.Fatal(err)
+	if st, err := c.Cancel(ctx, "order-42"); err != nil || st != client.StateScheduled {
+		t.Fatalf("cancel: %q, %v; want it cancelled from scheduled", st, err)
 	}
 	if _, err := c.Lookup(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("lookup after cancel: %v", err)
@@ -66,7 +66,7 @@ func TestEnqueueLookupCancel(t *testing.T) {
 	if _, err := c.Exists(ctx, "bad|id"); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("exists of an invalid id: %v", err)
 	}
-	if err := c.Cancel(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := c.Cancel(ctx, "order-42"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second cancel: %v", err)
 	}
 }
@@ -123,7 +123,7 @@ func TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead(t *testing.T) {
 	if info, err := looker.Lookup(ctx, id); err != nil || info.State != client.StateScheduled {
 		t.Fatalf("Lookup(%s), moved to shard %d: %+v, %v", id, nl.ShardOf(id), info, err)
 	}
-	if err := canceller.Cancel(ctx, id); err != nil {
+	if _, err := canceller.Cancel(ctx, id); err != nil {
 		info, lerr := st.Lookup(ctx, id)
 		t.Fatalf("Cancel(%s) = %v, but the task is %s in shard %d (%v)", id, err, info.State, nl.ShardOf(id), lerr)
 	}
@@ -175,7 +175,7 @@ func TestInvalidArguments(t *testing.T) {
 			}
 		})
 	}
-	if err := c.Cancel(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
+	if _, err := c.Cancel(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("cancel empty id: %v", err)
 	}
 	if _, err := client.New(nil, client.Config{}); !errors.Is(err, client.ErrInvalidArgument) {

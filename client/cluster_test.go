@@ -40,8 +40,8 @@ func TestClientOnRedisCluster(t *testing.T) {
 	if info, err := c.Lookup(ctx, "c7"); err != nil || info.State != "scheduled" {
 		t.Fatalf("lookup: %+v %v", info, err)
 	}
-	if err := c.Cancel(ctx, "c7"); err != nil {
-		t.Fatalf("cancel: %v", err)
+	if st, err := c.Cancel(ctx, "c7"); err != nil || st != client.StateScheduled {
+		t.Fatalf("cancel: %q, %v", st, err)
 	}
 	t.Logf("16 shards over the primaries: %v", rc.Spread()) // all three (NewCluster checks)
 	if _, err := client.New(cc, client.Config{WaitReplicas: 1}); !errors.Is(err, client.ErrInvalidConfig) {

@@ -66,8 +66,9 @@ type Config struct {
 	// with the same ids, tasks whose call failed with a transient error
 	// (connection lost or refused, Redis loading its data after a
 	// restart, a failover): such an error leaves the outcome unknown,
-	// since the script may have run. Default DefaultRetryFor; NoRetry
-	// (any negative value) returns the first error. The ctx bounds it too.
+	// since the script may have run. 0 means DefaultRetryFor;
+	// RetryForNone (any negative value) turns the retries off: the first
+	// error is returned. The ctx bounds it too.
 	RetryFor time.Duration
 	// WaitReplicas, when positive, turns on the durability mode for a
 	// primary with replicas (standalone or Sentinel): each enqueue call
@@ -98,12 +99,21 @@ type Config struct {
 // DefaultWaitTimeout is Config.WaitTimeout's default.
 const DefaultWaitTimeout = time.Second
 
-// Retry settings.
+// Settings of Config.RetryFor, the client's own retries of an enqueue
+// whose call failed with a transient error (not a task's retries, which
+// its queue's policy and Task.MaxRetries set, nor worker.NoRetry, which
+// dead-letters a task).
 const (
 	// DefaultRetryFor is Config.RetryFor's default: about one Redis
 	// restart with a small data set, or one failover.
 	DefaultRetryFor = 5 * time.Second
-	// NoRetry turns the client's retries off (Config.RetryFor).
+	// RetryForNone turns the client's retries off: an enqueue returns
+	// the first transient error.
+	RetryForNone time.Duration = -1
+	// NoRetry is RetryForNone.
+	//
+	// Deprecated: use RetryForNone; NoRetry read as worker.NoRetry, which
+	// is about a task's retries.
 	NoRetry = -1
 )
 

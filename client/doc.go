@@ -13,6 +13,10 @@
 // Due times are computed by Redis's clock, not the producer's, when a
 // Delay is given; At is an absolute time with millisecond precision.
 //
+// Lookup and Cancel report a task as package inspect does: Lookup
+// returns hourglass.TaskInfo (inspect.Task is the same type), Cancel the
+// hourglass.State the task was cancelled from.
+//
 // Errors are sentinel values to test with errors.Is: ErrDuplicate,
 // ErrUnknownQueue, ErrPayloadTooLarge, ErrInvalidArgument, ErrNotFound,
 // ErrActive. They are package hourglass's, shared with worker and

@@ -157,7 +157,7 @@ func TestEnqueueRetriesUnknownOutcome(t *testing.T) {
 		{"generated id, client retries", -1, 0, "", nil, false},
 		{"caller id, client retries", -1, 0, "order-7", client.ErrDuplicate, false},
 		{"generated id, go-redis retries", 3, 0, "", nil, false},
-		{"generated id, no retries", -1, client.NoRetry, "", nil, true},
+		{"generated id, no retries", -1, client.RetryForNone, "", nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: c.redisRetry})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/inspect/etcdowners"
@@ -128,7 +129,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	if info, err := prod.Lookup(ctx, "later-1"); err != nil || info.State != client.StateScheduled {
 		t.Fatalf("lookup: %+v %v", info, err)
 	}
-	if err := prod.Cancel(ctx, "later-1"); err != nil {
+	if _, err := prod.Cancel(ctx, "later-1"); err != nil {
 		t.Fatal(err)
 	}
 	durable, err := client.New(as("producer"), client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
@@ -140,7 +141,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 
 	// The worker and the scheduler at work.
-	admin, err := inspect.New(inspect.Options{Redis: as("admin"), Shards: nShards, Owners: etcdowners.New(c.ecli, "")})
+	admin, err := inspect.New(as("admin"), inspect.Config{Shards: nShards, Owners: etcdowners.New(c.ecli, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	})
 
 	// The admin API.
-	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second, MaxRetries: -1}.Compile()
+	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second}.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +187,12 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		{"pause a schedule", func() error { return admin.PauseSchedule(ctx, "tick") }},
 		{"resume a schedule", func() error { return admin.ResumeSchedule(ctx, "tick") }},
 		{"register a schedule", func() error {
-			return admin.SetSchedule(ctx, periodic.Schedule{Name: "hourly", Queue: "default", Cron: "@hourly", MaxRetries: -1})
+			return admin.SetSchedule(ctx, periodic.Schedule{Name: "hourly", Queue: "default", Cron: "@hourly"})
 		}},
 		{"registered schedules", func() error { _, err := admin.RegisteredSchedules(ctx); return err }},
 		{"remove a schedule", func() error { return admin.RemoveSchedule(ctx, "hourly") }},
 		{"set a queue", func() error {
-			return admin.SetQueue(ctx, "extra", inspect.Policy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024})
+			return admin.SetQueue(ctx, "extra", inspect.Policy{MaxRetries: hourglass.Retries(1), Timeout: time.Second, MaxPayload: 1024})
 		}},
 		{"remove a queue", func() error { return admin.RemoveQueue(ctx, "extra") }},
 		{"replay", func() error { return admin.Replay(ctx, "bad-1", time.Time{}) }},

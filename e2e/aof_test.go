@@ -50,7 +50,7 @@ func TestAOFAlwaysLosesNothing(t *testing.T) {
 	// hide a short outage behind its own retries).
 	prdb := redis.NewClient(&redis.Options{Addr: c.redis.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { prdb.Close() })
-	pcli, err := client.New(prdb, client.Config{Shards: nShards, RetryFor: client.NoRetry})
+	pcli, err := client.New(prdb, client.Config{Shards: nShards, RetryFor: client.RetryForNone})
 	if err != nil {
 		t.Fatal(err)
 	}

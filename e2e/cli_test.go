@@ -141,7 +141,7 @@ func TestCLIEveryVerb(t *testing.T) {
 	}
 	var show inspect.Queue
 	h.json(&show, "queue", "show", "default")
-	if len(show.Shards) != nShards || show.Policy.MaxRetries != 0 {
+	if len(show.Shards) != nShards || show.Policy.MaxRetries == nil || *show.Policy.MaxRetries != 0 {
 		t.Fatalf("queue show: %+v", show)
 	}
 
@@ -215,13 +215,13 @@ func TestCLIEveryVerb(t *testing.T) {
 	h.json(&act, "queue", "resume", "default")
 	h.json(&act, "queue", "set", "reports", "--max-retries", "9", "--timeout", "2m")
 	h.json(&show, "queue", "show", "reports")
-	if show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.State != inspect.QueueActive {
+	if show.Policy.MaxRetries == nil || *show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.State != inspect.QueueActive {
 		t.Fatalf("queue set: %+v", show)
 	}
 	// A second set changes only the flag it is given.
 	h.json(&act, "queue", "set", "reports", "--backoff-base", "3s")
 	h.json(&show, "queue", "show", "reports")
-	if show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.Policy.BackoffBase != 3*time.Second {
+	if show.Policy.MaxRetries == nil || *show.Policy.MaxRetries != 9 || show.Policy.Timeout != 2*time.Minute || show.Policy.BackoffBase != 3*time.Second {
 		t.Fatalf("queue set kept the other fields? %+v", show.Policy)
 	}
 	h.code(4, "--yes", "queue", "rm", "reports")

@@ -29,7 +29,7 @@ func TestSchedulersOnRedisCluster(t *testing.T) {
 	c.start("cl-1", args...)
 	c.start("cl-2", args...)
 	testenv.WaitFor(t, 30*time.Second, "two replicas own 8 shards each", func() (bool, string) { return c.settled("cl-1", "cl-2") })
-	in, err := inspect.New(inspect.Options{Redis: c.rdb, Shards: nShards})
+	in, err := inspect.New(c.rdb, inspect.Config{Shards: nShards})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestDashboardCannotBeFramed(t *testing.T) {
 	asked := answerDialogs(t, bctx)
 	e := shardtest.New(t, shardtest.Options{Namespace: "uif", Shards: 2})
 	e.Schedule(shardtest.Queue, time.Hour, "f1", "f2")
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "uif", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "uif", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

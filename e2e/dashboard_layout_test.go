@@ -24,7 +24,7 @@ func TestDashboardLayoutInBrowser(t *testing.T) {
 	bctx := browser(t)
 	e := shardtest.New(t, shardtest.Options{Namespace: "uil", Shards: 2})
 	e.Schedule(shardtest.Queue, time.Hour, "a1", "a2", "a3")
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "uil", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "uil", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

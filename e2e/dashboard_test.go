@@ -174,7 +174,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	s := c.start("ui-s", slices.Concat(args, []string{"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s"})...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("ui-s") })
 	c.startWorker("ui-w", args...)
-	in, err := inspect.New(inspect.Options{Redis: c.rdb, Shards: nShards})
+	in, err := inspect.New(c.rdb, inspect.Config{Shards: nShards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the schedule's Pause asked %q", got)
 	}
 	step(t, bctx, "see the schedule's Resume", chromedp.WaitVisible(`#schedules button[data-action="resume"][data-schedule="tick"]`))
-	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second, MaxRetries: -1}.Compile()
+	tick, err := periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Second}.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}

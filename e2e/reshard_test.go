@@ -243,7 +243,7 @@ func testReshard(t *testing.T, load reshardLoad, opts ...clusterOption) {
 	cancel := func(when string, ids []client.Task) {
 		t.Helper()
 		for _, f := range ids {
-			if err := c.cli.Cancel(ctx, f.ID); err != nil {
+			if _, err := c.cli.Cancel(ctx, f.ID); err != nil {
 				t.Errorf("%s: cancel %s: %v", when, f.ID, err)
 			}
 			cancelled[f.ID] = true
@@ -326,7 +326,7 @@ func testReshard(t *testing.T, load reshardLoad, opts ...clusterOption) {
 		}
 	}
 	for _, d := range dead {
-		if in, err := c.cli.Lookup(ctx, d.ID); err != nil || in.State != client.StateDead || in.DeadReason == "" {
+		if in, err := c.cli.Lookup(ctx, d.ID); err != nil || in.State != client.StateDead || in.Dead == nil || in.Dead.Reason == "" {
 			t.Errorf("dead letter %s after the changes: %+v, %v", d.ID, in, err)
 		}
 	}

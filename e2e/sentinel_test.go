@@ -76,7 +76,7 @@ func testSentinelFlowAndFailover(t *testing.T) {
 	c.flow(t, ctx, tg, 300)
 
 	// The failover, under load, with the durability mode.
-	durable, err := client.New(c.rdb, client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: time.Second, RetryFor: client.NoRetry})
+	durable, err := client.New(c.rdb, client.Config{Shards: nShards, WaitReplicas: 1, WaitTimeout: time.Second, RetryFor: client.RetryForNone})
 	if err != nil {
 		t.Fatal(err)
 	}

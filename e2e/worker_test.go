@@ -343,7 +343,7 @@ func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 	// lease_after, some may be leased already; both paths must hold).
 	unleased := 0
 	for i := 0; i < 8; i++ {
-		if info, err := c.cli.Lookup(ctx, fmt.Sprintf("k%d", i)); err == nil && info.State == client.StateActive && info.LeaseUntil.IsZero() {
+		if info, err := c.cli.Lookup(ctx, fmt.Sprintf("k%d", i)); err == nil && info.State == client.StateActive && info.LeaseDeadline.IsZero() {
 			unleased++
 		}
 	}

@@ -22,7 +22,7 @@ func TestInspectorOnRedisCluster(t *testing.T) {
 	rc := shardtest.NewCluster(t, shardtest.ClusterOptions{Options: shardtest.Options{NoQueues: true}}) // the inspector sets the queue
 	cc := rc.RDB
 	ctx := testenv.Ctx(t, 30*time.Second)
-	in, err := inspect.New(inspect.Options{Redis: cc, Shards: 16})
+	in, err := inspect.New(cc, inspect.Config{Shards: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

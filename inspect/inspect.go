@@ -7,7 +7,7 @@
 // users' own tools can use it the same way.
 //
 // Everything here reads and writes Redis only. Shard owners live in the
-// schedulers' etcd: Options.Owners takes a reader of them, which package
+// schedulers' etcd: Config.Owners takes a reader of them, which package
 // inspect/etcdowners provides, so that only a program that asks for
 // owners links etcd's client and gRPC.
 //
@@ -44,7 +44,7 @@ var (
 	// ErrInvalidArgument: a bad queue name, policy, cursor, filter or
 	// schedule.
 	ErrInvalidArgument = hourglass.ErrInvalidArgument
-	// ErrInvalidConfig: Options New cannot use. It also matches
+	// ErrInvalidConfig: a Config New cannot use. It also matches
 	// ErrInvalidArgument.
 	ErrInvalidConfig = hourglass.ErrInvalidConfig
 	// ErrActive: the task is running and cannot be cancelled.
@@ -55,7 +55,7 @@ var (
 	ErrTaskActive = ErrActive
 	// ErrNoEtcd was meant for a call that needs etcd without a client.
 	//
-	// Deprecated: never returned. Shards without Options.Owners leaves
+	// Deprecated: never returned. Shards without Config.Owners leaves
 	// the owners empty; etcd is read by package inspect/etcdowners.
 	ErrNoEtcd = errors.New("inspect: no etcd client configured")
 	// ErrResizeRunning: Resize was refused because another change of the
@@ -183,21 +183,33 @@ func joinPartial(a, b error) error {
 	return out
 }
 
-// Options configure an Inspector. Namespace must be the deployment's
+// Config configures an Inspector. Namespace must be the deployment's
 // (the same as the schedulers'); Shards is its shard count before any
 // change of it (the schedulers' configured count): once the count was
 // changed, the layout record in Redis says it (Layout). Zero values mean
 // the defaults ("hourglass", 16).
-type Options struct {
-	Redis     redis.UniversalClient
+type Config struct {
+	// Namespace prefixes every key; default "hourglass".
 	Namespace string
-	Shards    int
+	// Shards is the shard count before any change of it; default 16.
+	Shards int
 	// Owners, when set, gives shard owners and epochs (Shards). The
 	// owners are in the schedulers' etcd: etcdowners.New (package
 	// github.com/hourglass-sched/hourglass/inspect/etcdowners) reads
 	// them. It is an interface so that a program that only reads queues
-	// and tasks does not link etcd's client and gRPC.
+	// and tasks does not link etcd's client and gRPC. Nil: owners are
+	// left empty.
 	Owners OwnerReader
+}
+
+// Validate reports a Config New cannot use, wrapping ErrInvalidConfig
+// (and ErrInvalidArgument). Zero fields are valid: they mean the
+// defaults.
+func (c Config) Validate() error {
+	if _, err := shard.NewLayout(shard.LayoutDefaults(c.Namespace, c.Shards)); err != nil {
+		return ofKind(ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // OwnerReader reads which scheduler replica owns each shard.
@@ -238,26 +250,29 @@ type Inspector struct {
 	owners OwnerReader
 }
 
-// New returns an Inspector for the deployment opts describe. It does no
-// I/O.
-func New(opts Options) (*Inspector, error) {
-	if opts.Redis == nil {
-		return nil, errorf(ErrInvalidConfig, "nil Redis client")
+// New returns an Inspector on rdb for the deployment cfg describes. It
+// does no I/O and does not own rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Inspector, error) {
+	if rdb == nil {
+		return nil, errorf(ErrInvalidConfig, "nil redis client")
 	}
-	l, err := shard.NewLayout(shard.LayoutDefaults(opts.Namespace, opts.Shards))
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l, err := shard.NewLayout(shard.LayoutDefaults(cfg.Namespace, cfg.Shards))
 	if err != nil {
 		return nil, ofKind(ErrInvalidConfig, err)
 	}
-	store := shard.NewStore(opts.Redis, l)
+	store := shard.NewStore(rdb, l)
 	follow, err := store.Follow(shard.FollowConfig{})
 	if err != nil {
 		return nil, ofKind(ErrInvalidConfig, err)
 	}
-	return &Inspector{rdb: opts.Redis, store: store, follow: follow, owners: opts.Owners}, nil
+	return &Inspector{rdb: rdb, store: store, follow: follow, owners: cfg.Owners}, nil
 }
 
 // ShardCount returns the shard count new tasks are placed by, as the
-// Inspector last read it (Options.Shards before its first call that
+// Inspector last read it (Config.Shards before its first call that
 // reads the layout record). It does no I/O; Layout reads the record.
 func (i *Inspector) ShardCount() int { return i.store.Layout().Shards() }
 
@@ -309,14 +324,26 @@ func (c *Counts) add(o Counts) {
 	c.Dead += o.Dead
 }
 
-// Policy is a queue's registered policy: enqueue defaults and limits and
-// the backoff of retries.
+// Policy is a queue's policy: enqueue defaults and limits and the
+// backoff of retries. As input (SetQueue) a zero field means its default
+// (DefaultPolicy), and MaxRetries, whose 0 means never retry, is a
+// pointer whose nil means the default; as read (Queue, Queues) every
+// field is set, MaxRetries non-nil, but for a queue that holds tasks and
+// is registered nowhere, whose Policy is the zero value.
 type Policy struct {
-	MaxRetries int           `json:"max_retries"`
-	Timeout    time.Duration `json:"timeout"`
-	MaxPayload int64         `json:"max_payload"`
-	// Backoff of retries; zero fields mean the default (1s base, 1h cap,
-	// factor 2).
+	// MaxRetries is how often a failed task is retried before it is
+	// dead-lettered, 0..1000 (0: never); nil: the default, 25.
+	// hourglass.Retries makes the pointer.
+	MaxRetries *int `json:"max_retries"`
+	// Timeout is the handler timeout (and lease) of one attempt; 0: the
+	// default, 30s.
+	Timeout time.Duration `json:"timeout"`
+	// MaxPayload is the largest payload an enqueue may carry, in bytes;
+	// 0: the default, 1 MiB.
+	MaxPayload int64 `json:"max_payload"`
+	// BackoffBase, BackoffCap and BackoffFactor shape the delay before a
+	// retry (base × factor^(attempt-1), capped, with jitter); each zero
+	// field means its default (1s base, 1h cap, factor 2).
 	BackoffBase   time.Duration `json:"backoff_base"`
 	BackoffCap    time.Duration `json:"backoff_cap"`
 	BackoffFactor float64       `json:"backoff_factor"`
@@ -352,56 +379,27 @@ type Queue struct {
 	OldestReady time.Time `json:"oldest_ready,omitzero"`
 }
 
-// Task states, as listed and looked up.
-type State string
+// State is where a task is: hourglass.State, which client reports too.
+type State = hourglass.State
 
-// States of a task.
+// States of a task (hourglass's).
 const (
-	StateScheduled State = "scheduled"
-	StateReady     State = "ready"
-	StateActive    State = "active"
-	StateDead      State = "dead"
+	StateScheduled = hourglass.StateScheduled
+	StateReady     = hourglass.StateReady
+	StateActive    = hourglass.StateActive
+	StateDead      = hourglass.StateDead
 )
 
-// Task describes one stored task.
-type Task struct {
-	ID         string        `json:"id"`
-	Queue      string        `json:"queue"`
-	State      State         `json:"state"`
-	Shard      int           `json:"shard"`
-	Attempts   int           `json:"attempts"`
-	MaxRetries int           `json:"max_retries"`
-	Timeout    time.Duration `json:"timeout"`
-	Due        time.Time     `json:"due"`
-	Enqueued   time.Time     `json:"enqueued"`
-	// Payload is the task's payload. A listing (ListTasks, ListDead)
-	// returns only its first PreviewBytes, so that a page stays small
-	// whatever the payloads; Task (a lookup) returns all of it.
-	Payload []byte `json:"payload"`
-	// PayloadSize is the length of the whole payload in bytes (so a
-	// listed task's Payload is cut when it is shorter); -1 when the data
-	// could not be read (Problem says why).
-	PayloadSize int64 `json:"payload_size"`
-	// LastError is the error of the last failed attempt, if any.
-	LastError string `json:"last_error,omitempty"`
-	// LeaseDeadline is when an active task's lease ends (zero: not leased).
-	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
-	// Dead is set for a dead-lettered task.
-	Dead *DeadInfo `json:"dead,omitempty"`
-	// Problem explains task data that could not be decoded (the other
-	// fields are then empty), or a corrupt due time (a delayed-set score
-	// that is no time: the shard's owner dead-letters such a task).
-	Problem string `json:"problem,omitempty"`
-}
+// Task describes one stored task: hourglass.TaskInfo, the view
+// client.Lookup returns too. A listing (ListTasks, ListDead) returns
+// only the first PreviewBytes of each payload; Task (a lookup) returns
+// all of it.
+type Task = hourglass.TaskInfo
 
-// DeadInfo is why and when a task was dead-lettered.
-type DeadInfo struct {
-	Reason string    `json:"reason"`
-	Error  string    `json:"error"`
-	At     time.Time `json:"at"`
-}
+// DeadInfo is why and when a task was dead-lettered: hourglass.DeadInfo.
+type DeadInfo = hourglass.DeadInfo
 
-// Shard describes one shard: its owner (from Options.Owners, when set)
+// Shard describes one shard: its owner (from Config.Owners, when set)
 // and its depths.
 type Shard struct {
 	Shard int `json:"shard"`

@@ -23,7 +23,7 @@ func newInspector(t *testing.T, n int) (*shardtest.Env, *inspect.Inspector) {
 	t.Helper()
 	e := shardtest.New(t, shardtest.Options{Namespace: "insp", Shards: n,
 		Queues: map[string]shard.QueuePolicy{"a": shardtest.Policy(), "b": shardtest.Policy()}})
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "insp", Shards: n})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "insp", Shards: n})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ type LayoutState string
 const (
 	// LayoutNone: there is no layout record, the shard count was never
 	// changed; it is the count the Inspector was made with
-	// (Options.Shards), which must be the schedulers'.
+	// (Config.Shards), which must be the schedulers'.
 	LayoutNone LayoutState = ""
 	// LayoutStable: no change runs.
 	LayoutStable LayoutState = shard.LayoutStable

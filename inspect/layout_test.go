@@ -48,7 +48,7 @@ func upTo(n int) []int {
 func TestResizeFollowsTheRecord(t *testing.T) {
 	t.Parallel()
 	e, in := newInspector(t, 4)
-	other, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "insp", Shards: 4})
+	other, err := inspect.New(e.RDB, inspect.Config{Namespace: "insp", Shards: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestSchedulesAcrossAChange(t *testing.T) {
 			name = n
 		}
 	}
-	def := compile(t, periodic.Schedule{Name: name, Queue: "a", Interval: 10 * time.Second, MaxRetries: -1})
+	def := compile(t, periodic.Schedule{Name: name, Queue: "a", Interval: 10 * time.Second})
 	fire := func(occ time.Time) {
 		t.Helper()
 		l := e.Store.Layout()

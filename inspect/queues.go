@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -127,41 +129,41 @@ func span(l shard.Layout) []int {
 
 func policyOf(p shard.QueuePolicy) Policy {
 	return Policy{
-		MaxRetries: p.MaxRetries, Timeout: p.Timeout, MaxPayload: p.MaxPayload,
+		MaxRetries: hourglass.Retries(p.MaxRetries), Timeout: p.Timeout, MaxPayload: p.MaxPayload,
 		BackoffBase: p.Backoff.Base, BackoffCap: p.Backoff.Cap, BackoffFactor: p.Backoff.Factor,
 	}
 }
 
-// shardPolicy converts p, filling zero fields with the defaults.
+// shardPolicy converts p, filling each zero field (nil MaxRetries) with
+// its default.
 func (p Policy) shardPolicy() shard.QueuePolicy {
-	sp := shard.QueuePolicy{MaxRetries: p.MaxRetries, Timeout: p.Timeout, MaxPayload: p.MaxPayload,
-		Backoff: shard.Backoff{Base: p.BackoffBase, Cap: p.BackoffCap, Factor: p.BackoffFactor}}
-	if sp.Timeout == 0 {
-		sp.Timeout = shard.DefaultTimeout
+	d := DefaultPolicy()
+	if p.MaxRetries == nil {
+		p.MaxRetries = d.MaxRetries
 	}
-	if sp.MaxPayload == 0 {
-		sp.MaxPayload = shard.DefaultMaxPayload
+	return shard.QueuePolicy{
+		MaxRetries: *p.MaxRetries,
+		Timeout:    confcheck.Or(p.Timeout, d.Timeout),
+		MaxPayload: confcheck.Or(p.MaxPayload, d.MaxPayload),
+		Backoff: shard.Backoff{Base: confcheck.Or(p.BackoffBase, d.BackoffBase), Cap: confcheck.Or(p.BackoffCap, d.BackoffCap),
+			Factor: confcheck.Or(p.BackoffFactor, d.BackoffFactor)},
 	}
-	if sp.Backoff == (shard.Backoff{}) {
-		sp.Backoff = shard.DefaultBackoff
-	}
-	return sp
 }
 
 // DefaultPolicy is the policy of a queue registered without settings: the
 // same defaults as the schedulers' queues config.
 func DefaultPolicy() Policy {
-	return Policy{MaxRetries: shard.DefaultMaxRetries, Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload,
+	return Policy{MaxRetries: hourglass.Retries(shard.DefaultMaxRetries), Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload,
 		BackoffBase: shard.DefaultBackoff.Base, BackoffCap: shard.DefaultBackoff.Cap, BackoffFactor: shard.DefaultBackoff.Factor}
 }
 
 // SetQueue registers queue name with policy p in every shard, or changes
 // its policy; it takes effect at once for new enqueues and retries, with
-// no scheduler restart. Zero Timeout, MaxPayload and backoff fields mean
-// the defaults (DefaultPolicy); MaxRetries is taken as given. A removed
-// queue that is still draining becomes active again. A scheduler that
-// starts re-registers the queues of its own config with the config's
-// policies: make lasting changes there too.
+// no scheduler restart. Zero fields of p, and a nil MaxRetries, mean the
+// defaults (DefaultPolicy). A removed queue that is still draining
+// becomes active again. A scheduler that starts re-registers the queues
+// of its own config with the config's policies: make lasting changes
+// there too.
 func (i *Inspector) SetQueue(ctx context.Context, name string, p Policy) error {
 	if _, err := i.layout(ctx); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -31,7 +32,7 @@ func TestQueueRegistryAtRunTime(t *testing.T) {
 	t.Parallel()
 	e, in := newInspector(t, 4)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	cl, err := client.New(e.RDB, client.Config{Namespace: "insp", Shards: 4, RetryFor: client.NoRetry})
+	cl, err := client.New(e.RDB, client.Config{Namespace: "insp", Shards: 4, RetryFor: client.RetryForNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +43,13 @@ func TestQueueRegistryAtRunTime(t *testing.T) {
 	if err := enqueue("before"); !errors.Is(err, client.ErrUnknownQueue) {
 		t.Fatalf("enqueue before the queue exists: %v", err)
 	}
-	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: 2}); err != nil {
+	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: hourglass.Retries(2)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := enqueue("one"); err != nil {
 		t.Fatal(err)
 	}
-	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: 7, Timeout: 3 * time.Second}); err != nil {
+	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: hourglass.Retries(7), Timeout: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if err := enqueue("two"); err != nil {
@@ -60,13 +61,13 @@ func TestQueueRegistryAtRunTime(t *testing.T) {
 		t.Fatalf("policies applied: one %+v, two %+v", one, two)
 	}
 	q, err := in.Queue(ctx, "fresh")
-	if err != nil || q.State != inspect.QueueActive || q.Policy.MaxRetries != 7 || q.Counts.Scheduled != 2 {
+	if err != nil || q.State != inspect.QueueActive || q.Policy.MaxRetries == nil || *q.Policy.MaxRetries != 7 || q.Counts.Scheduled != 2 {
 		t.Fatalf("queue after set: %+v %v", q, err)
 	}
 	if err := in.SetQueue(ctx, "bad|name", inspect.Policy{}); !errors.Is(err, inspect.ErrInvalidArgument) {
 		t.Fatalf("bad name: %v", err)
 	}
-	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: 5000}); !errors.Is(err, inspect.ErrInvalidArgument) {
+	if err := in.SetQueue(ctx, "fresh", inspect.Policy{MaxRetries: hourglass.Retries(5000)}); !errors.Is(err, inspect.ErrInvalidArgument) {
 		t.Fatalf("bad policy: %v", err)
 	}
 
@@ -98,5 +99,41 @@ func TestQueueRegistryAtRunTime(t *testing.T) {
 	}
 	if err := in.Pause(ctx, "fresh"); !errors.Is(err, inspect.ErrNotFound) {
 		t.Fatalf("pausing a queue that does not exist: %v", err)
+	}
+}
+
+// TestSetQueueZeroFieldsAreDefaults: SetQueue takes a zero field, and a
+// nil MaxRetries, for its default, each on its own (a backoff given in
+// part keeps the defaults of the rest), while MaxRetries 0 means no
+// retry; the policy read back has every field set.
+func TestSetQueueZeroFieldsAreDefaults(t *testing.T) {
+	t.Parallel()
+	_, in := newInspector(t, 2)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	d := inspect.DefaultPolicy()
+	for _, c := range []struct {
+		name string
+		set  inspect.Policy
+		want func(p inspect.Policy) bool
+	}{
+		{"zero", inspect.Policy{}, func(p inspect.Policy) bool {
+			retries := *p.MaxRetries
+			p.MaxRetries = d.MaxRetries // the rest compared by value
+			return retries == *d.MaxRetries && p == d
+		}},
+		{"never-retry", inspect.Policy{MaxRetries: hourglass.Retries(0)}, func(p inspect.Policy) bool {
+			return *p.MaxRetries == 0 && p.Timeout == d.Timeout && p.MaxPayload == d.MaxPayload
+		}},
+		{"some-backoff", inspect.Policy{BackoffBase: 2 * time.Second}, func(p inspect.Policy) bool {
+			return *p.MaxRetries == *d.MaxRetries && p.BackoffBase == 2*time.Second && p.BackoffCap == d.BackoffCap && p.BackoffFactor == d.BackoffFactor
+		}},
+	} {
+		if err := in.SetQueue(ctx, c.name, c.set); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		q, err := in.Queue(ctx, c.name)
+		if err != nil || q.Policy.MaxRetries == nil || !c.want(q.Policy) {
+			t.Errorf("%s: policy %+v (max retries %v), %v", c.name, q.Policy, q.Policy.MaxRetries, err)
+		}
 	}
 }

@@ -32,9 +32,9 @@ func TestSchedulesShowStateAndNext(t *testing.T) {
 	e, in := newInspector(t, 4)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	l := e.Layout()
-	every := compile(t, periodic.Schedule{Name: "every-10s", Queue: "a", Interval: 10 * time.Second, MaxRetries: -1})
+	every := compile(t, periodic.Schedule{Name: "every-10s", Queue: "a", Interval: 10 * time.Second})
 	nightly := compile(t, periodic.Schedule{Name: "nightly", Queue: "b", Cron: "30 2 * * *", TimeZone: "Europe/Paris",
-		MaxRetries: -1, CatchUp: periodic.CatchUpLatest, Overlap: periodic.OverlapSkip})
+		CatchUp: periodic.CatchUpLatest, Overlap: periodic.OverlapSkip})
 	defs := []*periodic.Compiled{every, nightly}
 
 	fire := func(name string, occ time.Time) {

@@ -12,7 +12,7 @@ import (
 
 // Shards returns every shard with its counts, the epoch its scripts last
 // saw in Redis, its hash slot and, on a Redis Cluster, the primary that
-// serves it; and its owner and epoch when Options.Owners was given
+// serves it; and its owner and epoch when Config.Owners was given
 // (otherwise Owner is "" and Epoch 0). The shards are those of the
 // layout record: while the shard count changes, 0..Existing-1 (those being
 // left and the new ones), afterwards the new count's. A shard whose data

@@ -16,7 +16,7 @@ type ownersFunc func(context.Context) (map[int]inspect.Owner, error)
 func (f ownersFunc) Owners(ctx context.Context) (map[int]inspect.Owner, error) { return f(ctx) }
 
 // TestShardsOwnersFromReader: Shards fills each shard's owner and epoch
-// from Options.Owners, ignores owners of shards it does not list, leaves
+// from Config.Owners, ignores owners of shards it does not list, leaves
 // them empty without a reader, and when the reader fails returns the
 // table read from Redis with an error wrapping the reader's.
 func TestShardsOwnersFromReader(t *testing.T) {
@@ -25,7 +25,7 @@ func TestShardsOwnersFromReader(t *testing.T) {
 	ctx := testenv.Ctx(t, 10*time.Second)
 	owners := map[int]inspect.Owner{1: {Replica: "r1", Epoch: 7}, 5: {Replica: "gone", Epoch: 1}}
 	var fail error
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "insp", Shards: 2,
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "insp", Shards: 2,
 		Owners: ownersFunc(func(context.Context) (map[int]inspect.Owner, error) { return owners, fail })})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -172,7 +171,7 @@ func (i *Inspector) step(ctx context.Context, c *cursor, limit int) ([]Task, boo
 	}
 	out := make([]Task, len(es))
 	for k, e := range es {
-		out[k] = taskOf(e, c.State, c.Shard)
+		out[k] = e.View(string(c.State), c.Shard)
 	}
 	return out, done, nil
 }
@@ -191,66 +190,6 @@ func (c cursor) filter() shard.Filter {
 	return f
 }
 
-// taskOf builds a listed task from its entry: its payload is the
-// entry's preview, PayloadSize the whole one's length.
-func taskOf(e shard.Entry, st State, sh int) Task {
-	t := Task{ID: e.ID, State: st, Shard: sh, LastError: e.LastError}
-	fillData(&t, e.Blob)
-	if t.Problem == "" {
-		t.PayloadSize = e.PayloadSize
-	}
-	if e.BadScore {
-		t.Problem = corruptDue
-	}
-	switch st {
-	case StateActive:
-		t.LeaseDeadline = time.UnixMilli(e.Score)
-	case StateDead:
-		t.Dead = deadInfo(e.DeadInfo, e.Score)
-	}
-	return t
-}
-
-// fillData decodes a task's stored data into t, or explains why not.
-func fillData(t *Task, blob string) {
-	t.PayloadSize = -1
-	if blob == "" {
-		t.Problem = "no task data"
-		return
-	}
-	d, err := shard.Decode(t.ID, []byte(blob))
-	if err != nil {
-		t.Problem = err.Error()
-		return
-	}
-	setData(t, d)
-}
-
-// setData sets t's fields from its decoded data.
-func setData(t *Task, d shard.Task) {
-	t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
-	t.Due, t.Enqueued, t.Payload, t.PayloadSize = d.Due, d.Enqueued, d.Payload, int64(len(d.Payload))
-}
-
-// corruptDue is the Problem of a scheduled task whose delayed-set score
-// is not a due time (shard.ValidDue).
-const corruptDue = "corrupt due time: the shard's owner dead-letters it (reason \"corrupt due time\")"
-
-// deadInfo parses a burial record; at (unix ms) is the burial time from
-// the dead-letter set, used when the record lacks one.
-func deadInfo(js string, at int64) *DeadInfo {
-	var rec struct {
-		Reason string `json:"reason"`
-		Error  string `json:"error"`
-		At     int64  `json:"at"`
-	}
-	_ = json.Unmarshal([]byte(js), &rec) // a missing or bad record leaves it empty
-	if rec.At == 0 {
-		rec.At = at
-	}
-	return &DeadInfo{Reason: rec.Reason, Error: rec.Error, At: time.UnixMilli(rec.At)}
-}
-
 // Task looks up one task by id, in any state, wherever a change of the
 // shard count has it; Task.Shard is the shard it was found in.
 // ErrNotFound if no such task is stored.
@@ -259,22 +198,7 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 	if err != nil {
 		return Task{}, mapErr(err)
 	}
-	t := Task{ID: id, State: State(info.State), Shard: info.Shard, LastError: info.LastError, PayloadSize: -1}
-	if info.DecodeErr != nil {
-		t.Problem = info.DecodeErr.Error()
-	} else {
-		setData(&t, info.Task)
-	}
-	if info.CorruptDue {
-		t.Problem = corruptDue
-	}
-	switch t.State {
-	case StateActive:
-		t.LeaseDeadline = info.At
-	case StateDead:
-		t.Dead = deadInfo(info.DeadInfo, info.At.UnixMilli())
-	}
-	return t, nil
+	return info.View(), nil
 }
 
 // Cancel deletes a task that is not running, whatever its state

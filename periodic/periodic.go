@@ -95,6 +95,9 @@ const (
 	MinInterval = time.Second
 	// MaxNameLen bounds a schedule name.
 	MaxNameLen = 128
+	// MaxRetriesLimit bounds MaxRetries, as client.MaxRetriesLimit
+	// bounds a task's.
+	MaxRetriesLimit = 1000
 )
 
 // NameRule describes the legal schedule names, for error messages.
@@ -120,9 +123,10 @@ type Schedule struct {
 	// occurrence), to spread schedules that share a time. Less than the
 	// schedule's period.
 	Jitter time.Duration `json:"jitter,omitempty"`
-	// MaxRetries of the tasks: -1 (or unset in the configuration) for
-	// the queue's default.
-	MaxRetries int `json:"max_retries"`
+	// MaxRetries of the tasks, 0..1000 (0: never retried); nil for the
+	// queue's default (hourglass.Retries makes the pointer). A registry
+	// record of an older version that stores -1 means the default too.
+	MaxRetries *int `json:"max_retries,omitempty"`
 	// Timeout of the tasks; 0 for the queue's default.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// CatchUp policy ("" is CatchUpSkip) and, for CatchUpAll, its window
@@ -187,8 +191,8 @@ func (s Schedule) Compile() (*Compiled, error) {
 			c.loc = loc
 		}
 	}
-	if s.MaxRetries < -1 || s.MaxRetries > 1000 {
-		return nil, bad("max_retries", "must be -1 (the queue's default) or 0..1000 (got %d)", s.MaxRetries)
+	if s.MaxRetries != nil && (*s.MaxRetries < 0 || *s.MaxRetries > MaxRetriesLimit) {
+		return nil, bad("max_retries", "must be 0..%d, or unset for the queue's default (got %d)", MaxRetriesLimit, *s.MaxRetries)
 	}
 	if s.Timeout < 0 || s.Timeout%time.Millisecond != 0 {
 		return nil, bad("timeout", "must be 0 (the queue's default) or a positive whole number of milliseconds (got %s)", s.Timeout)
@@ -315,13 +319,18 @@ func (c *Compiled) latest(last, now time.Time) time.Time {
 func (s Schedule) Encode() ([]byte, error) { return json.Marshal(s) }
 
 // Decode reads a schedule the registry stores under name and compiles
-// it; the name stored is the registry's key.
+// it; the name stored is the registry's key. A max_retries of -1, which
+// versions before MaxRetries was a pointer wrote for the queue's
+// default, reads as the default (nil).
 func Decode(name string, data []byte) (*Compiled, error) {
 	var s Schedule
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, &Error{Schedule: name, Field: "definition", Reason: err.Error()}
 	}
 	s.Name = name
+	if s.MaxRetries != nil && *s.MaxRetries == -1 {
+		s.MaxRetries = nil
+	}
 	return s.Compile()
 }
 

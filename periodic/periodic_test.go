@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hourglass-sched/hourglass"
 )
 
 func mustCompile(t *testing.T, s Schedule) *Compiled {
@@ -156,7 +158,8 @@ func TestInvalidSchedulesNameTheField(t *testing.T) {
 		{Schedule{Name: "a", Queue: "q", Interval: time.Second, Jitter: time.Second}, "jitter"},
 		{Schedule{Name: "a", Queue: "q", Interval: time.Second, CatchUp: "some"}, "catch_up"},
 		{Schedule{Name: "a", Queue: "q", Interval: time.Second, Overlap: "never"}, "overlap"},
-		{Schedule{Name: "a", Queue: "q", Interval: time.Second, MaxRetries: -2}, "max_retries"},
+		{Schedule{Name: "a", Queue: "q", Interval: time.Second, MaxRetries: hourglass.Retries(-1)}, "max_retries"},
+		{Schedule{Name: "a", Queue: "q", Interval: time.Second, MaxRetries: hourglass.Retries(1001)}, "max_retries"},
 		{Schedule{Name: "a", Queue: "q", Interval: time.Second, CatchUpWindow: 8 * 24 * time.Hour}, "catch_up_window"},
 	} {
 		_, err := tc.s.Compile()
@@ -173,7 +176,7 @@ func TestInvalidSchedulesNameTheField(t *testing.T) {
 func TestEncodeDecode(t *testing.T) {
 	t.Parallel()
 	s := Schedule{Name: "x", Queue: "q", Payload: []byte("p"), Cron: "*/5 * * * *", TimeZone: "Asia/Tokyo", Jitter: time.Second,
-		MaxRetries: 2, Timeout: time.Minute, CatchUp: CatchUpAll, CatchUpWindow: 2 * time.Hour, Overlap: OverlapSkip}
+		MaxRetries: hourglass.Retries(2), Timeout: time.Minute, CatchUp: CatchUpAll, CatchUpWindow: 2 * time.Hour, Overlap: OverlapSkip}
 	b, err := s.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -182,12 +185,46 @@ func TestEncodeDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(c.Payload) != "p" || c.Cron != s.Cron || c.TimeZone != s.TimeZone || c.Jitter != s.Jitter || c.MaxRetries != 2 ||
+	if string(c.Payload) != "p" || c.Cron != s.Cron || c.TimeZone != s.TimeZone || c.Jitter != s.Jitter || c.MaxRetries == nil || *c.MaxRetries != 2 ||
 		c.Timeout != time.Minute || c.CatchUp != CatchUpAll || c.CatchUpWindow != 2*time.Hour || c.Overlap != OverlapSkip {
 		t.Fatalf("round trip: %+v", c.Schedule)
 	}
 	if _, err := Decode("y", []byte("{")); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad JSON: %v", err)
+	}
+}
+
+// TestMaxRetriesNilIsTheDefault: a nil MaxRetries is the queue's default
+// and is stored without the key; 0 is stored and means no retry; a
+// record written by a version whose default was -1 reads as nil.
+func TestMaxRetriesNilIsTheDefault(t *testing.T) {
+	t.Parallel()
+	def := Schedule{Name: "d", Queue: "q", Interval: time.Second}
+	b, err := def.Encode()
+	if err != nil || strings.Contains(string(b), "max_retries") {
+		t.Fatalf("a default retry limit is stored as %s (%v), want no max_retries", b, err)
+	}
+	if c, err := Decode("d", b); err != nil || c.MaxRetries != nil {
+		t.Fatalf("decoded %+v, %v; want MaxRetries nil", c, err)
+	}
+	never := def
+	never.MaxRetries = hourglass.Retries(0)
+	if b, _ = never.Encode(); !strings.Contains(string(b), `"max_retries":0`) {
+		t.Fatalf("no retry is stored as %s", b)
+	}
+	if c, err := Decode("d", b); err != nil || c.MaxRetries == nil || *c.MaxRetries != 0 {
+		t.Fatalf("decoded %+v, %v; want MaxRetries 0", c, err)
+	}
+	for _, old := range []string{
+		`{"name":"d","queue":"q","interval":1000000000,"max_retries":-1}`, // the default, as written before
+		`{"name":"d","queue":"q","interval":1000000000,"max_retries":null}`,
+	} {
+		if c, err := Decode("d", []byte(old)); err != nil || c.MaxRetries != nil {
+			t.Errorf("%s decoded %+v, %v; want MaxRetries nil", old, c, err)
+		}
+	}
+	if _, err := Decode("d", []byte(`{"queue":"q","interval":1000000000,"max_retries":-2}`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("max_retries -2 decoded: %v", err)
 	}
 }
 

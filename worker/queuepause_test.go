@@ -19,7 +19,7 @@ import (
 func TestPauseAndResume(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: ns, Shards: shards})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestStatusCountsEveryShardOfTheSpan(t *testing.T) {
 	r := testenv.StartRedis(t)
 	rdb := r.Client(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	in, err := inspect.New(inspect.Options{Redis: rdb, Shards: 16})
+	in, err := inspect.New(rdb, inspect.Config{Shards: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func (d *demo) start(ctx context.Context, o options) error {
 		return err
 	}
 	d.rdb = redis.NewClient(&redis.Options{Addr: d.redis.Addr})
-	if d.in, err = inspect.New(inspect.Options{Redis: d.rdb, Shards: o.shards}); err != nil {
+	if d.in, err = inspect.New(d.rdb, inspect.Config{Shards: o.shards}); err != nil {
 		return err
 	}
 	if d.target, err = startTarget(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -213,7 +214,10 @@ func (a *app) queuePause(pause bool) *cobra.Command {
 }
 
 func (a *app) queueSet() *cobra.Command {
-	var given inspect.Policy // the flags' values; only flags given are applied
+	var (
+		given   inspect.Policy // the flags' values; only flags given are applied
+		retries int            // --max-retries, given.MaxRetries when given
+	)
 	cmd := &cobra.Command{
 		Use:   "set QUEUE",
 		Short: "Add a queue, or change its policy, at run time (no scheduler restart)",
@@ -236,6 +240,7 @@ lasting changes in the config too.
 			if err != nil {
 				return err
 			}
+			given.MaxRetries = &retries
 			p = applyGiven(cmd, p, given)
 			if err := in.SetQueue(ctx, args[0], p); err != nil {
 				return err
@@ -245,7 +250,7 @@ lasting changes in the config too.
 	}
 	d := inspect.DefaultPolicy()
 	f := cmd.Flags()
-	f.IntVar(&given.MaxRetries, "max-retries", d.MaxRetries, "retries before a task is dead-lettered")
+	f.IntVar(&retries, "max-retries", *d.MaxRetries, "retries before a task is dead-lettered (0: never retried)")
 	f.DurationVar(&given.Timeout, "timeout", d.Timeout, "lease of one attempt (the queue's, not the command's)")
 	f.Int64Var(&given.MaxPayload, "max-payload", d.MaxPayload, "largest payload, bytes")
 	f.DurationVar(&given.BackoffBase, "backoff-base", d.BackoffBase, "first retry delay")
@@ -320,8 +325,12 @@ func (a *app) queueRm() *cobra.Command {
 
 // policyText renders a policy for people.
 func policyText(p inspect.Policy) string {
-	return fmt.Sprintf("max retries %d, timeout %s, max payload %d, backoff %s..%s x%g",
-		p.MaxRetries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor)
+	retries := "default"
+	if p.MaxRetries != nil {
+		retries = strconv.Itoa(*p.MaxRetries)
+	}
+	return fmt.Sprintf("max retries %s, timeout %s, max payload %d, backoff %s..%s x%g",
+		retries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor)
 }
 
 // parseWhen reads an absolute time (RFC 3339) or a duration: ago true

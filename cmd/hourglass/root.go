@@ -215,11 +215,11 @@ func (a *app) newInspector(etcd *clientv3.Client) (*inspect.Inspector, error) {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { _ = rdb.Close() })
-	opts := inspect.Options{Redis: rdb, Namespace: cfg.Namespace, Shards: cfg.Shards}
+	icfg := inspect.Config{Namespace: cfg.Namespace, Shards: cfg.Shards}
 	if etcd != nil {
-		opts.Owners = etcdowners.New(etcd, cfg.Namespace)
+		icfg.Owners = etcdowners.New(etcd, cfg.Namespace)
 	}
-	return inspect.New(opts)
+	return inspect.New(rdb, icfg)
 }
 
 // session returns the Inspector and the command's ctx bounded by

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
@@ -225,6 +226,7 @@ func (a *app) scheduleSet() *cobra.Command {
 	var (
 		s       periodic.Schedule
 		payload string
+		retries int
 	)
 	cmd := &cobra.Command{
 		Use:   "set NAME --queue Q (--cron EXPR [--tz ZONE] | --interval D)",
@@ -246,6 +248,9 @@ stays at its default of 30s for this verb).`,
 			s.Name = args[0]
 			if payload != "" {
 				s.Payload = []byte(payload)
+			}
+			if cmd.Flags().Changed("max-retries") {
+				s.MaxRetries = hourglass.Retries(retries)
 			}
 			defs, err := a.schedules()
 			if err != nil {
@@ -275,7 +280,7 @@ stays at its default of 30s for this verb).`,
 	f.DurationVar(&s.Interval, "interval", 0, "fixed period instead of --cron, at least 1s (at its whole multiples since the Unix epoch)")
 	f.StringVar(&payload, "payload", "", "payload of every task, as text")
 	f.DurationVar(&s.Jitter, "jitter", 0, "delay each task by up to this much, the same on every replica")
-	f.IntVar(&s.MaxRetries, "max-retries", -1, "retries of the tasks, 0..1000; -1 for the queue's default")
+	f.IntVar(&retries, "max-retries", 0, "retries of the tasks, 0..1000 (0: never retried); left out, the queue's default")
 	f.DurationVar(&s.Timeout, "timeout", 0, "lease of one attempt of the tasks (not the command's bound); 0 for the queue's default")
 	f.StringVar((*string)(&s.CatchUp), "catch-up", "", "missed occurrences to fire: skip (default), latest or all")
 	f.DurationVar(&s.CatchUpWindow, "catch-up-window", 0, "how far back --catch-up all looks (default 1h, at most 168h)")

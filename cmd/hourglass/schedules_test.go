@@ -73,7 +73,7 @@ periodic:
 	// fires it (the queue registered, epoch 1 on a fresh Redis).
 	ctx := testenv.Ctx(t, 30*time.Second)
 	rdb := r.Client(t)
-	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: "clitest", Shards: 4})
+	in, err := inspect.New(rdb, inspect.Config{Namespace: "clitest", Shards: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +154,13 @@ periodic:
 		t.Fatalf("registered: %+v %v", reg, err)
 	}
 	if r := reg[0]; r.Name != "reg" || r.Queue != "default" || r.Cron != "0 9 * * 1-5" || r.Interval != 0 || r.TimeZone != "Europe/Paris" ||
-		string(r.Payload) != "hi" || r.Jitter != time.Minute || r.MaxRetries != 2 || r.Timeout != 5*time.Second ||
+		string(r.Payload) != "hi" || r.Jitter != time.Minute || r.MaxRetries == nil || *r.MaxRetries != 2 || r.Timeout != 5*time.Second ||
 		r.CatchUp != "all" || r.CatchUpWindow != 3*time.Hour || r.Overlap != "skip" {
 		t.Fatalf("registered: %+v", r.Schedule)
 	}
 	// A registered "tick", as the Go API allows: the configured one
 	// shadows it, so it is not listed.
-	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Hour, MaxRetries: -1}); err != nil {
+	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "tick", Queue: "default", Interval: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	ss = listAll()

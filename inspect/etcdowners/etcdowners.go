@@ -1,5 +1,5 @@
 // Package etcdowners reads the shards' owners from the schedulers'
-// election in etcd, for package inspect (Options.Owners). It is a package
+// election in etcd, for package inspect (Config.Owners). It is a package
 // of its own so that only a program that asks for owners links etcd's
 // client and gRPC; inspect alone reads queues, tasks and shards from
 // Redis.
@@ -24,7 +24,7 @@ type Reader struct {
 }
 
 // New returns a Reader of the election of the deployment named
-// namespace (inspect.Options.Namespace; "" means "hourglass"), whose
+// namespace (inspect.Config.Namespace; "" means "hourglass"), whose
 // schedulers elect under the etcd prefix "/<namespace>/", with cli,
 // which stays the caller's to close. It does no I/O.
 func New(cli *clientv3.Client, namespace string) *Reader {

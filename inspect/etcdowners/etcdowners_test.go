@@ -32,7 +32,7 @@ func TestOwnersOfTheNamespace(t *testing.T) {
 	rev2 := put(election.ShardKey(election.Prefix("own"), 2), "replica-b")
 	put(election.ShardKey(election.Prefix("other"), 1), "replica-c")
 
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "own", Shards: 3, Owners: etcdowners.New(cli, "own")})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "own", Shards: 3, Owners: etcdowners.New(cli, "own")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,8 @@ type PeriodicConfig struct {
 	// Jitter delays each task by up to this much, the same on every
 	// replica.
 	Jitter time.Duration `koanf:"jitter"`
-	// MaxRetries of the tasks; nil: the queue's.
+	// MaxRetries of the tasks; nil (the key left out): the queue's, as
+	// periodic.Schedule.MaxRetries.
 	MaxRetries *int `koanf:"max_retries"`
 	// Timeout of the tasks.
 	Timeout time.Duration `koanf:"timeout"`
@@ -42,17 +43,13 @@ type PeriodicConfig struct {
 
 // Schedule returns the schedule name declares.
 func (p PeriodicConfig) Schedule(name string) periodic.Schedule {
-	retries := -1
-	if p.MaxRetries != nil {
-		retries = *p.MaxRetries
-	}
 	var payload []byte
 	if p.Payload != "" {
 		payload = []byte(p.Payload)
 	}
 	return periodic.Schedule{
 		Name: name, Queue: p.Queue, Payload: payload, Cron: p.Cron, Interval: p.Interval, TimeZone: p.TimeZone,
-		Jitter: p.Jitter, MaxRetries: retries, Timeout: p.Timeout,
+		Jitter: p.Jitter, MaxRetries: p.MaxRetries, Timeout: p.Timeout,
 		CatchUp: periodic.CatchUp(p.CatchUp), CatchUpWindow: p.CatchUpWindow, Overlap: periodic.Overlap(p.Overlap),
 	}
 }

@@ -41,11 +41,11 @@ periodic:
 		t.Fatalf("schedules: %v %v", ss, err)
 	}
 	n, tick := ss[0], ss[1]
-	if n.Name != "nightly" || n.MaxRetries != 0 || n.TimeZone != "Europe/Paris" || n.Cron != "30 2 * * *" {
+	if n.Name != "nightly" || n.MaxRetries == nil || *n.MaxRetries != 0 || n.TimeZone != "Europe/Paris" || n.Cron != "30 2 * * *" {
 		t.Fatalf("nightly: %+v", n.Schedule)
 	}
 	if tick.Interval != time.Second || tick.Overlap != periodic.OverlapSkip || tick.CatchUp != periodic.CatchUpAll ||
-		tick.CatchUpWindow != 10*time.Minute || tick.MaxRetries != -1 {
+		tick.CatchUpWindow != 10*time.Minute || tick.MaxRetries != nil {
 		t.Fatalf("tick: %+v", tick.Schedule)
 	}
 }

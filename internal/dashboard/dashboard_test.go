@@ -30,7 +30,7 @@ func newServer(t *testing.T, o Options) (*httptest.Server, *inspect.Inspector) {
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
 	e.Schedule(shardtest.Queue, time.Hour, "s1", "s2")
 	e.Dead(shardtest.Queue, "d", 2)
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRedisTimeoutIsGatewayTimeout(t *testing.T) {
 	if err := shard.NewStore(rdb, l).RegisterQueues(testenv.Ctx(t, 10*time.Second), map[string]shard.QueuePolicy{"q": shardtest.Policy()}); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: rdb, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(rdb, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestCancelRunningIsConflict(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
 	running := e.Popped(shardtest.Queue, "r", 1)
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestBasicAuth(t *testing.T) {
 func TestSchedules(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +291,8 @@ func TestSchedules(t *testing.T) {
 		}
 		return c
 	}
-	tick := compile(periodic.Schedule{Name: "tick", Queue: shardtest.Queue, Interval: 10 * time.Second, MaxRetries: -1})
-	nightly := compile(periodic.Schedule{Name: "nightly", Queue: shardtest.Queue, Cron: "30 2 * * *", TimeZone: "Europe/Paris", MaxRetries: -1})
+	tick := compile(periodic.Schedule{Name: "tick", Queue: shardtest.Queue, Interval: 10 * time.Second})
+	nightly := compile(periodic.Schedule{Name: "nightly", Queue: shardtest.Queue, Cron: "30 2 * * *", TimeZone: "Europe/Paris"})
 	var defs atomic.Pointer[[]*periodic.Compiled]
 	defs.Store(&[]*periodic.Compiled{tick, nightly})
 	srv := httptest.NewServer(New(Options{Inspector: in, Schedules: func() []*periodic.Compiled { return *defs.Load() }}))

@@ -22,7 +22,7 @@ func TestShardsReportTheLayout(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
 	e.Schedule(shardtest.Queue, time.Hour, "s1", "s2", "s3")
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestShardsReportTheLayout(t *testing.T) {
 
 	// Another process (the CLI) starts the change: the dashboard's
 	// Inspector follows the record.
-	other, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	other, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestShardsNameWhatAChangeWaitsFor(t *testing.T) {
 	if _, err := e.Store.SetPaused(ctx, shardtest.Queue, true); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestReadsShowTheRestWhenAShardIsCorrupt(t *testing.T) {
 	if err := e.RDB.Set(ctx, e.Layout().Ready(1, shardtest.Queue), "garbage", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 func TestBigPayloadsStayOutOfListings(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "big", Shards: 2})
-	in, err := inspect.New(inspect.Options{Redis: e.RDB, Namespace: "big", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "big", Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

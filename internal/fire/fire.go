@@ -381,10 +381,14 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Time, paused, caughtUp bool) error {
 	l := f.store.Layout()
 	c := st.c
+	retries := -1 // the queue's default
+	if c.MaxRetries != nil {
+		retries = *c.MaxRetries
+	}
 	a := shard.FireArgs{
 		Schedule: c.Name, Occurrence: occ, Epoch: s.Epoch, Paused: paused,
 		Task: shard.EnqueueArgs{ID: l.OccurrenceID(c.Name, occ), Queue: c.Queue, Payload: c.Payload,
-			Due: c.Due(occ), MaxRetries: c.MaxRetries, Timeout: c.Timeout},
+			Due: c.Due(occ), MaxRetries: retries, Timeout: c.Timeout},
 	}
 	a.Overlap = c.Overlap == periodic.OverlapSkip
 	r, err := f.store.Fire(ctx, s.ID, a)

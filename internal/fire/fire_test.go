@@ -112,7 +112,7 @@ func TestFiresEveryOccurrenceOnce(t *testing.T) {
 	// catch_up all: a hand-over slower than the (least) misfire grace on
 	// a loaded machine must not make a gap either (skip would, by
 	// design).
-	c := compile(t, periodic.Schedule{Name: "tick", Queue: "q", Interval: time.Second, MaxRetries: -1, CatchUp: periodic.CatchUpAll})
+	c := compile(t, periodic.Schedule{Name: "tick", Queue: "q", Interval: time.Second, CatchUp: periodic.CatchUpAll})
 	start := time.Now()
 	stopA := run(t, e, 1, c)
 	stopB := run(t, e, 2, c)
@@ -155,7 +155,7 @@ func TestCatchUpPolicies(t *testing.T) {
 			// occurrences, all within the window (so "all" fires each),
 			// and the first more than the misfire grace old (so the policy
 			// decides, not the hand-over rule).
-			c := compile(t, periodic.Schedule{Name: "c", Queue: "q", Interval: 2 * time.Second, MaxRetries: -1,
+			c := compile(t, periodic.Schedule{Name: "c", Queue: "q", Interval: 2 * time.Second,
 				CatchUp: policy, CatchUpWindow: time.Minute})
 			l := e.Layout()
 			now := time.Now()
@@ -208,7 +208,7 @@ func TestCatchUpPolicies(t *testing.T) {
 func TestHandOverFiresLateNotMissed(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-	c := compile(t, periodic.Schedule{Name: "h", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	c := compile(t, periodic.Schedule{Name: "h", Queue: "q", Interval: time.Second})
 	l := e.Layout()
 	// The next occurrence is 0.1-1.1 s old: at least 0.9 s to spare
 	// before the (least) misfire grace for the firer to start.
@@ -240,7 +240,7 @@ func TestMisfireGraceDecidesBeforeThePolicy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-			s := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: 5 * time.Second, MaxRetries: -1}) // catch_up skip
+			s := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: 5 * time.Second}) // catch_up skip
 			l := e.Layout()
 			now := time.Now()
 			last := s.Next(now.Add(-c.ago))
@@ -276,7 +276,7 @@ func TestMisfireGraceDecidesBeforeThePolicy(t *testing.T) {
 func TestGaugesLeaveWithTheSchedule(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
-	c := compile(t, periodic.Schedule{Name: "g", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	c := compile(t, periodic.Schedule{Name: "g", Queue: "q", Interval: time.Second})
 	met := NewMetrics(nil)
 	gauges := func() int { return testutil.CollectAndCount(met.next) + testutil.CollectAndCount(met.last) }
 	stop := runWith(t, e, 1, Config{Metrics: met}, c)
@@ -290,7 +290,7 @@ func TestGaugesLeaveWithTheSchedule(t *testing.T) {
 
 	// A schedule removed (or moved to a shard another replica owns) while
 	// the loop runs: its series go, the others stay.
-	d := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: time.Second, MaxRetries: -1})
+	d := compile(t, periodic.Schedule{Name: "d", Queue: "q", Interval: time.Second})
 	f, err := New(e.Store, Config{Schedules: []*periodic.Compiled{c, d}, Metrics: met})
 	if err != nil {
 		t.Fatal(err)
@@ -334,8 +334,8 @@ func TestNewHomeFiresWhileAScheduleAwaitsItsHandOver(t *testing.T) {
 	nameIn := func(prefix string, sh int) string {
 		return testenv.IDs(prefix, 1, func(id string) bool { return testenv.ShardOf(id, 4) == sh })[0]
 	}
-	stay := compile(t, periodic.Schedule{Name: nameIn("stay-", 0), Queue: "q", Interval: time.Second, MaxRetries: -1})
-	arrive := compile(t, periodic.Schedule{Name: nameIn("arrive-", 2), Queue: "q", Interval: time.Second, MaxRetries: -1})
+	stay := compile(t, periodic.Schedule{Name: nameIn("stay-", 0), Queue: "q", Interval: time.Second})
+	arrive := compile(t, periodic.Schedule{Name: nameIn("arrive-", 2), Queue: "q", Interval: time.Second})
 
 	// A task in flight in shard 3 keeps the change 4 -> 2 open.
 	busy := e.IDsIn(3, 1, "busy-")[0]
@@ -393,7 +393,7 @@ func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
 	// catch_up all, and occurrences missed since 10 s ago: a paused
 	// schedule catches none of them up either.
-	c := compile(t, periodic.Schedule{Name: "p", Queue: "q", Interval: time.Second, MaxRetries: -1, CatchUp: periodic.CatchUpAll})
+	c := compile(t, periodic.Schedule{Name: "p", Queue: "q", Interval: time.Second, CatchUp: periodic.CatchUpAll})
 	l := e.Layout()
 	now := time.Now()
 	last := c.Next(now.Add(-10 * time.Second))
@@ -422,7 +422,7 @@ func TestEveryFamilyBeforeTheFirstOccurrence(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy()}})
 	// An occurrence every 1,000 hours: none during the test.
-	c := compile(t, periodic.Schedule{Name: "rare", Queue: "q", Interval: 1000 * time.Hour, MaxRetries: -1})
+	c := compile(t, periodic.Schedule{Name: "rare", Queue: "q", Interval: 1000 * time.Hour})
 	reg := prometheus.NewRegistry()
 	runWith(t, e, 1, Config{Metrics: NewMetrics(reg)}, c)
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -178,7 +178,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s.reg.MustRegister(depth.New(s.store, s.Owned, log))
-	s.inspector, err = inspect.New(inspect.Options{Redis: s.rdb, Namespace: cfg.Namespace, Shards: cfg.Shards,
+	s.inspector, err = inspect.New(s.rdb, inspect.Config{Namespace: cfg.Namespace, Shards: cfg.Shards,
 		Owners: etcdowners.New(s.etcd, cfg.Namespace)})
 	if err != nil {
 		s.Close()

@@ -340,7 +340,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	if got := shown(); got != "conf" {
 		t.Fatalf("dashboard shows %q at start, want conf", got)
 	}
-	in, err := inspect.New(inspect.Options{Redis: r.RDB, Namespace: cfg.Namespace, Shards: cfg.Shards})
+	in, err := inspect.New(r.RDB, inspect.Config{Namespace: cfg.Namespace, Shards: cfg.Shards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	testenv.WaitFor(t, 20*time.Second, "the configured schedule fired", func() (bool, string) {
 		return !last("conf").IsZero(), "not yet"
 	})
-	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "reg", Queue: "default", Interval: time.Second, MaxRetries: -1}); err != nil {
+	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "reg", Queue: "default", Interval: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the registered schedule fired", func() (bool, string) {
@@ -372,7 +372,7 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 	// and no occurrence is fired twice (nothing consumes the tasks: each
 	// occurrence fired is a task in the schedule's shard).
 	changed := last("reg")
-	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "reg", Queue: "default", Interval: 2 * time.Second, MaxRetries: -1}); err != nil {
+	if err := in.SetSchedule(ctx, periodic.Schedule{Name: "reg", Queue: "default", Interval: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 15*time.Second, "two occurrences of the changed schedule", func() (bool, string) {

@@ -308,6 +308,9 @@ type Info struct {
 	CorruptDue bool
 }
 
+// noData reports a task whose data is missing: it is undecodable.
+func noData(id string) error { return fmt.Errorf("%w: %q: no task data", ErrUndecodable, id) }
+
 // MaxDue is the latest due time the enqueue script accepts, unix ms (13
 // digits): a delayed-set score beyond it, or below 0, is a corrupt due
 // time (lib.lua's valid_due).
@@ -359,7 +362,7 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 			info.Task = Task{ID: id}
 		}
 	} else {
-		info.DecodeErr = fmt.Errorf("%w: %q: no task data", ErrUndecodable, id)
+		info.DecodeErr = noData(id)
 	}
 	if v[2] != "" {
 		ms, err := strconv.ParseFloat(v[2], 64)
