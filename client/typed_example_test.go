@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/hourglasstest"
 )
 
-// closeOrder is the payload of the "orders" queue's tasks, as its
-// workers decode it (worker.Typed).
+// closeOrder is the payload of the tasks, as workers decode it
+// (worker.Typed).
 type closeOrder struct {
 	OrderID int `json:"order_id"`
 }
@@ -20,17 +19,25 @@ type closeOrder struct {
 // JSON unless Config.Codec says otherwise, and a worker.Typed handler of
 // the queue decodes it into the same type.
 func ExampleEnqueueOf() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	c, err := client.New(rdb, client.Config{Namespace: "hourglass", Shards: 16})
+	env, err := hourglasstest.New(context.Background(), hourglasstest.Options{})
 	if err != nil {
 		panic(err)
 	}
-	res, err := client.EnqueueOf(context.Background(), c,
-		client.Task{ID: "close-order-1234", Queue: "orders", Delay: 30 * time.Minute},
+	defer env.Close()
+	c, err := env.NewClient()
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	res, err := client.EnqueueOf(ctx, c, client.Task{ID: "close-order-1234", Queue: "default", Delay: 30 * time.Minute},
 		closeOrder{OrderID: 1234})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("due at", res.Due)
+	info, err := c.Lookup(ctx, res.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s %s\n", info.ID, info.Payload)
+	// Output: close-order-1234 {"order_id":1234}
 }

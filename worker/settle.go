@@ -94,9 +94,15 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 }
 
 // nack fails the delivery with herr: NoRetry buries the task, RetryAfter
-// sets the retry's delay, otherwise the queue's backoff applies.
+// sets the retry's delay, otherwise the queue's backoff applies. The
+// error recorded for a NoRetry is the one it wraps: the dead letter's
+// reason says "not retryable" already.
 func (d *delivery) nack(ctx context.Context, herr error) error {
-	a := d.sd.NackArgs(d.unleased.Load(), herr.Error())
+	msg := herr.Error()
+	if nr, ok := herr.(noRetryError); ok {
+		msg = nr.err.Error()
+	}
+	a := d.sd.NackArgs(d.unleased.Load(), msg)
 	a.Backoff = shard.Backoff(d.q.opts.Backoff)
 	var nr noRetryError
 	var ra retryAfterError
