@@ -7,6 +7,9 @@
 // hourglass.ErrNotFound are one value; inspect.Task is TaskInfo), so
 // errors.Is matches an error whichever package's name a caller tests it
 // with, and a task read by one package is the same value read by another.
+// Every error those packages (and coord and codec) return starts with
+// "hourglass: ", once: "hourglass: invalid argument: task id ...", never
+// "client: hourglass: ...".
 //
 // The client, worker, inspect and periodic packages are Hourglass's Go
 // API; this one only names what they have in common.
@@ -29,7 +32,7 @@ var (
 	// ErrInvalidArgument reports a malformed id, queue name, time, option,
 	// cursor, filter or schedule. ErrInvalidConfig is one.
 	ErrInvalidArgument = errors.New("hourglass: invalid argument")
-	// ErrInvalidConfig reports a Config (or Options) a constructor
+	// ErrInvalidConfig reports a Config a constructor (New)
 	// cannot use; it also matches ErrInvalidArgument.
 	ErrInvalidConfig error = &kindError{msg: "hourglass: invalid config", parent: ErrInvalidArgument}
 	// ErrNotFound reports a task, dead letter, queue or schedule that is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -122,7 +123,8 @@ type BatchError struct {
 
 // Error summarises the failures.
 func (e *BatchError) Error() string {
-	return fmt.Sprintf("client: %d of %d tasks failed (not enqueued, or with ErrNotReplicated stored but not confirmed); first: %v", e.Failed, e.Total, e.First)
+	return fmt.Sprintf("%s%d of %d tasks failed (not enqueued, or with ErrNotReplicated stored but not confirmed); first: %s",
+		errtext.Prefix, e.Failed, e.Total, errtext.Trim(e.First.Error()))
 }
 
 // Unwrap returns the first failure so errors.Is works on a batch of one.
@@ -203,21 +205,21 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	}
 	switch {
 	case !shard.ValidID(a.ID):
-		return a, fmt.Errorf("client: %w: task id %q must be %s", ErrInvalidArgument, truncate(a.ID), shard.IDRule)
+		return a, fmt.Errorf("%w: task id %q must be %s", ErrInvalidArgument, truncate(a.ID), shard.IDRule)
 	case !shard.ValidQueue(t.Queue):
-		return a, fmt.Errorf("client: %w: queue name %q must match %s", ErrInvalidArgument, truncate(t.Queue), shard.QueueRule)
+		return a, fmt.Errorf("%w: queue name %q must match %s", ErrInvalidArgument, truncate(t.Queue), shard.QueueRule)
 	case int64(len(t.Payload)) > c.maxPayload:
-		return a, fmt.Errorf("client: %w: %d bytes > %d", ErrPayloadTooLarge, len(t.Payload), c.maxPayload)
+		return a, fmt.Errorf("%w: %d bytes > %d", ErrPayloadTooLarge, len(t.Payload), c.maxPayload)
 	case t.Delay < 0:
-		return a, fmt.Errorf("client: %w: negative delay %s", ErrInvalidArgument, t.Delay)
+		return a, fmt.Errorf("%w: negative delay %s", ErrInvalidArgument, t.Delay)
 	case !t.At.IsZero() && t.At.UnixMilli() <= 0:
-		return a, fmt.Errorf("client: %w: due time %s before 1970", ErrInvalidArgument, t.At)
+		return a, fmt.Errorf("%w: due time %s before 1970", ErrInvalidArgument, t.At)
 	case t.Timeout < 0 || (t.Timeout > 0 && t.Timeout < time.Millisecond):
-		return a, fmt.Errorf("client: %w: timeout %s must be 0 (queue default) or at least 1ms", ErrInvalidArgument, t.Timeout)
+		return a, fmt.Errorf("%w: timeout %s must be 0 (queue default) or at least 1ms", ErrInvalidArgument, t.Timeout)
 	}
 	if t.MaxRetries != nil {
 		if *t.MaxRetries < 0 || *t.MaxRetries > MaxRetriesLimit {
-			return a, fmt.Errorf("client: %w: max retries %d not in 0..%d", ErrInvalidArgument, *t.MaxRetries, MaxRetriesLimit)
+			return a, fmt.Errorf("%w: max retries %d not in 0..%d", ErrInvalidArgument, *t.MaxRetries, MaxRetriesLimit)
 		}
 		a.MaxRetries = *t.MaxRetries
 	}
@@ -231,7 +233,7 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 // handler is running.
 func (c *Client) Cancel(ctx context.Context, id string) (State, error) {
 	if !shard.ValidStoredID(id) {
-		return "", fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
 	st, err := c.store.Cancel(ctx, id)
@@ -267,7 +269,7 @@ type Info = hourglass.TaskInfo
 // stored: tasks that finished are deleted and are not found.
 func (c *Client) Lookup(ctx context.Context, id string) (hourglass.TaskInfo, error) {
 	if !shard.ValidStoredID(id) {
-		return hourglass.TaskInfo{}, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return hourglass.TaskInfo{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
 	in, err := c.store.Lookup(ctx, id)
@@ -283,7 +285,7 @@ func (c *Client) Lookup(ctx context.Context, id string) (hourglass.TaskInfo, err
 // shard count moves the id).
 func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
 	if !shard.ValidStoredID(id) {
-		return false, fmt.Errorf("client: %w: task id %q", ErrInvalidArgument, truncate(id))
+		return false, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
 	return c.store.Exists(ctx, id)
@@ -292,7 +294,7 @@ func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
 func newID() string {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		panic(errors.New("client: crypto/rand failed: " + err.Error())) // never fails on Linux
+		panic(errtext.Errorf("crypto/rand failed: %w", err)) // never fails on Linux
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -1,12 +1,12 @@
 package client
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -162,5 +162,5 @@ func (c Config) withDefaults() Config {
 }
 
 func invalidConfig(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	return errtext.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }

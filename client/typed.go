@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // EnqueueOf enqueues t with payload, encoded by c's codec
@@ -16,7 +18,7 @@ import (
 // call EnqueueBatch.
 func EnqueueOf[T any](ctx context.Context, c *Client, t Task, payload T) (Result, error) {
 	if t.Payload != nil {
-		err := fmt.Errorf("client: %w: EnqueueOf's task has a Payload of its own; leave it empty", ErrInvalidArgument)
+		err := fmt.Errorf("%w: EnqueueOf's task has a Payload of its own; leave it empty", ErrInvalidArgument)
 		return Result{ID: t.ID, Err: err}, err
 	}
 	p, err := c.Encode(payload)
@@ -33,7 +35,7 @@ func EnqueueOf[T any](ctx context.Context, c *Client, t Task, payload T) (Result
 func (c *Client) Encode(payload any) ([]byte, error) {
 	p, err := c.codec.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w: encode payload %T: %w", ErrInvalidArgument, payload, err)
+		return nil, errtext.Errorf("%w: encode payload %T: %w", ErrInvalidArgument, payload, err)
 	}
 	return p, nil
 }

@@ -7,7 +7,11 @@
 // producers and workers of a queue must use the same one.
 package codec
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
+)
 
 // Codec encodes a payload value into bytes and decodes it back.
 // Implementations must be safe for concurrent use: a worker decodes the
@@ -22,13 +26,25 @@ type Codec interface {
 // JSON is the default Codec: encoding/json's Marshal and Unmarshal.
 // Decoding ignores fields the type does not have, so a producer may add
 // fields before its workers know them; an empty payload does not decode
-// (it is not JSON).
+// (it is not JSON). Its errors wrap encoding/json's ("hourglass: json:
+// ...").
 type JSON struct{}
 
 // Marshal returns the JSON encoding of v.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+func (JSON) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, errtext.Errorf("%w", err)
+	}
+	return b, nil
+}
 
 // Unmarshal decodes the JSON data into the value v points to.
-func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+func (JSON) Unmarshal(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return errtext.Errorf("%w", err)
+	}
+	return nil
+}
 
 var _ Codec = JSON{}

@@ -53,5 +53,7 @@
 //     a double holder would corrupt data.
 //
 // Errors wrap the sentinels ErrNotHeld and ErrNotAcquired, the caller's
-// ctx error, or the Redis error, and name the operation and primitive.
+// ctx error, or the Redis error, and name the operation and primitive; an
+// invalid name, duration or count wraps hourglass.ErrInvalidArgument.
+// Their messages start with "hourglass: ", as every public package's do.
 package coord

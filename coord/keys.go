@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/hourglass-sched/hourglass"
 )
 
 // Key layout. Every key and wake channel of one primitive is built here
@@ -28,10 +30,10 @@ func key(name, suffix string) string { return "{" + name + "}:" + suffix }
 // checkName rejects names that would break the shared hash tag.
 func checkName(kind, name string) error {
 	if name == "" {
-		return fmt.Errorf("coord: %s: empty name", kind)
+		return fmt.Errorf("%w: %s: empty name", hourglass.ErrInvalidArgument, kind)
 	}
 	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("coord: %s %q: name must not contain { or }", kind, name)
+		return fmt.Errorf("%w: %s %q: name must not contain { or }", hourglass.ErrInvalidArgument, kind, name)
 	}
 	return nil
 }
@@ -39,7 +41,7 @@ func checkName(kind, name string) error {
 // checkDuration rejects durations that Redis cannot express in ms.
 func checkDuration(kind, name, what string, d time.Duration) error {
 	if d < time.Millisecond {
-		return fmt.Errorf("coord: %s %q: %s %s is below 1ms", kind, name, what, d)
+		return fmt.Errorf("%w: %s %q: %s %s is below 1ms", hourglass.ErrInvalidArgument, kind, name, what, d)
 	}
 	return nil
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // LockOption configures a Lock or an RWLock.
@@ -111,11 +114,11 @@ func (le *Lease) Release(ctx context.Context) error {
 		n, err = lockReleaseScript.Run(ctx, le.rdb, []string{le.key}, le.token, le.channel, msg).Int64()
 	}
 	if err != nil {
-		return fmt.Errorf("coord: release %s: %w", le.what, err)
+		return errtext.Errorf("release %s: %w", le.what, err)
 	}
 	if n != 1 {
 		le.markLost()
-		return fmt.Errorf("coord: release %s: %w", le.what, ErrNotHeld)
+		return errtext.Errorf("release %s: %w", le.what, ErrNotHeld)
 	}
 	return nil
 }
@@ -127,7 +130,7 @@ func (le *Lease) Release(ctx context.Context) error {
 // the lock's own ttl.
 func (le *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
-		return fmt.Errorf("coord: extend %s: ttl %s is below 1ms", le.what, ttl)
+		return fmt.Errorf("%w: extend %s: ttl %s is below 1ms", hourglass.ErrInvalidArgument, le.what, ttl)
 	}
 	err := le.extend(ctx, ttl)
 	if errors.Is(err, ErrNotHeld) {
@@ -145,10 +148,10 @@ func (le *Lease) extend(ctx context.Context, ttl time.Duration) error {
 		n, err = lockExtendScript.Run(ctx, le.rdb, []string{le.key}, le.token, ms(ttl)).Int64()
 	}
 	if err != nil {
-		return fmt.Errorf("coord: extend %s: %w", le.what, err)
+		return errtext.Errorf("extend %s: %w", le.what, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("coord: extend %s: %w", le.what, ErrNotHeld)
+		return errtext.Errorf("extend %s: %w", le.what, ErrNotHeld)
 	}
 	return nil
 }

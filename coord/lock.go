@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Lock is a mutual-exclusion lock on Redis with a lease: one key holding
@@ -68,7 +70,7 @@ func (l *Lock) what() string { return fmt.Sprintf("lock %q", l.name) }
 func (l *Lock) TryAcquire(ctx context.Context) (*Lease, error) {
 	le, _, err := l.try(ctx)
 	if err == nil && le == nil {
-		err = fmt.Errorf("coord: acquire %s: %w", l.what(), ErrNotAcquired)
+		err = errtext.Errorf("acquire %s: %w", l.what(), ErrNotAcquired)
 	}
 	return le, err
 }
@@ -107,7 +109,7 @@ func (l *Lock) try(ctx context.Context) (*Lease, time.Duration, error) {
 		cleanup(ctx, func(ctx context.Context) error {
 			return lockReleaseScript.Run(ctx, l.rdb, []string{l.key}, token, l.channel, wakeOne).Err()
 		})
-		return nil, 0, fmt.Errorf("coord: acquire %s: %w", l.what(), err)
+		return nil, 0, errtext.Errorf("acquire %s: %w", l.what(), err)
 	}
 	if res[0] != 1 {
 		return nil, time.Duration(res[1]) * time.Millisecond, nil

@@ -7,6 +7,9 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Result is the answer of a rate limiter to one request.
@@ -65,7 +68,7 @@ func Wait(ctx context.Context, lim Limiter) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("coord: wait for rate limiter: %w", ctx.Err())
+				return errtext.Errorf("wait for rate limiter: %w", ctx.Err())
 			case <-t.C:
 			}
 		}
@@ -77,14 +80,14 @@ func Wait(ctx context.Context, lim Limiter) error {
 
 func checkLimit(kind, name, what string, n int) error {
 	if n < 1 {
-		return fmt.Errorf("coord: %s %q: %s %d is below 1", kind, name, what, n)
+		return fmt.Errorf("%w: %s %q: %s %d is below 1", hourglass.ErrInvalidArgument, kind, name, what, n)
 	}
 	return nil
 }
 
 func checkCost(kind, name string, n, most int) error {
 	if n < 1 || n > most {
-		return fmt.Errorf("coord: %s %q: n %d is outside 1..%d", kind, name, n, most)
+		return fmt.Errorf("%w: %s %q: n %d is outside 1..%d", hourglass.ErrInvalidArgument, kind, name, n, most)
 	}
 	return nil
 }
@@ -136,7 +139,7 @@ func (b *TokenBucket) AllowN(ctx context.Context, n int) (Result, error) {
 	}
 	r, err := b.lim.AllowN(ctx, b.key, b.limit, n)
 	if err != nil {
-		return Result{}, fmt.Errorf("coord: token bucket %q: %w", b.name, err)
+		return Result{}, errtext.Errorf("token bucket %q: %w", b.name, err)
 	}
 	return Result{
 		Allowed:    r.Allowed == n,
@@ -149,7 +152,7 @@ func (b *TokenBucket) AllowN(ctx context.Context, n int) (Result, error) {
 // Reset refills the bucket.
 func (b *TokenBucket) Reset(ctx context.Context) error {
 	if err := b.lim.Reset(ctx, b.key); err != nil {
-		return fmt.Errorf("coord: token bucket %q: reset: %w", b.name, err)
+		return errtext.Errorf("token bucket %q: reset: %w", b.name, err)
 	}
 	return nil
 }
@@ -193,7 +196,7 @@ func (f *FixedWindow) AllowN(ctx context.Context, n int) (Result, error) {
 	}
 	res, err := fixedWindowScript.Run(ctx, f.rdb, []string{f.key}, f.limit, f.window.Milliseconds(), n).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("coord: fixed window %q: %w", f.name, err)
+		return Result{}, errtext.Errorf("fixed window %q: %w", f.name, err)
 	}
 	return Result{Allowed: res[0] == 1, Remaining: int(res[1]),
 		RetryAfter: time.Duration(res[2]) * time.Millisecond,
@@ -203,7 +206,7 @@ func (f *FixedWindow) AllowN(ctx context.Context, n int) (Result, error) {
 // Reset forgets the current window's count.
 func (f *FixedWindow) Reset(ctx context.Context) error {
 	if err := f.rdb.Del(ctx, f.key).Err(); err != nil {
-		return fmt.Errorf("coord: fixed window %q: reset: %w", f.name, err)
+		return errtext.Errorf("fixed window %q: reset: %w", f.name, err)
 	}
 	return nil
 }
@@ -247,7 +250,7 @@ func (s *SlidingWindow) AllowN(ctx context.Context, n int) (Result, error) {
 	}
 	res, err := slidingWindowScript.Run(ctx, s.rdb, []string{s.key}, s.limit, s.window.Microseconds(), n).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("coord: sliding window %q: %w", s.name, err)
+		return Result{}, errtext.Errorf("sliding window %q: %w", s.name, err)
 	}
 	return Result{Allowed: res[0] == 1, Remaining: int(res[1]),
 		RetryAfter: time.Duration(res[2]) * time.Microsecond,
@@ -257,7 +260,7 @@ func (s *SlidingWindow) AllowN(ctx context.Context, n int) (Result, error) {
 // Reset empties the log.
 func (s *SlidingWindow) Reset(ctx context.Context) error {
 	if err := s.rdb.Del(ctx, s.key).Err(); err != nil {
-		return fmt.Errorf("coord: sliding window %q: reset: %w", s.name, err)
+		return errtext.Errorf("sliding window %q: reset: %w", s.name, err)
 	}
 	return nil
 }
@@ -286,10 +289,10 @@ func NewLeakyBucket(rdb redis.UniversalClient, name string, interval time.Durati
 		return nil, err
 	}
 	if interval < time.Microsecond {
-		return nil, fmt.Errorf("coord: leaky bucket %q: interval %s is below 1µs", name, interval)
+		return nil, fmt.Errorf("%w: leaky bucket %q: interval %s is below 1µs", hourglass.ErrInvalidArgument, name, interval)
 	}
 	if capacity < 0 {
-		return nil, fmt.Errorf("coord: leaky bucket %q: capacity %d is negative", name, capacity)
+		return nil, fmt.Errorf("%w: leaky bucket %q: capacity %d is negative", hourglass.ErrInvalidArgument, name, capacity)
 	}
 	return &LeakyBucket{rdb: rdb, name: name, key: key(name, "lb"), interval: interval.Truncate(time.Microsecond), capacity: capacity}, nil
 }
@@ -302,11 +305,11 @@ func (l *LeakyBucket) Allow(ctx context.Context) (Result, error) { return l.Allo
 // by the interval, or sends them as one unit of weight n).
 func (l *LeakyBucket) AllowN(ctx context.Context, n int) (Result, error) {
 	if n < 1 {
-		return Result{}, fmt.Errorf("coord: leaky bucket %q: n %d is below 1", l.name, n)
+		return Result{}, fmt.Errorf("%w: leaky bucket %q: n %d is below 1", hourglass.ErrInvalidArgument, l.name, n)
 	}
 	res, err := leakyBucketScript.Run(ctx, l.rdb, []string{l.key}, l.interval.Microseconds(), l.capacity, n).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("coord: leaky bucket %q: %w", l.name, err)
+		return Result{}, errtext.Errorf("leaky bucket %q: %w", l.name, err)
 	}
 	return Result{Allowed: res[0] == 1, Remaining: int(res[1]),
 		RetryAfter: time.Duration(res[2]) * time.Microsecond,
@@ -317,7 +320,7 @@ func (l *LeakyBucket) AllowN(ctx context.Context, n int) (Result, error) {
 // Reset empties the bucket.
 func (l *LeakyBucket) Reset(ctx context.Context) error {
 	if err := l.rdb.Del(ctx, l.key).Err(); err != nil {
-		return fmt.Errorf("coord: leaky bucket %q: reset: %w", l.name, err)
+		return errtext.Errorf("leaky bucket %q: reset: %w", l.name, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // RWLock is a read-write lock on Redis: many readers or one writer, each
@@ -85,7 +87,7 @@ func (rw *RWLock) what(mode string) string {
 func (rw *RWLock) TryAcquireRead(ctx context.Context) (*Lease, error) {
 	le, _, err := rw.tryRead(ctx, rand.Text())
 	if err == nil && le == nil {
-		err = fmt.Errorf("coord: acquire %s: %w", rw.what("read"), ErrNotAcquired)
+		err = errtext.Errorf("acquire %s: %w", rw.what("read"), ErrNotAcquired)
 	}
 	return le, err
 }
@@ -111,7 +113,7 @@ func (rw *RWLock) tryRead(ctx context.Context, id string) (*Lease, time.Duration
 		cleanup(ctx, func(ctx context.Context) error {
 			return zsetReleaseScript.Run(ctx, rw.rdb, []string{rw.readers}, id, rw.channel, wakeAll, "last").Err()
 		})
-		return nil, 0, fmt.Errorf("coord: acquire %s: %w", rw.what("read"), err)
+		return nil, 0, errtext.Errorf("acquire %s: %w", rw.what("read"), err)
 	}
 	if res[0] != 1 {
 		return nil, time.Duration(res[1]) * time.Millisecond, nil
@@ -125,7 +127,7 @@ func (rw *RWLock) tryRead(ctx context.Context, id string) (*Lease, time.Duration
 func (rw *RWLock) TryAcquireWrite(ctx context.Context) (*Lease, error) {
 	le, _, err := rw.tryWrite(ctx, rand.Text(), 0)
 	if err == nil && le == nil {
-		err = fmt.Errorf("coord: acquire %s: %w", rw.what("write"), ErrNotAcquired)
+		err = errtext.Errorf("acquire %s: %w", rw.what("write"), ErrNotAcquired)
 	}
 	return le, err
 }
@@ -170,7 +172,7 @@ func (rw *RWLock) tryWrite(ctx context.Context, token string, marker time.Durati
 			}
 			return rwAbandonScript.Run(ctx, rw.rdb, []string{rw.waiting}, token, rw.channel).Err()
 		})
-		return nil, 0, fmt.Errorf("coord: acquire %s: %w", rw.what("write"), err)
+		return nil, 0, errtext.Errorf("acquire %s: %w", rw.what("write"), err)
 	}
 	if res[0] != 1 {
 		return nil, time.Duration(res[1]) * time.Millisecond, nil

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Semaphore is a counting semaphore on Redis whose permits expire: a
@@ -58,7 +61,7 @@ func NewSemaphore(rdb redis.UniversalClient, name string, limit int, lease time.
 		return nil, err
 	}
 	if limit < 1 {
-		return nil, fmt.Errorf("coord: semaphore %q: limit %d is below 1", name, limit)
+		return nil, fmt.Errorf("%w: semaphore %q: limit %d is below 1", hourglass.ErrInvalidArgument, name, limit)
 	}
 	if err := checkDuration("semaphore", name, "lease", lease); err != nil {
 		return nil, err
@@ -80,7 +83,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (Permit, error) {
 	id := rand.Text()
 	ok, _, err := s.try(ctx, id)
 	if err == nil && !ok {
-		err = fmt.Errorf("coord: acquire %s: %w", s.what(), ErrNotAcquired)
+		err = errtext.Errorf("acquire %s: %w", s.what(), ErrNotAcquired)
 	}
 	if err != nil {
 		return Permit{}, err
@@ -112,7 +115,7 @@ func (s *Semaphore) try(ctx context.Context, id string) (bool, time.Duration, er
 		cleanup(ctx, func(ctx context.Context) error {
 			return zsetReleaseScript.Run(ctx, s.rdb, []string{s.key}, id, s.channel, wakeOne, "always").Err()
 		})
-		return false, 0, fmt.Errorf("coord: acquire %s: %w", s.what(), err)
+		return false, 0, errtext.Errorf("acquire %s: %w", s.what(), err)
 	}
 	if res[0] != 1 {
 		return false, time.Duration(res[1]) * time.Millisecond, nil
@@ -126,7 +129,7 @@ func (s *Semaphore) try(ctx context.Context, id string) (bool, time.Duration, er
 func (s *Semaphore) Release(ctx context.Context, p Permit) error {
 	n, err := zsetReleaseScript.Run(ctx, s.rdb, []string{s.key}, p.ID, s.channel, wakeOne, "always").Int64()
 	if err != nil {
-		return fmt.Errorf("coord: release permit %s of %s: %w", p.ID, s.what(), err)
+		return errtext.Errorf("release permit %s of %s: %w", p.ID, s.what(), err)
 	}
 	return s.heldResult("release", p, n)
 }
@@ -140,7 +143,7 @@ func (s *Semaphore) Refresh(ctx context.Context, p Permit, lease time.Duration) 
 	}
 	n, err := zsetRefreshScript.Run(ctx, s.rdb, []string{s.key}, p.ID, ms(lease)).Int64()
 	if err != nil {
-		return fmt.Errorf("coord: refresh permit %s of %s: %w", p.ID, s.what(), err)
+		return errtext.Errorf("refresh permit %s of %s: %w", p.ID, s.what(), err)
 	}
 	return s.heldResult("refresh", p, n)
 }
@@ -150,9 +153,9 @@ func (s *Semaphore) heldResult(op string, p Permit, n int64) error {
 	case 1:
 		return nil
 	case -1:
-		return fmt.Errorf("coord: %s permit %s of %s: expired: %w", op, p.ID, s.what(), ErrNotHeld)
+		return errtext.Errorf("%s permit %s of %s: expired: %w", op, p.ID, s.what(), ErrNotHeld)
 	default:
-		return fmt.Errorf("coord: %s permit %s of %s: unknown permit: %w", op, p.ID, s.what(), ErrNotHeld)
+		return errtext.Errorf("%s permit %s of %s: unknown permit: %w", op, p.ID, s.what(), ErrNotHeld)
 	}
 }
 
@@ -160,7 +163,7 @@ func (s *Semaphore) heldResult(op string, p Permit, n int64) error {
 func (s *Semaphore) InUse(ctx context.Context) (int, error) {
 	n, err := semInUseScript.Run(ctx, s.rdb, []string{s.key}).Int()
 	if err != nil {
-		return 0, fmt.Errorf("coord: permits in use of %s: %w", s.what(), err)
+		return 0, errtext.Errorf("permits in use of %s: %w", s.what(), err)
 	}
 	return n, nil
 }

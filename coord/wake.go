@@ -2,11 +2,11 @@ package coord
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/redis/go-redis/v9"
 )
@@ -210,7 +210,7 @@ func blockingAcquire(ctx context.Context, rdb redis.UniversalClient, what, chann
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("coord: acquire %s: %w", what, ctx.Err())
+			return errtext.Errorf("acquire %s: %w", what, ctx.Err())
 		case <-w.c:
 			w.woken()
 		case <-timer.C:

@@ -23,12 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -36,8 +36,9 @@ import (
 // ErrInvalidArgument, ErrInvalidConfig and ErrActive are package
 // hourglass's values, which client and worker return too:
 // inspect.ErrActive is client.ErrActive. They are kinds: an error of a
-// kind reads as what happened, without the kind's own text ("task not
-// found: \"x\"", "queue \"x\" is not registered").
+// kind reads as what happened, after the "hourglass: " every error
+// starts with, without the kind's own text ("hourglass: task not found:
+// \"x\"", "hourglass: queue \"x\" is not registered").
 var (
 	// ErrNotFound: no task, dead letter, queue or schedule of that name.
 	ErrNotFound = hourglass.ErrNotFound
@@ -57,24 +58,24 @@ var (
 	//
 	// Deprecated: never returned. Shards without Config.Owners leaves
 	// the owners empty; etcd is read by package inspect/etcdowners.
-	ErrNoEtcd = errors.New("inspect: no etcd client configured")
+	ErrNoEtcd = errors.New("hourglass: no etcd client configured")
 	// ErrResizeRunning: Resize was refused because another change of the
 	// shard count runs (or one was left half-prepared with another
 	// count).
-	ErrResizeRunning = errors.New("inspect: a change of the shard count is running")
+	ErrResizeRunning = errors.New("hourglass: a change of the shard count is running")
 	// ErrPartial: a call over every shard could not read some of them
 	// (their data is corrupt: a key of the wrong type, an epoch that is
 	// not a number); its result holds the others. The error is a
 	// *PartialError naming each shard.
-	ErrPartial = errors.New("inspect: some shards could not be read")
+	ErrPartial = errors.New("hourglass: some shards could not be read")
 )
 
 // kindError is an error of one of the sentinel kinds above (its kind,
-// for errors.Is) whose message says what happened once: "task not found:
-// \"x\"", not "inspect: not found: hourglass: task not found: \"x\"".
-// The kind's own text is left out (the kind is for programs; a person
-// reads the message), and so is the "hourglass: " the store's protocol
-// errors carry for the public client: the admin CLI prefixes its own.
+// for errors.Is) whose message says what happened once, after the
+// "hourglass: " of every error: "hourglass: task not found: \"x\"", not
+// "hourglass: not found: hourglass: task not found: \"x\"". The kind's
+// own text is left out (the kind is for programs; a person reads the
+// message).
 type kindError struct {
 	kind  error
 	msg   string
@@ -92,16 +93,16 @@ func (e *kindError) Unwrap() []error {
 }
 
 // errorf returns an error of kind with the message format makes (whose
-// %w, if any, it wraps).
+// %w, if any, it wraps), after "hourglass: ".
 func errorf(kind error, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
+	err := errtext.Errorf(format, args...)
 	return &kindError{kind: kind, msg: err.Error(), cause: err}
 }
 
-// ofKind returns err as an error of kind, with err's message less the
-// "hourglass: " of the store's protocol errors.
+// ofKind returns err as an error of kind, with err's message, which
+// says "hourglass: " once.
 func ofKind(kind, err error) error {
-	return &kindError{kind: kind, msg: strings.TrimPrefix(err.Error(), "hourglass: "), cause: err}
+	return &kindError{kind: kind, msg: errtext.Prefix + errtext.Trim(err.Error()), cause: err}
 }
 
 // ShardProblem is a shard a call could not read, and why.
@@ -119,7 +120,7 @@ type PartialError struct {
 }
 
 func (e *PartialError) Error() string {
-	msg := fmt.Sprintf("%d shard(s) could not be read, the rest is shown", len(e.Problems))
+	msg := fmt.Sprintf("%s%d shard(s) could not be read, the rest is shown", errtext.Prefix, len(e.Problems))
 	for _, p := range e.Problems {
 		msg += fmt.Sprintf("; shard %d: %s", p.Shard, p.Error)
 	}
@@ -138,7 +139,7 @@ func partialOf(err error) error {
 	}
 	out := &PartialError{}
 	for sh, e := range pe.Failed {
-		out.Problems = append(out.Problems, ShardProblem{Shard: sh, Error: e.Error()})
+		out.Problems = append(out.Problems, ShardProblem{Shard: sh, Error: errtext.Trim(e.Error())})
 	}
 	slices.SortFunc(out.Problems, func(a, b ShardProblem) int { return a.Shard - b.Shard })
 	return out

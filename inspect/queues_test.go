@@ -48,8 +48,9 @@ func TestResumeOfAnUnknownQueueIsNotFound(t *testing.T) {
 // TestErrorsKeepTheirKindAndSayWhatOnce: an error of a kind (ErrNotFound,
 // ErrInvalidArgument) said its kind, then the store's protocol error
 // with the client's prefix ("inspect: not found: hourglass: task not
-// found: ..."). It now reads as what happened, once, and errors.Is still
-// finds this package's sentinel and the store's (the client's).
+// found: ..."). It now reads as "hourglass: " and what happened, once,
+// and errors.Is still finds this package's sentinel and the store's (the
+// client's).
 func TestErrorsKeepTheirKindAndSayWhatOnce(t *testing.T) {
 	t.Parallel()
 	_, in := newInspector(t, 2)
@@ -63,15 +64,15 @@ func TestErrorsKeepTheirKindAndSayWhatOnce(t *testing.T) {
 		kind, and error // and: another error it must wrap, or nil
 		msg       string
 	}{
-		{taskErr, inspect.ErrNotFound, client.ErrNotFound, `task not found: "nosuch"`},
-		{cancelErr, inspect.ErrNotFound, client.ErrNotFound, `task not found: "nosuch"`},
-		{in.Replay(ctx, "nosuch", time.Time{}), inspect.ErrNotFound, nil, `no dead letter "nosuch"`},
-		{in.Purge(ctx, "nosuch"), inspect.ErrNotFound, nil, `no dead letter "nosuch"`},
-		{queueErr, inspect.ErrNotFound, nil, `queue "nosuch" not found`},
-		{in.RemoveQueue(ctx, "nosuch"), inspect.ErrNotFound, nil, `queue "nosuch" is not registered`},
-		{in.Pause(ctx, "nosuch"), inspect.ErrNotFound, nil, `queue "nosuch" is not registered`},
-		{in.SetQueue(ctx, "bad/name", inspect.Policy{}), inspect.ErrInvalidArgument, client.ErrInvalidArgument, `invalid argument: queue name "bad/name"`},
-		{listErr, inspect.ErrInvalidArgument, nil, `invalid state "bogus" (want scheduled, ready, active or dead)`},
+		{taskErr, inspect.ErrNotFound, client.ErrNotFound, `hourglass: task not found: "nosuch"`},
+		{cancelErr, inspect.ErrNotFound, client.ErrNotFound, `hourglass: task not found: "nosuch"`},
+		{in.Replay(ctx, "nosuch", time.Time{}), inspect.ErrNotFound, nil, `hourglass: no dead letter "nosuch"`},
+		{in.Purge(ctx, "nosuch"), inspect.ErrNotFound, nil, `hourglass: no dead letter "nosuch"`},
+		{queueErr, inspect.ErrNotFound, nil, `hourglass: queue "nosuch" not found`},
+		{in.RemoveQueue(ctx, "nosuch"), inspect.ErrNotFound, nil, `hourglass: queue "nosuch" is not registered`},
+		{in.Pause(ctx, "nosuch"), inspect.ErrNotFound, nil, `hourglass: queue "nosuch" is not registered`},
+		{in.SetQueue(ctx, "bad/name", inspect.Policy{}), inspect.ErrInvalidArgument, client.ErrInvalidArgument, `hourglass: invalid argument: queue name "bad/name"`},
+		{listErr, inspect.ErrInvalidArgument, nil, `hourglass: invalid state "bogus" (want scheduled, ready, active or dead)`},
 	} {
 		if c.err == nil || c.err.Error() != c.msg || !errors.Is(c.err, c.kind) || (c.and != nil && !errors.Is(c.err, c.and)) {
 			t.Errorf("error %v: want %q, of kind %v (and %v)", c.err, c.msg, c.kind, c.and)

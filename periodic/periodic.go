@@ -37,7 +37,7 @@ import (
 )
 
 // ErrInvalid is wrapped by every validation error.
-var ErrInvalid = errors.New("periodic: invalid schedule")
+var ErrInvalid = errors.New("hourglass: invalid schedule")
 
 // Error is a validation error: the schedule, the field at fault (as its
 // configuration key: "cron", "time_zone", …) and why. It wraps

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -210,7 +211,7 @@ func stopCause(ctx context.Context) error {
 
 // errPaused settles a delivery whose queue was paused before its handler
 // started: the task is given back (released, no attempt counted).
-var errPaused = fmt.Errorf("queue paused: %w", ErrShuttingDown)
+var errPaused = errtext.Errorf("queue paused: %w", ErrShuttingDown)
 
 // errDropped settles a delivery that is no longer this worker's without
 // running it and without telling Redis anything.

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/logbridge"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -319,5 +319,5 @@ func (o QueueOptions) flowControlled() bool { return o.MaxConcurrency > 0 || o.R
 
 // invalid returns a configuration error wrapping ErrInvalidConfig.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	return errtext.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }

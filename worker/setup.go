@@ -27,7 +27,7 @@ const registrationPoll = time.Second
 // schedulers', or the queue's name is not one they register. The error
 // is a *RegistrationError, whose message names the namespace, the queues
 // missing and what is registered.
-var ErrNotRegistered = errors.New("worker: queue not registered by any scheduler")
+var ErrNotRegistered = errors.New("hourglass: queue not registered by any scheduler")
 
 // RegistrationError is the error of a Run that stopped because queues
 // are not registered (it matches ErrNotRegistered). Its fields are what

@@ -14,7 +14,7 @@ import (
 var (
 	// ErrLeaseLost is the cause of a handler ctx's cancellation when the
 	// delivery's lease could not be kept.
-	ErrLeaseLost = errors.New("worker: lease lost")
+	ErrLeaseLost = errors.New("hourglass: lease lost")
 	// ErrStaleToken is returned by a manual Ack or Nack whose delivery is
 	// no longer current.
 	ErrStaleToken = hourglass.ErrStaleToken
@@ -25,11 +25,11 @@ var (
 	ErrInvalidConfig = hourglass.ErrInvalidConfig
 	// ErrShuttingDown is the cause of a handler ctx's cancellation when
 	// the shutdown grace period ran out; the task is released.
-	ErrShuttingDown = errors.New("worker: shutting down")
+	ErrShuttingDown = errors.New("hourglass: worker shutting down")
 	// ErrAlreadySettled is returned by Task.Ack or Task.Nack when the
 	// delivery was settled otherwise before (released at shutdown, or
 	// failed after a lost lease or a handler timeout).
-	ErrAlreadySettled = errors.New("worker: delivery already settled")
+	ErrAlreadySettled = errors.New("hourglass: delivery already settled")
 )
 
 // Handler runs one task. See the package documentation for how its

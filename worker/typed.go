@@ -3,16 +3,16 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 
 	"github.com/hourglass-sched/hourglass/codec"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // ErrPayloadDecode is wrapped by the error of a Typed handler whose
 // task's payload does not decode: the error the task is dead-lettered
 // with, which a middleware around the Handler can test with errors.Is.
-var ErrPayloadDecode = errors.New("worker: payload does not decode")
+var ErrPayloadDecode = errors.New("hourglass: payload does not decode")
 
 // HandlerOf runs one task whose payload was decoded into a T. Task.Payload
 // still holds the bytes it was decoded from. Its result is used as a
@@ -45,7 +45,7 @@ func TypedWith[T any](c codec.Codec, h HandlerOf[T]) Handler {
 	return func(ctx context.Context, t *Task) error {
 		var v T
 		if err := c.Unmarshal(t.Payload, &v); err != nil {
-			return NoRetry(fmt.Errorf("%w as %s: %w", ErrPayloadDecode, typ, err))
+			return NoRetry(errtext.Errorf("%w as %s: %w", ErrPayloadDecode, typ, err))
 		}
 		return h(ctx, t, v)
 	}

@@ -134,7 +134,7 @@ func TestTypedDecodeFailureDeadLetters(t *testing.T) {
 			return err == nil && info.State == "dead", fmt.Sprintf("%s, attempts %d, %v", info.State, info.Task.Attempts, err)
 		})
 		info, _ := e.Lookup(c.id)
-		want := "payload does not decode as worker.order: "
+		want := `"error":"hourglass: payload does not decode as worker.order: `
 		if info.Task.Attempts != 1 || !strings.Contains(info.DeadInfo, `"reason":"not retryable"`) ||
 			!strings.Contains(info.DeadInfo, want) || !strings.Contains(info.DeadInfo, c.reason) {
 			t.Errorf("%s: attempts %d, dead info %s; want 1 attempt and a reason with %q and %q", c.id, info.Task.Attempts, info.DeadInfo, want, c.reason)

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -79,7 +79,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	}
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("worker: register metrics: %w", err)
+		return nil, errtext.Errorf("register metrics: %w", err)
 	}
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
@@ -115,7 +115,7 @@ func (w *Worker) Handle(name string, h Handler, opts QueueOptions) error {
 		return invalid("nil handler for queue %q", name)
 	}
 	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("queue %q: %w", name, err)
+		return errtext.Errorf("queue %q: %w", name, err)
 	}
 	q, err := w.newQueue(name, h, opts.withDefaults())
 	if err != nil {

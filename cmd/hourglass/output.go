@@ -76,12 +76,14 @@ func printable(s string) string {
 	return s
 }
 
-// errText renders an error's message for stderr: each of its lines (an
-// errors.Join of config problems has several) through printable.
+// errText renders an error's message for stderr, after the "hourglass: "
+// the CLI prints: each of its lines (an errors.Join of config problems
+// has several) through printable, without the "hourglass: " the public
+// packages' errors start with.
 func errText(err error) string {
 	lines := strings.Split(err.Error(), "\n")
 	for i, l := range lines {
-		lines[i] = printable(l)
+		lines[i] = printable(strings.TrimPrefix(l, "hourglass: "))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -1,8 +1,9 @@
 // Package confcheck is the validation idiom every library's
 // Config.Validate shares (client, worker, scan, recovery, reshard,
 // election): it collects every problem, each an error wrapping the
-// package's sentinel (ErrInvalidConfig), and joins them, so that a caller
-// sees all that is wrong at once and can test the kind with errors.Is.
+// package's sentinel (ErrInvalidConfig), and joins them into one error
+// that says the sentinel's text once, so that a caller sees all that is
+// wrong at once and can test the kind with errors.Is.
 //
 // A problem with one field is a *FieldError naming the field, so that
 // internal/config can report it under the configuration key that set the
@@ -24,7 +25,10 @@ package confcheck
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Problems collects a Config's problems.
@@ -37,9 +41,10 @@ type Problems struct {
 func New(kind error) *Problems { return &Problems{kind: kind} }
 
 // Addf records a problem that is not one field's; format and args may
-// wrap a cause with %w.
+// wrap a cause with %w. A cause says its text without the "hourglass: "
+// the kind says already (errtext.Inner).
 func (p *Problems) Addf(format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%w: "+format, append([]any{p.kind}, args...)...))
+	p.errs = append(p.errs, fmt.Errorf("%w: "+format, append([]any{p.kind}, errtext.Inner(args...)...)...))
 }
 
 // Field records a problem with field (its Go name, for example "Limit";
@@ -47,7 +52,7 @@ func (p *Problems) Addf(format string, args ...any) {
 // field must be, for example "must be at least 1s (got 0s)"; format and
 // args may wrap a cause with %w.
 func (p *Problems) Field(field, format string, args ...any) {
-	err := fmt.Errorf(format, args...)
+	err := fmt.Errorf(format, errtext.Inner(args...)...)
 	p.errs = append(p.errs, &FieldError{Field: field, Msg: err.Error(), kind: p.kind, cause: errors.Unwrap(err)})
 }
 
@@ -113,8 +118,34 @@ func Or[T comparable](v, def T) T {
 	return v
 }
 
-// Err returns the problems joined, or nil when there are none.
-func (p *Problems) Err() error { return errors.Join(p.errs...) }
+// Err returns the problems as one error, or nil when there are none. Its
+// message says the kind once, then each problem, separated by "; "
+// ("hourglass: invalid config: Limit must be ...; Every must be ..."); it
+// unwraps to every problem (Each visits them).
+func (p *Problems) Err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return &problems{kind: p.kind, errs: p.errs}
+}
+
+// problems is the error of Err.
+type problems struct {
+	kind error
+	errs []error
+}
+
+func (e *problems) Error() string {
+	head := e.kind.Error() + ": "
+	parts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		parts[i] = strings.TrimPrefix(err.Error(), head)
+	}
+	return head + strings.Join(parts, "; ")
+}
+
+// Unwrap returns every problem.
+func (e *problems) Unwrap() []error { return e.errs }
 
 // FieldError is a problem with one field of a Config. It wraps the
 // package's sentinel and the cause given with %w, if any.

@@ -22,7 +22,7 @@ func TestProblems(t *testing.T) {
 	if !errors.Is(err, errKind) || !errors.Is(err, cause) {
 		t.Fatalf("%v does not wrap the kind and the cause", err)
 	}
-	if want := "pkg: invalid config: Limit 7 too big\npkg: invalid config: Layout: cause"; err.Error() != want {
+	if want := "pkg: invalid config: Limit 7 too big; Layout: cause"; err.Error() != want {
 		t.Fatalf("got %q, want %q", err, want)
 	}
 }
@@ -59,7 +59,7 @@ func TestFieldProblems(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if s := err.Error(); !strings.HasPrefix(s, "pkg: invalid config: Limit must be between 1 and 10 (got 0)\n") {
+	if s := err.Error(); !strings.HasPrefix(s, "pkg: invalid config: Limit must be between 1 and 10 (got 0); Every must be") {
 		t.Fatalf("message %q", s)
 	}
 }

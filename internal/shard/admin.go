@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Administration: depths, the queue registry, pause and resume. The
@@ -59,7 +61,7 @@ func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error)
 			}
 		}
 		if err != nil && !bad.add(shards[i], err) {
-			return nil, fmt.Errorf("shard: depth of shard %d: %w", shards[i], err)
+			return nil, errtext.Errorf("depth of shard %d: %w", shards[i], err)
 		}
 	}
 	return out, bad.err()
@@ -67,7 +69,7 @@ func (s *Store) Depth(ctx context.Context, shards []int) ([][]QueueDepth, error)
 
 // errBadReply is a reply a reader cannot parse: like an error reply, it
 // makes the shard's part of a read fail, not the whole read.
-var errBadReply = redisError("shard: unexpected reply")
+var errBadReply = redisError("hourglass: unexpected reply")
 
 // redisError is an error that counts as a Redis error reply
 // (redis.Error).
@@ -195,7 +197,7 @@ func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64
 	out := make([]int64, len(cmds))
 	for sh, c := range cmds {
 		if out[sh], err = c.Int64(); err != nil {
-			return nil, fmt.Errorf("shard: %s queue %q in shard %d: %w", op, queue, sh, err)
+			return nil, errtext.Errorf("%s queue %q in shard %d: %w", op, queue, sh, err)
 		}
 	}
 	return out, nil
@@ -223,7 +225,7 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 	}
 	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k.Paused()}, op, queue, s.k.ControlChannel()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("shard: %s queue %q: %w", op, queue, err)
+		return false, errtext.Errorf("%s queue %q: %w", op, queue, err)
 	}
 	return n == 1, nil
 }
@@ -233,7 +235,7 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.Paused()).Result()
 	if err != nil && err != redis.Nil {
-		return nil, fmt.Errorf("shard: read paused queues: %w", err)
+		return nil, errtext.Errorf("read paused queues: %w", err)
 	}
 	out := make(map[string]time.Time, len(m))
 	for q, ms := range m {
@@ -268,7 +270,7 @@ func (s *Store) StoredEpochs(ctx context.Context) ([]int64, error) {
 			}
 		}
 		if err != nil && !bad.add(sh, err) {
-			return nil, fmt.Errorf("shard: stored epoch of shard %d: %w", sh, err)
+			return nil, errtext.Errorf("stored epoch of shard %d: %w", sh, err)
 		}
 	}
 	return out, bad.err()
@@ -323,7 +325,7 @@ func Namespaces(ctx context.Context, rdb redis.UniversalClient, budget int) (nam
 		err = scan(ctx, rdb)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("shard: find the namespaces in use: %w", err)
+		return nil, false, errtext.Errorf("find the namespaces in use: %w", err)
 	}
 	return slices.Sorted(maps.Keys(found)), complete, nil
 }

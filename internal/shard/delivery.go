@@ -3,12 +3,13 @@ package shard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Pop blocks up to timeout for entries in any of keys (BLMPOP, from the
@@ -25,7 +26,7 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 		return "", nil, nil
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("shard: pop: %w", err)
+		return "", nil, errtext.Errorf("pop: %w", err)
 	}
 	return key, ids, nil
 }
@@ -66,7 +67,7 @@ func (s *Store) PopNode(ctx context.Context, keys []string, count int) (PopNodeR
 	}
 	v, err := popNodeScript.Run(ctx, s.rdb, keys[:1], args...).Slice()
 	if err != nil {
-		return PopNodeResult{}, fmt.Errorf("shard: pop: %w", err)
+		return PopNodeResult{}, errtext.Errorf("pop: %w", err)
 	}
 	return parsePopNode(v)
 }
@@ -74,12 +75,12 @@ func (s *Store) PopNode(ctx context.Context, keys []string, count int) (PopNodeR
 func parsePopNode(v []any) (PopNodeResult, error) {
 	var r PopNodeResult
 	if len(v) < 2 || len(v)%2 != 0 {
-		return r, fmt.Errorf("shard: pop: unexpected reply of %d values", len(v))
+		return r, errtext.Errorf("pop: unexpected reply of %d values", len(v))
 	}
 	key, ok1 := v[0].(string)
 	entries, ok2 := v[1].([]any)
 	if !ok1 || !ok2 {
-		return r, fmt.Errorf("shard: pop: unexpected reply %v", v[:2])
+		return r, errtext.Errorf("pop: unexpected reply %v", v[:2])
 	}
 	r.Key = key
 	for _, e := range entries {
@@ -187,10 +188,10 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		s.k.Pending(sh, queue), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("shard: claim on shard %d: %w", sh, err)
+		return nil, errtext.Errorf("claim on shard %d: %w", sh, err)
 	}
 	if len(v) < 1 || (len(v)-1)%4 != 0 {
-		return nil, fmt.Errorf("shard: claim on shard %d: unexpected reply of %d elements", sh, len(v))
+		return nil, errtext.Errorf("claim on shard %d: unexpected reply of %d elements", sh, len(v))
 	}
 	now, _ := v[0].(int64)
 	out := make([]Delivery, 0, (len(v)-1)/4)

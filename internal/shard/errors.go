@@ -11,9 +11,11 @@ import (
 	"github.com/hourglass-sched/hourglass"
 )
 
-// Protocol errors. They are the public package hourglass's values (the
-// "hourglass:" prefix), because the public packages return them
-// unchanged; callers test them with errors.Is.
+// Protocol errors. They are the public package hourglass's values,
+// because the public packages return them unchanged; callers test them
+// with errors.Is. Every error of this package says "hourglass: " once, as
+// the public packages' do (errtext.Errorf), since they return its errors
+// as they are.
 var (
 	ErrDuplicate       = hourglass.ErrDuplicate
 	ErrUnknownQueue    = hourglass.ErrUnknownQueue
@@ -31,12 +33,12 @@ var (
 	ErrTryAgain = errors.New("hourglass: try again shortly")
 	// ErrStaleEpoch reports a fenced script called with an epoch older
 	// than the shard's current owner's.
-	ErrStaleEpoch = errors.New("shard: stale epoch")
+	ErrStaleEpoch = errors.New("hourglass: stale epoch")
 )
 
 // ErrShardUnreadable is wrapped by PartialError: a read over several
 // shards found some whose data it could not read.
-var ErrShardUnreadable = errors.New("shard: some shards could not be read")
+var ErrShardUnreadable = errors.New("hourglass: some shards could not be read")
 
 // PartialError reports a read over several shards (Depth,
 // StoredEpochs) that some shards answered with an error reply instead of
@@ -55,7 +57,7 @@ func (e *PartialError) Error() string {
 	}
 	slices.Sort(shards)
 	var b strings.Builder
-	fmt.Fprintf(&b, "shard: %d shard(s) could not be read", len(shards))
+	fmt.Fprintf(&b, "hourglass: %d shard(s) could not be read", len(shards))
 	for _, sh := range shards {
 		fmt.Fprintf(&b, "; shard %d: %v", sh, e.Failed[sh])
 	}

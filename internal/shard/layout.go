@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Changing the shard count online (docs/resharding.md). The layout is
@@ -25,13 +27,13 @@ var (
 	// is of a newer generation than the caller's layout: nothing was
 	// written. The error carries the new layout (LayoutOf); EnqueueBatch
 	// follows it by itself.
-	ErrLayoutChanged = errors.New("shard: layout changed")
+	ErrLayoutChanged = errors.New("hourglass: layout changed")
 	// ErrResizeRunning reports a resize refused because another change
 	// runs.
-	ErrResizeRunning = errors.New("shard: a change of the shard count is running")
+	ErrResizeRunning = errors.New("hourglass: a change of the shard count is running")
 	// ErrCorruptLayout reports a layout record or marker that does not
 	// parse.
-	ErrCorruptLayout = errors.New("shard: corrupt layout record")
+	ErrCorruptLayout = errors.New("hourglass: corrupt layout record")
 	// ErrInTransit reports an id that a change of the shard count is
 	// moving between two shards, where the operation cannot act on it
 	// (an enqueue of an id cancelled on its way, whose imported copy the
@@ -41,7 +43,7 @@ var (
 	// ErrStaleLayout reports a reshard step refused because the
 	// shard's marker says another change (the caller's layout is out of
 	// date): nothing was written.
-	ErrStaleLayout = errors.New("shard: the reshard's layout is out of date")
+	ErrStaleLayout = errors.New("hourglass: the reshard's layout is out of date")
 )
 
 // Layout record states.
@@ -125,7 +127,7 @@ func (s *Store) ReadLayout(ctx context.Context) (LayoutRecord, error) {
 func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.Record()).Result()
 	if err != nil {
-		return LayoutRecord{}, fmt.Errorf("shard: read layout: %w", err)
+		return LayoutRecord{}, errtext.Errorf("read layout: %w", err)
 	}
 	if len(m) == 0 {
 		return LayoutRecord{Layout: *s.base}, nil
@@ -216,7 +218,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 		}
 		ok, at, state, err := s.layoutOp(ctx, "begin", r.Layout.Gen(), n, from)
 		if err != nil {
-			return Layout{}, fmt.Errorf("shard: begin resize: %w", err)
+			return Layout{}, errtext.Errorf("begin resize: %w", err)
 		}
 		if !ok {
 			return Layout{}, fmt.Errorf("%w: the record changed meanwhile (generation %d, %s)", ErrResizeRunning, at, state)
@@ -255,7 +257,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	}
 	ok, at, state, err := s.layoutOp(ctx, "start", gen)
 	if err != nil {
-		return Layout{}, fmt.Errorf("shard: start resize: %w", err)
+		return Layout{}, errtext.Errorf("start resize: %w", err)
 	}
 	if !ok && (at != gen || state == LayoutPreparing) {
 		return Layout{}, fmt.Errorf("%w: generation %d could not start: the record is at generation %d, %s", ErrResizeRunning, gen, at, state)
@@ -306,7 +308,7 @@ func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
 		return def, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("shard: read shard 0's layout marker: %w", err)
+		return 0, errtext.Errorf("read shard 0's layout marker: %w", err)
 	}
 	f := strings.Split(m, "|")
 	n, perr := strconv.Atoi(f[min(1, len(f)-1)])
@@ -323,7 +325,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	}
 	reg, err := s.rdb.HGetAll(ctx, s.k.Queues(0)).Result()
 	if err != nil {
-		return fmt.Errorf("shard: read the queues to register: %w", err)
+		return errtext.Errorf("read the queues to register: %w", err)
 	}
 	if len(reg) == 0 {
 		return nil
@@ -333,7 +335,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 		pipe.HSet(ctx, s.k.Queues(sh), reg)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("shard: register the queues in the new shards: %w", err)
+		return errtext.Errorf("register the queues in the new shards: %w", err)
 	}
 	return nil
 }
@@ -346,7 +348,7 @@ func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 		pipe.Set(ctx, s.k.Marker(sh), v, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("shard: write the layout markers: %w", err)
+		return errtext.Errorf("write the layout markers: %w", err)
 	}
 	return nil
 }
@@ -364,7 +366,7 @@ func (s *Store) announceLayout(ctx context.Context, gen int64) {
 func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, err error) {
 	ok, last, _, err := s.layoutOp(ctx, "done", l.gen, sh, l.Existing())
 	if err != nil {
-		return false, fmt.Errorf("shard: record shard %d done: %w", sh, err)
+		return false, errtext.Errorf("record shard %d done: %w", sh, err)
 	}
 	if !ok || last != 1 {
 		return false, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Where an id lives (docs/resharding.md, "Where an id lives").
@@ -173,7 +175,7 @@ func (s *Store) inTransit(ctx context.Context, p Place, id string) (bool, error)
 	in, err := s.rdb.HExists(ctx, s.k.Outbox(p.Shard), id).Result()
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("shard: look for %q on its way out of shard %d: %w", id, p.Shard, err)
+		return false, errtext.Errorf("look for %q on its way out of shard %d: %w", id, p.Shard, err)
 	case in:
 		return true, fmt.Errorf("%w: %q is moving out of shard %d", ErrInTransit, id, p.Shard)
 	}
@@ -213,7 +215,7 @@ func (s *Store) existsIn(ctx context.Context, p Place, id string) (bool, error) 
 	}
 	ok, err := s.rdb.HExists(ctx, key, id).Result()
 	if err != nil {
-		return false, fmt.Errorf("shard: exists %q in shard %d: %w", id, p.Shard, err)
+		return false, errtext.Errorf("exists %q in shard %d: %w", id, p.Shard, err)
 	}
 	return ok, nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // MoveResult is the outcome of one mover call.
@@ -42,13 +44,13 @@ func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, p
 		[]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh), s.k.Queues(sh)},
 		epoch, limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
 	if err != nil {
-		return MoveResult{}, fmt.Errorf("shard: move shard %d: %w", sh, err)
+		return MoveResult{}, errtext.Errorf("move shard %d: %w", sh, err)
 	}
 	if len(v) >= 2 && v[0] == -1 {
 		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
 	}
 	if len(v) < 6 {
-		return MoveResult{}, fmt.Errorf("shard: move shard %d: unexpected reply %v", sh, v)
+		return MoveResult{}, errtext.Errorf("move shard %d: unexpected reply %v", sh, v)
 	}
 	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Late: v[6:]}, nil
 }

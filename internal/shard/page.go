@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Listings and dead-letter operations, a bounded page per call.
@@ -90,10 +92,10 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	v, err := pageScript.Run(ctx, s.rdb, []string{key, s.k.Tasks(sh), s.k.DeadInfo(sh), s.k.Errors(sh)},
 		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains, PagePreview).Slice()
 	if err != nil {
-		return nil, cur, false, fmt.Errorf("shard: page of shard %d: %w", sh, err)
+		return nil, cur, false, errtext.Errorf("page of shard %d: %w", sh, err)
 	}
 	if len(v) < 3 || (len(v)-3)%6 != 0 {
-		return nil, cur, false, fmt.Errorf("shard: page of shard %d: unexpected reply of %d values", sh, len(v))
+		return nil, cur, false, errtext.Errorf("page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	next := Cursor{Score: str(v[0]), Member: str(v[1])}
 	out := make([]Entry, 0, (len(v)-3)/6)
@@ -138,10 +140,10 @@ func (s *Store) PageFar(ctx context.Context, sh int, cur FarCursor, limit int, q
 	v, err := pageFarScript.Run(ctx, s.rdb, []string{s.k.Far(sh), s.k.Tasks(sh), s.k.Errors(sh)},
 		cur.Score, cur.Bucket, cur.Index, limit, q, PagePreview).Slice()
 	if err != nil {
-		return nil, cur, false, fmt.Errorf("shard: far-tier page of shard %d: %w", sh, err)
+		return nil, cur, false, errtext.Errorf("far-tier page of shard %d: %w", sh, err)
 	}
 	if len(v) < 4 || (len(v)-4)%4 != 0 {
-		return nil, cur, false, fmt.Errorf("shard: far-tier page of shard %d: unexpected reply of %d values", sh, len(v))
+		return nil, cur, false, errtext.Errorf("far-tier page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	idx, _ := v[2].(int64)
 	next := FarCursor{Score: str(v[0]), Bucket: str(v[1]), Index: idx}
@@ -171,10 +173,10 @@ func (s *Store) PageReady(ctx context.Context, sh int, queue string, cur ReadyCu
 		[]string{s.k.Ready(sh, queue), s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh)},
 		cur.Index, cur.Seq, limit, PagePreview).Slice()
 	if err != nil {
-		return nil, cur, false, fmt.Errorf("shard: ready page of shard %d: %w", sh, err)
+		return nil, cur, false, errtext.Errorf("ready page of shard %d: %w", sh, err)
 	}
 	if len(v) < 3 || (len(v)-3)%5 != 0 {
-		return nil, cur, false, fmt.Errorf("shard: ready page of shard %d: unexpected reply of %d values", sh, len(v))
+		return nil, cur, false, errtext.Errorf("ready page of shard %d: unexpected reply of %d values", sh, len(v))
 	}
 	idx, _ := v[0].(int64)
 	next := ReadyCursor{Index: idx, Seq: str(v[1])}
@@ -256,10 +258,10 @@ func (s *Store) deadOps(ctx context.Context, sh int, op DeadOp, id string, at ti
 		[]string{s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Tasks(sh), s.k.Errors(sh), s.k.Delayed(sh), s.k.Counts(sh)},
 		string(op), s.k.WakeChannel(sh), due, id, cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains).Slice()
 	if err != nil {
-		return DeadResult{}, fmt.Errorf("shard: %s dead letters of shard %d: %w", op, sh, err)
+		return DeadResult{}, errtext.Errorf("%s dead letters of shard %d: %w", op, sh, err)
 	}
 	if len(v) != 6 {
-		return DeadResult{}, fmt.Errorf("shard: %s dead letters of shard %d: unexpected reply of %d values", op, sh, len(v))
+		return DeadResult{}, errtext.Errorf("%s dead letters of shard %d: unexpected reply of %d values", op, sh, len(v))
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	return DeadResult{Examined: n(0), Acted: n(1), Skipped: n(2), Next: Cursor{Score: str(v[3]), Member: str(v[4])}, Done: n(5) == 1}, nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Periodic schedules (package periodic) live in the shard of their name:
@@ -115,10 +117,10 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 		s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh),
 	}, args...).Slice()
 	if err != nil {
-		return FireResult{}, fmt.Errorf("shard: fire %q at %d: %w", a.Schedule, a.Occurrence.UnixMilli(), err)
+		return FireResult{}, errtext.Errorf("fire %q at %d: %w", a.Schedule, a.Occurrence.UnixMilli(), err)
 	}
 	if len(v) != 3 {
-		return FireResult{}, fmt.Errorf("shard: fire %q: unexpected reply of %d values", a.Schedule, len(v))
+		return FireResult{}, errtext.Errorf("fire %q: unexpected reply of %d values", a.Schedule, len(v))
 	}
 	code, _ := v[0].(int64)
 	at, _ := v[1].(int64)
@@ -161,7 +163,7 @@ func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (boo
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("shard: last task of schedule %q: %w", name, err)
+		return false, errtext.Errorf("last task of schedule %q: %w", name, err)
 	}
 	if h := s.Layout().Homes(id); !h.Moving() && h.New == sh {
 		return false, nil
@@ -178,7 +180,7 @@ func (s *Store) lastTaskElsewhere(ctx context.Context, sh int, name string) (boo
 	case errors.Is(err, ErrInTransit):
 		return true, nil
 	case err != nil:
-		return false, fmt.Errorf("shard: find the last task of schedule %q: %w", name, err)
+		return false, errtext.Errorf("find the last task of schedule %q: %w", name, err)
 	}
 	return true, nil
 }
@@ -220,7 +222,7 @@ func (s *Store) HandOff(ctx context.Context, l Layout, sh int, epoch int64, name
 	}
 	v, err := handoffScript.Run(ctx, s.rdb, []string{s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh)}, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("shard: hand schedules over from shard %d: %w", sh, err)
+		return nil, errtext.Errorf("hand schedules over from shard %d: %w", sh, err)
 	}
 	switch code, _ := v[0].(int64); code {
 	case -10:
@@ -229,7 +231,7 @@ func (s *Store) HandOff(ctx context.Context, l Layout, sh int, epoch int64, name
 		return nil, fmt.Errorf("%w: hand over from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
 	if len(v) != 1+3*len(names) {
-		return nil, fmt.Errorf("shard: hand over from shard %d: %d values for %d schedules", sh, len(v)-1, len(names))
+		return nil, errtext.Errorf("hand over from shard %d: %d values for %d schedules", sh, len(v)-1, len(names))
 	}
 	out := make(map[string]ScheduleState, len(names))
 	for i, n := range names {
@@ -259,7 +261,7 @@ func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleSta
 		args = append(args, n, ms(st.Last), st.LastTask, ms(st.Fired))
 	}
 	if err := adoptScript.Run(ctx, s.rdb, []string{s.k.Periodic(sh)}, args...).Err(); err != nil {
-		return fmt.Errorf("shard: adopt schedules in shard %d: %w", sh, err)
+		return errtext.Errorf("adopt schedules in shard %d: %w", sh, err)
 	}
 	return nil
 }
@@ -269,7 +271,7 @@ func (s *Store) Adopt(ctx context.Context, sh int, states map[string]ScheduleSta
 func (s *Store) PeriodicState(ctx context.Context, sh int) (map[string]ScheduleState, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.Periodic(sh)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: periodic state of shard %d: %w", sh, err)
+		return nil, errtext.Errorf("periodic state of shard %d: %w", sh, err)
 	}
 	out := make(map[string]ScheduleState, len(m))
 	for field, v := range m {
@@ -309,7 +311,7 @@ func (s *Store) RecordedSchedules(ctx context.Context) ([]string, error) {
 		cmds[sh] = pipe.HKeys(ctx, s.k.Periodic(sh))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("shard: recorded schedules: %w", err)
+		return nil, errtext.Errorf("recorded schedules: %w", err)
 	}
 	seen := map[string]bool{}
 	for _, c := range cmds {
@@ -351,7 +353,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (bo
 		changed = n > 0
 	}
 	if err != nil {
-		return false, fmt.Errorf("shard: pause schedule %q: %w", name, err)
+		return false, errtext.Errorf("pause schedule %q: %w", name, err)
 	}
 	return changed, nil
 }
@@ -360,7 +362,7 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (bo
 func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.PausedSchedules()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: paused schedules: %w", err)
+		return nil, errtext.Errorf("paused schedules: %w", err)
 	}
 	out := make(map[string]time.Time, len(m))
 	for name, v := range m {
@@ -379,7 +381,7 @@ const SchedulesChanged = "schedules"
 // JSON, and announces the change.
 func (s *Store) PutScheduleDef(ctx context.Context, name string, def []byte) error {
 	if err := s.rdb.HSet(ctx, s.k.ScheduleDefs(), name, def).Err(); err != nil {
-		return fmt.Errorf("shard: register schedule %q: %w", name, err)
+		return errtext.Errorf("register schedule %q: %w", name, err)
 	}
 	s.announceSchedules(ctx)
 	return nil
@@ -390,7 +392,7 @@ func (s *Store) PutScheduleDef(ctx context.Context, name string, def []byte) err
 func (s *Store) DeleteScheduleDef(ctx context.Context, name string) (bool, error) {
 	n, err := s.rdb.HDel(ctx, s.k.ScheduleDefs(), name).Result()
 	if err != nil {
-		return false, fmt.Errorf("shard: remove schedule %q: %w", name, err)
+		return false, errtext.Errorf("remove schedule %q: %w", name, err)
 	}
 	s.announceSchedules(ctx)
 	return n > 0, nil
@@ -407,7 +409,7 @@ func (s *Store) announceSchedules(ctx context.Context) {
 func (s *Store) ScheduleDefs(ctx context.Context) (map[string][]byte, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.ScheduleDefs()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: registered schedules: %w", err)
+		return nil, errtext.Errorf("registered schedules: %w", err)
 	}
 	out := make(map[string][]byte, len(m))
 	for k, v := range m {

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNodeDown reports a Redis node that did not answer a PING (PingShards).
-var ErrNodeDown = errors.New("shard: redis node not answering")
+var ErrNodeDown = errors.New("hourglass: redis node not answering")
 
 // NodeDownError names a node PingShards could not reach and the shards
 // it serves. It wraps ErrNodeDown.

@@ -10,7 +10,7 @@ import (
 )
 
 // ErrInvalidLayout is returned by NewLayout for a bad namespace or count.
-var ErrInvalidLayout = errors.New("shard: invalid layout")
+var ErrInvalidLayout = errors.New("hourglass: invalid layout")
 
 var namespaceRE = regexp.MustCompile(NamespaceRule)
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Queue policy defaults and limits. The schedulers register each queue's
@@ -121,7 +123,7 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 		pipe.SetNX(ctx, s.k.Marker(sh), marker, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("shard: register queues: %w", err)
+		return errtext.Errorf("register queues: %w", err)
 	}
 	return nil
 }
@@ -171,7 +173,7 @@ func (s *Store) SetFarTier(ctx context.Context, f FarTier) error {
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("shard: set far tier: %w", err)
+		return errtext.Errorf("set far tier: %w", err)
 	}
 	return nil
 }
@@ -211,7 +213,7 @@ func (s *Store) Registration(ctx context.Context, queues []string) (Registration
 	}
 	beyond := pipe.Exists(ctx, s.k.Queues(l.Existing()))
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return Registration{}, fmt.Errorf("shard: registration: %w", err)
+		return Registration{}, errtext.Errorf("registration: %w", err)
 	}
 	r := Registration{Missing: map[string][]int{}, Beyond: beyond.Val() > 0, Removed: map[string]bool{}}
 	for sh, cmds := range policies {
@@ -220,7 +222,7 @@ func (s *Store) Registration(ctx context.Context, queues []string) (Registration
 			case err == redis.Nil:
 				r.Missing[queues[i]] = append(r.Missing[queues[i]], sh)
 			case err != nil:
-				return Registration{}, fmt.Errorf("shard: registration: %w", err)
+				return Registration{}, errtext.Errorf("registration: %w", err)
 			case strings.HasPrefix(p, removedPrefix):
 				r.Removed[queues[i]] = true
 			}
@@ -253,7 +255,7 @@ func (r Registration) Problem(q, ns string, n int) string {
 func (s *Store) QueueNames(ctx context.Context) ([]string, error) {
 	all, err := s.rdb.HGetAll(ctx, s.k.Queues(0)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: queue names: %w", err)
+		return nil, errtext.Errorf("queue names: %w", err)
 	}
 	names := make([]string, 0, len(all))
 	for q, p := range all {

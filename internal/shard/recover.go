@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // RecoverArgs configure one recovery pass.
@@ -50,13 +52,13 @@ func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs)
 		s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Queues(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.ReadyQueues(sh), s.k.Counts(sh),
 	}, args...).Slice()
 	if err != nil {
-		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: %w", sh, err)
+		return RecoverResult{}, errtext.Errorf("recover shard %d: %w", sh, err)
 	}
 	if len(v) == 2 && v[0] == int64(-1) {
 		return RecoverResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %v", ErrStaleEpoch, sh, epoch, v[1])
 	}
 	if len(v) < 8 {
-		return RecoverResult{}, fmt.Errorf("shard: recover shard %d: unexpected reply %v", sh, v)
+		return RecoverResult{}, errtext.Errorf("recover shard %d: unexpected reply %v", sh, v)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	r := RecoverResult{

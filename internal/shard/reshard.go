@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // The reshard's steps (docs/resharding.md): an old shard's owner scans
@@ -59,14 +61,14 @@ const (
 func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
 	v, err := scanIDsScript.Run(ctx, s.rdb, []string{s.k.Tasks(sh)}, strconv.FormatUint(cursor, 10), count).StringSlice()
 	if err != nil {
-		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: %w", sh, err)
+		return nil, 0, errtext.Errorf("scan task ids of shard %d: %w", sh, err)
 	}
 	if len(v) == 0 {
-		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: empty reply", sh)
+		return nil, 0, errtext.Errorf("scan task ids of shard %d: empty reply", sh)
 	}
 	next, err := strconv.ParseUint(v[0], 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("shard: scan task ids of shard %d: cursor %q", sh, v[0])
+		return nil, 0, errtext.Errorf("scan task ids of shard %d: cursor %q", sh, v[0])
 	}
 	return v[1:], next, nil
 }
@@ -78,7 +80,7 @@ func (s *Store) ScanIDs(ctx context.Context, sh int, cursor uint64, count int) (
 func (s *Store) ScanDead(ctx context.Context, sh int, cursor uint64, count int) ([]string, uint64, error) {
 	kv, next, err := s.rdb.ZScan(ctx, s.k.Dead(sh), cursor, "", int64(count)).Result()
 	if err != nil {
-		return nil, 0, fmt.Errorf("shard: scan the dead letters of shard %d: %w", sh, err)
+		return nil, 0, errtext.Errorf("scan the dead letters of shard %d: %w", sh, err)
 	}
 	ids := make([]string, 0, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
@@ -107,7 +109,7 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 		s.k.Errors(sh), s.k.Counts(sh), s.k.Outbox(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh),
 	}, args...).Slice()
 	if err != nil {
-		return r, fmt.Errorf("shard: export from shard %d: %w", sh, err)
+		return r, errtext.Errorf("export from shard %d: %w", sh, err)
 	}
 	switch code, _ := v[0].(int64); code {
 	case -10:
@@ -116,7 +118,7 @@ func (s *Store) Export(ctx context.Context, l Layout, sh int, epoch int64, margi
 		return r, fmt.Errorf("%w: export from shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
 	}
 	if len(v) != 1+len(ids) {
-		return r, fmt.Errorf("shard: export from shard %d: %d replies for %d ids", sh, len(v)-1, len(ids))
+		return r, errtext.Errorf("export from shard %d: %d replies for %d ids", sh, len(v)-1, len(ids))
 	}
 	for i, id := range ids {
 		e, _ := v[1+i].(string)
@@ -153,7 +155,7 @@ type ReadyEntry struct {
 func (s *Store) ReadyWindow(ctx context.Context, sh int, queue string, start int64, n int) ([]ReadyEntry, error) {
 	v, err := s.rdb.LRange(ctx, s.k.Ready(sh, queue), start, start+int64(n)-1).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: read the ready list of queue %q in shard %d: %w", queue, sh, err)
+		return nil, errtext.Errorf("read the ready list of queue %q in shard %d: %w", queue, sh, err)
 	}
 	out := make([]ReadyEntry, len(v))
 	for i, raw := range v {
@@ -193,7 +195,7 @@ func (s *Store) ExportReady(ctx context.Context, l Layout, sh int, epoch int64, 
 		s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh),
 	}, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("shard: export ready tasks of queue %q from shard %d: %w", queue, sh, err)
+		return nil, errtext.Errorf("export ready tasks of queue %q from shard %d: %w", queue, sh, err)
 	}
 	switch code, _ := v[0].(int64); code {
 	case -10:
@@ -222,7 +224,7 @@ func (s *Store) Outbox(ctx context.Context, sh int) ([]Exported, error) {
 func (s *Store) exported(ctx context.Context, key string) ([]Exported, error) {
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("shard: read %s: %w", key, err)
+		return nil, errtext.Errorf("read %s: %w", key, err)
 	}
 	out := make([]Exported, 0, len(m))
 	for id, e := range m {
@@ -249,7 +251,7 @@ func (s *Store) Import(ctx context.Context, l Layout, sh int, tasks []Exported) 
 		s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Imported(sh, l.Gen()), s.k.Marker(sh),
 	}, args...).Int64Slice()
 	if err != nil {
-		return 0, fmt.Errorf("shard: import into shard %d: %w", sh, err)
+		return 0, errtext.Errorf("import into shard %d: %w", sh, err)
 	}
 	if v[0] == -11 {
 		return 0, fmt.Errorf("%w: import into shard %d for generation %d", ErrStaleLayout, sh, l.Gen())
@@ -274,7 +276,7 @@ func (s *Store) Commit(ctx context.Context, sh int, epoch int64, ids []string) (
 	}
 	v, err := commitScript.Run(ctx, s.rdb, []string{s.k.Outbox(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.Cancelled(sh)}, args...).Int64Slice()
 	if err != nil {
-		return nil, fmt.Errorf("shard: commit the exports of shard %d: %w", sh, err)
+		return nil, errtext.Errorf("commit the exports of shard %d: %w", sh, err)
 	}
 	if v[0] == -10 {
 		return nil, fmt.Errorf("%w: commit in shard %d with epoch %d", ErrStaleEpoch, sh, epoch)
@@ -301,7 +303,7 @@ func (s *Store) Forget(ctx context.Context, sh int, ids []string) error {
 		return nil
 	}
 	if err := s.rdb.HDel(ctx, s.k.Cancelled(sh), ids...).Err(); err != nil {
-		return fmt.Errorf("shard: forget the cancelled exports of shard %d: %w", sh, err)
+		return errtext.Errorf("forget the cancelled exports of shard %d: %w", sh, err)
 	}
 	return nil
 }
@@ -324,7 +326,7 @@ func (s *Store) Unimport(ctx context.Context, l Layout, sh int, tasks []Exported
 		s.k.Imported(sh, l.Gen()),
 	}, args...).Err()
 	if err != nil {
-		return fmt.Errorf("shard: unimport from shard %d: %w", sh, err)
+		return errtext.Errorf("unimport from shard %d: %w", sh, err)
 	}
 	return nil
 }
@@ -333,11 +335,11 @@ func (s *Store) Unimport(ctx context.Context, l Layout, sh int, tasks []Exported
 func (s *Store) ShardEmpty(ctx context.Context, sh int) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.k.Tasks(sh)).Result()
 	if err != nil {
-		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
+		return false, errtext.Errorf("is shard %d empty: %w", sh, err)
 	}
 	m, err := s.rdb.Exists(ctx, s.k.Outbox(sh)).Result()
 	if err != nil {
-		return false, fmt.Errorf("shard: is shard %d empty: %w", sh, err)
+		return false, errtext.Errorf("is shard %d empty: %w", sh, err)
 	}
 	return n == 0 && m == 0, nil
 }
@@ -355,14 +357,14 @@ func (s *Store) DropShard(ctx context.Context, sh int) error {
 	}
 	buckets, err := s.rdb.ZRange(ctx, s.k.Far(sh), 0, -1).Result()
 	if err != nil {
-		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+		return errtext.Errorf("drop shard %d: %w", sh, err)
 	}
 	for _, b := range buckets {
 		keys = append(keys, s.k.FarBucket(sh, b))
 	}
 	queues, err := s.rdb.SMembers(ctx, s.k.ReadyQueues(sh)).Result()
 	if err != nil {
-		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+		return errtext.Errorf("drop shard %d: %w", sh, err)
 	}
 	for _, q := range queues {
 		keys = append(keys, s.k.Ready(sh, q), s.k.Pending(sh, q))
@@ -373,7 +375,7 @@ func (s *Store) DropShard(ctx context.Context, sh int) error {
 		pipe.Del(ctx, k) // one key per command: a Redis Cluster node serves them all, but one DEL may not span them
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("shard: drop shard %d: %w", sh, err)
+		return errtext.Errorf("drop shard %d: %w", sh, err)
 	}
 	return nil
 }

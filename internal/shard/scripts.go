@@ -3,13 +3,13 @@ package shard
 import (
 	"context"
 	"embed"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/luascript"
 )
 
@@ -157,7 +157,7 @@ func (sc script) pipelined(ctx context.Context, rdb redis.Cmdable, calls []scrip
 		switch {
 		case len(noScript) > 0 && !loaded:
 			if err := sc.Load(ctx, rdb).Err(); err != nil {
-				return nil, fmt.Errorf("shard: load %s: %w", sc.name, err)
+				return nil, errtext.Errorf("load %s: %w", sc.name, err)
 			}
 			loaded = true
 		case len(refused) > 0 && resent < limit:

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Settling a delivery: ack (done), nack (failed), release (given back
@@ -69,7 +71,7 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 		for k, i := range idx {
 			switch {
 			case cerr != nil:
-				out[i] = fmt.Errorf("shard: ack %q: %w", acks[i].ID, cerr)
+				out[i] = errtext.Errorf("ack %q: %w", acks[i].ID, cerr)
 			case k >= len(v) || v[k] == 0:
 				out[i] = fmt.Errorf("%w: ack %q", ErrStaleToken, acks[i].ID)
 			}
@@ -84,7 +86,7 @@ func (s *Store) Extend(ctx context.Context, d Delivery, lease time.Duration) (ti
 	sh, id := d.Shard, d.Task.ID
 	ms, err := extendScript.Run(ctx, s.rdb, []string{s.k.Inflight(sh), s.k.Leases(sh)}, id, d.Token, lease.Milliseconds()).Int64()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("shard: extend %q: %w", id, err)
+		return time.Time{}, errtext.Errorf("extend %q: %w", id, err)
 	}
 	if ms == 0 {
 		return time.Time{}, fmt.Errorf("%w: extend %q", ErrStaleToken, id)
@@ -155,7 +157,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 	}
 	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh)).Int64Slice()
 	if err != nil {
-		return NackResult{}, fmt.Errorf("shard: nack %q: %w", id, err)
+		return NackResult{}, errtext.Errorf("nack %q: %w", id, err)
 	}
 	switch v[0] {
 	case 0:
@@ -178,7 +180,7 @@ func (s *Store) Release(ctx context.Context, d Delivery) error {
 		s.k.Inflight(sh), s.k.Leases(sh), s.k.Seq(sh), s.k.Pending(sh, queue), s.k.Ready(sh, queue), s.k.Tasks(sh), s.k.Counts(sh),
 	}, id, d.Token).Int64()
 	if err != nil {
-		return fmt.Errorf("shard: release %q: %w", id, err)
+		return errtext.Errorf("release %q: %w", id, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: release %q", ErrStaleToken, id)

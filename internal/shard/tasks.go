@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // EnqueueArgs are the arguments of one enqueue. Exactly one of Due and
@@ -142,9 +144,9 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 		for k, i := range idx {
 			switch {
 			case cerr != nil:
-				out[i].Err = fmt.Errorf("shard: enqueue %q: %w", as[i].ID, cerr)
+				out[i].Err = errtext.Errorf("enqueue %q: %w", as[i].ID, cerr)
 			case len(v) != 3*len(idx):
-				out[i].Err = fmt.Errorf("shard: enqueue %q: unexpected reply of %d values", as[i].ID, len(v))
+				out[i].Err = errtext.Errorf("enqueue %q: unexpected reply of %d values", as[i].ID, len(v))
 			default:
 				out[i] = parseEnqueue(as[i], v[3*k:3*k+3])
 				if r := &out[i]; !replicated && (r.Err == nil || errors.Is(r.Err, ErrDuplicate)) {
@@ -195,7 +197,7 @@ func (s *Store) liveInOldShards(ctx context.Context, l Layout, as []EnqueueArgs,
 	for _, c := range checks {
 		switch {
 		case err != nil:
-			out[c.i].Err = fmt.Errorf("shard: enqueue %q: look in its old shard: %w", c.h.ID, err)
+			out[c.i].Err = errtext.Errorf("enqueue %q: look in its old shard: %w", c.h.ID, err)
 			live[c.i] = true
 		case c.cancelled.Val():
 			// Its imported copy is about to be removed: storing the id
@@ -271,7 +273,7 @@ func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error
 		s.k.OutboxKeys(p)...)
 	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh)).Slice()
 	if err != nil {
-		return "", fmt.Errorf("shard: cancel %q: %w", id, err)
+		return "", errtext.Errorf("cancel %q: %w", id, err)
 	}
 	code, _ := v[0].(int64)
 	state, _ := v[1].(string)
@@ -350,7 +352,7 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 	}
 	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.k.PendingPrefix(sh), s.k.ReadyPrefix(sh)).StringSlice()
 	if err != nil {
-		return Info{}, fmt.Errorf("shard: lookup %q: %w", id, err)
+		return Info{}, errtext.Errorf("lookup %q: %w", id, err)
 	}
 	if len(v) != 5 || v[0] == "" {
 		return Info{}, taskNotFound(id)
