@@ -2,6 +2,7 @@ package hourglass_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +17,13 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 	"github.com/hourglass-sched/hourglass/periodic"
+	"github.com/hourglass-sched/hourglass/scheduler"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
 // packagePrefixes are the prefixes no message may carry: the public
 // packages say "hourglass: " instead.
-var packagePrefixes = []string{"client:", "inspect:", "worker:", "periodic:", "coord:", "codec:", "shard:"}
+var packagePrefixes = []string{"client:", "inspect:", "worker:", "periodic:", "coord:", "codec:", "shard:", ": scheduler:"}
 
 // TestErrorMessagesSayHourglassOnce: the errors the public packages
 // return (bad configs, bad ids and arguments, missing tasks and queues,
@@ -29,6 +31,17 @@ var packagePrefixes = []string{"client:", "inspect:", "worker:", "periodic:", "c
 // "hourglass: ", say it once, and name no package, also where they wrap
 // a sentinel of package hourglass.
 func TestErrorMessagesSayHourglassOnce(t *testing.T) {
+	badScheduler := scheduler.DefaultConfig()
+	badScheduler.Shards = -1
+	idleConfig := scheduler.DefaultConfig()
+	idleConfig.HTTP.Addr = ""
+	idle, err := scheduler.New(idleConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "msg", Shards: 2})
 	ctx := testenv.Ctx(t, 30*time.Second)
@@ -166,6 +179,10 @@ func TestErrorMessagesSayHourglassOnce(t *testing.T) {
 		{"coord Extend with a bad ttl", held.Extend(ctx, time.Microsecond)},
 		{"coord.ErrNotHeld", coord.ErrNotHeld},
 		{"coord.ErrNotAcquired", coord.ErrNotAcquired},
+		// scheduler
+		{"scheduler.New with a bad shard count", second(scheduler.New(badScheduler))},
+		{"scheduler.LoadSettings of a missing file", second(scheduler.LoadSettings(filepath.Join(t.TempDir(), "none.yaml")))},
+		{"scheduler Ready cancelled", idle.Ready(cancelled)},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: no error", tc.name)

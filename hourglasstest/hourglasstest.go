@@ -39,6 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 	"github.com/hourglass-sched/hourglass/scheduler"
 	"github.com/hourglass-sched/hourglass/worker"
@@ -83,20 +84,20 @@ type Options struct {
 
 // Env is a running Hourglass. Close stops what New started.
 type Env struct {
-	cfg    scheduler.Config
-	rdb    *redis.Client
-	sched  *scheduler.Scheduler
-	redis  *localrun.Redis
-	etcd   *localrun.Etcd
-	dir    string
+	cfg   scheduler.Config
+	rdb   *redis.Client
+	sched *scheduler.Scheduler
+	redis *localrun.Redis
+	etcd  *localrun.Etcd
+	dir   string
 	// cancel stops the scheduler, after the workers (workers, wwg).
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	workers []context.CancelFunc
 	wwg     sync.WaitGroup
 	mu      sync.Mutex
-	errs   []error // what the scheduler's and the workers' Run returned
-	closed sync.Once
+	errs    []error // what the scheduler's and the workers' Run returned
+	closed  sync.Once
 }
 
 // Start is New for a test: it fails t if the Env does not start and
@@ -116,7 +117,7 @@ func Start(t testing.TB, opts Options) *Env {
 	}
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
-			t.Errorf("hourglasstest: %v", err)
+			t.Errorf("closing the test environment: %v", err)
 		}
 		tw.stop()
 	})
@@ -166,7 +167,7 @@ func New(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(fmt.Errorf("hourglasstest: %w", err), e.Close())
+			err = errors.Join(errtext.Errorf("test environment: %w", err), e.Close())
 		}
 	}()
 	if err := e.startServers(opts); err != nil {
@@ -235,7 +236,7 @@ func (e *Env) startScheduler(ctx context.Context) error {
 	go func() {
 		defer e.wg.Done()
 		if err := s.Run(runCtx); err != nil {
-			e.fail(fmt.Errorf("scheduler: %w", err))
+			e.fail(errtext.Errorf("the scheduler failed: %w", err))
 		}
 	}()
 	if err := s.Ready(ctx); err != nil {
@@ -273,7 +274,7 @@ func (e *Env) RunWorker(w *worker.Worker) {
 	go func() {
 		defer e.wwg.Done()
 		if err := w.Run(ctx); err != nil {
-			e.fail(fmt.Errorf("worker: %w", err))
+			e.fail(errtext.Errorf("a worker failed: %w", err))
 		}
 	}()
 }

@@ -27,7 +27,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -35,6 +34,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/logbridge"
 	isched "github.com/hourglass-sched/hourglass/internal/scheduler"
 )
@@ -69,7 +69,7 @@ func DefaultQueue() QueueSettings { return config.DefaultQueue() }
 func LoadSettings(path string) (Settings, error) {
 	cfg, err := config.Load([]string{"-config", path}, nil)
 	if err != nil {
-		return Settings{}, fmt.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
+		return Settings{}, errtext.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
 	}
 	return *cfg, nil
 }
@@ -103,7 +103,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("Slog: must be nil when Logger is set (set one logger)"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
+		return errtext.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func New(cfg Config) (*Scheduler, error) {
 	settings.ApplyDefaults()
 	s, err := isched.New(&settings, log)
 	if err != nil {
-		return nil, fmt.Errorf("hourglass: %w", err)
+		return nil, errtext.Errorf("%w", err)
 	}
 	return &Scheduler{s: s}, nil
 }
@@ -149,7 +149,7 @@ func (s *Scheduler) Ready(ctx context.Context) error {
 	case <-s.s.Registered():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("hourglass: waiting for the scheduler to register the queues: %w", context.Cause(ctx))
+		return errtext.Errorf("waiting for the scheduler to register the queues: %w", context.Cause(ctx))
 	}
 }
 
