@@ -43,16 +43,8 @@ func TestErrorMessagesSayHourglassOnce(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	t.Parallel()
-	e := shardtest.New(t, shardtest.Options{Namespace: "msg", Shards: 2})
+	e, c, in := deployment(t, "msg", client.Config{RetryFor: client.RetryForNone})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	c, err := client.New(e.RDB, client.Config{Namespace: "msg", Shards: 2, RetryFor: client.RetryForNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "msg", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	running := e.Popped(shardtest.Queue, "running-", 1)[0].Task.ID
 	e.Schedule(shardtest.Queue, time.Hour, "later")
 	// Nothing listens there: every call to it fails to connect.

@@ -98,19 +98,11 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 		invalidConfig, duplicate     = sharedSentinels[3], sharedSentinels[4]
 		unknownQueue                 = sharedSentinels[5]
 	)
-	e := shardtest.New(t, shardtest.Options{Namespace: "errs", Shards: 2})
+	e, c, in := deployment(t, "errs", client.Config{})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	c, err := client.New(e.RDB, client.Config{Namespace: "errs", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "errs", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	running := e.Popped(shardtest.Queue, "running-", 1)[0].Task.ID
 
-	_, err = c.Cancel(ctx, running)
+	_, err := c.Cancel(ctx, running)
 	wantIs(t, "client Cancel of a running task", err, active)
 	_, err = in.Cancel(ctx, running)
 	wantIs(t, "inspect Cancel of a running task", err, active)

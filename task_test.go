@@ -19,16 +19,8 @@ import (
 // one has its lease deadline, undecodable data is a Problem.
 func TestLookupAndInspectReportOneView(t *testing.T) {
 	t.Parallel()
-	e := shardtest.New(t, shardtest.Options{Namespace: "view", Shards: 2})
+	e, c, in := deployment(t, "view", client.Config{})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	c, err := client.New(e.RDB, client.Config{Namespace: "view", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "view", Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dead := e.Dead(shardtest.Queue, "dead-", 1)[0]
 	popped := e.Popped(shardtest.Queue, "active-", 1)[0]
 	if _, err := e.Store.Claim(ctx, popped.Shard, shardtest.Queue, []string{popped.Ref()}, time.Minute); err != nil {
@@ -97,4 +89,22 @@ func TestLookupAndInspectReportOneView(t *testing.T) {
 			t.Errorf("%s: not listed as %s", c2.id, c2.state)
 		}
 	}
+}
+
+// deployment returns a fresh Redis with a deployment of two shards in
+// namespace ns, and a client (cc with the namespace and shard count
+// set) and an inspector on it.
+func deployment(t *testing.T, ns string, cc client.Config) (*shardtest.Env, *client.Client, *inspect.Inspector) {
+	t.Helper()
+	e := shardtest.New(t, shardtest.Options{Namespace: ns, Shards: 2})
+	cc.Namespace, cc.Shards = ns, 2
+	c, err := client.New(e.RDB, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, c, in
 }
