@@ -43,8 +43,10 @@ import (
 // their YAML file: every key of configs/scheduler.example.yaml is the
 // field of the same name (redis.addr is Settings.Redis.Addr). Each
 // setting's range, unit, default and what its zero means are listed once,
-// in docs/operations.md's settings tables. Start from DefaultConfig or
-// DefaultSettings, or read a file with LoadSettings.
+// in docs/operations.md's settings tables (and `go doc
+// github.com/hourglass-sched/hourglass/internal/config Config` lists the
+// fields). Start from DefaultConfig or DefaultSettings, or read a file
+// with LoadSettings.
 type Settings = config.Config
 
 // QueueSettings configures one queue (a value of Settings.Queues); start
