@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -36,7 +37,11 @@ func run() int {
 	noBullMQ := flag.Bool("no-bullmq", false, "skip BullMQ (which needs Node.js 20 or newer and npm)")
 	tuned := flag.Duration("tuned-prefetch", 100*time.Millisecond, "also run the steady scenario for Hourglass with this scheduler.prefetch, in an environment of its own, as a tuned row beside the default (bars read the default rows); 0 skips it")
 	sizedShards := flag.Int("steady-shards", 2, "also run the steady scenario for Hourglass with this many shards (a deployment sized to its load: one shard per scheduler); 0 skips it")
+	render := flag.String("render", "", "print the markdown report of a results .json file (e.g. results/latest.json) and exit")
 	flag.Parse()
+	if *render != "" {
+		return renderFile(*render)
+	}
 	if *sizedShards == 1 || *sizedShards < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -steady-shards must be 0 (skip) or at least 2, one shard per scheduler")
 		return 2
@@ -284,4 +289,19 @@ func cpuModel() string {
 		}
 	}
 	return "?"
+}
+
+// renderFile prints the markdown of a results file written by an earlier
+// run.
+func renderFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var r report
+		if err = json.Unmarshal(b, &r); err == nil {
+			r.markdown(os.Stdout)
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	return 1
 }

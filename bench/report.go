@@ -186,6 +186,7 @@ func (r *report) markdown(w io.Writer) {
 	for _, b := range r.Bars {
 		fmt.Fprintf(w, "| %s | %s | %s | **%s** |\n", b.Name, b.Target, b.value(), b.status())
 	}
+	r.sideBySide(w)
 	for _, s := range r.Scenarios {
 		fmt.Fprintf(w, "\n## %s\n\n| system |", s.Title)
 		for _, c := range s.Cols {
@@ -241,4 +242,62 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// headline is one figure of the side-by-side table.
+type headline struct {
+	label, scen, key, fmt string
+}
+
+var headlines = []headline{
+	{"burst drain, tasks/s", "burst", "drain", "%.0f"},
+	{"burst lateness p99, ms", "burst", "p99", "%.0f"},
+	{"steady 2,000/s lateness p50, ms", "steady", "p50", "%.1f"},
+	{"steady 2,000/s lateness p99, ms", "steady", "p99", "%.1f"},
+	{"steady 2,000/s tasks early", "steady", "early", "%.0f"},
+	{"steady 2,000/s Redis CPU µs/task", "steady", "rcpu_per_1k", "%.1f"},
+	{"steady 2,000/s Redis commands/task", "steady", "cmds", "%.1f"},
+	{"steady capacity (p99 ≤ 10 ms), tasks/s", "capacity", "cap", "%.0f"},
+	{"enqueue batched, 1 goroutine, tasks/s", "enqueue", "g1", "%.0f"},
+	{"enqueue unbatched, 64 goroutines, tasks/s", "enqueue", "u64", "%.0f"},
+	{"idle Redis commands/s", "idle", "cps", "%.2f"},
+	{"memory, bytes/task beyond payload", "idle", "mem", "%.0f"},
+}
+
+// sideBySide renders the headline figures of the default deployment and
+// the peers in one table, a column per system.
+func (r *report) sideBySide(w io.Writer) {
+	systems := []string{"hourglass", "asynq", "asynq-tuned", "bullmq"}
+	var have []string
+	for _, sys := range systems {
+		for _, h := range headlines {
+			if s := r.find(h.scen); s != nil {
+				if _, ok := s.get(sys, h.key); ok {
+					have = append(have, sys)
+					break
+				}
+			}
+		}
+	}
+	if len(have) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## Side by side (default configurations; Hourglass: 16 shards)\n\n| figure |")
+	for _, sys := range have {
+		fmt.Fprintf(w, " %s |", sys)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(have)))
+	for _, h := range headlines {
+		s := r.find(h.scen)
+		if s == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", h.label)
+		for _, sys := range have {
+			v, ok := s.get(sys, h.key)
+			fmt.Fprintf(w, " %s |", fmtVal(col{Fmt: h.fmt}, v, ok))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nasynq-tuned is asynq with its poll intervals at 1 ms, not its default; the scenarios' tables below give every row (Hourglass on 2 shards and with prefetch among them).\n")
 }
