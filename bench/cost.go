@@ -72,7 +72,7 @@ func costStages(ctx context.Context, o sizes, hg *hgSystem, sc *scenario, logf f
 	}
 	a, _ := hg.snap(ctx)
 	t0 := time.Now()
-	sent, err := enqueueAll(ctx, hg, ts, 1, 1000, time.Time{})
+	sent, err := enqueueAll(ctx, hg.enqueue, ts, 1, 1000, time.Time{})
 	enqDur := time.Since(t0)
 	b, _ := hg.snap(ctx)
 	if err != nil || sent != n {
@@ -284,6 +284,7 @@ func saturate(ctx context.Context, o sizes, sys system, r *row, logf func(string
 	r.set("tput", float64(s.Handled)/el)
 	r.set("enq", float64(n)/enqDur.Seconds())
 	putCost(r, w, s.Handled)
+	dropUnknown(sys, r)
 	r.set("cps", float64(w.total)/el)
 	r.set("rutil", 100*w.cpu/w.secs)
 	r.set("outil", 100*(w.procCPU+w.selfCPU)/w.secs)

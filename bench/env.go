@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,6 +56,24 @@ type env struct {
 	// schedArgs are added to every scheduler's arguments (the periodic
 	// scenario's schedules).
 	schedArgs []string
+	// prefetch is the schedulers' scheduler.prefetch; 0 passes nothing,
+	// so they run the default (tasks move when due). Only the tuned row
+	// of the steady scenario sets it.
+	prefetch time.Duration
+
+	// bqRed is BullMQ's redis-server (same binary and flags), with its
+	// measuring client; nil when BullMQ does not run.
+	bqRed    *localrun.Redis
+	bqAdmin  *redis.Client
+	bqAdminN *cmdCounter
+}
+
+// envOpts says what startEnv starts besides Hourglass's Redis, etcd and
+// schedulers.
+type envOpts struct {
+	shards        int
+	asynq, bullmq bool          // a redis-server of its own for each peer
+	prefetch      time.Duration // scheduler.prefetch; 0 = the default
 }
 
 // sched is one scheduler process and its HTTP address.
@@ -78,10 +95,10 @@ func repoRoot() (string, error) {
 	return filepath.Dir(filepath.Dir(mod)), nil
 }
 
-// startEnv starts Redis, etcd and two schedulers running shards shards;
-// with asynq it also starts the second Redis, for asynq.
-func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq bool) (*env, error) {
-	e, err := newEnv(ctx, logf, shards)
+// startEnv starts Redis, etcd and two schedulers running o.shards shards,
+// and a Redis of its own for each peer that runs.
+func startEnv(ctx context.Context, logf func(string, ...any), o envOpts) (*env, error) {
+	e, err := newEnv(ctx, logf, o.shards)
 	if err != nil {
 		return nil, err
 	}
@@ -95,12 +112,20 @@ func startEnv(ctx context.Context, logf func(string, ...any), shards int, asynq 
 	if e.hgRed, err = localrun.StartRedis(e.dir); err != nil {
 		return nil, err
 	}
-	if asynq {
+	e.prefetch = o.prefetch
+	if o.asynq {
 		if e.aqRed, err = localrun.StartRedis(e.dir); err != nil {
 			return nil, err
 		}
 		e.aqAdmin = redis.NewClient(&redis.Options{Addr: e.aqRed.Addr})
 		e.aqAdmin.AddHook(e.aqAdminN)
+	}
+	if o.bullmq {
+		if e.bqRed, err = localrun.StartRedis(e.dir); err != nil {
+			return nil, err
+		}
+		e.bqAdmin = redis.NewClient(&redis.Options{Addr: e.bqRed.Addr})
+		e.bqAdmin.AddHook(e.bqAdminN)
 	}
 	e.hgAdmin = e.dial(e.hgAdminN)
 	if err := e.startSchedulers(ctx); err != nil {
@@ -121,7 +146,7 @@ func newEnv(ctx context.Context, logf func(string, ...any), shards int) (*env, e
 	if err != nil {
 		return nil, err
 	}
-	e := &env{dir: dir, root: root, ttl: 5 * time.Second, shards: shards, hgAdminN: newCmdCounter(), aqAdminN: newCmdCounter()}
+	e := &env{dir: dir, root: root, ttl: 5 * time.Second, shards: shards, hgAdminN: newCmdCounter(), aqAdminN: newCmdCounter(), bqAdminN: newCmdCounter()}
 	if e.layout, err = shard.NewLayout(namespace, shards); err != nil {
 		e.stop()
 		return nil, err
@@ -176,10 +201,6 @@ func (e *env) redisArgs() []string {
 	return []string{"-set", "redis.mode=cluster", "-set", "redis.addr=", "-set", "redis.addrs=" + strings.Join(e.nodeAddrs(), ",")}
 }
 
-// prefetch is the schedulers' scheduler.prefetch: they move tasks this
-// long before they are due, and workers hold each until its due time.
-var prefetch = flag.Duration("prefetch", 100*time.Millisecond, "scheduler.prefetch of Hourglass's schedulers: tasks move into ready lists up to this long before they are due (0: when due)")
-
 func (e *env) startSched(id string) (*sched, error) {
 	port, err := localrun.FreePort()
 	if err != nil {
@@ -192,9 +213,11 @@ func (e *env) startSched(id string) (*sched, error) {
 		"-set", "namespace="+namespace,
 		"-set", "scheduler.replica_id="+id,
 		"-set", "scheduler.lease_ttl="+e.ttl.String(),
-		"-set", "scheduler.prefetch="+prefetch.String(),
 		"-set", "http.addr="+s.http,
 	)
+	if e.prefetch > 0 {
+		args = append(args, "-set", "scheduler.prefetch="+e.prefetch.String())
+	}
 	args = append(args, e.schedArgs...)
 	s.Proc, err = localrun.Start(id, filepath.Join(e.dir, "scheduler"), args, nil, filepath.Join(e.dir, id+".log"))
 	if err != nil {
@@ -326,6 +349,12 @@ func (e *env) stop() {
 	}
 	if e.aqRed != nil {
 		e.aqRed.Stop(5 * time.Second)
+	}
+	if e.bqAdmin != nil {
+		e.bqAdmin.Close()
+	}
+	if e.bqRed != nil {
+		e.bqRed.Stop(5 * time.Second)
 	}
 	if e.dir != "" {
 		os.RemoveAll(e.dir)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"burst", "steady", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic", "reshard"}
+var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic", "reshard"}
 
 func main() {
 	os.Exit(run())
@@ -33,8 +34,14 @@ func run() int {
 	out := flag.String("out", "results", "directory for latest.json and latest.md (quick runs write quick.json/.md)")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the bench process (producers, in-process workers, asynq) to this file")
 	noAsynq := flag.Bool("no-asynq", false, "skip asynq")
+	noBullMQ := flag.Bool("no-bullmq", false, "skip BullMQ (which needs Node.js 20 or newer and npm)")
+	tuned := flag.Duration("tuned-prefetch", 100*time.Millisecond, "also run the steady scenario for Hourglass with this scheduler.prefetch, in an environment of its own, as a tuned row beside the default (bars read the default rows); 0 skips it")
 	sizedShards := flag.Int("steady-shards", 2, "also run the steady scenario for Hourglass with this many shards (a deployment sized to its load: one shard per scheduler); 0 skips it")
+	render := flag.String("render", "", "print the markdown report of a results .json file (e.g. results/latest.json) and exit")
 	flag.Parse()
+	if *render != "" {
+		return renderFile(*render)
+	}
 	if *sizedShards == 1 || *sizedShards < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -steady-shards must be 0 (skip) or at least 2, one shard per scheduler")
 		return 2
@@ -75,7 +82,18 @@ func run() int {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
-	e, err := startEnv(ctx, logf, nShards, !*noAsynq)
+	var bqDir string
+	if !*noBullMQ {
+		root, err := repoRoot()
+		if err == nil {
+			bqDir, err = setupBullMQ(ctx, root, logf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	e, err := startEnv(ctx, logf, envOpts{shards: nShards, asynq: !*noAsynq, bullmq: !*noBullMQ})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -88,14 +106,14 @@ func run() int {
 	rep := &report{Meta: meta{
 		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(e.root), Go: runtime.Version(),
 		Redis: redisVersion(ctx, e.hgAdmin), Etcd: etcdVersion(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
-		Quick: *quick, Asynq: asynqVersion(), Prefetch: prefetch.String(),
+		Quick: *quick, Asynq: asynqVersion(), Prefetch: tuned.String(),
 	}}
 	for _, s := range allScenarios {
 		if want[s] {
 			rep.Meta.Scenarios = append(rep.Meta.Scenarios, s)
 		}
 	}
-	logf("Redis %s and etcd on loopback, 2 schedulers, %d shards, prefetch %s; scenarios %s", rep.Meta.Redis, nShards, *prefetch, strings.Join(rep.Meta.Scenarios, ","))
+	logf("Redis %s and etcd on loopback, 2 schedulers, %d shards, default configuration; scenarios %s", rep.Meta.Redis, nShards, strings.Join(rep.Meta.Scenarios, ","))
 
 	hg, err := newHG(e)
 	if err != nil {
@@ -108,15 +126,25 @@ func run() int {
 		return 1
 	}
 	systems := []system{hg}
-	var aqs []system
+	var peers []system
 	if !*noAsynq {
 		def, tuned := asynqConfigs()
 		a1, a2 := newAQ(e, "asynq", def), newAQ(e, "asynq-tuned", tuned)
 		defer a1.close()
 		defer a2.close()
-		aqs = []system{a1, a2}
-		systems = append(systems, aqs...)
+		peers = []system{a1, a2}
 	}
+	if !*noBullMQ {
+		bq, err := newBQ(e, bqDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: bullmq:", err)
+			return 1
+		}
+		defer bq.close()
+		rep.Meta.BullMQ = bq.version
+		peers = append(peers, bq)
+	}
+	systems = append(systems, peers...)
 	step := func(name string, f func()) {
 		if !want[name] || ctx.Err() != nil {
 			return
@@ -131,13 +159,40 @@ func run() int {
 	step("burst", func() { rep.Scenarios = append(rep.Scenarios, runBurst(ctx, o, systems, logf)) })
 	step("steady", func() {
 		sc := runSteady(ctx, o, systems, logf)
-		if *sizedShards > 0 && *sizedShards != nShards {
-			sizedSteady(ctx, o, sc, *sizedShards, logf)
-		}
 		rep.Scenarios = append(rep.Scenarios, sc)
+		if *sizedShards > 0 && *sizedShards != nShards {
+			logf("steady again with %d shards: own Redis, etcd and schedulers", *sizedShards)
+			if err := inEnv(ctx, logf, envOpts{shards: *sizedShards}, func(hg *hgSystem) {
+				sc.Rows = append(sc.Rows, runSteady(ctx, o, []system{hg}, logf).Rows...)
+			}); err != nil {
+				sc.Notes = append(sc.Notes, fmt.Sprintf("%d-shard run: %v", *sizedShards, err))
+			}
+		}
+		if *tuned > 0 {
+			logf("steady again with scheduler.prefetch %s (tuned): own Redis, etcd and schedulers", *tuned)
+			if err := inEnv(ctx, logf, envOpts{shards: nShards, prefetch: *tuned}, func(hg *hgSystem) {
+				sc.Rows = append(sc.Rows, runSteady(ctx, o, []system{hg}, logf).Rows...)
+			}); err != nil {
+				sc.Notes = append(sc.Notes, fmt.Sprintf("tuned run: %v", err))
+			}
+			sc.Notes = append(sc.Notes, fmt.Sprintf("the tuned row runs scheduler.prefetch %s (movers move tasks that long before they are due, workers hold each until due; flag -tuned-prefetch): reported beside the default, never read by the bars", *tuned))
+		}
+	})
+	step("capacity", func() {
+		sc := capacityScenario(o)
+		rep.Scenarios = append(rep.Scenarios, sc)
+		runCapacity(ctx, o, sc, systems, logf)
+		if *sizedShards > 0 && *sizedShards != nShards {
+			logf("capacity again with %d shards: own Redis, etcd and schedulers", *sizedShards)
+			if err := inEnv(ctx, logf, envOpts{shards: *sizedShards}, func(hg *hgSystem) {
+				runCapacity(ctx, o, sc, []system{hg}, logf)
+			}); err != nil {
+				sc.Notes = append(sc.Notes, fmt.Sprintf("%d-shard run: %v", *sizedShards, err))
+			}
+		}
 	})
 	step("enqueue", func() { rep.Scenarios = append(rep.Scenarios, runEnqueue(ctx, o, systems, logf)) })
-	step("idle", func() { rep.Scenarios = append(rep.Scenarios, runIdle(ctx, o, hg, aqs, logf)) })
+	step("idle", func() { rep.Scenarios = append(rep.Scenarios, runIdle(ctx, o, hg, peers, logf)) })
 	step("cost", func() {
 		st, sat := runCost(ctx, o, hg, systems, logf)
 		rep.Scenarios = append(rep.Scenarios, st, sat)
@@ -153,7 +208,7 @@ func run() int {
 	}
 	rep.Meta.Seconds = time.Since(start).Seconds()
 	compareStandalone(rep)
-	rep.Bars = bars(rep, e.ttl)
+	rep.Bars = bars(rep, e.ttl, o)
 	rep.text(os.Stdout)
 	base := "latest"
 	if *quick {
@@ -234,4 +289,19 @@ func cpuModel() string {
 		}
 	}
 	return "?"
+}
+
+// renderFile prints the markdown of a results file written by an earlier
+// run.
+func renderFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var r report
+		if err = json.Unmarshal(b, &r); err == nil {
+			r.markdown(os.Stdout)
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	return 1
 }

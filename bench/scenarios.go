@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/hourglass-sched/hourglass/internal/promread"
 )
 
 // sizes are the scenario sizes of a full or a -quick run.
@@ -20,7 +18,10 @@ type sizes struct {
 	enqMax                int
 	enqBound              time.Duration
 	idleN                 int
-	idleWin               time.Duration
+	idleWin               time.Duration // Hourglass's idle window
+	peerIdleWin           time.Duration // asynq's and BullMQ's
+	capRates              []int         // steady capacity: the rates stepped through
+	capStep               time.Duration // how long each capacity step produces
 	costN                 int
 	satN                  int
 	failoverAfter         time.Duration // load after each takeover before the next step
@@ -31,11 +32,13 @@ type sizes struct {
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{burstN: 10000, steadyRate: 2000, steadyDur: 5 * time.Second, enqMax: 20000, enqBound: 3 * time.Second,
-			idleN: 100000, idleWin: 5 * time.Second, costN: 5000, satN: 10000, failoverAfter: time.Second,
+			idleN: 100000, idleWin: 10 * time.Second, peerIdleWin: 5 * time.Second,
+			capRates: []int{2000, 4000, 8000, 12000, 16000}, capStep: 3 * time.Second, costN: 5000, satN: 10000, failoverAfter: time.Second,
 			benchN: 50000, hgBurstLead: 2 * time.Second, aqBurstL: 3 * time.Second}
 	}
 	return sizes{burstN: 100000, steadyRate: 2000, steadyDur: 20 * time.Second, enqMax: 300000, enqBound: 6 * time.Second,
-		idleN: 1000000, idleWin: 30 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
+		idleN: 1000000, idleWin: idleWindow, peerIdleWin: time.Minute,
+		capRates: []int{2000, 4000, 8000, 12000, 16000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
 		benchN: 200000, hgBurstLead: 4 * time.Second, aqBurstL: 12 * time.Second}
 }
 
@@ -49,18 +52,20 @@ func (r *row) set(k string, v float64) {
 
 func (r *row) note(f string, a ...any) { r.Notes = append(r.Notes, fmt.Sprintf(f, a...)) }
 
+// chunkFor is the batch size of a system's batched enqueues: asynq has
+// no batch call, so its "chunks" are only units of work for a goroutine.
 func chunkFor(sys system) int {
-	if _, ok := sys.(*hgSystem); ok {
-		return 1000
+	if _, ok := sys.(*aqSystem); ok {
+		return 100
 	}
-	return 100
+	return 1000
 }
 
 func uniq(s string) string { return fmt.Sprintf("%s%d", s, time.Now().UnixNano()%1e9) }
 
 func latCols() []col {
 	return []col{
-		{"p50", "late p50 ms", "%.1f"}, {"p90", "p90 ms", "%.1f"}, {"p99", "p99 ms", "%.1f"}, {"max", "max ms", "%.0f"},
+		{"p50", "late p50 ms", "%.1f"}, {"p90", "p90 ms", "%.1f"}, {"p99", "p99 ms", "%.1f"}, {"max", "max ms", "%.0f"}, {"early", "early", "%.0f"},
 	}
 }
 
@@ -72,8 +77,9 @@ func putLat(r *row, s summary) {
 	r.set("absp99", s.AbsP99)
 	r.set("lost", float64(s.Lost))
 	r.set("dups", float64(s.Dups))
+	r.set("early", float64(s.Early))
 	if s.Early > 0 {
-		r.note("%d of %d tasks started before their due time (earliest %.0f ms early): asynq stores due times in whole seconds", s.Early, s.Handled, -s.Min)
+		r.note("%d of %d tasks started before their due time (earliest %.1f ms early)%s", s.Early, s.Handled, -s.Min, earlyWhy(r.System))
 	}
 }
 
@@ -97,7 +103,7 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 		Cols: append([]col{{"enq", "enqueue/s", "%.0f"}, {"drain", "drain/s", "%.0f"}}, append(latCols(),
 			col{"lost", "lost", "%.0f"}, col{"dups", "dups", "%.0f"}, col{"cmds", "redis cmds/task", "%.1f"},
 			col{"top", "top-level/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.0f"}, col{"ocpu_per_1k", "sched+bench CPU µs/task", "%.0f"})...)}
-	sc.Notes = append(sc.Notes, "enqueue from 8 goroutines (Hourglass: EnqueueBatch of 1000 per round trip; asynq: one EnqueueContext per task, its client has no batch API); due = a whole second after the enqueue ends; drain = tasks / (last handler start − due); lateness = handler start − due")
+	sc.Notes = append(sc.Notes, "enqueue from 8 goroutines (Hourglass: EnqueueBatch of 1000 per round trip; asynq: one EnqueueContext per task, its client has no batch API; BullMQ: Queue.addBulk of 1000); due = a whole second after the enqueue ends; drain = tasks / (last handler start − due); lateness = handler start − due; early = tasks started before their due time")
 	for _, sys := range systems {
 		r := sc.row(sys.name())
 		sys.setPrefix(uniq("burst"))
@@ -117,7 +123,7 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 			ts[i] = btask{idx: i, due: due, payload: 16}
 		}
 		t0 := time.Now()
-		sent, err := enqueueAll(ctx, sys, ts, 8, chunkFor(sys), time.Time{})
+		sent, err := enqueueAll(ctx, sys.enqueue, ts, 8, chunkFor(sys), time.Time{})
 		encDur := time.Since(t0)
 		if err != nil {
 			r.note("enqueue: %v", err)
@@ -138,6 +144,7 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 		}
 		putLat(r, s)
 		putCost(r, w, s.Handled)
+		dropUnknown(sys, r)
 		r.set("ocpu_per_1k", 1e6*(w.procCPU+w.selfCPU)/float64(max(s.Handled, 1)))
 		if p50, p99, ok := sys.consumerLateness(); ok {
 			r.note("worker metric hourglass_worker_lateness_seconds (worker clock: pop − due, or start − due for a task held until due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
@@ -209,62 +216,32 @@ func produce(ctx context.Context, stop <-chan struct{}, sys system, rate, n int,
 	return sent
 }
 
+// senders is how many goroutines produce for a system: Hourglass sends
+// each tick's tasks in one EnqueueBatch, asynq spreads them over 8
+// goroutines (one call per task), BullMQ over 4 (one addBulk each).
 func senders(sys system) int {
-	if _, ok := sys.(*hgSystem); ok {
+	switch sys.(type) {
+	case *hgSystem:
 		return 1
+	case *bqSystem:
+		return 4
 	}
 	return 8
 }
 
 func runSteady(ctx context.Context, o sizes, systems []system, logf func(string, ...any)) *scenario {
-	n := int(float64(o.steadyRate) * o.steadyDur.Seconds())
 	sc := &scenario{Name: "steady", Title: fmt.Sprintf("Steady: %d tasks/s for %s, each due 1 s after it is produced", o.steadyRate, o.steadyDur),
 		Cols: append(latCols(), col{"absp99", "|late| p99 ms", "%.1f"}, col{"lost", "lost", "%.0f"}, col{"dups", "dups", "%.0f"},
 			col{"cmds", "redis cmds/task", "%.1f"}, col{"top", "top-level/task", "%.2f"}, col{"reads", "round trips/task", "%.2f"}, col{"wakes", "redis wake-ups/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.1f"})}
-	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch, asynq spreads them over 8 goroutines", *steadyTick))
+	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; early = started before the due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch, asynq spreads them over 8 goroutines, BullMQ over 4 addBulk calls", *steadyTick))
 	for _, sys := range systems {
 		r := sc.row(sys.name())
-		sys.setPrefix(uniq("steady"))
-		rec := newRecorder(n)
-		stop, err := sys.startConsumer(ctx, rec)
-		if err != nil {
-			r.note("consumer: %v", err)
-			continue
+		s, w, ok := steadyOnce(ctx, sys, o.steadyRate, o.steadyDur, r, true)
+		if ok {
+			logf("steady %s: p50 %.1f p90 %.1f p99 %.1f max %.0f ms, early %d lost %d dups %d, redis CPU %.1f µs/task", sys.name(), s.P50, s.P90, s.P99, s.Max, s.Early, s.Lost, s.Dups, r.M["rcpu_per_1k"])
+			r.note("per task: %s", w.topCmds(12, int64(max(s.Handled, 1))))
+			r.note("Redis CPU: %.0f%% of it system time (the kernel: sockets, epoll)", 100*w.cpuSys/max(w.cpu, 1e-9))
 		}
-		time.Sleep(500 * time.Millisecond)
-		var mv0 promread.Histogram
-		hgs, isHG := sys.(*hgSystem)
-		if isHG {
-			mv0, _ = hgs.moveLateness(ctx)
-		}
-		a, _ := sys.snap(ctx)
-		var errOnce sync.Once
-		produce(ctx, nil, sys, o.steadyRate, n, time.Second, 16, senders(sys), func(err error) {
-			errOnce.Do(func() { r.note("enqueue: %v", err) })
-		})
-		rec.wait(ctx, n, time.Now().Add(time.Second+10*time.Second))
-		b, _ := sys.snap(ctx)
-		s := rec.summarize(nil)
-		putLat(r, s)
-		w := diff(a, b)
-		putCost(r, w, s.Handled)
-		r.note("per task: %s", w.topCmds(12, int64(max(s.Handled, 1))))
-		r.note("Redis CPU: %.0f%% of it system time (the kernel: sockets, epoll)", 100*w.cpuSys/max(w.cpu, 1e-9))
-		if isHG {
-			r.note("%s", w.usecPerTask(int64(max(s.Handled, 1)), scriptCommands(hgs.e.root)))
-		}
-		if p50, p99, ok := sys.consumerLateness(); ok {
-			r.note("worker metric (worker clock: pop − due, or start − due for a task held until due): p50 %.1f ms, p99 %.1f ms", 1000*p50, 1000*p99)
-		}
-		if isHG {
-			if h, err := hgs.moveLateness(ctx); err == nil && h.Count > 0 {
-				h = h.Sub(mv0)
-				r.note("scheduler metric hourglass_move_lateness_seconds (Redis time at move − due, ms resolution, bucketed; moved ahead counts 0): p50 %.1f ms, p99 %.1f ms", 1000*h.Quantile(0.5), 1000*h.Quantile(0.99))
-			}
-		}
-		logf("steady %s: p50 %.1f p90 %.1f p99 %.1f max %.0f ms, lost %d dups %d", sys.name(), s.P50, s.P90, s.P99, s.Max, s.Lost, s.Dups)
-		stop()
-		_ = sys.clear(ctx)
 	}
 	return sc
 }
@@ -273,135 +250,64 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 
 func runEnqueue(ctx context.Context, o sizes, systems []system, logf func(string, ...any)) *scenario {
 	sc := &scenario{Name: "enqueue", Title: fmt.Sprintf("Enqueue: tasks due in an hour, 100-byte payloads, up to %d tasks or %s per run", o.enqMax, o.enqBound),
-		Cols: []col{{"g1", "1 goroutine /s", "%.0f"}, {"g8", "8 goroutines /s", "%.0f"}, {"cmds", "redis cmds/task", "%.1f"}, {"top", "top-level/task", "%.3f"}, {"rcpu_per_1k", "redis CPU µs/task", "%.1f"}}}
-	sc.Notes = append(sc.Notes, "Hourglass: client.EnqueueBatch, 1000 tasks per pipelined round trip; asynq: its client has no batch or pipeline API, so each goroutine calls EnqueueContext(ProcessAt) once per task (8 goroutines = 8 concurrent calls)")
+		Cols: []col{{"g1", "batched, 1 goroutine /s", "%.0f"}, {"g8", "batched, 8 goroutines /s", "%.0f"}, {"u64", "unbatched, 64 goroutines /s", "%.0f"},
+			{"cmds", "redis cmds/task", "%.1f"}, {"top", "top-level/task", "%.3f"}, {"rcpu_per_1k", "redis CPU µs/task", "%.1f"}, {"u_rcpu", "unbatched redis CPU µs/task", "%.1f"}}}
+	sc.Notes = append(sc.Notes, "batched — Hourglass: client.EnqueueBatch, 1000 tasks per pipelined round trip; BullMQ: Queue.addBulk of 1000 (one MULTI); asynq: its client has no batch or pipeline API, so each goroutine calls EnqueueContext(ProcessAt) once per task. Unbatched: 64 goroutines each calling the single-task call (Hourglass Client.Enqueue, asynq EnqueueContext, BullMQ Queue.add) one task at a time, the way most callers use it. Costs per task are the 1-goroutine batched run's, and the unbatched run's in the last column",
+		"BullMQ's calls cross a pipe to its Node client process (one JSON line per call): at 64 concurrent calls that process, not Redis, may be what limits it")
 	for _, sys := range systems {
 		r := sc.row(sys.name())
-		for _, g := range []int{1, 8} {
+		for _, run := range []struct {
+			key  string
+			g    int
+			each bool
+		}{{"g1", 1, false}, {"g8", 8, false}, {"u64", 64, true}} {
 			sys.setPrefix(uniq("enq"))
 			far := time.Now().Add(time.Hour)
 			ts := make([]btask, o.enqMax)
 			for i := range ts {
 				ts[i] = btask{idx: i, due: far.Add(time.Duration(i%3600) * time.Second), payload: 100}
 			}
+			send, chunk := sys.enqueue, chunkFor(sys)
+			if run.each {
+				send, chunk = sys.enqueueEach, 1
+			}
 			a, _ := sys.snap(ctx)
 			t0 := time.Now()
-			sent, err := enqueueAll(ctx, sys, ts, g, chunkFor(sys), t0.Add(o.enqBound))
+			sent, err := enqueueAll(ctx, send, ts, run.g, chunk, t0.Add(o.enqBound))
 			el := time.Since(t0)
 			b, _ := sys.snap(ctx)
 			if err != nil {
-				r.note("enqueue (%d goroutines): %v", g, err)
+				r.note("enqueue (%s): %v", run.key, err)
 			}
-			r.set(fmt.Sprintf("g%d", g), float64(sent)/el.Seconds())
-			if g == 1 {
+			r.set(run.key, float64(sent)/el.Seconds())
+			switch run.key {
+			case "g1":
 				putCost(r, diff(a, b), sent)
+				dropUnknown(sys, r)
+			case "u64":
+				r.set("u_rcpu", 1e6*diff(a, b).cpu/float64(max(sent, 1)))
 			}
-			logf("enqueue %s, %d goroutine(s): %d tasks in %s = %.0f/s", sys.name(), g, sent, el.Round(time.Millisecond), float64(sent)/el.Seconds())
+			logf("enqueue %s, %s: %d tasks in %s = %.0f/s", sys.name(), run.key, sent, el.Round(time.Millisecond), float64(sent)/el.Seconds())
 			_ = sys.clear(ctx)
 		}
 	}
 	return sc
 }
 
-// ---- 4. Idle ----
-
-func runIdle(ctx context.Context, o sizes, hg *hgSystem, aqs []system, logf func(string, ...any)) *scenario {
-	sc := &scenario{Name: "idle", Title: fmt.Sprintf("Idle: %d future tasks (due in 1–2 h, 100-byte payloads), scheduler(s) and workers running, %s window", o.idleN, o.idleWin),
-		Cols: []col{{"cps", "redis cmds/s", "%.1f"}, {"tps", "top-level calls/s", "%.1f"}, {"cpu", "redis CPU s", "%.3f"}, {"mem", "bytes/task beyond payload", "%.0f"}, {"enq", "enqueue/s (8 goroutines)", "%.0f"}}}
-	sc.Notes = append(sc.Notes, "memory = (used_memory after enqueue − before) / tasks − 100; commands from INFO commandstats over the window (minus the benchmark's own INFO calls); top-level = calls clients sent (a script call counts once), the rest ran inside scripts")
-	fill := func(sys system, r *row) bool {
-		_ = sys.clear(ctx)
-		sys.setPrefix(uniq("idle"))
-		time.Sleep(500 * time.Millisecond)
-		before, err := sys.snap(ctx)
-		if err != nil {
-			r.note("%v", err)
-			return false
-		}
-		base := time.Now().Add(time.Hour)
-		ts := make([]btask, o.idleN)
-		for i := range ts {
-			ts[i] = btask{idx: i, due: base.Add(time.Duration(rand.Int64N(int64(time.Hour)))).Truncate(time.Millisecond), payload: 100}
-		}
-		t0 := time.Now()
-		sent, err := enqueueAll(ctx, sys, ts, 8, chunkFor(sys), time.Time{})
-		r.set("enq", float64(sent)/time.Since(t0).Seconds())
-		if err != nil {
-			r.note("enqueue: %v", err)
-		}
-		time.Sleep(2 * time.Second) // movers see the new earliest tasks and go back to sleep
-		after, _ := sys.snap(ctx)
-		r.set("mem", float64(after.mem-before.mem)/float64(sent)-100)
-		if hgs, ok := sys.(*hgSystem); ok {
-			r.note("%s", hgs.memBreakdown(ctx))
-		}
-		logf("idle %s: %d tasks stored, %.0f bytes/task beyond the payload", sys.name(), sent, r.M["mem"])
-		return sent == o.idleN
+// dropUnknown removes the figures a system's accounting cannot give:
+// BullMQ's clients are Node processes without a command hook, so its
+// top-level calls are not known.
+func dropUnknown(sys system, r *row) {
+	if _, ok := sys.(*bqSystem); ok {
+		delete(r.M, "top")
+		delete(r.M, "tps")
 	}
-	measure := func(sys system, r *row) {
-		rec := newRecorder(1)
-		stop, err := sys.startConsumer(ctx, rec)
-		if err != nil {
-			r.note("consumer: %v", err)
-			return
-		}
-		time.Sleep(3 * time.Second)
-		a, _ := sys.snap(ctx)
-		time.Sleep(o.idleWin)
-		b, _ := sys.snap(ctx)
-		stop()
-		w := diff(a, b)
-		r.set("cps", float64(w.total)/w.secs)
-		r.set("tps", float64(w.topLevel)/w.secs)
-		r.set("cpu", w.cpu)
-		r.note("commands in the window: %s", w.topCmds(10, 0))
-		logf("idle %s: %.1f commands/s (%.1f top-level), redis CPU %.3f s", sys.name(), r.M["cps"], r.M["tps"], w.cpu)
-	}
-	r := sc.row(hg.name())
-	fill(hg, r)
-	measure(hg, r)
-	r.note("a shard's mover sleeps until its next due time (or far-tier promotion) or scheduler.safety_recheck (30 s), its recovery loop, with nothing leased or ready, until the mover pokes it or scheduler.idle_recheck (5 min); the shards were acquired together, so their re-checks come in bursts every 30 s: a 10 s window reads 0 or about 10 commands/s depending on its phase, a 30 s window the average; the PINGs are go-redis's health checks of the schedulers' wake-up subscriptions (every 3 s)")
-	_ = hg.clear(ctx)
-	if len(aqs) > 0 {
-		r0 := sc.row(aqs[0].name())
-		fill(aqs[0], r0)
-		for i, sys := range aqs {
-			ri := sc.row(sys.name())
-			if i > 0 {
-				ri.set("mem", r0.M["mem"])
-				ri.note("same stored tasks as %s", aqs[0].name())
-			}
-			measure(sys, ri)
-		}
-		_ = aqs[0].clear(ctx)
-	}
-	return sc
 }
 
-// sizedSteady runs the steady scenario for Hourglass once more, in an
-// environment of its own (Redis, etcd, two schedulers) with the given
-// number of shards, and adds its row to sc. At 2,000 tasks/s a shard of
-// 16 sees a task every 8 ms, so every script call (enqueue, move, ack)
-// carries one task; fewer shards let the calls carry several.
-func sizedSteady(ctx context.Context, o sizes, sc *scenario, shards int, logf func(string, ...any)) {
-	logf("steady again with %d shards: own Redis, etcd and schedulers", shards)
-	if err := func() error {
-		e, err := startEnv(ctx, logf, shards, false)
-		if err != nil {
-			return err
-		}
-		defer e.stop()
-		hg, err := newHG(e)
-		if err != nil {
-			return err
-		}
-		defer hg.close()
-		if err := hg.warmUp(ctx); err != nil {
-			return err
-		}
-		sc.Rows = append(sc.Rows, runSteady(ctx, o, []system{hg}, logf).Rows...)
-		return nil
-	}(); err != nil {
-		sc.Notes = append(sc.Notes, fmt.Sprintf("%d-shard run: %v", shards, err))
+// earlyWhy explains early starts where the system is known to make them.
+func earlyWhy(system string) string {
+	if strings.HasPrefix(system, "asynq") {
+		return ": asynq stores due times in whole seconds"
 	}
+	return ""
 }

@@ -41,6 +41,9 @@ type system interface {
 	// pipelined batch, asynq one EnqueueContext call after the other. It
 	// returns how many were enqueued and the first error.
 	enqueue(ctx context.Context, ts []btask) (int, error)
+	// enqueueEach sends tasks from the calling goroutine with the
+	// system's single-task call, one after the other.
+	enqueueEach(ctx context.Context, ts []btask) (int, error)
 	// startConsumer runs no-op handlers that record into rec.
 	startConsumer(ctx context.Context, rec *recorder) (stop func(), err error)
 	snap(ctx context.Context) (rstats, error)
@@ -102,6 +105,9 @@ func newHG(e *env) (*hgSystem, error) {
 	if len(e.nodes) > 0 {
 		h.label = fmt.Sprintf("hourglass, %d-node cluster", len(e.nodes))
 	}
+	if e.prefetch > 0 {
+		h.label = fmt.Sprintf("hourglass, prefetch %s (tuned)", e.prefetch)
+	}
 	h.prodRdb = e.dial(h.prodN)
 	var err error
 	h.cli, err = client.New(h.prodRdb, client.Config{Namespace: namespace, Shards: e.shards})
@@ -125,6 +131,15 @@ func (h *hgSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
 		}
 	}
 	return ok, err
+}
+
+func (h *hgSystem) enqueueEach(ctx context.Context, ts []btask) (int, error) {
+	for i, t := range ts {
+		if _, err := h.cli.Enqueue(ctx, client.Task{ID: h.id(t.idx), Queue: hgQueue, Payload: payloadOf(t.payload, ""), At: t.due}); err != nil {
+			return i, err
+		}
+	}
+	return len(ts), nil
 }
 
 // warmUp loads the enqueue script into Redis's script cache. On a cold
@@ -306,6 +321,11 @@ func (a *aqSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
 	return len(ts), nil
 }
 
+// enqueueEach is enqueue: asynq's client has only the single-task call.
+func (a *aqSystem) enqueueEach(ctx context.Context, ts []btask) (int, error) {
+	return a.enqueue(ctx, ts)
+}
+
 func (a *aqSystem) startConsumer(_ context.Context, rec *recorder) (func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: a.e.aqRed.Addr})
 	rdb.AddHook(a.srvN)
@@ -353,10 +373,10 @@ func (quietLogger) Error(args ...any) {
 }
 func (quietLogger) Fatal(args ...any) { log.Fatal(append([]any{"asynq:"}, args...)...) }
 
-// enqueueAll sends ts in chunks of chunk from g goroutines until done or
+// enqueueAll sends ts in chunks of chunk through send from g goroutines until done or
 // the deadline; it returns how many were enqueued and the first error (a
 // failed task does not stop the others).
-func enqueueAll(ctx context.Context, sys system, ts []btask, g, chunk int, deadline time.Time) (int, error) {
+func enqueueAll(ctx context.Context, send func(context.Context, []btask) (int, error), ts []btask, g, chunk int, deadline time.Time) (int, error) {
 	var mu sync.Mutex
 	next, sent := 0, 0
 	var firstErr error
@@ -374,7 +394,7 @@ func enqueueAll(ctx context.Context, sys system, ts []btask, g, chunk int, deadl
 				lo, hi := next, min(next+chunk, len(ts))
 				next = hi
 				mu.Unlock()
-				ok, err := sys.enqueue(ctx, ts[lo:hi])
+				ok, err := send(ctx, ts[lo:hi])
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
