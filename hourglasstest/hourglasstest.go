@@ -19,8 +19,9 @@
 // installs them), unless Options or the environment name servers to attach
 // to: HOURGLASS_TEST_REDIS_ADDR (host:port) and HOURGLASS_TEST_ETCD_ENDPOINTS
 // (comma-separated URLs). Each Env uses a namespace of its own, so Envs
-// may share attached servers. Hourglass's own tests and examples run on
-// this package.
+// may share attached servers; an Env leaves its namespace's keys in an
+// attached Redis. Hourglass's runnable examples (client, worker, inspect,
+// periodic, scheduler) and examples/tour run on this package.
 package hourglasstest
 
 import (
@@ -39,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/localrun"
 	"github.com/hourglass-sched/hourglass/scheduler"
@@ -75,11 +77,11 @@ type Options struct {
 	Configure func(*scheduler.Config)
 	// NoScheduler starts the servers only.
 	NoScheduler bool
-	// Logger receives the scheduler's logs and those of the workers
-	// built from WorkerConfig. Nil means: with Start, every record to
-	// t.Log (shown for a failed test or with go test -v); with New,
-	// warnings and errors to standard error.
-	Logger *slog.Logger
+	// Slog receives the scheduler's logs and those of the workers built
+	// from WorkerConfig. Nil means: with Start, every record to t.Log
+	// (shown for a failed test or with go test -v); with New, warnings
+	// and errors to standard error.
+	Slog *slog.Logger
 }
 
 // Env is a running Hourglass. Close stops what New started.
@@ -96,6 +98,7 @@ type Env struct {
 	workers []context.CancelFunc
 	wwg     sync.WaitGroup
 	mu      sync.Mutex
+	closing bool    // set by Close: RunWorker refuses
 	errs    []error // what the scheduler's and the workers' Run returned
 	closed  sync.Once
 }
@@ -106,9 +109,9 @@ type Env struct {
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	var tw *testWriter
-	if opts.Logger == nil {
+	if opts.Slog == nil {
 		tw = &testWriter{t: t}
-		opts.Logger = slog.New(slog.NewTextHandler(tw, nil))
+		opts.Slog = slog.New(slog.NewTextHandler(tw, nil))
 	}
 	e, err := New(context.Background(), opts)
 	if err != nil {
@@ -154,30 +157,30 @@ func (w *testWriter) stop() {
 // New starts an Env and returns once the scheduler has registered its
 // queues and owns every shard, so that a task enqueued next is moved
 // when due. Without a deadline in ctx it waits StartTimeout at most.
-func New(ctx context.Context, opts Options) (_ *Env, err error) {
+func New(ctx context.Context, opts Options) (env *Env, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, StartTimeout)
 		defer cancel()
 	}
 	e := &Env{cfg: scheduler.DefaultConfig()}
-	e.cfg.Slog = opts.Logger
+	e.cfg.Slog = opts.Slog
 	if e.cfg.Slog == nil {
 		e.cfg.Slog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(errtext.Errorf("test environment: %w", err), e.Close())
+			env = nil
 		}
 	}()
 	if err := e.startServers(opts); err != nil {
-		return e, err
+		return e, err // the deferred Close stops what started
 	}
 	e.cfg.Namespace = opts.Namespace
 	if e.cfg.Namespace == "" {
 		e.cfg.Namespace = "hgtest-" + randomHex(4)
 	}
-	e.cfg.HTTP.Addr = ""
 	if opts.Configure != nil {
 		opts.Configure(&e.cfg)
 	}
@@ -264,13 +267,19 @@ func (e *Env) fail(err error) {
 }
 
 // RunWorker runs w until Close, which stops it (its in-flight tasks get
-// the worker's ShutdownGrace) and returns its error, if any.
+// the worker's ShutdownGrace) and returns its error, if any. It panics
+// after Close.
 func (e *Env) RunWorker(w *worker.Worker) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		cancel()
+		panic("hourglasstest: RunWorker after Close")
+	}
 	e.workers = append(e.workers, cancel)
-	e.mu.Unlock()
 	e.wwg.Add(1)
+	e.mu.Unlock()
 	go func() {
 		defer e.wwg.Done()
 		if err := w.Run(ctx); err != nil {
@@ -291,8 +300,12 @@ func (e *Env) EtcdEndpoints() []string { return e.cfg.Etcd.Endpoints }
 // Namespace returns the deployment's namespace.
 func (e *Env) Namespace() string { return e.cfg.Namespace }
 
-// Config returns the scheduler's configuration.
-func (e *Env) Config() scheduler.Config { return e.cfg }
+// Config returns a copy of the scheduler's configuration.
+func (e *Env) Config() scheduler.Config {
+	c := e.cfg
+	c.Settings = scheduler.Settings(config.Config(c.Settings).Clone())
+	return c
+}
 
 // Scheduler returns the in-process replica (nil with NoScheduler).
 func (e *Env) Scheduler() *scheduler.Scheduler { return e.sched }
@@ -318,6 +331,7 @@ func (e *Env) Close() error {
 	var err error
 	e.closed.Do(func() {
 		e.mu.Lock()
+		e.closing = true
 		workers := e.workers
 		e.mu.Unlock()
 		for _, cancel := range workers {

@@ -46,9 +46,12 @@ func ExampleInspector_ListDead() {
 		panic(err)
 	}
 	var page inspect.Page
-	for len(page.Tasks) == 0 { // until the worker has run it
+	for deadline := time.Now().Add(10 * time.Second); len(page.Tasks) == 0; { // until the worker has run it
 		if page, err = in.ListDead(ctx, inspect.DeadFilter{Queue: "default"}, "", inspect.DefaultLimit); err != nil {
 			panic(err)
+		}
+		if time.Now().After(deadline) {
+			panic("no dead letter after 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

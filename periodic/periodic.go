@@ -315,8 +315,19 @@ func (c *Compiled) latest(last, now time.Time) time.Time {
 	}
 }
 
-// Encode returns s as the JSON the run-time registry stores.
-func (s Schedule) Encode() ([]byte, error) { return json.Marshal(s) }
+// Encode returns s as the JSON the run-time registry stores. A nil
+// MaxRetries is stored as -1, as versions before MaxRetries was a pointer
+// wrote the queue's default: their schedulers, still running during a
+// rolling upgrade, read a missing max_retries as 0 (never retry).
+func (s Schedule) Encode() ([]byte, error) {
+	if s.MaxRetries == nil {
+		s.MaxRetries = &defaultRetries
+	}
+	return json.Marshal(s)
+}
+
+// defaultRetries is the stored form of a nil MaxRetries (Encode).
+var defaultRetries = -1
 
 // Decode reads a schedule the registry stores under name and compiles
 // it; the name stored is the registry's key. A max_retries of -1, which

@@ -195,14 +195,18 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 // TestMaxRetriesNilIsTheDefault: a nil MaxRetries is the queue's default
-// and is stored without the key; 0 is stored and means no retry; a
-// record written by a version whose default was -1 reads as nil.
+// and is stored as -1, which schedulers of the versions before it was a
+// pointer also read as the default (a rolling upgrade runs both); 0 is
+// stored and means no retry; -1, null or no key reads as nil.
 func TestMaxRetriesNilIsTheDefault(t *testing.T) {
 	t.Parallel()
 	def := Schedule{Name: "d", Queue: "q", Interval: time.Second}
 	b, err := def.Encode()
-	if err != nil || strings.Contains(string(b), "max_retries") {
-		t.Fatalf("a default retry limit is stored as %s (%v), want no max_retries", b, err)
+	if err != nil || !strings.Contains(string(b), `"max_retries":-1`) {
+		t.Fatalf("a default retry limit is stored as %s (%v), want max_retries -1", b, err)
+	}
+	if def.MaxRetries != nil {
+		t.Fatal("Encode changed the schedule it encoded")
 	}
 	if c, err := Decode("d", b); err != nil || c.MaxRetries != nil {
 		t.Fatalf("decoded %+v, %v; want MaxRetries nil", c, err)
@@ -218,6 +222,7 @@ func TestMaxRetriesNilIsTheDefault(t *testing.T) {
 	for _, old := range []string{
 		`{"name":"d","queue":"q","interval":1000000000,"max_retries":-1}`, // the default, as written before
 		`{"name":"d","queue":"q","interval":1000000000,"max_retries":null}`,
+		`{"name":"d","queue":"q","interval":1000000000}`,
 	} {
 		if c, err := Decode("d", []byte(old)); err != nil || c.MaxRetries != nil {
 			t.Errorf("%s decoded %+v, %v; want MaxRetries nil", old, c, err)

@@ -24,7 +24,6 @@ func Example() {
 	cfg.Redis.Addr = servers.RedisAddr()
 	cfg.Etcd.Endpoints = servers.EtcdEndpoints()
 	cfg.Namespace = "shop"
-	cfg.HTTP.Addr = "" // no /metrics, /healthz or dashboard listener
 	cfg.Queues["orders"] = scheduler.DefaultQueue()
 	cfg.Slog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := scheduler.New(cfg)

@@ -17,9 +17,16 @@
 //	cfg.Queues["emails"] = scheduler.DefaultQueue()
 //	s, err := scheduler.New(cfg)
 //	if err != nil { ... }
-//	defer s.Close()
-//	go s.Run(ctx) // until ctx ends
-//	err = s.Ready(ctx) // the queues are registered: enqueue
+//	defer s.Close()             // 3. release the connections
+//	ctx, stop := context.WithCancel(ctx)
+//	done := make(chan error)
+//	go func() { done <- s.Run(ctx) }()
+//	defer func() { stop(); <-done }() // 2. resign the shards, wait for Run
+//	err = s.Ready(ctx)          // 1. the queues are registered: enqueue
+//
+// DefaultConfig leaves the HTTP endpoint off (the binary listens on
+// 127.0.0.1:9464): set Settings.HTTP.Addr, or serve Handler on the
+// program's own server.
 //
 // Package hourglasstest starts Redis, etcd and a replica for a test.
 package scheduler
@@ -29,6 +36,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -47,19 +55,27 @@ import (
 // github.com/hourglass-sched/hourglass/internal/config Config` lists the
 // fields). Start from DefaultConfig or DefaultSettings, or read a file
 // with LoadSettings.
-type Settings = config.Config
+type Settings config.Config
 
 // QueueSettings configures one queue (a value of Settings.Queues); start
-// from DefaultQueue.
+// from DefaultQueue, whose fields are the defaults (a literal's zero
+// fields are not: a zero MaxRetries means never retry).
 type QueueSettings = config.QueueConfig
+
+// BackoffSettings is a queue's retry delay (QueueSettings.Backoff).
+type BackoffSettings = config.BackoffConfig
+
+// RateLimitSettings caps a queue's dispatches (QueueSettings.RateLimit).
+type RateLimitSettings = config.RateLimitConfig
 
 // PeriodicSettings declares one periodic schedule (a value of
 // Settings.Periodic).
 type PeriodicSettings = config.PeriodicConfig
 
-// DefaultSettings returns the defaults: one queue named "default",
-// Redis at 127.0.0.1:6379, etcd at 127.0.0.1:2379, 16 shards.
-func DefaultSettings() Settings { return config.Default() }
+// DefaultSettings returns the binary's defaults: one queue named
+// "default", Redis at 127.0.0.1:6379, etcd at 127.0.0.1:2379, 16 shards,
+// the HTTP endpoint on 127.0.0.1:9464.
+func DefaultSettings() Settings { return Settings(config.Default()) }
 
 // DefaultQueue returns the settings of a queue declared without any.
 func DefaultQueue() QueueSettings { return config.DefaultQueue() }
@@ -71,9 +87,26 @@ func DefaultQueue() QueueSettings { return config.DefaultQueue() }
 func LoadSettings(path string) (Settings, error) {
 	cfg, err := config.Load([]string{"-config", path}, nil)
 	if err != nil {
-		return Settings{}, errtext.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
+		return Settings{}, invalid(err)
 	}
-	return *cfg, nil
+	return Settings(*cfg), nil
+}
+
+// invalid words the configuration's problems (errors joined, each
+// "config: key: what") as one error wrapping hourglass.ErrInvalidConfig:
+// "hourglass: invalid config: key: what; key: what".
+func invalid(err error) error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		for _, line := range strings.Split(e.Error(), "\n") {
+			parts = append(parts, strings.TrimPrefix(line, "config: "))
+		}
+	}
+	return errtext.Errorf("%w: %s", hourglass.ErrInvalidConfig, strings.Join(parts, "; "))
 }
 
 // Config configures an in-process replica: the deployment's Settings,
@@ -90,22 +123,28 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// DefaultConfig returns a Config with DefaultSettings, logging to
-// slog.Default().
-func DefaultConfig() Config { return Config{Settings: DefaultSettings()} }
+// DefaultConfig returns a Config with DefaultSettings but the HTTP
+// endpoint off (Settings.HTTP.Addr empty: two replicas in one process
+// would contend for the port), logging to slog.Default().
+func DefaultConfig() Config {
+	c := Config{Settings: DefaultSettings()}
+	c.HTTP.Addr = ""
+	return c
+}
 
 // Validate reports every setting New cannot use; the error wraps
 // hourglass.ErrInvalidConfig and names each key.
 func (c Config) Validate() error {
 	var errs []error
-	if err := c.Settings.Validate(); err != nil {
+	settings := config.Config(c.Settings)
+	if err := settings.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Slog != nil && c.Logger != nil {
 		errs = append(errs, errors.New("Slog: must be nil when Logger is set (set one logger)"))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return errtext.Errorf("%w: %w", hourglass.ErrInvalidConfig, err)
+	if len(errs) > 0 {
+		return invalid(errors.Join(errs...))
 	}
 	return nil
 }
@@ -113,6 +152,8 @@ func (c Config) Validate() error {
 // Scheduler is one scheduler replica running in this process.
 type Scheduler struct {
 	s *isched.Scheduler
+	// done is closed when Run returns: Ready stops waiting.
+	done chan struct{}
 }
 
 // New validates cfg and builds a replica. A zero setting whose zero
@@ -127,13 +168,13 @@ func New(cfg Config) (*Scheduler, error) {
 	if log == nil {
 		log = logbridge.New(cfg.Slog).Named("scheduler")
 	}
-	settings := cfg.Settings
+	settings := config.Config(cfg.Settings).Clone() // the replica shares no map with the caller
 	settings.ApplyDefaults()
 	s, err := isched.New(&settings, log)
 	if err != nil {
 		return nil, errtext.Errorf("%w", err)
 	}
-	return &Scheduler{s: s}, nil
+	return &Scheduler{s: s, done: make(chan struct{})}, nil
 }
 
 // Run runs the replica until ctx ends. Shutting down, it stops the work
@@ -142,14 +183,33 @@ func New(cfg Config) (*Scheduler, error) {
 // that stops the replica for good (etcd refusing it, for one); Redis or
 // etcd being unreachable for a while is retried and logged. Call Run
 // once.
-func (s *Scheduler) Run(ctx context.Context) error { return s.s.Run(ctx) }
+func (s *Scheduler) Run(ctx context.Context) error {
+	defer close(s.done)
+	err := s.s.Run(ctx)
+	if err == nil || ctx.Err() != nil {
+		return nil // stopped by ctx, whatever was in flight then
+	}
+	return errtext.Errorf("%w", err)
+}
+
+// ErrStopped is returned by Ready when Run returned before the queues
+// were registered.
+var ErrStopped = errors.New("hourglass: the scheduler stopped")
 
 // Ready waits until Run has registered the configured queues in Redis,
-// from when producers can enqueue to them, or ctx ends.
+// from when producers can enqueue to them, or Run returned (ErrStopped),
+// or ctx ends.
 func (s *Scheduler) Ready(ctx context.Context) error {
 	select {
 	case <-s.s.Registered():
 		return nil
+	case <-s.done:
+		select {
+		case <-s.s.Registered():
+			return nil
+		default:
+			return ErrStopped
+		}
 	case <-ctx.Done():
 		return errtext.Errorf("waiting for the scheduler to register the queues: %w", context.Cause(ctx))
 	}
@@ -168,5 +228,7 @@ func (s *Scheduler) Owned() []int { return s.s.Owned() }
 func (s *Scheduler) Handler() http.Handler { return s.s.Handler() }
 
 // Close releases the Redis and etcd connections and the HTTP listener.
-// Call it after Run returned (or instead of Run).
+// Call it after Run returned (or instead of Run): a replica closed under
+// a running Run cannot resign its shards, so other replicas wait out
+// its lease before they take them.
 func (s *Scheduler) Close() error { return s.s.Close() }

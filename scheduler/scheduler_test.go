@@ -73,3 +73,41 @@ func TestReadyEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Ready = %v, want context.Canceled", err)
 	}
 }
+
+// TestNewLeavesTheCallersConfigAlone: New fills defaults into a copy, so
+// the running replica shares no map with the caller's Config.
+func TestNewLeavesTheCallersConfigAlone(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	q := scheduler.DefaultQueue()
+	q.Concurrency = 0 // its zero means the default: New fills it in its copy
+	cfg.Queues["q"] = q
+	s, err := scheduler.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := cfg.Queues["q"].Concurrency; got != 0 {
+		t.Fatalf("New changed the caller's queue settings: concurrency %d", got)
+	}
+}
+
+// TestReadyAfterRunStopped: Ready does not wait for a replica whose Run
+// returned before it registered the queues, and Run stopped by its
+// context returns nil.
+func TestReadyAfterRunStopped(t *testing.T) {
+	cfg := scheduler.DefaultConfig()
+	cfg.Redis.Addr, cfg.Etcd.Endpoints = "127.0.0.1:1", []string{"http://127.0.0.1:1"}
+	s, err := scheduler.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run stopped by its context = %v, want nil", err)
+	}
+	if err := s.Ready(context.Background()); !errors.Is(err, scheduler.ErrStopped) {
+		t.Fatalf("Ready after Run returned = %v, want ErrStopped", err)
+	}
+}

@@ -95,8 +95,9 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 
 // nack fails the delivery with herr: NoRetry buries the task, RetryAfter
 // sets the retry's delay, otherwise the queue's backoff applies. The
-// error recorded for a NoRetry is the one it wraps: the dead letter's
-// reason says "not retryable" already.
+// error recorded for a handler's NoRetry(err) is err's text: the dead
+// letter's reason says "not retryable" already. (A NoRetry that another
+// error wraps keeps the whole text, which says what wrapped it.)
 func (d *delivery) nack(ctx context.Context, herr error) error {
 	msg := herr.Error()
 	if nr, ok := herr.(noRetryError); ok {

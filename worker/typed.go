@@ -25,8 +25,9 @@ type HandlerOf[T any] func(ctx context.Context, t *Task, payload T) error
 // A payload that does not decode into a T is a permanent failure: h is
 // not called and the task goes to the dead-letter queue at once, as with
 // NoRetry, with an error wrapping ErrPayloadDecode that names the type
-// and the codec's error, kept as its reason ("not retryable: worker:
-// payload does not decode as main.Order: invalid character ..."):
+// and the codec's error, kept as its dead letter's error (reason "not
+// retryable", error "hourglass: payload does not decode as main.Order:
+// invalid character ..."):
 // retrying cannot fix the bytes; fix the producer, then replay the dead
 // letters.
 func Typed[T any](h HandlerOf[T]) Handler { return TypedWith(codec.JSON{}, h) }

@@ -52,7 +52,7 @@ func run(args []string) int {
 	log := connect.Logger(cfg.Log, "scheduler", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 
-	s, err := scheduler.New(scheduler.Config{Settings: *cfg, Logger: log})
+	s, err := scheduler.New(scheduler.Config{Settings: scheduler.Settings(*cfg), Logger: log})
 	if err != nil {
 		log.Error("start failed", "error", err)
 		return 1

@@ -32,6 +32,12 @@ import (
 )
 
 func main() {
+	os.Exit(run())
+}
+
+// run is main's body, so that its deferred calls (the servers' stop)
+// run before the process exits.
+func run() int {
 	redisAddr := flag.String("redis", "", "Redis host:port; empty starts redis-server and etcd for the tour")
 	etcdURL := flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoint, with -redis")
 	flag.Parse()
@@ -41,15 +47,16 @@ func main() {
 		servers, err := hourglasstest.New(ctx, hourglasstest.Options{NoScheduler: true})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tour:", err)
-			os.Exit(1)
+			return 1
 		}
 		defer servers.Close()
 		*redisAddr, *etcdURL = servers.RedisAddr(), servers.EtcdEndpoints()[0]
 	}
 	if err := tour(ctx, os.Stdout, *redisAddr, *etcdURL); err != nil {
 		fmt.Fprintln(os.Stderr, "tour:", err)
-		os.Exit(1) // deferred calls do not run: servers stop with this process
+		return 1
 	}
+	return 0
 }
 
 // signup is the payload of the "emails" queue's tasks.
@@ -58,12 +65,14 @@ type signup struct {
 }
 
 // tour runs the walk-through against the Redis at redisAddr and the etcd
-// at etcdURL, in namespace "tour", printing to out.
+// at etcdURL, in a namespace of its own ("tour-" and the time), printing
+// to out.
 func tour(ctx context.Context, out io.Writer, redisAddr, etcdURL string) error {
+	ns := fmt.Sprintf("tour-%d", time.Now().UnixNano())
 	// 1. A scheduler replica: it registers the queues, moves due tasks,
 	// retries, dead-letters and fires periodic schedules.
 	cfg := scheduler.DefaultConfig()
-	cfg.Namespace, cfg.Redis.Addr, cfg.Etcd.Endpoints, cfg.HTTP.Addr = "tour", redisAddr, []string{etcdURL}, ""
+	cfg.Namespace, cfg.Redis.Addr, cfg.Etcd.Endpoints = ns, redisAddr, []string{etcdURL}
 	cfg.Queues["emails"] = scheduler.DefaultQueue()
 	cfg.Slog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sched, err := scheduler.New(cfg)
@@ -85,7 +94,7 @@ func tour(ctx context.Context, out io.Writer, redisAddr, etcdURL string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 	wcfg := worker.DefaultConfig()
-	wcfg.Namespace, wcfg.Slog = "tour", cfg.Slog
+	wcfg.Namespace, wcfg.Slog = ns, cfg.Slog
 	w, err := worker.New(rdb, wcfg)
 	if err != nil {
 		return err
@@ -109,7 +118,7 @@ func tour(ctx context.Context, out io.Writer, redisAddr, etcdURL string) error {
 	defer func() { stop(); <-workerDone }()
 
 	// 3. Enqueue a typed payload, due in 100 ms.
-	c, err := client.New(rdb, client.Config{Namespace: "tour"})
+	c, err := client.New(rdb, client.Config{Namespace: ns})
 	if err != nil {
 		return err
 	}
@@ -155,7 +164,7 @@ func tour(ctx context.Context, out io.Writer, redisAddr, etcdURL string) error {
 	fmt.Fprintln(out, "cancelled from", from, "then not found:", errors.Is(err, hourglass.ErrNotFound))
 
 	// 6. A periodic schedule, registered at run time: every second.
-	in, err := inspect.New(rdb, inspect.Config{Namespace: "tour"})
+	in, err := inspect.New(rdb, inspect.Config{Namespace: ns})
 	if err != nil {
 		return err
 	}

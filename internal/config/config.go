@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -203,29 +204,37 @@ func defaultsWithoutQueues() Config {
 // password, the password in a queue's http.url and the value of every
 // queue's http.headers.
 func (c Config) Redacted() Config {
-	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
-	c.Redis.Addrs = slices.Clone(c.Redis.Addrs)
-	c.HTTP.Dashboard.AllowedHosts = slices.Clone(c.HTTP.Dashboard.AllowedHosts)
+	c = c.Clone()
 	redact(&c.Redis.Password)
 	redact(&c.Redis.SentinelPassword)
 	redact(&c.Etcd.Password)
 	redact(&c.HTTP.Dashboard.Password)
+	for name, q := range c.Queues {
+		q.HTTP.URL = redactURL(q.HTTP.URL)
+		for k := range q.HTTP.Headers {
+			q.HTTP.Headers[k] = redactedText
+		}
+		c.Queues[name] = q
+	}
+	return c
+}
+
+// Clone returns a deep copy of c: a replica built from it shares no map
+// or slice with the caller (package scheduler).
+func (c Config) Clone() Config {
+	c.Etcd.Endpoints = slices.Clone(c.Etcd.Endpoints)
+	c.Redis.Addrs = slices.Clone(c.Redis.Addrs)
+	c.HTTP.Dashboard.AllowedHosts = slices.Clone(c.HTTP.Dashboard.AllowedHosts)
 	if c.Queues != nil {
 		qs := make(map[string]QueueConfig, len(c.Queues))
 		for name, q := range c.Queues {
 			q.Command = slices.Clone(q.Command)
-			q.HTTP.URL = redactURL(q.HTTP.URL)
-			if q.HTTP.Headers != nil {
-				h := make(map[string]string, len(q.HTTP.Headers))
-				for k := range q.HTTP.Headers {
-					h[k] = redactedText
-				}
-				q.HTTP.Headers = h
-			}
+			q.HTTP.Headers = maps.Clone(q.HTTP.Headers)
 			qs[name] = q
 		}
 		c.Queues = qs
 	}
+	c.Periodic = maps.Clone(c.Periodic)
 	return c
 }
 

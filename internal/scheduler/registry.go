@@ -136,7 +136,7 @@ func (s *Scheduler) registerQueues(ctx context.Context) error {
 		s.starting.Store(&startState{err: err})
 		s.log.Warn("registering queues failed; retrying", "error", err)
 		if bo.Wait(ctx); ctx.Err() != nil {
-			return fmt.Errorf("scheduler: register queues: %w", err)
+			return fmt.Errorf("register queues: %w", err)
 		}
 	}
 }

@@ -187,7 +187,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	if cfg.HTTP.Addr != "" {
 		if s.listener, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("scheduler: listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+			return nil, fmt.Errorf("listen on http.addr %s: %w", cfg.HTTP.Addr, err)
 		}
 	}
 	return s, nil
