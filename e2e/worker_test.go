@@ -390,8 +390,8 @@ func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 // right after a pop, while recovery re-delivers what it popped to another
 // worker, must not run those tasks when it continues: each task runs
 // exactly once, on the other worker. The stopped worker is built with
-// the faultinject tag and stops itself after its first pop that returned
-// tasks (HG_FAULT=stop-after-pop).
+// the faultinject tag (testenv.BuildFaultBinary) and stops itself after
+// its first pop that returned tasks (HG_FAULT=stop-after-pop).
 func TestPausedWorkerRunsNothingItLost(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -400,7 +400,7 @@ func TestPausedWorkerRunsNothingItLost(t *testing.T) {
 	args := workerArgs(other.URL, 5*time.Second, 8)
 	c.start("p-s", append(args, "-set", "scheduler.strand_check=500ms")...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("p-s") })
-	wa := c.spawn("p-wa", c.wbin, workerArgs(paused.URL, 5*time.Second, 8), []string{"HG_FAULT=stop-after-pop"})
+	wa := c.spawn("p-wa", testenv.BuildFaultBinary(t, "./cmd/worker"), workerArgs(paused.URL, 5*time.Second, 8), []string{"HG_FAULT=stop-after-pop"})
 	ctx := testenv.Ctx(t, time.Minute)
 	for i := 0; i < n; i++ {
 		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("p%d", i), Queue: "default"}); err != nil {
