@@ -3,11 +3,9 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -192,19 +190,4 @@ func binDir(root, flavor string) (string, error) {
 func Main(m *testing.M) {
 	code := m.Run()
 	os.Exit(code)
-}
-
-// DefaultParallel sets the test binary's -parallel to n unless its
-// command line set it: for packages whose parallel tests mostly wait on
-// processes and timers, where go test's default (GOMAXPROCS) leaves the
-// machine idle. Call it from TestMain before Main.
-func DefaultParallel(n int) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
