@@ -3,13 +3,16 @@ package e2e_test
 import (
 	"testing"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// The package's longest tests, declared in its first file: go test
-// resumes a package's parallel tests in the order they are declared
-// (files by name), -parallel at a time, so a long test declared last
-// would add its whole length to the package's wall time instead of
-// running beside the rest.
+// The package's longest tests, declared in its first file: the
+// package's parallel tests start in the order they are declared (files
+// by name), -parallel at a time (testenv.OrderParallel in TestMain,
+// testenv.Parallel in each test), so a long test declared last would add
+// its whole length to the package's wall time instead of running beside
+// the rest.
 
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
 // 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
@@ -24,7 +27,7 @@ import (
 // TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s with
 // delays up to 10 s.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	testReshard(t, reshardLoad{rate: 400, maxDelay: 5 * time.Second, backlog: 3000})
 }
 
@@ -44,6 +47,16 @@ func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 // enqueues report ErrNotReplicated, and the producer's retry with the
 // same id finds them stored.)
 func TestSentinelFlowAndFailover(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	testSentinelFlowAndFailover(t)
+}
+
+// TestEndToEndEveryTaskOnce: two schedulers and two worker processes on
+// 16 shards deliver 5,000 tasks with random delays of 0-3 s, each exactly
+// once (but after a lease the worker lost); lateness at handler start is
+// printed (no timing assertion). TestSoakEndToEndEveryTaskOnce delivers
+// 20,000.
+func TestEndToEndEveryTaskOnce(t *testing.T) {
+	testenv.Parallel(t)
+	testEveryTaskOnce(t, 5000)
 }

@@ -36,7 +36,7 @@ import (
 // refused nothing: its ACL LOG is empty at the end, and every user was
 // connected.
 func TestLeastPrivilegeACLs(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	ctx := testenv.Ctx(t, 4*time.Minute)
 	const ns = "hourglass"

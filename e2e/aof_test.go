@@ -29,7 +29,7 @@ import (
 // Every acknowledged id must reach the HTTP target at least once
 // (duplicates are allowed and counted: delivery is at least once).
 func TestAOFAlwaysLosesNothing(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t, withRedis(testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always", "--save", "")))
 	ctx := testenv.Ctx(t, 2*time.Minute)
 	if v, err := c.rdb.ConfigGet(ctx, "appendfsync").Result(); err != nil || v["appendfsync"] != "always" {

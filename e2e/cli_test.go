@@ -93,7 +93,7 @@ func queueOf(l struct {
 // scheduler and worker: every verb, with its JSON checked, and the exit
 // codes of a missing task, a usage error and an unconfirmed bulk purge.
 func TestCLIEveryVerb(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	tg.setBehave(func(w http.ResponseWriter, _ *http.Request, id string, _ int) bool {

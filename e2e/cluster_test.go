@@ -23,7 +23,7 @@ import (
 // can move them in time). No worker runs here: the tasks are counted in
 // the ready lists (TestClusterFlowAndLiveReshard runs workers).
 func TestSchedulersOnRedisCluster(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t, withRedisCluster())
 	args := []string{"-set", "scheduler.safety_recheck=1h", "-set", "scheduler.idle_recheck=1h"}
 	c.start("cl-1", args...)
@@ -78,7 +78,7 @@ func TestSchedulersOnRedisCluster(t *testing.T) {
 // themselves (MOVED/ASK, the slot map reload, their ready announcements
 // re-subscribed on the new node).
 func TestClusterFlowAndLiveReshard(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t, withRedisCluster())
 	tg := newTarget(t)
 	args := append(workerArgs(tg.URL, 5*time.Second, 16), "-set", "scheduler.strand_check=500ms")

@@ -53,7 +53,7 @@ func (p *paths) take() []string {
 // changes nothing. Opened directly, the same page works, its Pause asking
 // for confirmation first.
 func TestDashboardCannotBeFramed(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	bctx := browser(t)
 	asked := answerDialogs(t, bctx)
 	e := shardtest.New(t, shardtest.Options{Namespace: "uif", Shards: 2})

@@ -20,7 +20,7 @@ import (
 // four shards; with every shard recorded done (the owners' part) it shows
 // the stable layout and hides the bar, and the header the new count.
 func TestDashboardLayoutInBrowser(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	bctx := browser(t)
 	e := shardtest.New(t, shardtest.Options{Namespace: "uil", Shards: 2})
 	e.Schedule(shardtest.Queue, time.Hour, "a1", "a2", "a3")

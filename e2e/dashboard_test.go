@@ -158,7 +158,7 @@ func (d *dialogs) last() string {
 // and the queue. Every button asks for confirmation first: declined, the
 // page changes nothing and says so; accepted, it acts.
 func TestDashboardInBrowser(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	bctx := browser(t)
 	asked := answerDialogs(t, bctx)
 	c := newCluster(t)

@@ -73,7 +73,7 @@ func (c *cluster) reowned(before map[int]int64, scheds ...*sched) (bool, string)
 // schedulers survive and own all shards again. The time from the restart
 // to all shards owned and the number of duplicate deliveries are printed.
 func TestEtcdKilledAndRestarted(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 30*time.Second, 64)

@@ -33,7 +33,7 @@ func (c *cluster) enqueueNow(t *testing.T, prefix string, n int) {
 // 5 on the queue, 200 tasks of 50 ms (40 rounds of the cap): the target
 // never sees more than 5 requests at once, and every task completes.
 func TestClusterWideConcurrencyCap(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	var running, most atomic.Int32
@@ -71,7 +71,7 @@ func TestClusterWideConcurrencyCap(t *testing.T) {
 // TestKilledWorkerPermitsReturnAfterLease: permits held by a SIGKILLed
 // worker stay taken until their lease runs out, then serve another worker.
 func TestKilledWorkerPermitsReturnAfterLease(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	const lease = 3 * time.Second
@@ -126,7 +126,7 @@ func TestKilledWorkerPermitsReturnAfterLease(t *testing.T) {
 // TestClusterWideRateLimit: three worker processes share rate 200/s,
 // burst 20: over 5 s the dispatches stay within the limit.
 func TestClusterWideRateLimit(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := append(workerArgs(tg.URL, 30*time.Second, 20),

@@ -90,7 +90,7 @@ func sortedKeys(m map[int64][]string) []int64 {
 // against the occurrences) prove it; TestSoakPeriodicExactlyOncePerOccurrence
 // repeats them for three minutes.
 func TestPeriodicExactlyOncePerOccurrence(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	testPeriodicFaults(t, 4, 0)
 }
 
@@ -98,7 +98,7 @@ func TestPeriodicExactlyOncePerOccurrence(t *testing.T) {
 // TestPeriodicExactlyOncePerOccurrence: faults for three minutes.
 func TestSoakPeriodicExactlyOncePerOccurrence(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
-	t.Parallel()
+	testenv.Parallel(t)
 	testPeriodicFaults(t, 0, 3*time.Minute)
 }
 
@@ -199,7 +199,7 @@ func testPeriodicFaults(t *testing.T, faults int, soak time.Duration) {
 // policy, not the grace, decides (TestMisfireGraceDecidesBeforeThePolicy
 // in internal/fire covers the grace).
 func TestPeriodicCatchUpPolicies(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 5*time.Second, 4)
@@ -343,7 +343,7 @@ next:
 // while the previous task still runs, so the handler runs of a schedule
 // whose handler outlasts its interval never overlap.
 func TestPeriodicOverlapSkip(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	type run struct {

@@ -127,7 +127,7 @@ func lateness(tg *target, from, to time.Time, ps ...*producer) (p50, p99 time.Du
 // 6,000 far tasks.
 func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
-	t.Parallel()
+	testenv.Parallel(t)
 	testReshard(t, reshardLoad{rate: 1000, maxDelay: 10 * time.Second, backlog: 6000})
 }
 
@@ -139,7 +139,7 @@ func TestSoakReshardGrowAndShrinkUnderLoad(t *testing.T) {
 // TestClusterFlowAndLiveReshard.
 func TestSoakReshardOnRedisCluster(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
-	t.Parallel()
+	testenv.Parallel(t)
 	testReshard(t, reshardLoad{rate: 300, maxDelay: 10 * time.Second, backlog: 1500}, withRedisCluster())
 }
 

@@ -26,9 +26,10 @@ import (
 // TestMain runs up to four of these tests at once unless -parallel says
 // otherwise (go test's default is one per CPU, two on the CI machine):
 // they spend most of their time waiting on child processes, lease
-// expiries and timed fault phases, not computing.
+// expiries and timed fault phases, not computing. They start in the
+// order they are declared (testenv.Parallel), the longest first.
 func TestMain(m *testing.M) {
-	testenv.DefaultParallel(4)
+	testenv.OrderParallel(4)
 	testenv.Main(m)
 }
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 // SIGKILLed replica's shards are taken over after the lease TTL, a
 // SIGTERMed replica's at once; a restarted replica gets its share back.
 func TestOwnershipFailover(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	a, b, d := c.start("r-a"), c.start("r-b"), c.start("r-c")
 	_ = b
@@ -127,7 +128,7 @@ func checkOnce(t *testing.T, ids []string, want map[string]bool) {
 // after SIGCONT ownership returns with newer epochs and no task is moved
 // twice.
 func TestEtcdPauseFencesMovers(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	s1, s2 := c.start("p-1"), c.start("p-2")
 	testenv.WaitFor(t, 20*time.Second, "2 replicas own 8 each", func() (bool, string) { return c.settled("p-1", "p-2") })
@@ -203,7 +204,7 @@ func TestEtcdPauseFencesMovers(t *testing.T) {
 // their ready lists exactly once; the move-time lateness is printed.
 // TestSoakEveryTaskMovedOnce moves 20,000.
 func TestEveryTaskMovedOnce(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	testEveryTaskMovedOnce(t, 5000)
 }
 
@@ -211,7 +212,7 @@ func TestEveryTaskMovedOnce(t *testing.T) {
 // 20,000 tasks.
 func TestSoakEveryTaskMovedOnce(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
-	t.Parallel()
+	testenv.Parallel(t)
 	testEveryTaskMovedOnce(t, 20000)
 }
 
@@ -256,7 +257,7 @@ func testEveryTaskMovedOnce(t *testing.T, n int) {
 // are stored in bucket lists, not the delayed set; the scheduler promotes
 // them and moves each exactly once, and the tier ends empty.
 func TestFarTierThroughScheduler(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	s := c.start("far-1", "-set", "scheduler.far_bucket=1s", "-set", "scheduler.far_lead=1s")
 	testenv.WaitFor(t, 20*time.Second, "one replica owns all 16 shards", func() (bool, string) { return c.settled("far-1") })
@@ -332,7 +333,7 @@ func (c *cluster) commandCalls(t *testing.T) map[string]int64 {
 // TestIdleCostsAlmostNothing: an idle scheduler owning 16 shards sends
 // Redis only a handful of commands per second.
 func TestIdleCostsAlmostNothing(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	// Future tasks stored before the scheduler starts, so no wake-up is in
 	// flight when the window opens: the owner's first scan finds them and
@@ -372,7 +373,7 @@ func TestIdleCostsAlmostNothing(t *testing.T) {
 
 // TestInvalidConfigExits: a bad value exits 2 naming the key.
 func TestInvalidConfigExits(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	bin := testenv.BuildBinary(t, "./cmd/scheduler")
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("scheduler: [unclosed\n"), 0o644); err != nil {
@@ -412,7 +413,7 @@ func TestInvalidConfigExits(t *testing.T) {
 
 // TestEveryBinaryPrintsVersion: -version prints the build and exits 0.
 func TestEveryBinaryPrintsVersion(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	pkgs := []string{"./cmd/scheduler", "./cmd/worker", "./cmd/hourglass-demo", "./cmd/hourglass"}
 	for i, bin := range testenv.BuildBinaries(t, pkgs...) {
 		pkg := pkgs[i]
@@ -430,7 +431,7 @@ func TestEveryBinaryPrintsVersion(t *testing.T) {
 // scheduler or worker binary (from their start: every series exists at
 // zero before its first event).
 func TestGrafanaDashboardMetricNames(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 5*time.Second, 2)

@@ -126,21 +126,11 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// TestEndToEndEveryTaskOnce: two schedulers and two worker processes on
-// 16 shards deliver 5,000 tasks with random delays of 0-3 s, each exactly
-// once (but after a lease the worker lost); lateness at handler start is
-// printed (no timing assertion). TestSoakEndToEndEveryTaskOnce delivers
-// 20,000.
-func TestEndToEndEveryTaskOnce(t *testing.T) {
-	t.Parallel()
-	testEveryTaskOnce(t, 5000)
-}
-
 // TestSoakEndToEndEveryTaskOnce is the long form of
 // TestEndToEndEveryTaskOnce: 20,000 tasks.
 func TestSoakEndToEndEveryTaskOnce(t *testing.T) {
 	testenv.SkipUnlessSoak(t)
-	t.Parallel()
+	testenv.Parallel(t)
 	testEveryTaskOnce(t, 20000)
 }
 
@@ -206,7 +196,7 @@ func testEveryTaskOnce(t *testing.T, n int) {
 // the worker reports held deliveries (without the scheduler's prefetch it
 // would hold none; without the hold, targets would see tasks early).
 func TestPrefetchEndToEnd(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	tg := newTarget(t)
 	args := workerArgs(tg.URL, 30*time.Second, 64)
@@ -284,7 +274,7 @@ func TestPrefetchEndToEnd(t *testing.T) {
 // or through recovery's check for popped, unsettled tasks if the worker ran
 // them before leasing them (lease_after 500ms, killed before that).
 func TestWorkerKilledTasksRedelivered(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	for _, c := range []struct {
 		name       string
 		leaseAfter time.Duration
@@ -390,17 +380,17 @@ func testWorkerKilled(t *testing.T, leaseAfter time.Duration) {
 // right after a pop, while recovery re-delivers what it popped to another
 // worker, must not run those tasks when it continues: each task runs
 // exactly once, on the other worker. The stopped worker is built with
-// the faultinject tag and stops itself after its first pop that returned
-// tasks (HG_FAULT=stop-after-pop).
+// the faultinject tag (testenv.BuildFaultBinary) and stops itself after
+// its first pop that returned tasks (HG_FAULT=stop-after-pop).
 func TestPausedWorkerRunsNothingItLost(t *testing.T) {
-	t.Parallel()
+	testenv.Parallel(t)
 	c := newCluster(t)
 	paused, other := newTarget(t), newTarget(t)
 	const n = 6
 	args := workerArgs(other.URL, 5*time.Second, 8)
 	c.start("p-s", append(args, "-set", "scheduler.strand_check=500ms")...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("p-s") })
-	wa := c.spawn("p-wa", c.wbin, workerArgs(paused.URL, 5*time.Second, 8), []string{"HG_FAULT=stop-after-pop"})
+	wa := c.spawn("p-wa", testenv.BuildFaultBinary(t, "./cmd/worker"), workerArgs(paused.URL, 5*time.Second, 8), []string{"HG_FAULT=stop-after-pop"})
 	ctx := testenv.Ctx(t, time.Minute)
 	for i := 0; i < n; i++ {
 		if _, err := c.cli.Enqueue(ctx, client.Task{ID: fmt.Sprintf("p%d", i), Queue: "default"}); err != nil {

@@ -11,9 +11,9 @@ import (
 
 // HG_FAULT=stop-after-pop makes the process stop itself (SIGSTOP)
 // right after its first pop that returned tasks, as a process paused
-// between Redis's reply and its handling would be. The end-to-end tests
-// build the binaries with -tags faultinject and resume the process with
-// SIGCONT.
+// between Redis's reply and its handling would be. The end-to-end test
+// that uses it builds the worker with -tags faultinject
+// (testenv.BuildFaultBinary) and resumes the process with SIGCONT.
 //
 // A stop is not instant: the kernel stops the other threads when they
 // are next scheduled, and on a busy machine the popping goroutine could

@@ -34,17 +34,20 @@ func processesMentioning(s string) []string {
 
 // TestDemoRunsAndCleansUp runs the demo for a bounded time: tasks must
 // flow (delivered to the workers, some retried), and afterwards no process
-// it started may be left and its directory must be gone.
+// it started may be left and its directory must be gone. It runs the
+// binaries the other tests of the checkout built (testenv, shared with
+// e2e and cmd/worker) instead of linking its own; TestMakeDemo runs the
+// demo's own build of them.
 func TestDemoRunsAndCleansUp(t *testing.T) {
 	t.Parallel()
+	bins := filepath.Dir(testenv.BuildBinaries(t, "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")[0])
 	var out testenv.Buffer
-	// The bounds include run's build of the binaries, which on a cold
-	// build cache of a busy machine takes a minute or more.
+	// Generous bounds for a busy machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, options{schedulers: 2, workers: 2, shards: 8, rate: 100, maxDelay: time.Second, goflags: testenv.GoBuildFlags()}, &out)
+		done <- run(ctx, options{schedulers: 2, workers: 2, shards: 8, rate: 100, maxDelay: time.Second, bins: bins}, &out)
 	}()
 	flow := regexp.MustCompile(`delivered (\d+) .* retried (\d+)`)
 	deadline := time.After(4 * time.Minute)
@@ -83,8 +86,9 @@ func TestDemoRunsAndCleansUp(t *testing.T) {
 }
 
 // TestMakeDemo runs README's first command as a newcomer would, bounded
-// by DURATION: it must exit 0, print its status and leave no process
-// behind (TestDemoRunsAndCleansUp checks that tasks flow).
+// by DURATION: the demo builds its binaries, and it must exit 0, print
+// its status and leave no process behind (TestDemoRunsAndCleansUp checks
+// that tasks flow).
 func TestMakeDemo(t *testing.T) {
 	t.Parallel()
 	testenv.LookBinary(t, "make")

@@ -61,6 +61,10 @@ type options struct {
 	maxDelay   time.Duration
 	keep       bool
 	goflags    []string // flags of the go build of the binaries (tests: -race)
+	// bins, when set, holds scheduler, worker and hourglass binaries
+	// built already (tests: testenv's), linked into the demo's directory
+	// instead of a go build of them.
+	bins string
 }
 
 func (o options) validate() error {

@@ -120,14 +120,8 @@ func (d *demo) start(ctx context.Context, o options) error {
 	if d.target, err = startTarget(); err != nil {
 		return err
 	}
-	root, err := moduleRoot()
-	if err != nil {
+	if err := d.binaries(ctx, o); err != nil {
 		return err
-	}
-	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, o.goflags...), "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")...)
-	build.Dir = root
-	if b, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build binaries: %w\n%s", err, b)
 	}
 	// One configuration for every process: the queue's retry policy is
 	// registered by the schedulers; the HTTP target is the workers'.
@@ -180,6 +174,30 @@ func (d *demo) start(ctx context.Context, o options) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// binaries builds the scheduler, worker and hourglass binaries into the
+// demo's directory, or links those in o.bins there: the processes run
+// from the directory either way, so that they are found by it.
+func (d *demo) binaries(ctx context.Context, o options) error {
+	if o.bins != "" {
+		for _, b := range []string{"scheduler", "worker", "hourglass"} {
+			if err := os.Symlink(filepath.Join(o.bins, b), filepath.Join(d.dir, b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, o.goflags...), "-o", d.dir+"/", "./cmd/scheduler", "./cmd/worker", "./cmd/hourglass")...)
+	build.Dir = root
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build binaries: %w\n%s", err, b)
+	}
+	return nil
 }
 
 // spawn starts one of the built binaries with its own metrics address.

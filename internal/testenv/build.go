@@ -3,11 +3,9 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,7 +40,7 @@ func ModuleRoot(t testing.TB) string {
 // lock.
 var builds struct {
 	sync.Mutex
-	bins map[string]string // package -> binary
+	bins map[string]string // flavor and package -> binary
 }
 
 // binStale is how long a checkout's binaries may go unused before a
@@ -63,12 +61,21 @@ func GoBuildFlags() []string {
 
 // BuildBinary builds the main package at pkg (relative to the module
 // root, for example "./cmd/scheduler") with the race detector (unless
-// HGTEST_RACE=0, for measuring) and the faultinject tag (fault points a
-// test switches on with HG_FAULT; inert otherwise), and returns the
-// binary's path.
+// HGTEST_RACE=0, for measuring), and returns the binary's path.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
 	return BuildBinaries(t, pkg)[0]
+}
+
+// BuildFaultBinary is BuildBinary with the faultinject tag too: the
+// binary's fault points (worker/fault_inject.go), inert otherwise, are
+// switched on by HG_FAULT. Only a test that injects a fault uses it: the
+// tag changes package worker, so every package above it is compiled
+// again for these binaries, and the demo's go build of the binaries
+// (without the tag) can reuse what the other tests' binaries compiled.
+func BuildFaultBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	return buildFlavor(t, true, []string{pkg})[0]
 }
 
 // BuildBinaries builds the main packages pkgs in one go build (which
@@ -84,33 +91,47 @@ func BuildBinary(t testing.TB, pkg string) string {
 // once. Directories of checkouts unused for three days are removed.
 func BuildBinaries(t testing.TB, pkgs ...string) []string {
 	t.Helper()
+	return buildFlavor(t, false, pkgs)
+}
+
+// buildFlavor builds pkgs, with the faultinject tag if fault, into the
+// flavor's directory, once per process.
+func buildFlavor(t testing.TB, fault bool, pkgs []string) []string {
+	t.Helper()
+	flavor := "race"
+	if len(GoBuildFlags()) == 0 {
+		flavor = "plain"
+	}
+	if fault {
+		flavor += "-faultinject"
+	}
 	builds.Lock()
 	defer builds.Unlock()
 	var todo []string
 	for _, pkg := range pkgs {
-		if _, ok := builds.bins[pkg]; !ok {
+		if _, ok := builds.bins[flavor+" "+pkg]; !ok {
 			todo = append(todo, pkg)
 		}
 	}
 	if len(todo) > 0 {
-		build(t, todo)
+		build(t, flavor, fault, todo)
 	}
 	out := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
-		out[i] = builds.bins[pkg]
+		out[i] = builds.bins[flavor+" "+pkg]
 	}
 	return out
 }
 
-// build runs go build for pkgs into the checkout's directory under its
-// file lock and records the binaries in builds.bins (whose lock the
-// caller holds).
-func build(t testing.TB, pkgs []string) {
+// build runs go build for pkgs into the checkout's directory of flavor
+// under its file lock and records the binaries in builds.bins (whose lock
+// the caller holds).
+func build(t testing.TB, flavor string, fault bool, pkgs []string) {
 	t.Helper()
 	root := ModuleRoot(t)
-	flavor, args := "race", append([]string{"build", "-tags", "faultinject"}, GoBuildFlags()...)
-	if len(GoBuildFlags()) == 0 {
-		flavor = "plain"
+	args := append([]string{"build"}, GoBuildFlags()...)
+	if fault {
+		args = append(args, "-tags", "faultinject")
 	}
 	dir, err := binDir(root, flavor)
 	if err != nil {
@@ -136,7 +157,7 @@ func build(t testing.TB, pkgs []string) {
 		builds.bins = map[string]string{}
 	}
 	for _, pkg := range pkgs {
-		builds.bins[pkg] = filepath.Join(dir, filepath.Base(pkg))
+		builds.bins[flavor+" "+pkg] = filepath.Join(dir, filepath.Base(pkg))
 	}
 }
 
@@ -158,7 +179,7 @@ func binDir(root, flavor string) (string, error) {
 	for _, l := range olds {
 		if fi, err := os.Stat(l); err == nil && time.Since(fi.ModTime()) > binStale && filepath.Dir(l) != dir {
 			os.RemoveAll(filepath.Dir(l))
-			os.Remove(filepath.Dir(filepath.Dir(l))) // once both flavors are gone
+			os.Remove(filepath.Dir(filepath.Dir(l))) // once every flavor is gone
 		}
 	}
 	return dir, nil
@@ -169,19 +190,4 @@ func binDir(root, flavor string) (string, error) {
 func Main(m *testing.M) {
 	code := m.Run()
 	os.Exit(code)
-}
-
-// DefaultParallel sets the test binary's -parallel to n unless its
-// command line set it: for packages whose parallel tests mostly wait on
-// processes and timers, where go test's default (GOMAXPROCS) leaves the
-// machine idle. Call it from TestMain before Main.
-func DefaultParallel(n int) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
