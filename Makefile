@@ -17,17 +17,21 @@ deps: ## install from Debian's packages what the tests need and the machine lack
 # and timers far more than they compute, so four test binaries run at
 # once (-p) with up to four parallel tests each, on the two-core CI
 # machine too. On that machine the suite is bound by CPU, so nothing is
-# compiled twice: go vet type-checks with -race, the build of the tests,
-# whose export data it then shares (go test's own vet subset is off: the
-# whole vet ran), and deploy/'s module is checked beside the tests, its
-# output printed after theirs.
+# compiled twice and nothing waits that need not: go test runs the whole
+# of go vet itself (-vet=all, as go vet ./... would, with -race: on the
+# packages the tests compile, a package's tests starting once it is
+# vetted), so e2e starts as soon as what it needs is built and vetted
+# instead of after the vet of every package; a vet finding fails its
+# package's tests. deploy/'s module is checked beside the tests at a
+# lower priority (nice), as it is on no one's path, and its output
+# printed after theirs (its go test leaves out the vet subset that its
+# go vet ran in full).
 test: ## gofmt, go vet, every test with the race detector, and deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet -race ./...
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	(cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...) >"$$out" 2>&1 & deploy=$$!; \
-	echo "$(GO) test -race -count=1 -vet=off -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./..."; \
-	$(GO) test -race -count=1 -vet=off -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./...; tests=$$?; \
+	(cd deploy && nice -n 10 $(GO) vet ./... && nice -n 10 $(GO) test -count=1 -vet=off ./...) >"$$out" 2>&1 & deploy=$$!; \
+	echo "$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./..."; \
+	$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./...; tests=$$?; \
 	wait $$deploy; checks=$$?; \
 	echo "deploy/ (go vet, go test):"; cat "$$out"; \
 	[ $$tests -eq 0 ] && [ $$checks -eq 0 ]

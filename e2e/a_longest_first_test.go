@@ -15,9 +15,9 @@ import (
 // the rest.
 
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
-// 8 under a steady load (400 tasks/s, delays 0-5 s, from an up-to-date
-// producer and one that never reads the layout record), with tasks hours
-// ahead in the far tier and dead letters, three schedulers and two
+// 8 under a steady load (200 tasks/s, delays 0-5 s, from an up-to-date
+// producer and one that never reads the layout record), with 1,500 tasks
+// hours ahead in the far tier and dead letters, three schedulers and two
 // workers; a scheduler is SIGKILLed as the shrink starts. Every
 // acknowledged task is delivered, none early, none twice (but after a
 // lease the worker lost); the far tasks and dead letters keep their state
@@ -25,10 +25,10 @@ import (
 // lookup hold before, during and after. The reshard rate and the lateness
 // before and during each change are printed.
 // TestSoakReshardGrowAndShrinkUnderLoad runs it at 1,000 tasks/s with
-// delays up to 10 s.
+// delays up to 10 s and 6,000 far tasks.
 func TestReshardGrowAndShrinkUnderLoad(t *testing.T) {
 	testenv.Parallel(t)
-	testReshard(t, reshardLoad{rate: 400, maxDelay: 5 * time.Second, backlog: 3000})
+	testReshard(t, reshardLoad{rate: 200, maxDelay: 5 * time.Second, backlog: 1500})
 }
 
 // TestSentinelFlowAndFailover: on a primary, a replica and three
