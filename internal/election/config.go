@@ -40,6 +40,11 @@ var (
 	// ErrAlreadyRunning is returned by Run when the manager is already
 	// running or has run before; a Manager runs once.
 	ErrAlreadyRunning = errors.New("election: manager already running")
+	// ErrClientClosed is returned by Run when the etcd client it was
+	// given has been closed: no lease can be kept or granted again, so
+	// the manager stops its shard work at once instead of waiting for
+	// the self-fencing clock, and returns.
+	ErrClientClosed = errors.New("election: etcd client closed")
 	// errValidityLost is the cause recorded when the self-fencing clock
 	// runs out.
 	errValidityLost = errors.New("election: lease validity lost")

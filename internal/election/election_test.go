@@ -401,7 +401,8 @@ func TestCrashTakeover(t *testing.T) {
 	waitBalanced(t, cli, []*node{a, b, c}, settle)
 
 	// Crash c: its client goes away without revoking, so its lease is
-	// left to expire on the server.
+	// left to expire on the server. c notices the closed client at its
+	// next keep-alive and stops its work then, before the TTL.
 	cShards := c.m.Owned()
 	start := time.Now()
 	if err := c.cli.Close(); err != nil {
@@ -411,6 +412,17 @@ func TestCrashTakeover(t *testing.T) {
 		return len(c.m.Owned()) == 0, fmt.Sprintf("c owns %v", c.m.Owned())
 	})
 	rec.stoppedWithin(t, start, faultTTL, c)
+	// With its client closed, c can never hold a lease again: Run says
+	// so instead of retrying forever.
+	select {
+	case err := <-c.done:
+		if !errors.Is(err, ErrClientClosed) {
+			t.Errorf("c: Run = %v after its client closed, want ErrClientClosed", err)
+		}
+		c.done <- nil // for the cleanup's stop
+	case <-time.After(settle):
+		t.Fatal("c: Run did not return after its client closed")
+	}
 	after := waitBalanced(t, cli, []*node{a, b}, settle)
 	t.Logf("take-over of %d shards after crash took %s (TTL %s)", len(cShards), time.Since(start), faultTTL)
 	for s, old := range cShards {

@@ -161,7 +161,9 @@ func (m *Manager) Members() []string {
 }
 
 // Run takes part in shard ownership until ctx is cancelled. It returns
-// nil once shutdown is complete, or ErrAlreadyRunning if called twice.
+// nil once shutdown is complete, ErrAlreadyRunning if called twice, or
+// ErrClientClosed after its shard work stopped because the etcd client
+// was closed underneath it.
 //
 // Shutdown order: cancel every RunFunc ctx, wait for every RunFunc to
 // return, revoke the lease (which deletes the member key and all shard
@@ -174,6 +176,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer m.wg.Wait()
 	bo := &backoff.Backoff{Max: time.Second}
 	for ctx.Err() == nil {
+		if m.cli.Ctx().Err() != nil {
+			m.log.Warn("etcd client closed, stopped")
+			return ErrClientClosed
+		}
 		s, err := m.startSession(ctx)
 		if err != nil {
 			if ctx.Err() == nil {

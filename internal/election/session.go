@@ -93,6 +93,10 @@ func (m *Manager) keepAlive(s *session, ttl time.Duration) {
 			return
 		case s.ctx.Err() != nil:
 			return
+		case m.cli.Ctx().Err() != nil:
+			m.log.Warn("etcd client closed, stopping shard work", "lease", int64(s.lease))
+			s.end(ErrClientClosed)
+			return
 		default:
 			m.log.Debug("keep-alive failed", "lease", int64(s.lease), "error", err)
 		}
@@ -173,6 +177,9 @@ func (m *Manager) revokeStale() {
 // counts as revoked. It does not use Run's ctx, which is cancelled at
 // shutdown, exactly when the revoke matters most.
 func (m *Manager) revoke(lease clientv3.LeaseID) error {
+	if m.cli.Ctx().Err() != nil {
+		return ErrClientClosed
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout())
 	defer cancel()
 	_, err := m.cli.Revoke(ctx, lease)
