@@ -4,6 +4,11 @@
 // it; the manifests are also linted by kube-score and held to the
 // kubelet's runAsNonRoot check against the Dockerfile's user. It is a
 // module of its own so that the main module does not depend on the
-// Kubernetes API types. (The Grafana dashboard's metric names are
-// checked against the running binaries in e2e.)
+// Kubernetes API types. It links none of Hourglass's packages: their
+// compile for this module alone, without -race, cost make test more CPU
+// than all these checks, so what needs them is checked in the main
+// module, reading these files: the settings that the compose file and
+// the ConfigMap give the binaries load (internal/config's deploy_test.go),
+// and the Grafana dashboard's metric names are those of the running
+// binaries (e2e).
 package deploy

@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
-
-	"github.com/hourglass-sched/hourglass/internal/config"
 )
 
 // TestKubernetesManifests decodes every document of deploy/kubernetes
@@ -29,8 +27,10 @@ import (
 // and /readyz, a non-root hardened container that the kubelet starts
 // under the Dockerfile's user (runAsNonRootUnder), disruption budgets
 // that select the Deployments' pods, a NetworkPolicy that admits only
-// named peers to their port, and a ConfigMap the binaries load, whose
-// dashboard cannot be changed by whoever reaches the pod.
+// named peers to their port, and a ConfigMap with a config.yaml (which
+// the main module's internal/config loads, TestConfigMapLoads, checking
+// that its dashboard cannot be changed by whoever reaches the pod: this
+// module links none of Hourglass's packages, see doc.go).
 // (TestKubernetesManifestsKubeScore lints them besides.)
 func TestKubernetesManifests(t *testing.T) {
 	files, err := filepath.Glob("kubernetes/*.yaml")
@@ -101,18 +101,8 @@ func TestKubernetesManifests(t *testing.T) {
 	if cm == nil {
 		t.Fatal("no ConfigMap")
 	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load([]string{"-config", path}, nil)
-	if err != nil {
-		t.Fatalf("the ConfigMap's config.yaml does not load: %v", err)
-	}
-	// The Secret "hourglass" may add basic auth (HOURGLASS_HTTP__DASHBOARD__*);
-	// without it the dashboard must not be writable on the pod's address.
-	if cfg.HTTP.ExposesWritableDashboard() {
-		t.Errorf("the ConfigMap serves a writable dashboard without auth on %s: set http.dashboard.read_only", cfg.HTTP.Addr)
+	if cm.Data["config.yaml"] == "" {
+		t.Errorf("ConfigMap %s has no config.yaml", cm.Name)
 	}
 }
 
