@@ -22,14 +22,13 @@ deps: ## install from Debian's packages what the tests need and the machine lack
 # packages the tests compile, a package's tests starting once it is
 # vetted), so e2e starts as soon as what it needs is built and vetted
 # instead of after the vet of every package; a vet finding fails its
-# package's tests. deploy/'s module is checked beside the tests at a
-# lower priority (nice), as it is on no one's path, and its output
-# printed after theirs (its go test leaves out the vet subset that its
-# go vet ran in full).
+# package's tests. deploy/'s module, which links none of Hourglass's
+# packages, is checked beside the tests, its output printed after theirs
+# (its go test leaves out the vet subset that its go vet ran in full).
 test: ## gofmt, go vet, every test with the race detector, and deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	(cd deploy && nice -n 10 $(GO) vet ./... && nice -n 10 $(GO) test -count=1 -vet=off ./...) >"$$out" 2>&1 & deploy=$$!; \
+	(cd deploy && $(GO) vet ./... && $(GO) test -count=1 -vet=off ./...) >"$$out" 2>&1 & deploy=$$!; \
 	echo "$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./..."; \
 	$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./...; tests=$$?; \
 	wait $$deploy; checks=$$?; \
