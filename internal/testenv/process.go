@@ -145,14 +145,19 @@ func (p *Process) Wait(timeout time.Duration) error {
 	return err
 }
 
-// WaitFor polls cond every few milliseconds until it returns true or the
-// deadline passes, in which case the test fails with the last message
-// cond returned. Tests in this module wait this way: on a condition, with
-// a deadline.
+// WaitFor polls cond until it returns true or the deadline passes, in
+// which case the test fails with the last message cond returned. Tests in
+// this module wait this way: on a condition, with a deadline.
+//
+// It polls every 5 ms at first, then less often, down to every
+// waitPollMax: a condition that holds soon is seen at once, and one that
+// takes seconds (a lease to run out, thousands of deliveries) is not
+// evaluated hundreds of times a second, each time costing the test, Redis
+// and etcd CPU that the busy machine of make test has little of.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, waitPollMax) {
 		ok, msg := cond()
 		if ok {
 			return
@@ -160,9 +165,13 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
+
+// waitPollMax is the longest WaitFor sleeps between two looks: the most
+// it adds to a wait.
+const waitPollMax = 50 * time.Millisecond
 
 // Ctx returns a context that ends after d and is cancelled at cleanup.
 func Ctx(t testing.TB, d time.Duration) context.Context {
