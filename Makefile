@@ -10,27 +10,30 @@ help: ## list targets
 deps: ## install from Debian's packages what the tests need and the machine lacks (scripts/install-deps.sh)
 	@./scripts/install-deps.sh
 
-# make test lists e2e and the demo first: go test starts the test
-# binaries in the order of its package list, and these two take the
-# longest (mostly waiting on processes and timers), so the rest runs
-# beside them instead of before them. The tests wait on servers, leases
-# and timers far more than they compute, so four test binaries run at
-# once (-p) with up to four parallel tests each, on the two-core CI
-# machine too. On that machine the suite is bound by CPU, so nothing is
-# compiled twice and nothing waits that need not: go test runs the whole
-# of go vet itself (-vet=all, as go vet ./... would, with -race: on the
-# packages the tests compile, a package's tests starting once it is
-# vetted), so e2e starts as soon as what it needs is built and vetted
-# instead of after the vet of every package; a vet finding fails its
-# package's tests. deploy/'s module, which links none of Hourglass's
-# packages, is checked beside the tests, its output printed after theirs
-# (its go test leaves out the vet subset that its go vet ran in full).
+# make test lists e2e and the demo first, then the other packages whose
+# tests take longest (10-30 s each): go test starts the test binaries in
+# the order of its package list, and these take the longest (mostly
+# waiting on processes and timers), so the rest runs beside them instead
+# of before them, and no long package is left to run alone at the end.
+# The tests wait on servers, leases and timers far more than they
+# compute, so four test binaries run at once (-p) with up to four
+# parallel tests each, on the two-core CI machine too. On that machine
+# the suite is bound by CPU, so nothing is compiled twice and nothing
+# waits that need not: go test runs the whole of go vet itself
+# (-vet=all, as go vet ./... would, with -race: on the packages the
+# tests compile, a package's tests starting once it is vetted), so e2e
+# starts as soon as what it needs is built and vetted instead of after
+# the vet of every package; a vet finding fails its package's tests.
+# deploy/'s module, which links none of Hourglass's packages, is checked
+# beside the tests, its output printed after theirs (its go test leaves
+# out the vet subset that its go vet ran in full).
+TESTPKGS = ./e2e ./cmd/hourglass-demo ./worker ./internal/shard ./internal/testenv ./internal/scheduler ./...
 test: ## gofmt, go vet, every test with the race detector, and deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	(cd deploy && $(GO) vet ./... && $(GO) test -count=1 -vet=off ./...) >"$$out" 2>&1 & deploy=$$!; \
-	echo "$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./..."; \
-	$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 ./e2e ./cmd/hourglass-demo ./...; tests=$$?; \
+	echo "$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 $(TESTPKGS)"; \
+	$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 $(TESTPKGS); tests=$$?; \
 	wait $$deploy; checks=$$?; \
 	echo "deploy/ (go vet, go test):"; cat "$$out"; \
 	[ $$tests -eq 0 ] && [ $$checks -eq 0 ]
