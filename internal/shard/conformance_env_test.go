@@ -97,6 +97,7 @@ type confTopology struct {
 	next    int
 	slots   map[int]bool                           // slots taken by a namespace (cluster)
 	owner   map[int]*testenv.ClusterNode           // slot -> primary serving it (cluster)
+	rc      *testenv.RedisCluster                  // the cluster (cluster)
 	nodes   []*testenv.ClusterNode                 // primaries (cluster)
 	clients map[*testenv.ClusterNode]*redis.Client // a client of each primary (cluster)
 }
@@ -111,7 +112,7 @@ func startSentinel(t *testing.T) *confTopology {
 
 func startCluster(t *testing.T) *confTopology {
 	rc := testenv.StartRedisCluster(t, 3, 0)
-	tp := &confTopology{name: "cluster", rdb: rc.Client(t), cluster: true,
+	tp := &confTopology{name: "cluster", rdb: rc.Client(t), cluster: true, rc: rc,
 		slots: map[int]bool{}, owner: map[int]*testenv.ClusterNode{}, clients: map[*testenv.ClusterNode]*redis.Client{}}
 	tp.nodes = rc.Primaries()
 	for _, n := range tp.nodes {
@@ -444,7 +445,7 @@ func (f *confFixture) callAsk(fn func() error) error {
 func (f *confFixture) beginSlotMigration() *migFixture {
 	f.t.Helper()
 	tp := f.top
-	m := &migFixture{sh: f.sh, slot: testenv.KeySlot(f.l0.Tag(f.sh)), nodes: tp.clients}
+	m := &migFixture{sh: f.sh, slot: testenv.KeySlot(f.l0.Tag(f.sh)), nodes: tp.clients, rc: tp.rc}
 	tp.mu.Lock()
 	m.src = tp.owner[m.slot]
 	for _, n := range tp.nodes {

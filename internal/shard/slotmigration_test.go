@@ -75,6 +75,7 @@ type migSeed struct {
 type migFixture struct {
 	s        *Store
 	cc       *redis.ClusterClient
+	rc       *testenv.RedisCluster
 	sh, slot int
 	src, dst *testenv.ClusterNode
 	others   []*testenv.ClusterNode
@@ -266,7 +267,7 @@ func TestScriptsDuringSlotMigration(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := testenv.Ctx(t, time.Minute)
 			sh := i
-			f := &migFixture{s: s, cc: cc, sh: sh, slot: testenv.KeySlot(l.Tag(sh)), nodes: nodes}
+			f := &migFixture{s: s, cc: cc, rc: rc, sh: sh, slot: testenv.KeySlot(l.Tag(sh)), nodes: nodes}
 			f.src = rc.NodeForSlot(f.slot)
 			for _, p := range primaries {
 				switch {
@@ -495,6 +496,9 @@ func (f *migFixture) finishMigration(t *testing.T, ctx context.Context) {
 		if err := f.nodes[n].Do(ctx, "CLUSTER", "SETSLOT", f.slot, "NODE", f.dst.ID).Err(); err != nil {
 			t.Fatalf("SETSLOT NODE on %s: %v", n.Addr, err)
 		}
+	}
+	if err := f.rc.WaitSlotOwner(ctx, f.slot, f.dst); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -23,9 +23,16 @@ import (
 // ClusterSlots is the number of hash slots of a Redis Cluster.
 const ClusterSlots = keyslot.Slots
 
-// clusterNodeTimeout is the nodes' cluster-node-timeout: small, so that a
-// killed primary is failed over within a few seconds.
-const clusterNodeTimeout = 1000 * time.Millisecond
+// clusterNodeTimeout is the cluster-node-timeout of a cluster with
+// replicas: small, so that a killed primary is failed over within a few
+// seconds. A cluster without replicas cannot fail over, and there a small
+// timeout only hurts: on a loaded 2-core machine a node slow to answer
+// for a second was marked failed and the whole cluster answered
+// CLUSTERDOWN, so such clusters get soloNodeTimeout.
+const (
+	clusterNodeTimeout = 1000 * time.Millisecond
+	soloNodeTimeout    = 10 * time.Second
+)
 
 // clusterReadyTimeout bounds how long a cluster may take to form or to
 // converge after a change.
@@ -82,9 +89,13 @@ func StartRedisCluster(t testing.TB, primaries, replicasPerPrimary int) *RedisCl
 	}
 	srvs := make([]*localrun.Redis, n)
 	errs := make([]error, n)
+	timeout := clusterNodeTimeout
+	if replicasPerPrimary == 0 {
+		timeout = soloNodeTimeout
+	}
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { srvs[i], errs[i] = startClusterNode(dirs[i]) })
+		wg.Go(func() { srvs[i], errs[i] = startClusterNode(dirs[i], timeout) })
 	}
 	wg.Wait()
 	c := &RedisCluster{t: t, clients: map[string]*redis.Client{}}
@@ -189,9 +200,9 @@ func (c *RedisCluster) addReplicas(ctx context.Context, primaries int) error {
 }
 
 // startClusterNode starts one cluster-mode redis-server with its data in
-// dir. The cluster bus port is chosen explicitly (--cluster-port) rather
+// dir and the given cluster-node-timeout. The cluster bus port is chosen explicitly (--cluster-port) rather
 // than left at port+10000, which may be above 65535 for an ephemeral port.
-func startClusterNode(dir string) (*localrun.Redis, error) {
+func startClusterNode(dir string, nodeTimeout time.Duration) (*localrun.Redis, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var bus int
@@ -202,7 +213,7 @@ func startClusterNode(dir string) (*localrun.Redis, error) {
 		srv, err = localrun.StartRedis(dir,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout/time.Millisecond)),
+			"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout/time.Millisecond)),
 			"--cluster-port", strconv.Itoa(bus),
 			"--appendonly", "no", "--save", "",
 			// A replica's first sync starts at once instead of after 5 s.

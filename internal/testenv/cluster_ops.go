@@ -202,3 +202,44 @@ func (c *RedisCluster) check(ctx context.Context, extra func(*clusterView) error
 	}
 	return nil
 }
+
+// WaitSlotOwner returns once every running node says that to serves
+// slot, for a test that moved the slot itself with CLUSTER SETSLOT: until
+// then a cluster client may be sent back and forth by MOVED between a
+// node that took the change and one that did not. Unlike WaitConsistent
+// it does not wait for other slots' migrations to end, so tests that
+// migrate different slots in parallel do not wait for each other.
+func (c *RedisCluster) WaitSlotOwner(ctx context.Context, slot int, to *ClusterNode) error {
+	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := c.slotOwnedBy(ctx, slot, to)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testenv: waiting for every node to agree that %s serves slot %d: %w (last: %v)", to.Addr, slot, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// slotOwnedBy checks that every running node's view gives slot to to.
+func (c *RedisCluster) slotOwnedBy(ctx context.Context, slot int, to *ClusterNode) error {
+	for _, n := range c.Nodes {
+		if !n.up() {
+			continue
+		}
+		v, err := c.view(ctx, n)
+		if err != nil {
+			return err
+		}
+		if v.owner[slot] != to.ID {
+			return fmt.Errorf("%s says slot %d is served by %s", n.Addr, slot, v.owner[slot])
+		}
+	}
+	return nil
+}
