@@ -701,7 +701,9 @@ func TestRunsBeforeLease(t *testing.T) {
 	}
 	quick := make(chan seen, 1)
 	slowStarted, slowRelease := make(chan struct{}), make(chan struct{})
-	_, reg, _ := e.start(e.RDB, QueueOptions{LeaseAfter: 50 * time.Millisecond}, func(ctx context.Context, task *Task) error {
+	// LeaseAfter at its bound, long against the quick task's handler and
+	// ack (a few ms), so that a loaded 2-core machine does not lease it.
+	_, reg, _ := e.start(e.RDB, QueueOptions{LeaseAfter: MaxLeaseAfter}, func(ctx context.Context, task *Task) error {
 		if task.ID == "slow" {
 			close(slowStarted)
 			<-slowRelease

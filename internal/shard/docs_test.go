@@ -83,7 +83,9 @@ func TestProtocolExampleWorks(t *testing.T) {
 			if info.Shard != tc.shard || info.State != "scheduled" || string(info.Task.Payload) != `{"order":42}` || info.Task.Queue != "default" || info.Task.MaxRetries != 25 {
 				t.Fatalf("stored task: %+v, want it in shard %d", info, tc.shard)
 			}
-			if d := info.Task.Due.Sub(before); d < 29*time.Second || d > 31*time.Second {
+			// The script reads Redis's clock after bash and redis-cli
+			// started: seconds late on a loaded machine, never early.
+			if d := info.Task.Due.Sub(before); d < 29*time.Second || d > 40*time.Second {
 				t.Fatalf("due %s after the call, want about 30s", d)
 			}
 			again := strings.Fields(run())
