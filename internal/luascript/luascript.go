@@ -19,11 +19,17 @@
 //     would put in front (Vendor writes it), and puts nothing there.
 //   - Includes. A line "-- @include: other.lua as name" defines, ahead of
 //     the script's own text, "local function name()" whose body is
-//     other.lua as it is: a script that is self-contained (it needs no
-//     helper it does not carry). Called, it runs other.lua on the
-//     caller's KEYS and ARGV (the caller may shorten ARGV first) and
-//     returns what other.lua returns. fire.lua runs the enqueue protocol
-//     so, as one atomic script.
+//     other.lua as it is. Called, it runs other.lua on the caller's KEYS
+//     and ARGV (the caller may shorten ARGV first) and returns what
+//     other.lua returns. fire.lua runs the enqueue protocol so, as one
+//     atomic script. With parameters, "-- @include: other.lua as
+//     name(KEYS, ARGV)" defines "local function name(KEYS, ARGV)": the
+//     caller passes other.lua its own KEYS and ARGV tables, so that one
+//     script can run another several times on different keys
+//     (movemany.lua runs move.lua once per shard). An included script
+//     that uses library helpers gets them from the including script's
+//     head, once, so only a script that does not carry its own helpers
+//     may include it.
 //
 // A first line "#!lua ..." (a script's flags) stays first. A script that
 // has neither directive and uses no helper runs as it is.
@@ -48,8 +54,9 @@ const (
 	LibEnd   = "-- @lib: end"
 )
 
-// includeRE matches an include directive: the file and the function name.
-var includeRE = regexp.MustCompile(`(?m)^-- @include: ([A-Za-z0-9_.-]+\.lua) as ([A-Za-z_][A-Za-z0-9_]*)$`)
+// includeRE matches an include directive: the file, the function name
+// and its optional parameter list.
+var includeRE = regexp.MustCompile(`(?m)^-- @include: ([A-Za-z0-9_.-]+\.lua) as ([A-Za-z_][A-Za-z0-9_]*)(?:\(([A-Za-z_][A-Za-z0-9_]*(?:, [A-Za-z_][A-Za-z0-9_]*)*)\))?$`)
 
 // Dir is a directory of embedded scripts and their library file.
 type Dir struct {
@@ -104,9 +111,15 @@ func (d Dir) assemble(name string, including []string) (string, error) {
 		}
 		flags, src = src[:i+1], src[i+1:]
 	}
+	lib := d.libText()
+	vendored, rest, ok, err := splitBlock(src)
+	if err != nil {
+		return "", fmt.Errorf("luascript: %s: %w", name, err)
+	}
 	var fns []string
+	uses := src // the text whose helpers go in the head
 	for _, m := range includeRE.FindAllStringSubmatch(src, -1) {
-		file, fn := m[1], m[2]
+		file, fn, params := m[1], m[2], m[3]
 		body, err := d.assemble(file, append(including, name))
 		if err != nil {
 			return "", err
@@ -114,15 +127,16 @@ func (d Dir) assemble(name string, including []string) (string, error) {
 		if strings.HasPrefix(body, "#!") {
 			return "", fmt.Errorf("luascript: %s includes %s, which has a flags line", name, file)
 		}
-		if body != d.Source(file) {
-			return "", fmt.Errorf("luascript: %s includes %s, which is not self-contained (it needs library helpers it does not carry)", name, file)
+		if raw := d.Source(file); body != raw {
+			// It needs helpers: they come from this script's head, which
+			// a script carrying its own block does not have, and nothing
+			// but helpers may be missing from the file as it is.
+			if ok || includeRE.MatchString(raw) {
+				return "", fmt.Errorf("luascript: %s includes %s, which is not self-contained (it needs library helpers it does not carry)", name, file)
+			}
+			body, uses = raw, uses+"\n"+raw
 		}
-		fns = append(fns, "local function "+fn+"()\n"+body+"\nend")
-	}
-	lib := d.libText()
-	vendored, rest, ok, err := splitBlock(src)
-	if err != nil {
-		return "", fmt.Errorf("luascript: %s: %w", name, err)
+		fns = append(fns, "local function "+fn+"("+params+")\n"+body+"\nend")
 	}
 	var head string
 	if ok {
@@ -130,7 +144,7 @@ func (d Dir) assemble(name string, including []string) (string, error) {
 			return "", fmt.Errorf("luascript: %s: its %s block is not the library's helpers it uses; rewrite it with luascript.Vendor (go generate runs it)", name, LibBegin)
 		}
 	} else {
-		head = Prune(lib, src)
+		head = Prune(lib, uses)
 	}
 	var parts []string
 	if head != "" {

@@ -65,7 +65,8 @@ func TestPrune(t *testing.T) {
 // testDir is a script directory: lib is testLib; "plain" uses no helper,
 // "uses" uses b (so a and b), "flags" has a flags line, "own" carries its
 // helpers (a block written by Vendor), "stale" carries a wrong block,
-// "fire" includes own, and the rest are includes that cannot work.
+// "fire" includes own, "needs" includes uses with parameters (its helpers
+// come with needs), and the rest are includes that cannot work.
 func testDir(t *testing.T) Dir {
 	t.Helper()
 	own, err := Vendor(testLib, "-- own: runs on its own.\n"+LibBegin+" (copied)\n"+LibEnd+"\nreturn d() + ARGV[1]")
@@ -73,17 +74,19 @@ func testDir(t *testing.T) Dir {
 		t.Fatal(err)
 	}
 	return New(fstest.MapFS{
-		"s/lib.lua":     {Data: []byte(testLib)},
-		"s/plain.lua":   {Data: []byte("return 1")},
-		"s/uses.lua":    {Data: []byte("-- header\nreturn b(1)")},
-		"s/flags.lua":   {Data: []byte("#!lua flags=allow-oom\nreturn a(1)")},
-		"s/own.lua":     {Data: []byte(own)},
-		"s/stale.lua":   {Data: []byte(LibBegin + "\nlocal function d()\n  return 5\nend\n" + LibEnd + "\nreturn d()")},
-		"s/fire.lua":    {Data: []byte("-- @include: own.lua as run_own\nlocal r = run_own()\nreturn a(r)")},
-		"s/needs.lua":   {Data: []byte("-- @include: uses.lua as f\nreturn f()")},
-		"s/cycle.lua":   {Data: []byte("-- @include: cycle2.lua as f\nreturn f()")},
-		"s/cycle2.lua":  {Data: []byte("-- @include: cycle.lua as g\nreturn g()")},
-		"s/flagged.lua": {Data: []byte("-- @include: flags.lua as f\nreturn f()")},
+		"s/lib.lua":      {Data: []byte(testLib)},
+		"s/plain.lua":    {Data: []byte("return 1")},
+		"s/uses.lua":     {Data: []byte("-- header\nreturn b(1)")},
+		"s/flags.lua":    {Data: []byte("#!lua flags=allow-oom\nreturn a(1)")},
+		"s/own.lua":      {Data: []byte(own)},
+		"s/stale.lua":    {Data: []byte(LibBegin + "\nlocal function d()\n  return 5\nend\n" + LibEnd + "\nreturn d()")},
+		"s/fire.lua":     {Data: []byte("-- @include: own.lua as run_own\nlocal r = run_own()\nreturn a(r)")},
+		"s/needs.lua":    {Data: []byte("-- @include: uses.lua as f(KEYS, ARGV)\nreturn f({}, {})")},
+		"s/ownneeds.lua": {Data: []byte(LibBegin + "\n" + LibEnd + "\n-- @include: uses.lua as f\nreturn f()")},
+		"s/deep.lua":     {Data: []byte("-- @include: needs.lua as f\nreturn f()")},
+		"s/cycle.lua":    {Data: []byte("-- @include: cycle2.lua as f\nreturn f()")},
+		"s/cycle2.lua":   {Data: []byte("-- @include: cycle.lua as g\nreturn g()")},
+		"s/flagged.lua":  {Data: []byte("-- @include: flags.lua as f\nreturn f()")},
 	}, "s", "lib.lua")
 }
 
@@ -100,6 +103,7 @@ func TestAssemble(t *testing.T) {
 		{name: "uses.lua", want: []string{"local function a(", "local function b(", "-- header", "return b(1)"}, notWant: []string{"local function d("}},
 		{name: "flags.lua", want: []string{"#!lua flags=allow-oom\n-- a doubles.", "local function a(", "return a(1)"}},
 		{name: "own.lua", same: true, want: []string{LibBegin, "local function d(", LibEnd, "return d()"}, notWant: []string{"local function a("}},
+		{name: "needs.lua", want: []string{"local function a(", "local function b(", "local function f(KEYS, ARGV)\n-- header\nreturn b(1)\nend", "return f({}, {})"}, notWant: []string{"local function d("}},
 		{name: "fire.lua", want: []string{"local function a(", "local function run_own()\n-- own: runs on its own.", "local function d(", "return d() + ARGV[1]\nend", "-- @include: own.lua as run_own\nlocal r = run_own()"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,10 +130,11 @@ func TestAssemble(t *testing.T) {
 		})
 	}
 	for name, want := range map[string]string{
-		"stale.lua":   "block is not the library's helpers",
-		"needs.lua":   "not self-contained",
-		"cycle.lua":   "includes itself",
-		"flagged.lua": "flags line",
+		"stale.lua":    "block is not the library's helpers",
+		"ownneeds.lua": "not self-contained",
+		"deep.lua":     "not self-contained",
+		"cycle.lua":    "includes itself",
+		"flagged.lua":  "flags line",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := d.Assemble(name); err == nil || !strings.Contains(err.Error(), want) {

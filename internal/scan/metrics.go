@@ -14,6 +14,7 @@ type Metrics struct {
 	buried      *prometheus.CounterVec
 	promoted    *prometheus.CounterVec
 	batch       prometheus.Histogram
+	shared      prometheus.Histogram
 	duration    prometheus.Histogram
 	stale       *prometheus.CounterVec
 	lateness    prometheus.Histogram
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hourglass_scan_moved", Help: "Tasks moved per mover call.",
 			Buckets: []float64{0, 1, 4, 16, 64, 256, 1024, 4096},
 		}),
+		shared: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hourglass_scan_shards_per_call", Help: "Shards whose mover calls went to Redis together in one round trip (1: alone).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hourglass_scan_duration_seconds", Help: "Duration of one mover call, round trip included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.moved, m.buried, m.promoted, m.batch, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
+		reg.MustRegister(m.moved, m.buried, m.promoted, m.batch, m.shared, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
 	}
 	return m
 }
@@ -77,5 +82,12 @@ func (m *Metrics) initShard(sh int) {
 	l := label(sh)
 	for _, v := range []*prometheus.CounterVec{m.moved, m.buried, m.promoted, m.stale, m.scanErrors} {
 		v.WithLabelValues(l)
+	}
+}
+
+// observeShared records a round trip of n shards' mover calls.
+func (m *Metrics) observeShared(n int) {
+	if m != nil {
+		m.shared.Observe(float64(n))
 	}
 }

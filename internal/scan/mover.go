@@ -16,6 +16,7 @@ type Mover struct {
 	store *shard.Store
 	cfg   Config
 	log   hclog.Logger
+	comb  *combiner // every shard's calls, sent together when they overlap
 }
 
 // NewMover returns a Mover on store.
@@ -24,7 +25,7 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan")}, nil
+	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan"), comb: &combiner{store: store, met: cfg.Metrics}}, nil
 }
 
 // Run moves the due tasks of the owned shard s with its fencing epoch
@@ -47,7 +48,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	}
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
 		start := time.Now()
-		res, err := m.store.MoveAhead(ctx, sh, epoch, m.cfg.Limit, m.cfg.Prefetch)
+		res, err := m.comb.move(ctx, shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: m.cfg.Prefetch})
 		if err != nil {
 			return owner.Wait{Wake: s.Wake}, err
 		}

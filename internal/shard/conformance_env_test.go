@@ -51,6 +51,7 @@ const (
 	confShard    = 1
 	confNewShard = 5
 	confEpoch    = 5 // the epoch of the shard's owner
+	confOther    = 2 // another shard of both counts, seeded with nothing
 )
 
 // confState is a state the scripts' contract must hold in.

@@ -425,6 +425,33 @@ var conformanceCases = []confCase{
 			f.fenced("move by the previous owner", func() error { _, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); return err })
 		}},
 
+	// movemany.lua: move.lua for several shards of one server in one call
+	// (on a cluster, MoveMany pipelines move.lua per shard instead).
+	{script: "movemany.lua", name: "each shard as a call of its own", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			out := f.s.MoveMany(f.ctx, []MoveRequest{{Shard: f.sh, Epoch: confEpoch, Limit: 100}, {Shard: confOther, Epoch: 1, Limit: 100}})
+			noErr(t, "movemany", errors.Join(out[0].Err, out[1].Err))
+			if out[0].Result.Moved != 1 || out[1].Result.Moved != 0 || out[1].Result.NextDue != -1 {
+				t.Errorf("movemany: %+v, want the due task moved from shard %d and nothing from shard %d", out, f.sh, confOther)
+			}
+			if info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["due"]); err != nil || info.State != "ready" {
+				t.Errorf("the due task after the move: %+v, %v", info, err)
+			}
+			if e, _ := f.s.StoredEpoch(f.ctx, confOther); e != 1 {
+				t.Errorf("shard %d's stored epoch %d, want 1: each shard is fenced by its own epoch", confOther, e)
+			}
+		}},
+	{script: "movemany.lua", name: "stale owner of one shard", states: allStates, props: []confProp{pFence},
+		run: func(t *testing.T, f *confFixture) {
+			before := f.snapshot()
+			out := f.s.MoveMany(f.ctx, []MoveRequest{{Shard: f.sh, Epoch: confEpoch - 1, Limit: 100}, {Shard: confOther, Epoch: 1, Limit: 100}})
+			wantErr(t, pFence, "movemany of the stale shard", out[0].Err, ErrStaleEpoch)
+			if out[1].Err != nil {
+				t.Errorf("[%s] movemany of the other shard: %v, want it moved on its own", pFence, out[1].Err)
+			}
+			f.unchanged(pFence, "movemany with a stale epoch", before, f.l0.Stats(f.sh), f.l0.Epoch(confOther), f.l0.Far(confOther))
+		}},
+
 	// The delivery scripts: claim, ack, nack, extend, release.
 	{script: "claim.lua", name: "leases a popped entry", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
 		run: func(t *testing.T, f *confFixture) {

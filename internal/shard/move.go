@@ -40,9 +40,110 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 // a task until its due time (see worker.Task.Due); the mover calls again
 // before the next remaining task is within prefetch of being due.
 func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
-	v, err := moveScript.Run(ctx, s.rdb,
-		[]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh), s.k.Queues(sh)},
-		epoch, limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), prefetch.Milliseconds()).Int64Slice()
+	c := s.moveCall(MoveRequest{Shard: sh, Epoch: epoch, Limit: limit, Prefetch: prefetch})
+	v, err := moveScript.Run(ctx, s.rdb, c.keys, c.args...).Int64Slice()
+	return moveReply(sh, epoch, v, err)
+}
+
+// MoveRequest is one shard's part of a MoveMany call: MoveAhead's
+// arguments.
+type MoveRequest struct {
+	Shard    int
+	Epoch    int64
+	Limit    int
+	Prefetch time.Duration
+}
+
+// MoveOutcome is one shard's outcome of a MoveMany call: what MoveAhead
+// would have returned for it.
+type MoveOutcome struct {
+	Result MoveResult
+	Err    error
+}
+
+// MoveMany runs MoveAhead for several shards in one round trip and
+// returns their outcomes in the order of reqs. On a standalone or
+// Sentinel-managed Redis, where every shard lives on one server, it is
+// one call of movemany.lua, which runs move.lua once per shard: the
+// per-call cost of Redis (reading, dispatching and answering a command,
+// setting up a script) is paid once for all of them. On a Redis Cluster
+// it pipelines one move.lua call per shard (each node gets its shards'
+// calls in one write). Each shard's outcome is exactly MoveAhead's: its
+// own fence (ErrStaleEpoch), its own LIMIT. An error of the call as a
+// whole (the connection failed) is every shard's.
+func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome {
+	out := make([]MoveOutcome, len(reqs))
+	if len(reqs) == 0 {
+		return out
+	}
+	calls := make([]scriptCall, len(reqs))
+	for i, r := range reqs {
+		calls[i] = s.moveCall(r)
+	}
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster || len(reqs) == 1 {
+		cmds, err := moveScript.runPipelined(ctx, s.rdb, calls)
+		for i, r := range reqs {
+			if err != nil {
+				out[i].Err = errtext.Errorf("move shard %d: %w", r.Shard, err)
+				continue
+			}
+			v, err := cmds[i].Int64Slice()
+			out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, err)
+		}
+		return out
+	}
+	args := make([]any, 0, 1+16*len(reqs))
+	args = append(args, len(reqs))
+	for _, c := range calls {
+		for _, k := range c.keys {
+			args = append(args, k)
+		}
+		args = append(args, c.args...)
+	}
+	replies, err := moveManyScript.Run(ctx, s.rdb, calls[0].keys[:1], args...).Slice()
+	if err == nil && len(replies) != len(reqs) {
+		err = errtext.Errorf("unexpected reply of %d elements for %d shards", len(replies), len(reqs))
+	}
+	for i, r := range reqs {
+		if err != nil {
+			out[i].Err = errtext.Errorf("move shard %d: %w", r.Shard, err)
+			continue
+		}
+		var v []int64
+		var verr error
+		switch x := replies[i].(type) {
+		case error:
+			verr = x
+		case []any:
+			v = make([]int64, len(x))
+			for j, e := range x {
+				n, ok := e.(int64)
+				if !ok {
+					verr = errtext.Errorf("unexpected element %v", e)
+					break
+				}
+				v[j] = n
+			}
+		default:
+			verr = errtext.Errorf("unexpected reply %v", x)
+		}
+		out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, verr)
+	}
+	return out
+}
+
+// moveCall returns move.lua's keys and arguments for r.
+func (s *Store) moveCall(r MoveRequest) scriptCall {
+	sh := r.Shard
+	return scriptCall{
+		keys: []string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh), s.k.Queues(sh)},
+		args: []any{r.Epoch, r.Limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), r.Prefetch.Milliseconds()},
+	}
+}
+
+// moveReply reads move.lua's reply v (or its error) for shard sh, called
+// with epoch.
+func moveReply(sh int, epoch int64, v []int64, err error) (MoveResult, error) {
 	if err != nil {
 		return MoveResult{}, errtext.Errorf("move shard %d: %w", sh, err)
 	}

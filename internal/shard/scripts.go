@@ -36,6 +36,7 @@ func newScript(name string) script { return script{name: name, Script: scripts.S
 var (
 	enqueueScript     = newScript("enqueue.lua")
 	moveScript        = newScript("move.lua")
+	moveManyScript    = newScript("movemany.lua")
 	cancelScript      = newScript("cancel.lua")
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")

@@ -1,0 +1,133 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestCombinerSendsOverlappingCallsTogether: calls made while one is in
+// flight (Redis paused under it) wait, then go to Redis as one batch;
+// each shard gets its own outcome, a stale epoch failing its shard alone.
+func TestCombinerSendsOverlappingCallsTogether(t *testing.T) {
+	t.Parallel()
+	const shards = 8
+	e := shardtest.New(t, shardtest.Options{Namespace: "combine", Shards: shards, Queues: map[string]shard.QueuePolicy{"q": {Timeout: time.Second}}})
+	ctx := testenv.Ctx(t, time.Minute)
+	for sh := range shards {
+		e.Schedule("q", 0, e.IDsIn(sh, sh+1, fmt.Sprintf("s%d-", sh))...) // shard sh has sh+1 due tasks
+	}
+	// Shard 7's owner is fenced: a newer one stored epoch 9.
+	if _, err := e.Store.Move(ctx, shards-1, 9, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := &combiner{store: e.Store, met: NewMetrics(prometheus.NewRegistry())}
+
+	type result struct {
+		res shard.MoveResult
+		err error
+	}
+	results := make([]result, shards)
+	var wg sync.WaitGroup
+	call := func(sh int) {
+		wg.Go(func() {
+			epoch := int64(1)
+			if sh == shards-1 {
+				epoch = 2 // older than 9
+			}
+			r, err := c.move(ctx, shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: 100})
+			results[sh] = result{r, err}
+		})
+	}
+	e.Redis.Pause()
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			e.Redis.Resume()
+		}
+	})
+	call(0) // in flight until Redis runs again
+	testenv.WaitFor(t, 10*time.Second, "shard 0's call in flight", func() (bool, string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.busy, "not sent yet"
+	})
+	for sh := 1; sh < shards; sh++ {
+		call(sh)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the other calls waiting", func() (bool, string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.waiting) == shards-1, fmt.Sprintf("%d waiting", len(c.waiting))
+	})
+	e.Redis.Resume()
+	resumed = true
+	wg.Wait()
+
+	for sh, r := range results {
+		switch {
+		case sh == shards-1:
+			if !errors.Is(r.err, shard.ErrStaleEpoch) {
+				t.Errorf("shard %d (stale epoch): %+v, %v; want ErrStaleEpoch", sh, r.res, r.err)
+			}
+		case r.err != nil || r.res.Moved != sh+1 || r.res.NextDue != -1:
+			t.Errorf("shard %d: %+v, %v; want its %d due tasks moved", sh, r.res, r.err, sh+1)
+		}
+		if sh < shards-1 {
+			if n := e.ReadyLen(sh, "q"); n != int64(sh+1) {
+				t.Errorf("shard %d: %d ready, want %d", sh, n, sh+1)
+			}
+		}
+	}
+	if n := e.ReadyLen(shards-1, "q"); n != 1 {
+		t.Errorf("stale shard %d: %d ready, want only the newer owner's 1", shards-1, n)
+	}
+	// Two round trips: shard 0 alone, then the seven that waited.
+	var m dto.Metric
+	if err := c.met.shared.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if h := m.GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != shards {
+		t.Errorf("shards per call: %d round trips carrying %v shards, want 2 carrying %d", h.GetSampleCount(), h.GetSampleSum(), shards)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy || len(c.waiting) > 0 {
+		t.Errorf("combiner after the calls: busy %v, %d waiting", c.busy, len(c.waiting))
+	}
+}
+
+// TestCombinerCallAloneAfterBatch: once the calls have returned, a new
+// call goes at once, alone (nothing waits for a batch to form).
+func TestCombinerCallAloneAfterBatch(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "alone", Queues: map[string]shard.QueuePolicy{"q": {Timeout: time.Second}}})
+	ctx := testenv.Ctx(t, time.Minute)
+	c := &combiner{store: e.Store}
+	for i := range 3 {
+		e.Schedule("q", 0, e.IDsIn(1, 1, fmt.Sprintf("a%d-", i))...)
+		r, err := c.move(ctx, shard.MoveRequest{Shard: 1, Epoch: 1, Limit: 10})
+		if err != nil || r.Moved != 1 {
+			t.Fatalf("call %d: %+v, %v; want its task moved", i, r, err)
+		}
+	}
+	// A cancelled ctx fails the call alone and leaves the combiner free.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.move(cctx, shard.MoveRequest{Shard: 1, Epoch: 1, Limit: 10}); !errors.Is(err, context.Canceled) {
+		t.Errorf("call with a cancelled ctx: %v", err)
+	}
+	if r, err := c.move(ctx, shard.MoveRequest{Shard: 1, Epoch: 1, Limit: 10}); err != nil || r.Moved != 0 {
+		t.Errorf("call after it: %+v, %v", r, err)
+	}
+}
