@@ -5,6 +5,12 @@
 // re-check, whichever comes first. An idle shard costs Redis one script
 // call per safety interval.
 //
+// The movers of a scheduler's shards share one combiner: a call made
+// while another shard's is in flight waits for it, and the calls that
+// waited then go to Redis together, in one round trip (movemany.lua on a
+// standalone or Sentinel Redis, a pipeline on a cluster). A call made
+// while none is in flight goes at once, alone.
+//
 // Mover.Run is one of the loops a shard's owner runs (internal/owner).
 // Waker delivers the wake-up channels of every owned shard over the
 // sharded pub/sub connections of an internal/fanout hub (one connection
