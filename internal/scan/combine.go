@@ -74,6 +74,7 @@ func (c *combiner) send(ctx context.Context, batch []*moveCall) {
 		reqs := make([]shard.MoveRequest, len(batch))
 		for i, mc := range batch {
 			reqs[i] = mc.req
+			reqs[i].Limit = shareLimit(mc.req.Limit, len(batch))
 		}
 		for i, out := range c.store.MoveMany(context.WithoutCancel(ctx), reqs) {
 			batch[i].out = out
@@ -92,4 +93,17 @@ func (c *combiner) send(ctx context.Context, batch []*moveCall) {
 	for _, mc := range batch[1:] {
 		close(mc.done)
 	}
+}
+
+// minShare is the least LIMIT a shard keeps in a combined call.
+const minShare = 64
+
+// shareLimit is a shard's LIMIT in a call combined with n-1 others: its
+// own divided among them, down to minShare (never above its own). A
+// combined call so moves about one shard's full batch in all, and holds
+// Redis (a single thread) about as long as one call of its own would,
+// not n times as long. A shard that had more due than its share finds
+// its next due time already reached, and its mover calls again at once.
+func shareLimit(limit, n int) int {
+	return min(limit, max(limit/n, minShare))
 }

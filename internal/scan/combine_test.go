@@ -131,3 +131,16 @@ func TestCombinerCallAloneAfterBatch(t *testing.T) {
 		t.Errorf("call after it: %+v, %v", r, err)
 	}
 }
+
+// TestShareLimit: a combined call divides each shard's LIMIT among its
+// shards, down to minShare, never above the shard's own.
+func TestShareLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ limit, n, want int }{
+		{512, 2, 256}, {512, 8, 64}, {512, 16, minShare}, {10, 4, 10}, {100, 1, 100},
+	} {
+		if got := shareLimit(c.limit, c.n); got != c.want {
+			t.Errorf("shareLimit(%d, %d) = %d, want %d", c.limit, c.n, got, c.want)
+		}
+	}
+}
