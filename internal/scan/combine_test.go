@@ -144,3 +144,28 @@ func TestShareLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstBypassesTheCombiner: a mover whose call left tasks due calls
+// again on its own, not through the combiner (which sends one batch at a
+// time), so that shards drain a burst in parallel: of the calls that
+// move 30 due tasks 10 at a time, those after a full batch bypass it.
+func TestBurstBypassesTheCombiner(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.Schedule("q", 0, f.IDsIn(0, 30, "b")...)
+	f.runMover(t, 0, 1, Config{Limit: 10, SafetyRecheck: time.Hour})
+	testenv.WaitFor(t, 10*time.Second, "all 30 tasks moved", func() (bool, string) {
+		return f.readyLen(0) == 30, fmt.Sprintf("ready=%d", f.readyLen(0))
+	})
+	var calls, combined dto.Metric
+	testenv.WaitFor(t, 10*time.Second, "the call after the last full batch", func() (bool, string) {
+		_ = f.met.batch.Write(&calls)
+		return calls.GetHistogram().GetSampleCount() >= 4, fmt.Sprintf("%d calls", calls.GetHistogram().GetSampleCount())
+	})
+	_ = f.met.shared.Write(&combined)
+	// The three calls after a full batch (the last one moves nothing)
+	// bypass it; the first, and any woken by a wake-up, go through it.
+	if n, all := combined.GetHistogram().GetSampleCount(), calls.GetHistogram().GetSampleCount(); all-n < 3 {
+		t.Errorf("%d of %d mover calls went through the combiner, want the three after full batches not to", n, all)
+	}
+}

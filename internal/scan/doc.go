@@ -9,7 +9,9 @@
 // while another shard's is in flight waits for it, and the calls that
 // waited then go to Redis together, in one round trip (movemany.lua on a
 // standalone or Sentinel Redis, a pipeline on a cluster). A call made
-// while none is in flight goes at once, alone.
+// while none is in flight goes at once, alone; a call made because the
+// last one left tasks due (a burst) bypasses the combiner, so that every
+// shard drains in parallel.
 //
 // Mover.Run is one of the loops a shard's owner runs (internal/owner).
 // Waker delivers the wake-up channels of every owned shard over the

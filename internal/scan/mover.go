@@ -46,9 +46,24 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		l := label(sh)
 		st.Errors, st.Stale = met.scanErrors.WithLabelValues(l), met.stale.WithLabelValues(l)
 	}
+	// more: the last call left tasks due now (a full batch, far-tier
+	// tasks promoted, a combined call's share used up). The next call
+	// then goes at once on its own, in parallel with the other shards'
+	// (a burst drains on every shard at once), not through the combiner,
+	// which sends one batch at a time; calls woken by a timer or a
+	// wake-up, one or a few tasks each, share their round trips there.
+	more := false
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
 		start := time.Now()
-		res, err := m.comb.move(ctx, shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: m.cfg.Prefetch})
+		req := shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: m.cfg.Prefetch}
+		var res shard.MoveResult
+		var err error
+		if more {
+			res, err = m.store.MoveAhead(ctx, sh, epoch, req.Limit, req.Prefetch)
+		} else {
+			res, err = m.comb.move(ctx, req)
+		}
+		more = false
 		if err != nil {
 			return owner.Wait{Wake: s.Wake}, err
 		}
@@ -64,7 +79,9 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		// At once after a full batch, promoted far-tier tasks, or the
 		// next task due; else until then or a wake-up.
-		return owner.Wait{For: m.next(res), Wake: s.Wake}, nil
+		wait := m.next(res)
+		more = wait <= 0
+		return owner.Wait{For: wait, Wake: s.Wake}, nil
 	}
 	return owner.Repeat(ctx, st)
 }
