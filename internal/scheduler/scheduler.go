@@ -74,8 +74,10 @@ type Scheduler struct {
 	inspector *inspect.Inspector
 	replica   string
 	listener  net.Listener
-	// registryEvery is watchRegistry's period (registryCheck).
+	// registryEvery is watchRegistry's period (registryCheck);
+	// registryPoke asks it to check at once (watchSchedules).
 	registryEvery time.Duration
+	registryPoke  chan struct{}
 	// layout follows the layout record (layout.go); relayout asks
 	// watchSchedules to register the queues again after a change.
 	layout   *shard.Follower
@@ -106,7 +108,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck,
-		relayout: make(chan struct{}, 1), registered: make(chan struct{})}
+		registryPoke: make(chan struct{}, 1), relayout: make(chan struct{}, 1), registered: make(chan struct{})}
 	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
