@@ -39,6 +39,9 @@ type Worker struct {
 	// scripts and ready announcements on a Redis Cluster (clusterpop.go).
 	// Set by fetch before its loops start.
 	popper popper
+	// blocking is the single-node popper (blockpop.go), made by New so
+	// that a change of the layout can interrupt its pops in flight.
+	blocking *blockingPopper
 
 	// hooks for tests in this package.
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
@@ -83,8 +86,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	}
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
+	blocking := newBlockingPopper(rdb, store)
 	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
 		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Existing())
+		// Pops blocked on the old shards' lists end now; the next ones
+		// cover the new shards.
+		blocking.interrupt()
 	}})
 	if err != nil {
 		return nil, invalid("%w", err)
@@ -101,8 +108,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 			now:     time.Now,
 			maxHold: shard.MaxHold,
 		},
-		queues: map[string]*queue{},
-		freed:  make(chan struct{}, 1),
+		queues:   map[string]*queue{},
+		freed:    make(chan struct{}, 1),
+		blocking: blocking,
 	}, nil
 }
 
@@ -186,8 +194,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.deps.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
 	// The fetch loops run beside this goroutine, so that the shutdown
 	// grace starts at the signal (ctx ending): a blocking pop in flight
-	// may take up to FetchTimeout to come back, and what it pops then is
-	// given back at once.
+	// is ended at once (CLIENT UNBLOCK, blockpop.go; on a Ring it comes
+	// back within FetchTimeout), and what it popped is given back at
+	// once.
 	checked := make(chan struct{})
 	var setupErr *RegistrationError // set before checked closes
 	go func() {

@@ -161,7 +161,7 @@ var settings = concat(
 			Doc: "after SIGTERM, how long running handlers may finish before their tasks are released"},
 		{Key: "worker.fetch_timeout", Min: worker.MinFetchTimeout, Max: worker.MaxFetchTimeout, Unit: time.Second, Zero: ZeroDefault,
 			Lib: []string{"worker.Config.FetchTimeout"},
-			Doc: "longest blocking fetch; an idle worker sends Redis one command per fetch_timeout"},
+			Doc: "longest blocking fetch; an idle worker sends Redis one command per fetch_timeout (shutdown and a change of the shard count end a fetch in flight at once)"},
 		{Key: "worker.ack_linger", Min: time.Duration(0), Max: worker.MaxAckLinger, Zero: "each ack is sent at once",
 			Lib: []string{"worker.Config.AckLinger"},
 			Doc: "how long a successful task's ack may wait for others to share its round trip to Redis; the handler's slot is free meanwhile"},
