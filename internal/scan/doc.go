@@ -1,9 +1,11 @@
 // Package scan runs the mover of each shard a scheduler owns: it calls
 // the fenced, LIMIT-bounded move script, repeats while batches come back
 // full, then sleeps until the shard's next due time, a wake-up published
-// by an enqueue that created a new earliest task, or a long safety
-// re-check, whichever comes first. An idle shard costs Redis one script
-// call per safety interval.
+// by an enqueue that created a new earliest task, or a re-check,
+// whichever comes first: the safety re-check (30 s) until Redis has
+// confirmed the shard's wake-up subscription, the longer idle re-check (5
+// min) from then on. An idle shard costs Redis one script call per
+// re-check.
 //
 // Mover.Run is one of the loops a shard's owner runs (internal/owner).
 // Waker delivers the wake-up channels of every owned shard over the

@@ -31,7 +31,8 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 // until ctx ends (it then returns nil) or the shard is fenced by a newer
 // owner (it returns an error wrapping shard.ErrStaleEpoch): an
 // owner.Loop, in owner.Repeat's shape. s.Wake delivers producers'
-// wake-ups (nil: none). After a call that made tasks ready, Run signals
+// wake-ups (nil: none); while s.Subscribed reports them subscribed, the
+// mover's longest sleep is IdleRecheck instead of SafetyRecheck. After a call that made tasks ready, Run signals
 // s.Ready without blocking (nil: none); the shard's recovery loop
 // listens. Redis errors are logged and retried with backoff; they never
 // end Run.
@@ -63,7 +64,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		// At once after a full batch, promoted far-tier tasks, or the
 		// next task due; else until then or a wake-up.
-		return owner.Wait{For: m.next(res), Wake: s.Wake}, nil
+		return owner.Wait{For: m.next(res, s.Subscribed != nil && s.Subscribed()), Wake: s.Wake}, nil
 	}
 	return owner.Repeat(ctx, st)
 }
@@ -71,12 +72,16 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 // next returns how long to sleep after a successful call: 0 or less to
 // call again at once (a full batch, or far-tier tasks promoted: more may
 // be due now), else until the next task is due (ahead by half the
-// prefetch), at most the safety re-check.
-func (m *Mover) next(res shard.MoveResult) time.Duration {
+// prefetch), at most the safety re-check, or the idle re-check while the
+// shard's wake-ups are subscribed.
+func (m *Mover) next(res shard.MoveResult, subscribed bool) time.Duration {
 	if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
 		return 0
 	}
 	wait := m.cfg.SafetyRecheck
+	if subscribed {
+		wait = m.cfg.IdleRecheck
+	}
 	if res.NextDue >= 0 {
 		// Microseconds: a sleep in whole ms of the truncated clock would
 		// wake up to 1 ms late. With a prefetch, wake when the next task

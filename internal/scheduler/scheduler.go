@@ -229,9 +229,9 @@ func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 	// loops log what they retry; what ended them is logged here, once.
 	log := s.log.With("shard", sh, "epoch", epoch)
 	log.Debug("owner loops starting")
-	wake, unsubscribe := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
+	wake, unsubscribe, subscribed := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
 	defer unsubscribe()
-	if err := owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops); err != nil {
+	if err := owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake, Subscribed: subscribed}, s.loops); err != nil {
 		log.Warn("owner loops stopped", "error", err) // a newer owner fenced the shard
 		return
 	}
