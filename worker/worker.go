@@ -35,6 +35,8 @@ type Worker struct {
 	started bool
 
 	freed chan struct{} // a handler slot of any queue was freed (capacity 1)
+	// recheckSetup asks checkSetup to look at once (capacity 1).
+	recheckSetup chan struct{}
 	// popper pops for the fetch loops: one BLMPOP on a single node, per-node
 	// scripts and ready announcements on a Redis Cluster (clusterpop.go).
 	// Set by fetch before its loops start.
@@ -108,9 +110,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 			now:     time.Now,
 			maxHold: shard.MaxHold,
 		},
-		queues:   map[string]*queue{},
-		freed:    make(chan struct{}, 1),
-		blocking: blocking,
+		queues:       map[string]*queue{},
+		freed:        make(chan struct{}, 1),
+		recheckSetup: make(chan struct{}, 1),
+		blocking:     blocking,
 	}, nil
 }
 
