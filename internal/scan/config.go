@@ -43,8 +43,10 @@ type Config struct {
 	// wakes the mover too (a silently dead connection is found by the
 	// hub's health check, internal/fanout.HealthCheck). What only this
 	// check finds is a task written by hand without a wake-up, so it can
-	// be long: an idle shard then costs Redis one call per IdleRecheck.
-	// A value below SafetyRecheck is raised to it.
+	// be long, and it reads only the head of the delayed set (one
+	// command) unless that changed: an idle shard then costs Redis one
+	// command per IdleRecheck. A value below SafetyRecheck is raised to
+	// it.
 	IdleRecheck time.Duration
 	// Prefetch moves tasks up to this long before they are due (0: when
 	// due), in whole milliseconds up to shard.MaxPrefetch. Workers hold

@@ -5,7 +5,8 @@
 // whichever comes first: the safety re-check (30 s) until Redis has
 // confirmed the shard's wake-up subscription, the longer idle re-check (5
 // min) from then on. An idle shard costs Redis one script call per
-// re-check.
+// safety re-check, then one read of its delayed set's head per idle
+// re-check (the script only if the head changed).
 //
 // Mover.Run is one of the loops a shard's owner runs (internal/owner).
 // Waker delivers the wake-up channels of every owned shard over the

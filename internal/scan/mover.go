@@ -46,10 +46,16 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		l := label(sh)
 		st.Errors, st.Stale = met.scanErrors.WithLabelValues(l), met.stale.WithLabelValues(l)
 	}
+	subscribed := func() bool { return s.Subscribed != nil && s.Subscribed() }
+	var idle idleCheck
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
+		if wait, ok := idle.skip(ctx, m, sh, subscribed()); ok {
+			return owner.Wait{For: wait, Wake: s.Wake}, nil
+		}
 		start := time.Now()
 		res, err := m.store.MoveAhead(ctx, sh, epoch, m.cfg.Limit, m.cfg.Prefetch)
 		if err != nil {
+			idle = idleCheck{}
 			return owner.Wait{Wake: s.Wake}, err
 		}
 		m.observe(sh, time.Since(start), res)
@@ -64,9 +70,60 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		// At once after a full batch, promoted far-tier tasks, or the
 		// next task due; else until then or a wake-up.
-		return owner.Wait{For: m.next(res, s.Subscribed != nil && s.Subscribed()), Wake: s.Wake}, nil
+		wait := m.next(res, subscribed())
+		idle.called(m, res, wait, subscribed())
+		return owner.Wait{For: wait, Wake: s.Wake}, nil
 	}
 	return owner.Repeat(ctx, st)
+}
+
+// idleCheck makes the idle re-check of a mover whose wake-ups are
+// subscribed cheap: when its timer ends the wait (not a wake-up, nor the
+// next due time), the mover first reads the head of the delayed set (one
+// command, DelayedHead) and calls the move script (four commands in
+// Redis) only if the head changed since the last call: a task written by
+// hand without a wake-up, earlier than the next due time known. The zero
+// value checks nothing.
+type idleCheck struct {
+	head    float64   // the last call's NextDue
+	hasHead bool      // the last call reported one
+	at      time.Time // when the wait ending in an idle re-check ends; zero: none
+	due     time.Time // local time of the next due call; zero: none
+}
+
+// called records a move call's result and the wait that follows it.
+func (c *idleCheck) called(m *Mover, res shard.MoveResult, wait time.Duration, subscribed bool) {
+	now := time.Now()
+	*c = idleCheck{head: float64(res.NextDue), hasHead: res.NextDue >= 0}
+	if d, ok := m.untilDue(res); ok {
+		c.due = now.Add(d)
+	}
+	if subscribed && wait == m.cfg.IdleRecheck {
+		c.at = now.Add(wait)
+	}
+}
+
+// skip reports whether the step may skip the move call, and the wait
+// then: it is the idle re-check's turn, the next due time has not come,
+// and the delayed set's head is what the last call left.
+func (c *idleCheck) skip(ctx context.Context, m *Mover, sh int, subscribed bool) (time.Duration, bool) {
+	now := time.Now()
+	if c.at.IsZero() || now.Before(c.at) || !subscribed || (!c.due.IsZero() && !now.Before(c.due)) {
+		return 0, false
+	}
+	head, ok, err := m.store.DelayedHead(ctx, sh)
+	if err != nil || ok != c.hasHead || (ok && head != c.head) {
+		return 0, false
+	}
+	wait := m.cfg.IdleRecheck
+	if !c.due.IsZero() {
+		wait = min(wait, c.due.Sub(now))
+	}
+	c.at = time.Time{}
+	if wait == m.cfg.IdleRecheck {
+		c.at = now.Add(wait)
+	}
+	return wait, true
 }
 
 // next returns how long to sleep after a successful call: 0 or less to
@@ -82,15 +139,24 @@ func (m *Mover) next(res shard.MoveResult, subscribed bool) time.Duration {
 	if subscribed {
 		wait = m.cfg.IdleRecheck
 	}
-	if res.NextDue >= 0 {
-		// Microseconds: a sleep in whole ms of the truncated clock would
-		// wake up to 1 ms late. With a prefetch, wake when the next task
-		// is half of it from due: the call then moves it, and what is due
-		// in the half after it, still ahead of time.
-		wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
-		wait = min(wait, time.Duration(wake-res.NowMicros)*time.Microsecond)
+	if d, ok := m.untilDue(res); ok {
+		wait = min(wait, d)
 	}
 	return wait
+}
+
+// untilDue returns how long after a call the next one is due for the
+// next task (ahead by half the prefetch), if there is one.
+func (m *Mover) untilDue(res shard.MoveResult) (time.Duration, bool) {
+	if res.NextDue < 0 {
+		return 0, false
+	}
+	// Microseconds: a sleep in whole ms of the truncated clock would wake
+	// up to 1 ms late. With a prefetch, wake when the next task is half of
+	// it from due: the call then moves it, and what is due in the half
+	// after it, still ahead of time.
+	wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
+	return time.Duration(wake-res.NowMicros) * time.Microsecond, true
 }
 
 func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {

@@ -86,3 +86,28 @@ func TestReconnectRechecksAtOnce(t *testing.T) {
 		return f.readyLen(0) == 1, fmt.Sprintf("ready=%d", f.readyLen(0))
 	})
 }
+
+// TestIdleRecheckReadsTheHeadOnly: once the wake-ups are confirmed, an
+// idle re-check that finds the delayed set's head unchanged calls no move
+// script (it reads the head, one command), and one that finds a task
+// made due by hand (no wake-up) moves it.
+func TestIdleRecheckReadsTheHeadOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	const idle = 200 * time.Millisecond
+	f.runMover(t, 0, 1, Config{SafetyRecheck: 100 * time.Millisecond, IdleRecheck: idle})
+	testenv.WaitFor(t, 10*time.Second, "wake-ups subscribed", func() (bool, string) {
+		return f.calls(t) >= 2, fmt.Sprint(f.calls(t), " calls") // the first call, then the confirmation's
+	})
+	before := f.calls(t)
+	time.Sleep(10 * idle)
+	// At most one more: a confirmation that came after the first call.
+	if n := f.calls(t) - before; n > 1 {
+		t.Fatalf("%d move calls in %v of idle re-checks every %v: the re-check calls the script although nothing changed", n, 10*idle, idle)
+	}
+	f.dueByHand(t, ctx, 0)
+	testenv.WaitFor(t, 10*time.Second, "the task made due by hand moved by an idle re-check", func() (bool, string) {
+		return f.readyLen(0) == 1, fmt.Sprintf("ready=%d", f.readyLen(0))
+	})
+}
