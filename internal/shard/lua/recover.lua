@@ -108,8 +108,14 @@ local function fail(id, why)
   return true
 end
 
--- 1. expired leases
-local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+-- 1. expired leases. The earliest deadline first: on a shard with none
+-- due (an idle one above all) it is also the next deadline returned, and
+-- the range read is skipped.
+local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+local expired = {}
+if next_deadline[2] and tonumber(next_deadline[2]) <= now then
+  expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+end
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
@@ -173,13 +179,15 @@ local function drop(id)
   trimmed = trimmed + 1
 end
 local max_age = tonumber(ARGV[8])
-if max_age > 0 then
+local max_size = tonumber(ARGV[7])
+-- An empty dead-letter set (an idle shard's, usually) costs one ZCARD.
+local has_dead = (max_age > 0 or max_size > 0) and redis.call("ZCARD", KEYS[6]) > 0
+if has_dead and max_age > 0 then
   for _, id in ipairs(redis.call("ZRANGE", KEYS[6], "-inf", now - max_age, "BYSCORE", "LIMIT", 0, limit)) do
     drop(id)
   end
 end
-local max_size = tonumber(ARGV[7])
-if max_size > 0 then
+if has_dead and max_size > 0 then
   local excess = redis.call("ZCARD", KEYS[6]) - max_size
   if excess > 0 then
     if excess > limit then excess = limit end
@@ -225,7 +233,11 @@ end
 bury_corrupt("(9999999999999", "+inf")
 bury_corrupt("-inf", "(0")
 
-local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+-- Parts 2 to 5 change no lease: the deadline read first still holds
+-- unless part 1 took some.
+if #expired > 0 then
+  next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+end
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
 if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
 out[8] = pending
