@@ -15,9 +15,10 @@
 --      the size bound are deleted with their data.
 --   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
 --      left in this shard lose their registration and counters here.
---   5. Corrupt due times: delayed-set members scored outside 0..the
---      latest due time enqueue.lua accepts (inf included) are buried with
---      the reason "corrupt due time" (counted in buried).
+--   5. Corrupt due times: delayed-set members scored beyond the latest
+--      due time enqueue.lua accepts (inf included), which never come due,
+--      are buried with the reason "corrupt due time" (counted in
+--      buried). Those below 0 are due: the mover buries them.
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
@@ -216,9 +217,9 @@ for i = 1, #qs, 2 do
 end
 
 -- 5. corrupt due times (lib.lua's valid_due): members of the delayed set
--- scored below 0 or beyond the latest due time (inf included) would
--- never be moved, or moved with nonsense lateness; they are buried with
--- the reason "corrupt due time", their data kept for a replay.
+-- scored beyond the latest due time (inf included) would never be moved;
+-- they are buried with the reason "corrupt due time", their data kept
+-- for a replay.
 local function bury_corrupt(lo, hi)
   for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
     if id ~= "|far" then
@@ -231,7 +232,8 @@ local function bury_corrupt(lo, hi)
   end
 end
 bury_corrupt("(9999999999999", "+inf")
-bury_corrupt("-inf", "(0")
+-- Those below 0 are due: the mover buries them (move.lua) as soon as it
+-- looks, which its idle re-check does when they become the head.
 
 -- Parts 2 to 5 change no lease: the deadline read first still holds
 -- unless part 1 took some.
