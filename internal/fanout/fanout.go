@@ -34,7 +34,7 @@
 // listeners as an Event with Subscribed set: messages published while the
 // subscription was not in place are lost, so a listener re-checks
 // whatever it waits for. The other connections are PINGed by go-redis
-// after HealthCheck (30 s) of silence.
+// after HealthCheck (1 min) of silence.
 package fanout
 
 import (
@@ -85,7 +85,7 @@ const sendTimeout = 5 * time.Second
 // confirmation and re-check. An idle connection costs Redis one PING per
 // HealthCheck: the wake-up subscriptions' movers back their own
 // re-checks off on this bound (internal/scan).
-const HealthCheck = 30 * time.Second
+const HealthCheck = time.Minute
 
 // Hub multiplexes subscriptions over shared pub/sub connections. It is
 // safe for concurrent use. Each connection is owned by the hub: opened by
