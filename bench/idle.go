@@ -9,12 +9,12 @@ import (
 
 // idleWindow is the full run's idle window for Hourglass: the
 // smallest common multiple of its periodic checks on an idle
-// deployment — the workers' blocking fetch (worker.fetch_timeout, 2 s),
-// go-redis's health checks of the schedulers' wake-up subscriptions (3
-// s), the strand check (scheduler.strand_check, 5 s), the movers' and
-// recovery loops' safety re-check (30 s) and the idle shards' recovery
-// re-check (scheduler.idle_recheck, 5 min) — so that every check is
-// counted at its average rate whatever its phase.
+// deployment — the workers' blocking fetch (worker.fetch_timeout, 30
+// s), the health checks of idle pub/sub connections (1 min), the
+// schedulers' registry check and layout re-read (1 min), the movers' and
+// idle recovery loops' re-check (scheduler.idle_recheck, 5 min) and the
+// workers' registration check (5 min) — so that every check is counted
+// at its average rate whatever its phase.
 const idleWindow = 5 * time.Minute
 
 // idleConsumers is how many workers (consumers) run during the idle
@@ -90,7 +90,7 @@ func runIdle(ctx context.Context, o sizes, hg *hgSystem, peers []system, logf fu
 	r := sc.row(hg.name())
 	fill(hg, r)
 	measure(hg, r, o.idleWin)
-	r.note("the window (%s in a full run) is a common multiple of every periodic check of an idle deployment: the workers' blocking fetch (2 s), go-redis's PINGs on the schedulers' wake-up subscriptions (3 s), the strand check (5 s), the movers' and recovery loops' safety re-check (30 s) and an idle shard's recovery re-check (scheduler.idle_recheck, 5 min); a shorter window reads 0 or a burst depending on its phase", idleWindow)
+	r.note("the window (%s in a full run) is a common multiple of every periodic check of an idle deployment: the workers' blocking fetch (30 s), the PINGs on idle pub/sub connections (1 min), the schedulers' registry check and layout re-read (1 min), the movers' and idle recovery loops' re-check (scheduler.idle_recheck, 5 min) and the workers' registration check (5 min); a shorter window reads 0 or a burst depending on its phase", idleWindow)
 	_ = hg.clear(ctx)
 	var first *row // asynq's configurations share the first one's fill
 	for _, sys := range peers {

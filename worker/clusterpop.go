@@ -34,13 +34,6 @@ type popper interface {
 	pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error)
 }
 
-// blockingPopper is the single-node popper: one BLMPOP.
-type blockingPopper struct{ store *shard.Store }
-
-func (p blockingPopper) pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error) {
-	return p.store.Pop(ctx, ring.rotated(), count, timeout)
-}
-
 // Short waits before a pop is tried again: movedRetry when some of its
 // lists were on a node that no longer serves them (a slot migration in
 // progress, or a slot map not yet reloaded), failedRetry when some nodes

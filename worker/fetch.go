@@ -20,7 +20,8 @@ const popBatchMax = 64
 // fetch runs the fetch loops until ctx ends. Queues under cluster-wide
 // flow control each get their own loop (flow.go); the others share one.
 func (w *Worker) fetch(ctx context.Context, queues []*queue, run *runState) {
-	w.popper = blockingPopper{w.deps.store}
+	w.popper = w.blocking
+	defer w.blocking.close()
 	if cc, ok := w.rdb.(*redis.ClusterClient); ok {
 		names := make([]string, len(queues))
 		for i, q := range queues {

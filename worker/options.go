@@ -36,8 +36,11 @@ const (
 
 	// DefaultFetchTimeout is Config.FetchTimeout when unset; it must be a
 	// whole number of seconds from MinFetchTimeout to MaxFetchTimeout
-	// (Redis's BLMPOP takes whole seconds as go-redis sends it).
-	DefaultFetchTimeout = 2 * time.Second
+	// (Redis's BLMPOP takes whole seconds as go-redis sends it). It was
+	// 2 s: an idle worker's fetch was half a Redis command per second.
+	// A pop in flight ends at once when Run's ctx ends or the layout
+	// changes (blockpop.go), so a long one delays neither.
+	DefaultFetchTimeout = 30 * time.Second
 	MinFetchTimeout     = time.Second
 	MaxFetchTimeout     = time.Minute
 
@@ -122,7 +125,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// FetchTimeout bounds one blocking fetch, in whole seconds from
 	// MinFetchTimeout to MaxFetchTimeout; 0 means DefaultFetchTimeout. An
-	// idle worker sends one command per FetchTimeout.
+	// idle worker sends one command per FetchTimeout. A pop in flight is
+	// ended at once when Run's ctx ends, except on a Ring, whose pops end
+	// within FetchTimeout.
 	FetchTimeout time.Duration
 	// AckLinger is how long a successful delivery's acknowledgement may
 	// wait for others to share its round trip to Redis, 0 to

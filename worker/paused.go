@@ -57,7 +57,8 @@ func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
 
 // watchPauses keeps the queues' paused flags and the layout (the shard
 // count) current until ctx ends: the control channel announces changes
-// of both.
+// of both. Each of the subscription's events also asks checkSetup to
+// check the registrations again.
 func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
 	hub := fanout.New(w.rdb, fanout.Classic, w.deps.log)
 	defer hub.Close()
@@ -73,6 +74,10 @@ func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
 		case <-retry:
 		}
 		w.checkLayout(ctx)
+		select {
+		case w.recheckSetup <- struct{}{}:
+		default:
+		}
 		if w.readPaused(ctx, queues) {
 			bo.Reset()
 			retry = make(<-chan time.Time)

@@ -35,10 +35,15 @@ type Worker struct {
 	started bool
 
 	freed chan struct{} // a handler slot of any queue was freed (capacity 1)
+	// recheckSetup asks checkSetup to look at once (capacity 1).
+	recheckSetup chan struct{}
 	// popper pops for the fetch loops: one BLMPOP on a single node, per-node
 	// scripts and ready announcements on a Redis Cluster (clusterpop.go).
 	// Set by fetch before its loops start.
 	popper popper
+	// blocking is the single-node popper (blockpop.go), made by New so
+	// that a change of the layout can interrupt its pops in flight.
+	blocking *blockingPopper
 
 	// hooks for tests in this package.
 	afterPop func(ids []string) bool // false: drop the ids (simulates a crash before claiming)
@@ -83,8 +88,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	}
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
+	blocking := newBlockingPopper(rdb, store)
 	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
 		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Existing())
+		// Pops blocked on the old shards' lists end now; the next ones
+		// cover the new shards.
+		blocking.interrupt()
 	}})
 	if err != nil {
 		return nil, invalid("%w", err)
@@ -101,8 +110,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 			now:     time.Now,
 			maxHold: shard.MaxHold,
 		},
-		queues: map[string]*queue{},
-		freed:  make(chan struct{}, 1),
+		queues:       map[string]*queue{},
+		freed:        make(chan struct{}, 1),
+		recheckSetup: make(chan struct{}, 1),
+		blocking:     blocking,
 	}, nil
 }
 
@@ -186,8 +197,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.deps.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)
 	// The fetch loops run beside this goroutine, so that the shutdown
 	// grace starts at the signal (ctx ending): a blocking pop in flight
-	// may take up to FetchTimeout to come back, and what it pops then is
-	// given back at once.
+	// is ended at once (CLIENT UNBLOCK, blockpop.go; on a Ring it comes
+	// back within FetchTimeout), and what it popped is given back at
+	// once.
 	checked := make(chan struct{})
 	var setupErr *RegistrationError // set before checked closes
 	go func() {

@@ -23,7 +23,7 @@ type SchedulerConfig struct {
 	// ScanLimit is the largest batch of due tasks moved per script call.
 	ScanLimit int `koanf:"scan_limit"`
 	// SafetyRecheck is how often every owned shard is scanned even
-	// without a wake-up.
+	// without a wake-up while its wake-up subscription is not confirmed.
 	SafetyRecheck time.Duration `koanf:"safety_recheck"`
 	// RecoveryLimit is the largest batch of expired leases recovered per
 	// script call.
@@ -31,9 +31,11 @@ type SchedulerConfig struct {
 	// StrandCheck is how often a shard's owner looks for tasks that a
 	// worker popped from a ready list but died before leasing.
 	StrandCheck time.Duration `koanf:"strand_check"`
-	// IdleRecheck is how often the recovery loop of a shard with nothing
-	// leased and nothing ready checks it anyway (the mover wakes it when
-	// tasks become ready); a value below SafetyRecheck is raised to it.
+	// IdleRecheck is how often an owned shard is scanned without a
+	// wake-up while its wake-up subscription is confirmed, and how often
+	// the recovery loop of a shard with nothing leased and nothing ready
+	// checks it anyway (the mover wakes it when tasks become ready); a
+	// value below SafetyRecheck is raised to it.
 	IdleRecheck time.Duration `koanf:"idle_recheck"`
 	// FarBucket is the width of the far tier's time buckets: a task due
 	// more than FarLead plus up to one bucket ahead is kept in a list per
@@ -100,7 +102,7 @@ func (v *validator) scheduler(s SchedulerConfig) {
 // caller's to set).
 func (c *Config) ForMover() scan.Config {
 	s := c.Scheduler
-	return scan.Config{Limit: s.ScanLimit, SafetyRecheck: s.SafetyRecheck, Prefetch: s.Prefetch}
+	return scan.Config{Limit: s.ScanLimit, SafetyRecheck: s.SafetyRecheck, IdleRecheck: s.IdleRecheck, Prefetch: s.Prefetch}
 }
 
 // ForFire returns the periodic firing loop's settings (Schedules, Logger

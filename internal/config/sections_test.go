@@ -30,7 +30,7 @@ func TestNewKeyDefaults(t *testing.T) {
 		{"scheduler.far_lead", c.Scheduler.FarLead, 15 * time.Second},
 		{"scheduler.prefetch", c.Scheduler.Prefetch, time.Duration(0)},
 		{"worker.shutdown_grace", c.Worker.ShutdownGrace, 30 * time.Second},
-		{"worker.fetch_timeout", c.Worker.FetchTimeout, 2 * time.Second},
+		{"worker.fetch_timeout", c.Worker.FetchTimeout, 30 * time.Second},
 		{"worker.ack_linger", c.Worker.AckLinger, worker.DefaultAckLinger},
 		{"dlq.max_size", c.DLQ.MaxSize, 100000},
 		{"dlq.max_age", c.DLQ.MaxAge, 168 * time.Hour},

@@ -13,7 +13,8 @@ type WorkerConfig struct {
 	ShutdownGrace time.Duration `koanf:"shutdown_grace"`
 	// FetchTimeout bounds one blocking fetch from the ready lists (whole
 	// seconds: Redis's BLMPOP timeout as go-redis sends it). An idle
-	// worker sends one command per FetchTimeout.
+	// worker sends one command per FetchTimeout; shutdown ends a fetch
+	// in flight at once.
 	FetchTimeout time.Duration `koanf:"fetch_timeout"`
 	// AckLinger is how long a successful task's acknowledgement may wait
 	// for others to share its round trip to Redis.

@@ -33,7 +33,8 @@
 // noticed within 3 s, a killed one at once. Each confirmation reaches the
 // listeners as an Event with Subscribed set: messages published while the
 // subscription was not in place are lost, so a listener re-checks
-// whatever it waits for.
+// whatever it waits for. The other connections are PINGed by go-redis
+// after HealthCheck (1 min) of silence.
 package fanout
 
 import (
@@ -73,6 +74,18 @@ type Listener func(Event)
 
 // sendTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write.
 const sendTimeout = 5 * time.Second
+
+// HealthCheck is how long a plain client's, a Ring's or a cluster's
+// classic connection stays silent before go-redis PINGs it (go-redis's
+// default is 3 s). A connection Redis closed, or that Redis lost (killed,
+// restarted), fails its read at once and is re-subscribed without a PING;
+// the PING finds one whose far end vanished without a word (a host that
+// rebooted answers it with a reset), so it bounds how long such a
+// connection's messages can go missing before the listeners hear a new
+// confirmation and re-check. An idle connection costs Redis one PING per
+// HealthCheck: the wake-up subscriptions' movers back their own
+// re-checks off on this bound (internal/scan).
+const HealthCheck = time.Minute
 
 // Hub multiplexes subscriptions over shared pub/sub connections. It is
 // safe for concurrent use. Each connection is owned by the hub: opened by
@@ -230,7 +243,7 @@ func (h *Hub) open(c *conn, channel string) {
 		close(c.done)
 		return
 	}
-	go c.dispatch(c.ps.ChannelWithSubscriptions(redis.WithChannelSize(256)))
+	go c.dispatch(c.ps.ChannelWithSubscriptions(redis.WithChannelSize(256), redis.WithChannelHealthCheckInterval(HealthCheck)))
 }
 
 // routed is a client that picks a connection's server by the channels

@@ -39,6 +39,11 @@ type Shard struct {
 	Epoch int64
 	// Wake delivers producers' wake-ups for the shard; nil: none.
 	Wake <-chan struct{}
+	// Subscribed reports whether Wake's subscription is confirmed, so
+	// that every wake-up published from then on is delivered, or
+	// followed by a new confirmation (on Wake too) if the connection
+	// broke meanwhile; nil: never. The mover sleeps longer while it is.
+	Subscribed func() bool
 	// Ready is signalled, without blocking, by a loop that made tasks
 	// ready (the mover); a loop with work that follows from it (recovery)
 	// listens. Run creates it when nil.

@@ -22,6 +22,9 @@ const (
 	// wake-up; it is at least MinSafetyRecheck.
 	DefaultSafetyRecheck = 30 * time.Second
 	MinSafetyRecheck     = 100 * time.Millisecond
+	// DefaultIdleRecheck is the longest a mover sleeps without a wake-up
+	// while its wake-up subscription is confirmed.
+	DefaultIdleRecheck = 5 * time.Minute
 )
 
 // Config configures a Mover. Zero fields take the defaults above;
@@ -29,10 +32,22 @@ const (
 type Config struct {
 	// Limit is the most tasks one script call moves, at most MaxLimit.
 	Limit int
-	// SafetyRecheck bounds every sleep: the mover runs at least this
-	// often even if no wake-up arrives (a lost pub/sub message, a task
-	// written by hand without a wake-up).
+	// SafetyRecheck bounds every sleep while the shard's wake-up
+	// subscription is not confirmed (owner.Shard.Subscribed): the mover
+	// runs at least this often even if no wake-up arrives (one published
+	// before the subscription was in place is lost).
 	SafetyRecheck time.Duration
+	// IdleRecheck bounds every sleep while the subscription is confirmed:
+	// producers' wake-ups then reach the mover, and one lost to a broken
+	// connection is followed by a new confirmation when it is back, which
+	// wakes the mover too (a silently dead connection is found by the
+	// hub's health check, internal/fanout.HealthCheck). What only this
+	// check finds is a task written by hand without a wake-up, so it can
+	// be long, and it reads only the head of the delayed set (one
+	// command) unless that changed: an idle shard then costs Redis one
+	// command per IdleRecheck. A value below SafetyRecheck is raised to
+	// it.
+	IdleRecheck time.Duration
 	// Prefetch moves tasks up to this long before they are due (0: when
 	// due), in whole milliseconds up to shard.MaxPrefetch. Workers hold
 	// each until its due time. The mover then sleeps until the next task
@@ -49,12 +64,13 @@ type Config struct {
 // DefaultConfig returns the mover's defaults, those the scheduler binary
 // runs with unless configured.
 func DefaultConfig() Config {
-	return Config{Limit: DefaultLimit, SafetyRecheck: DefaultSafetyRecheck}
+	return Config{Limit: DefaultLimit, SafetyRecheck: DefaultSafetyRecheck, IdleRecheck: DefaultIdleRecheck}
 }
 
 // Validate reports every field the mover cannot run with, each a
 // *confcheck.FieldError wrapping ErrInvalidConfig. Zero fields are valid:
-// Limit and SafetyRecheck then mean the defaults, Prefetch none.
+// Limit, SafetyRecheck and IdleRecheck then mean the defaults, Prefetch
+// none.
 func (c Config) Validate() error {
 	p := confcheck.New(ErrInvalidConfig)
 	if c.Limit != 0 {
@@ -62,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.SafetyRecheck != 0 {
 		p.DurationRange("SafetyRecheck", c.SafetyRecheck, MinSafetyRecheck, 0)
+	}
+	if c.IdleRecheck != 0 {
+		p.DurationRange("IdleRecheck", c.IdleRecheck, MinSafetyRecheck, 0)
 	}
 	p.DurationRange("Prefetch", c.Prefetch, 0, shard.MaxPrefetch)
 	p.Whole("Prefetch", c.Prefetch, time.Millisecond)
@@ -72,6 +91,7 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	c.Limit = confcheck.Or(c.Limit, DefaultLimit)
 	c.SafetyRecheck = confcheck.Or(c.SafetyRecheck, DefaultSafetyRecheck)
+	c.IdleRecheck = max(confcheck.Or(c.IdleRecheck, DefaultIdleRecheck), c.SafetyRecheck)
 	c.Logger = confcheck.Or(c.Logger, hclog.NewNullLogger())
 	return c
 }

@@ -32,7 +32,8 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 // until ctx ends (it then returns nil) or the shard is fenced by a newer
 // owner (it returns an error wrapping shard.ErrStaleEpoch): an
 // owner.Loop, in owner.Repeat's shape. s.Wake delivers producers'
-// wake-ups (nil: none). After a call that made tasks ready, Run signals
+// wake-ups (nil: none); while s.Subscribed reports them subscribed, the
+// mover's longest sleep is IdleRecheck instead of SafetyRecheck. After a call that made tasks ready, Run signals
 // s.Ready without blocking (nil: none); the shard's recovery loop
 // listens. Redis errors are logged and retried with backoff; they never
 // end Run.
@@ -53,7 +54,12 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	// which sends one batch at a time; calls woken by a timer or a
 	// wake-up, one or a few tasks each, share their round trips there.
 	more := false
+	subscribed := func() bool { return s.Subscribed != nil && s.Subscribed() }
+	var idle idleCheck
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
+		if wait, ok := idle.skip(ctx, m, sh, subscribed()); ok {
+			return owner.Wait{For: wait, Wake: s.Wake}, nil
+		}
 		start := time.Now()
 		req := shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: m.cfg.Prefetch}
 		var res shard.MoveResult
@@ -65,6 +71,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		more = false
 		if err != nil {
+			idle = idleCheck{}
 			return owner.Wait{Wake: s.Wake}, err
 		}
 		m.observe(sh, time.Since(start), res)
@@ -79,31 +86,94 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		// At once after a full batch, promoted far-tier tasks, or the
 		// next task due; else until then or a wake-up.
-		wait := m.next(res)
+		wait := m.next(res, subscribed())
 		more = wait <= 0
+		idle.called(m, res, wait, subscribed())
 		return owner.Wait{For: wait, Wake: s.Wake}, nil
 	}
 	return owner.Repeat(ctx, st)
 }
 
+// idleCheck makes the idle re-check of a mover whose wake-ups are
+// subscribed cheap: when its timer ends the wait (not a wake-up, nor the
+// next due time), the mover first reads the head of the delayed set (one
+// command, DelayedHead) and calls the move script (four commands in
+// Redis) only if the head changed since the last call: a task written by
+// hand without a wake-up, earlier than the next due time known. The zero
+// value checks nothing.
+type idleCheck struct {
+	head    float64   // the last call's NextDue
+	hasHead bool      // the last call reported one
+	at      time.Time // when the wait ending in an idle re-check ends; zero: none
+	due     time.Time // local time of the next due call; zero: none
+}
+
+// called records a move call's result and the wait that follows it.
+func (c *idleCheck) called(m *Mover, res shard.MoveResult, wait time.Duration, subscribed bool) {
+	now := time.Now()
+	*c = idleCheck{head: float64(res.NextDue), hasHead: res.NextDue >= 0}
+	if d, ok := m.untilDue(res); ok {
+		c.due = now.Add(d)
+	}
+	if subscribed && wait == m.cfg.IdleRecheck {
+		c.at = now.Add(wait)
+	}
+}
+
+// skip reports whether the step may skip the move call, and the wait
+// then: it is the idle re-check's turn, the next due time has not come,
+// and the delayed set's head is what the last call left.
+func (c *idleCheck) skip(ctx context.Context, m *Mover, sh int, subscribed bool) (time.Duration, bool) {
+	now := time.Now()
+	if c.at.IsZero() || now.Before(c.at) || !subscribed || (!c.due.IsZero() && !now.Before(c.due)) {
+		return 0, false
+	}
+	head, ok, err := m.store.DelayedHead(ctx, sh)
+	if err != nil || ok != c.hasHead || (ok && head != c.head) {
+		return 0, false
+	}
+	wait := m.cfg.IdleRecheck
+	if !c.due.IsZero() {
+		wait = min(wait, c.due.Sub(now))
+	}
+	c.at = time.Time{}
+	if wait == m.cfg.IdleRecheck {
+		c.at = now.Add(wait)
+	}
+	return wait, true
+}
+
 // next returns how long to sleep after a successful call: 0 or less to
 // call again at once (a full batch, or far-tier tasks promoted: more may
 // be due now), else until the next task is due (ahead by half the
-// prefetch), at most the safety re-check.
-func (m *Mover) next(res shard.MoveResult) time.Duration {
+// prefetch), at most the safety re-check, or the idle re-check while the
+// shard's wake-ups are subscribed.
+func (m *Mover) next(res shard.MoveResult, subscribed bool) time.Duration {
 	if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
 		return 0
 	}
 	wait := m.cfg.SafetyRecheck
-	if res.NextDue >= 0 {
-		// Microseconds: a sleep in whole ms of the truncated clock would
-		// wake up to 1 ms late. With a prefetch, wake when the next task
-		// is half of it from due: the call then moves it, and what is due
-		// in the half after it, still ahead of time.
-		wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
-		wait = min(wait, time.Duration(wake-res.NowMicros)*time.Microsecond)
+	if subscribed {
+		wait = m.cfg.IdleRecheck
+	}
+	if d, ok := m.untilDue(res); ok {
+		wait = min(wait, d)
 	}
 	return wait
+}
+
+// untilDue returns how long after a call the next one is due for the
+// next task (ahead by half the prefetch), if there is one.
+func (m *Mover) untilDue(res shard.MoveResult) (time.Duration, bool) {
+	if res.NextDue < 0 {
+		return 0, false
+	}
+	// Microseconds: a sleep in whole ms of the truncated clock would wake
+	// up to 1 ms late. With a prefetch, wake when the next task is half of
+	// it from due: the call then moves it, and what is due in the half
+	// after it, still ahead of time.
+	wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
+	return time.Duration(wake-res.NowMicros) * time.Microsecond, true
 }
 
 func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {

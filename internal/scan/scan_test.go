@@ -47,11 +47,14 @@ func (f *fixture) runMover(t *testing.T, sh int, epoch int64, cfg Config) func()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := NewWaker(f.RDB, nil, f.met)
-	wake, unsub := w.Subscribe(ctx, f.Layout().WakeChannel(sh))
+	wake, unsub, subscribed := w.Subscribe(ctx, f.Layout().WakeChannel(sh))
 	var wg sync.WaitGroup
 	var runErr error
 	wg.Add(1)
-	go func() { defer wg.Done(); runErr = m.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}) }()
+	go func() {
+		defer wg.Done()
+		runErr = m.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake, Subscribed: subscribed})
+	}()
 	stop := sync.OnceValue(func() error {
 		cancel()
 		wg.Wait()

@@ -3,6 +3,7 @@ package scan
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
@@ -35,23 +36,30 @@ func NewWaker(rdb redis.UniversalClient, log hclog.Logger, met *Metrics) *Waker 
 }
 
 // Subscribe starts delivering wake-ups published on channel. The returned
-// function unsubscribes; call it when the shard's mover stops. A failed
-// subscription is logged and retried when the connection is back;
-// meanwhile the mover runs on its safety re-check.
-func (w *Waker) Subscribe(ctx context.Context, channel string) (<-chan struct{}, func()) {
-	if w.met == nil {
-		return w.hub.Signal(ctx, channel, nil)
-	}
-	ch, unsubscribe := w.hub.Signal(ctx, channel, func(e fanout.Event) {
-		if !e.Subscribed {
+// function unsubscribes; call it when the shard's mover stops.
+// subscribed reports whether Redis has confirmed the subscription (for
+// owner.Shard.Subscribed): until it has, the mover runs on its safety
+// re-check. A failed subscription is logged and retried when the
+// connection is back. After a reconnect go-redis subscribes again, and
+// that confirmation is delivered as a wake-up: the mover checks at once
+// for what it may have missed.
+func (w *Waker) Subscribe(ctx context.Context, channel string) (wake <-chan struct{}, unsubscribe func(), subscribed func() bool) {
+	var confirmed atomic.Bool
+	ch, unsub := w.hub.Signal(ctx, channel, func(e fanout.Event) {
+		if e.Subscribed {
+			confirmed.Store(true)
+		} else if w.met != nil {
 			w.met.wakeups.Inc()
 		}
 	})
+	if w.met == nil {
+		return ch, unsub, confirmed.Load
+	}
 	w.met.subscribers.Inc()
 	return ch, sync.OnceFunc(func() {
-		unsubscribe()
+		unsub()
 		w.met.subscribers.Dec()
-	})
+	}), confirmed.Load
 }
 
 // Close closes the pub/sub connections that subscriptions still hold.

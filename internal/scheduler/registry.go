@@ -16,7 +16,12 @@ import (
 // whose names the configuration does not use, re-read when a change is
 // announced on the control channel and every registryEvery. The same
 // subscription follows the layout record (checkLayout): one pub/sub
-// connection for both. After a change of the layout it registers the
+// connection for both. Every event of the subscription, its
+// (re)subscription confirmations included, also asks watchRegistry to
+// check the registration marker: announcements are lost only while the
+// subscription is down, and a Redis that comes back without its data
+// comes back with a new confirmation, so the periodic re-reads are only a
+// safety net. After a change of the layout it registers the
 // configured queues in the shards of the new count: a queue this replica
 // registered by the old count while the change was set up would miss
 // them.
@@ -46,6 +51,10 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 			return
 		case <-changed:
 			_ = s.checkLayout(ctx)
+			select {
+			case s.registryPoke <- struct{}{}:
+			default:
+			}
 		case <-s.relayout:
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			if err := s.registerPolicies(cctx); err != nil && ctx.Err() == nil {
@@ -75,15 +84,22 @@ func (s *Scheduler) setFired(ss []*periodic.Compiled) {
 func (s *Scheduler) firedSchedules() []*periodic.Compiled { return *s.fired.Load() }
 
 // registryCheck is how often a replica checks that Redis still holds the
-// registration marker (one EXISTS); tests shorten Scheduler.registryEvery.
-const registryCheck = 5 * time.Second
+// registration marker (one EXISTS) and re-reads the registered schedules
+// (watchSchedules) besides the control channel's events; tests shorten
+// Scheduler.registryEvery. A Redis that restarted without its data is
+// noticed at once, by the control subscription's new confirmation; one
+// flushed while connected within registryCheck. It was 5 s: two idle
+// replicas spent 0.8 Redis commands/s on these two reads.
+const registryCheck = time.Minute
 
 // watchRegistry registers the queues again whenever the marker written
 // by registerQueues is gone: Redis restarted without its data, or was
 // flushed, and producers would get "unknown queue" until a scheduler
-// restarted. Queues registered or changed at run time (hourglass queue
-// set) are lost with the data; the configured ones come back. It returns
-// when ctx ends.
+// restarted. It checks every registryEvery and whenever watchSchedules
+// pokes it (an event of the control subscription, such as the
+// confirmation after a reconnect). Queues registered or changed at run
+// time (hourglass queue set) are lost with the data; the configured ones
+// come back. It returns when ctx ends.
 func (s *Scheduler) watchRegistry(ctx context.Context) {
 	tick := time.NewTicker(s.registryEvery)
 	defer tick.Stop()
@@ -92,6 +108,7 @@ func (s *Scheduler) watchRegistry(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-s.registryPoke:
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		n, err := s.rdb.Exists(cctx, s.store.Layout().Registered()).Result()

@@ -74,8 +74,10 @@ type Scheduler struct {
 	inspector *inspect.Inspector
 	replica   string
 	listener  net.Listener
-	// registryEvery is watchRegistry's period (registryCheck).
+	// registryEvery is watchRegistry's period (registryCheck);
+	// registryPoke asks it to check at once (watchSchedules).
 	registryEvery time.Duration
+	registryPoke  chan struct{}
 	// layout follows the layout record (layout.go); relayout asks
 	// watchSchedules to register the queues again after a change.
 	layout   *shard.Follower
@@ -106,7 +108,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s := &Scheduler{cfg: cfg, log: log, reg: prometheus.NewRegistry(), registryEvery: registryCheck,
-		relayout: make(chan struct{}, 1), registered: make(chan struct{})}
+		registryPoke: make(chan struct{}, 1), relayout: make(chan struct{}, 1), registered: make(chan struct{})}
 	s.starting.Store(&startState{})
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.replica = cfg.Scheduler.ReplicaID
@@ -227,9 +229,9 @@ func (s *Scheduler) runShard(ctx context.Context, sh int, epoch int64) {
 	// loops log what they retry; what ended them is logged here, once.
 	log := s.log.With("shard", sh, "epoch", epoch)
 	log.Debug("owner loops starting")
-	wake, unsubscribe := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
+	wake, unsubscribe, subscribed := s.waker.Subscribe(ctx, s.store.Layout().WakeChannel(sh))
 	defer unsubscribe()
-	if err := owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake}, s.loops); err != nil {
+	if err := owner.Run(ctx, owner.Shard{ID: sh, Epoch: epoch, Wake: wake, Subscribed: subscribed}, s.loops); err != nil {
 		log.Warn("owner loops stopped", "error", err) // a newer owner fenced the shard
 		return
 	}

@@ -269,7 +269,7 @@ func TestHealthTellsTheTruthEarly(t *testing.T) {
 
 // TestRegistryComesBackAfterRedisLosesData: Redis flushed (as after a
 // restart without persistence) loses the queue registry; the running
-// replica notices within registryCheck and registers its queues again,
+// replica notices within registryCheck (the test shortens it) and registers its queues again,
 // so producers stop getting "unknown queue" without a scheduler restart.
 func TestRegistryComesBackAfterRedisLosesData(t *testing.T) {
 	t.Parallel()

@@ -175,7 +175,7 @@ func TestCorruptDueTimesAreReportedAndDeadLettered(t *testing.T) {
 		t.Fatalf("move: %+v %v, want the two due ones buried and no next due time", r, err)
 	}
 	rr, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10})
-	if err != nil || rr.Buried != 3 {
+	if err != nil || rr.Buried != 3 { // the mover buried the two below 0
 		t.Fatalf("recover: %+v %v, want 3 buried", rr, err)
 	}
 	for _, id := range ids {

@@ -21,7 +21,14 @@ import (
 // found and taken back by Recover (a failed attempt), no sooner than
 // UnleasedGrace after the pop.
 func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.Duration) (string, []string, error) {
-	key, ids, err := s.rdb.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
+	return s.PopOn(ctx, s.rdb, keys, count, timeout)
+}
+
+// PopOn is Pop on conn, a connection of the store's client set aside for
+// blocking pops (redis.Client.Conn): its CLIENT ID, read once, lets
+// another connection end a pop in flight with CLIENT UNBLOCK (Unblock).
+func (s *Store) PopOn(ctx context.Context, conn redis.Cmdable, keys []string, count int, timeout time.Duration) (string, []string, error) {
+	key, ids, err := conn.BLMPop(ctx, timeout, "LEFT", int64(count), keys...).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil, nil
 	}
@@ -29,6 +36,18 @@ func (s *Store) Pop(ctx context.Context, keys []string, count int, timeout time.
 		return "", nil, errtext.Errorf("pop: %w", err)
 	}
 	return key, ids, nil
+}
+
+// Unblock ends the blocking pop of the connection with CLIENT ID id as
+// if its timeout had passed (CLIENT UNBLOCK ... TIMEOUT): it returns
+// nothing, and entries it had already popped still reach it. It reports
+// whether a pop was blocked there.
+func (s *Store) Unblock(ctx context.Context, id int64) (bool, error) {
+	n, err := s.rdb.ClientUnblock(ctx, id).Result()
+	if err != nil {
+		return false, errtext.Errorf("unblock pop: %w", err)
+	}
+	return n == 1, nil
 }
 
 // PopNodeResult is what PopNode found: the entries of one list, or the

@@ -156,6 +156,21 @@ func moveReply(sh int, epoch int64, v []int64, err error) (MoveResult, error) {
 	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Late: v[6:]}, nil
 }
 
+// DelayedHead returns the lowest score in shard sh's delayed set (the far
+// tier's member included), ok false when the set is empty: one ZRANGE,
+// read-only and not fenced. After a Move that reported NextDue n, a head
+// still scored n means nothing earlier was added since.
+func (s *Store) DelayedHead(ctx context.Context, sh int) (score float64, ok bool, err error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.k.Delayed(sh), 0, 0).Result()
+	if err != nil {
+		return 0, false, errtext.Errorf("delayed head of shard %d: %w", sh, err)
+	}
+	if len(zs) == 0 {
+		return 0, false, nil
+	}
+	return zs[0].Score, true, nil
+}
+
 // StaleEpochRejections returns how many fenced calls shard sh rejected.
 func (s *Store) StaleEpochRejections(ctx context.Context, sh int) (int64, error) {
 	n, err := s.rdb.HGet(ctx, s.k.Stats(sh), "stale_epoch").Int64()

@@ -15,9 +15,10 @@
 --      the size bound are deleted with their data.
 --   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
 --      left in this shard lose their registration and counters here.
---   5. Corrupt due times: delayed-set members scored outside 0..the
---      latest due time enqueue.lua accepts (inf included) are buried with
---      the reason "corrupt due time" (counted in buried).
+--   5. Corrupt due times: delayed-set members scored beyond the latest
+--      due time enqueue.lua accepts (inf included), which never come due,
+--      are buried with the reason "corrupt due time" (counted in
+--      buried). Those below 0 are due: the mover buries them.
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
@@ -108,8 +109,14 @@ local function fail(id, why)
   return true
 end
 
--- 1. expired leases
-local expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+-- 1. expired leases. The earliest deadline first: on a shard with none
+-- due (an idle one above all) it is also the next deadline returned, and
+-- the range read is skipped.
+local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+local expired = {}
+if next_deadline[2] and tonumber(next_deadline[2]) <= now then
+  expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
+end
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
@@ -173,13 +180,15 @@ local function drop(id)
   trimmed = trimmed + 1
 end
 local max_age = tonumber(ARGV[8])
-if max_age > 0 then
+local max_size = tonumber(ARGV[7])
+-- An empty dead-letter set (an idle shard's, usually) costs one ZCARD.
+local has_dead = (max_age > 0 or max_size > 0) and redis.call("ZCARD", KEYS[6]) > 0
+if has_dead and max_age > 0 then
   for _, id in ipairs(redis.call("ZRANGE", KEYS[6], "-inf", now - max_age, "BYSCORE", "LIMIT", 0, limit)) do
     drop(id)
   end
 end
-local max_size = tonumber(ARGV[7])
-if max_size > 0 then
+if has_dead and max_size > 0 then
   local excess = redis.call("ZCARD", KEYS[6]) - max_size
   if excess > 0 then
     if excess > limit then excess = limit end
@@ -208,9 +217,9 @@ for i = 1, #qs, 2 do
 end
 
 -- 5. corrupt due times (lib.lua's valid_due): members of the delayed set
--- scored below 0 or beyond the latest due time (inf included) would
--- never be moved, or moved with nonsense lateness; they are buried with
--- the reason "corrupt due time", their data kept for a replay.
+-- scored beyond the latest due time (inf included) would never be moved;
+-- they are buried with the reason "corrupt due time", their data kept
+-- for a replay.
 local function bury_corrupt(lo, hi)
   for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
     if id ~= "|far" then
@@ -223,9 +232,14 @@ local function bury_corrupt(lo, hi)
   end
 end
 bury_corrupt("(9999999999999", "+inf")
-bury_corrupt("-inf", "(0")
+-- Those below 0 are due: the mover buries them (move.lua) as soon as it
+-- looks, which its idle re-check does when they become the head.
 
-local next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+-- Parts 2 to 5 change no lease: the deadline read first still holds
+-- unless part 1 took some.
+if #expired > 0 then
+  next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
+end
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
 if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
 out[8] = pending
