@@ -52,5 +52,5 @@ clean: ## remove built binaries
 	rm -rf bin/
 
 .PHONY: bench
-bench: ## benchmarks vs asynq (own Redis/etcd; ~8 min); writes bench/results/latest.{json,md}; BENCH_ARGS="-quick" or "-scenarios burst,steady"
+bench: ## benchmarks vs asynq and BullMQ (own Redis/etcd; ~20 min on 2 cores); writes bench/results/latest.{json,md}; BENCH_ARGS="-quick" or "-scenarios burst,steady"
 	cd bench && $(GO) run . $(BENCH_ARGS)
