@@ -13,6 +13,7 @@ import (
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
+	"github.com/hourglass-sched/hourglass/internal/groupcommit"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -24,6 +25,9 @@ type Client struct {
 	maxPayload int64
 	retryFor   time.Duration // 0: no retry
 	codec      codec.Codec
+	// single combines concurrent single-task calls (Enqueue) into one
+	// EnqueueBatch when they overlap (internal/groupcommit).
+	single *groupcommit.Combiner[shard.EnqueueArgs, shard.EnqueueResult]
 }
 
 // New returns a Client on rdb.
@@ -54,7 +58,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, invalidConfig("%w", err)
 	}
-	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec}, nil
+	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
+		single: groupcommit.New(store.EnqueueBatch)}, nil
 }
 
 // Task describes one task to enqueue.

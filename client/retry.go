@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
+	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -62,7 +63,7 @@ func transient(err error) bool {
 // ErrDuplicate, with a note when a retry reported it, since the id may
 // also have been live before this call.
 func (c *Client) enqueueRetrying(ctx context.Context, args []shard.EnqueueArgs, generated []bool) []shard.EnqueueResult {
-	out := c.store.EnqueueBatch(ctx, args)
+	out := c.enqueueOnce(ctx, args)
 	for i := range out {
 		if generated[i] {
 			out[i].Err = storedIsSuccess(out[i].Err)
@@ -110,4 +111,22 @@ func storedIsSuccess(err error) error {
 		return ErrNotReplicated
 	}
 	return nil
+}
+
+// enqueueOnce sends args once. A single task (Enqueue) goes through the
+// client's combiner: alone when no other single-task call is in flight,
+// else in one EnqueueBatch with the calls that waited for it, which is
+// exactly what that batch would report for each of them (a duplicate
+// id in the same batch is a duplicate, as it is in two calls). Under
+// load, callers of Enqueue from many goroutines so share round trips
+// and Redis's per-call cost, as callers of EnqueueBatch do.
+func (c *Client) enqueueOnce(ctx context.Context, args []shard.EnqueueArgs) []shard.EnqueueResult {
+	if len(args) != 1 || c.single == nil {
+		return c.store.EnqueueBatch(ctx, args)
+	}
+	r, ok := c.single.Do(ctx, args[0])
+	if !ok {
+		r = shard.EnqueueResult{Err: errtext.Errorf("enqueue %s: not sent: %w", args[0].ID, context.Cause(ctx))}
+	}
+	return []shard.EnqueueResult{r}
 }

@@ -31,7 +31,8 @@ func TestCombinerSendsOverlappingCallsTogether(t *testing.T) {
 	if _, err := e.Store.Move(ctx, shards-1, 9, 1); err != nil {
 		t.Fatal(err)
 	}
-	c := &combiner{store: e.Store, met: NewMetrics(prometheus.NewRegistry())}
+	met := NewMetrics(prometheus.NewRegistry())
+	c := newCombiner(e.Store, met)
 
 	type result struct {
 		res shard.MoveResult
@@ -58,17 +59,14 @@ func TestCombinerSendsOverlappingCallsTogether(t *testing.T) {
 	})
 	call(0) // in flight until Redis runs again
 	testenv.WaitFor(t, 10*time.Second, "shard 0's call in flight", func() (bool, string) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.busy, "not sent yet"
+		return !c.Idle(), "not sent yet"
 	})
 	for sh := 1; sh < shards; sh++ {
 		call(sh)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the other calls waiting", func() (bool, string) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.waiting) == shards-1, fmt.Sprintf("%d waiting", len(c.waiting))
+		n := c.Waiting()
+		return n == shards-1, fmt.Sprintf("%d waiting", n)
 	})
 	e.Redis.Resume()
 	resumed = true
@@ -94,16 +92,14 @@ func TestCombinerSendsOverlappingCallsTogether(t *testing.T) {
 	}
 	// Two round trips: shard 0 alone, then the seven that waited.
 	var m dto.Metric
-	if err := c.met.shared.Write(&m); err != nil {
+	if err := met.shared.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if h := m.GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != shards {
 		t.Errorf("shards per call: %d round trips carrying %v shards, want 2 carrying %d", h.GetSampleCount(), h.GetSampleSum(), shards)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.busy || len(c.waiting) > 0 {
-		t.Errorf("combiner after the calls: busy %v, %d waiting", c.busy, len(c.waiting))
+	if !c.Idle() {
+		t.Error("combiner busy after the calls")
 	}
 }
 
@@ -113,7 +109,7 @@ func TestCombinerCallAloneAfterBatch(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "alone", Queues: map[string]shard.QueuePolicy{"q": {Timeout: time.Second}}})
 	ctx := testenv.Ctx(t, time.Minute)
-	c := &combiner{store: e.Store}
+	c := newCombiner(e.Store, nil)
 	for i := range 3 {
 		e.Schedule("q", 0, e.IDsIn(1, 1, fmt.Sprintf("a%d-", i))...)
 		r, err := c.move(ctx, shard.MoveRequest{Shard: 1, Epoch: 1, Limit: 10})

@@ -25,7 +25,7 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan"), comb: &combiner{store: store, met: cfg.Metrics}}, nil
+	return &Mover{store: store, cfg: cfg, log: cfg.Logger.Named("scan"), comb: newCombiner(store, cfg.Metrics)}, nil
 }
 
 // Run moves the due tasks of the owned shard s with its fencing epoch
