@@ -107,6 +107,12 @@ type Result struct {
 // Enqueue schedules one task. On ErrDuplicate the returned Result
 // describes the live task, which is left unchanged.
 //
+// Calls from many goroutines share their round trips: a call made while
+// another is in flight waits for it, and the calls made meanwhile then
+// go to Redis together, as one EnqueueBatch would send them, each with
+// its own result. A call made while none is in flight goes at once. A
+// call whose ctx ends while it waits is not sent.
+//
 // A transient error (connection lost, Redis restarting or failing over)
 // leaves the outcome unknown: the task may have been stored. The client
 // retries such errors itself for Config.RetryFor, with the same id; an
