@@ -121,7 +121,7 @@ func storedIsSuccess(err error) error {
 // load, callers of Enqueue from many goroutines so share round trips
 // and Redis's per-call cost, as callers of EnqueueBatch do.
 func (c *Client) enqueueOnce(ctx context.Context, args []shard.EnqueueArgs) []shard.EnqueueResult {
-	if len(args) != 1 || c.single == nil {
+	if len(args) != 1 {
 		return c.store.EnqueueBatch(ctx, args)
 	}
 	r, ok := c.single.Do(ctx, args[0])
