@@ -109,27 +109,30 @@ func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome 
 			out[i].Err = errtext.Errorf("move shard %d: %w", r.Shard, err)
 			continue
 		}
-		var v []int64
-		var verr error
-		switch x := replies[i].(type) {
-		case error:
-			verr = x
-		case []any:
-			v = make([]int64, len(x))
-			for j, e := range x {
-				n, ok := e.(int64)
-				if !ok {
-					verr = errtext.Errorf("unexpected element %v", e)
-					break
-				}
-				v[j] = n
-			}
-		default:
-			verr = errtext.Errorf("unexpected reply %v", x)
-		}
+		v, verr := int64s(replies[i])
 		out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, verr)
 	}
 	return out
+}
+
+// int64s reads one shard's element of movemany.lua's reply: move.lua's
+// reply (integers) or its error.
+func int64s(x any) ([]int64, error) {
+	switch x := x.(type) {
+	case error:
+		return nil, x
+	case []any:
+		v := make([]int64, len(x))
+		for j, e := range x {
+			n, ok := e.(int64)
+			if !ok {
+				return nil, errtext.Errorf("unexpected element %v", e)
+			}
+			v[j] = n
+		}
+		return v, nil
+	}
+	return nil, errtext.Errorf("unexpected reply %v", x)
 }
 
 // moveCall returns move.lua's keys and arguments for r.
