@@ -26,16 +26,19 @@ deps: ## install from Debian's packages what the tests need and the machine lack
 # the vet of every package; a vet finding fails its package's tests.
 # deploy/'s module, which links none of Hourglass's packages, is checked
 # beside the tests, its output printed after theirs (its go test leaves
-# out the vet subset that its go vet ran in full).
+# out the vet subset that its go vet ran in full). A data race is
+# summed up once more at the very end (scripts/race-digest.sh): a log
+# cut to its start and end then still shows both sides of the race.
 TESTPKGS = ./e2e ./cmd/hourglass-demo ./worker ./internal/shard ./internal/testenv ./internal/scheduler ./...
 test: ## gofmt, go vet, every test with the race detector, and deploy/'s checks (make deps first)
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	@out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
+	@out="$$(mktemp)"; log="$$(mktemp)"; rc="$$(mktemp)"; trap 'rm -f "$$out" "$$log" "$$rc"' EXIT; \
 	(cd deploy && $(GO) vet ./... && $(GO) test -count=1 -vet=off ./...) >"$$out" 2>&1 & deploy=$$!; \
 	echo "$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 $(TESTPKGS)"; \
-	$(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 $(TESTPKGS); tests=$$?; \
+	{ $(GO) test -race -count=1 -vet=all -timeout 15m -p 4 -parallel 4 $(TESTPKGS) 2>&1; echo $$? >"$$rc"; } | tee "$$log"; tests=$$(cat "$$rc"); \
 	wait $$deploy; checks=$$?; \
 	echo "deploy/ (go vet, go test):"; cat "$$out"; \
+	if grep -q '^WARNING: DATA RACE' "$$log"; then echo "the first data race, in short (scripts/race-digest.sh):"; ./scripts/race-digest.sh "$$log"; fi; \
 	[ $$tests -eq 0 ] && [ $$checks -eq 0 ]
 
 soak: ## the long forms of the soak tests (TestSoak*: minutes of faults, larger volumes), which make test skips; CI runs them after it

@@ -56,12 +56,18 @@ func TestHeldUntilDue(t *testing.T) {
 				done.Add(1)
 				return nil
 			})
-			for i := range n {
-				// Due in 200 to 290 ms: held 100 ms or more after the pop
-				// below, within the worker's hold limit.
-				e.enqueue(fmt.Sprintf("h%d", i), 200*time.Millisecond+time.Duration(i)*10*time.Millisecond)
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("h%d", i)
 			}
-			e.moveAhead(shard.MaxHold, n)
+			// Due in 250 ms, within the worker's hold limit, enqueued in
+			// one round trip. On a loaded machine the env's mover may
+			// move some when due before the prefetching move below: those
+			// run unheld, and must still run once and not early.
+			e.Schedule("q", 250*time.Millisecond, ids...)
+			if moved := e.MoveAhead(shard.MaxHold); moved == 0 {
+				t.Fatal("no task moved ahead of its due time")
+			}
 			testenv.WaitFor(t, 15*time.Second, "every held task ran", func() (bool, string) {
 				return done.Load() == n, ""
 			})

@@ -129,7 +129,7 @@ func TestRegistrationDecidedByARead(t *testing.T) {
 	e := newEnv(t, shardtest.Policy())
 	proxy := testenv.StartProxy(t, e.Redis.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() }) // after the worker, which runWorker stops at cleanup
 	proxy.Cut()
 	var ran atomic.Int64
 	done := runWorker(t, rdb, Config{Namespace: "nobody", RegistrationWait: 100 * time.Millisecond}, &ran, "q")
@@ -161,7 +161,7 @@ func TestRegistrationDeniedFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.Redis.Addr, Username: "w", Password: "pw"})
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() }) // after the worker, which runWorker stops at cleanup
 	var ran atomic.Int64
 	done := runWorker(t, rdb, Config{Namespace: "nobody", RegistrationWait: 100 * time.Millisecond}, &ran, "q")
 	select {

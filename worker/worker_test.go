@@ -314,7 +314,7 @@ func testCutOff(t *testing.T, leaseAfter time.Duration) {
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 500 * time.Millisecond, Backoff: shard.Backoff{Base: time.Hour, Cap: time.Hour, Factor: 1}})
 	proxy := testenv.StartProxy(t, e.Redis.Addr)
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
-	defer wrdb.Close()
+	t.Cleanup(func() { wrdb.Close() }) // after the worker, which e.start stops at cleanup
 	started := make(chan struct{})
 	causes := make(chan error, 1)
 	restored := make(chan struct{})
