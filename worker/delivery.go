@@ -34,9 +34,10 @@ type delivery struct {
 	extendUntil atomic.Int64 // local unix nanos after which the lease is not extended (0: no limit)
 	handlerDone atomic.Bool
 	unleased    atomic.Bool // runs on its popped entry; leased at LeaseAfter
-	// startAt is when the handler starts: at once, or at the task's due
-	// time for a task moved ahead of it (scheduler.prefetch) by at most
-	// deps.maxHold.
+	// startAt is when the handler starts: at once, or, for a task moved
+	// ahead of its due time (scheduler.prefetch) by at most deps.maxHold,
+	// when its server's clock shows that time (holdUntil). Set before
+	// the watchdog starts.
 	startAt time.Time
 
 	cancel context.CancelCauseFunc
@@ -66,16 +67,6 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	if q.opts.flowControlled() {
 		d.admitted = make(chan struct{})
 	}
-	d.startAt = k.now()
-	switch ahead := sd.Task.Due.Sub(d.startAt); {
-	case ahead <= 0:
-	case ahead <= k.maxHold:
-		d.startAt = sd.Task.Due // moved ahead (scheduler.prefetch): hold it
-	default:
-		// No scheduler moves a task this far ahead: this worker's clock is
-		// behind Redis's. Holding would delay the task by the skew; run it.
-		q.met.clockBehind.Inc()
-	}
 	t := sd.Task
 	d.task = &Task{
 		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
@@ -90,6 +81,7 @@ func (d *delivery) run(parent context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
 	d.cancel = cancel
 	defer cancel(nil)
+	d.startAt = d.holdUntil(ctx)
 	// The watchdog keeps a lease (or takes the late one) from now on, also
 	// while a task moved ahead of its due time waits for it.
 	d.startWatchdog()
@@ -178,9 +170,28 @@ func (d *delivery) settleWith(ctx context.Context, err error) (_ error, open boo
 	return err, true
 }
 
-// hold waits until the task is due if the scheduler moved it ahead of
-// its due time (scheduler.prefetch), on the local clock; it reports
-// whether it waited. If ctx ends first (the shutdown grace ran out, or the
+// holdUntil returns when the handler may start: now, or, for a task the
+// scheduler moved ahead of its due time (scheduler.prefetch), when the
+// clock of the Redis server that holds it shows that time (redisClock).
+// A start further ahead than any prefetch moves a task (the clock could
+// not be read and this worker's clock is behind Redis's, or the task was
+// put in its ready list by hand) is not waited for: it would delay the
+// task by the skew.
+func (d *delivery) holdUntil(ctx context.Context) time.Time {
+	at := d.clock.startAt(ctx, d.sd.Shard, d.sd.Task.Due)
+	now := d.now()
+	switch ahead := at.Sub(now); {
+	case ahead <= 0:
+		return now
+	case ahead <= d.maxHold:
+		return at
+	}
+	d.q.met.clockBehind.Inc()
+	return now
+}
+
+// hold waits until startAt if the scheduler moved the task ahead of its
+// due time (scheduler.prefetch); it reports whether it waited. If ctx ends first (the shutdown grace ran out, or the
 // lease was lost) it returns the error to settle the delivery with
 // instead of running it: ErrShuttingDown gives the task back.
 func (d *delivery) hold(ctx context.Context) (bool, error) {

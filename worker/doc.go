@@ -21,10 +21,11 @@
 //
 // A scheduler with scheduler.prefetch moves tasks into ready lists ahead
 // of their due time. The worker holds such a task, in one of its queue's
-// handler slots, until Task.Due on its own clock, then runs it as above;
-// a task still unleased MaxLeaseAfter after its pop is leased then. A due
-// time further ahead than any prefetch (the worker's clock is behind
-// Redis's) is not waited for.
+// handler slots, until Task.Due on the clock of the Redis server that
+// holds it (which it reads with TIME, bracketed by its own clock: never
+// early however far its own clock is off), then runs it as above; a task
+// still unleased MaxLeaseAfter after its pop is leased then. A due time
+// further ahead than any prefetch is not waited for.
 //
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).

@@ -168,3 +168,41 @@ func TestHeldTaskReleasedAtShutdown(t *testing.T) {
 		t.Fatalf("released %v, want 1 (or 2)", n)
 	}
 }
+
+// TestHeldOnRedisClock: a worker whose clock is off from Redis's holds a
+// task moved ahead of its due time until Redis's clock shows that time.
+// Held on its own clock, the task would start early by the skew (clock
+// ahead), or at once (clock behind: the due time looks further ahead than
+// any prefetch moves a task).
+func TestHeldOnRedisClock(t *testing.T) {
+	t.Parallel()
+	for name, skew := range map[string]time.Duration{"ahead": 200 * time.Millisecond, "behind": -200 * time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+			type start struct{ at, due time.Time }
+			started := make(chan start, 1)
+			_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
+				started <- start{time.Now(), task.Due} // the true clock: Redis runs on this host
+				return nil
+			}, func(w *Worker) { w.deps.now = func() time.Time { return time.Now().Add(skew) } })
+			e.Schedule("q", 250*time.Millisecond, "skewed")
+			if moved := e.MoveAhead(shard.MaxHold); moved != 1 {
+				t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
+			}
+			select {
+			case s := <-started:
+				// Redis's TIME has microseconds, due times milliseconds.
+				if early := s.due.Sub(s.at); early > time.Millisecond {
+					t.Fatalf("started %s before its due time on Redis's clock", early)
+				}
+				t.Logf("started %s after its due time", s.at.Sub(s.due))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the task did not run")
+			}
+			if n := counter(t, reg, "hourglass_worker_clock_behind_total"); n != 0 {
+				t.Fatalf("clock_behind %v, want 0: the skew was measured", n)
+			}
+		})
+	}
+}

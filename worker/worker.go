@@ -60,6 +60,9 @@ type deps struct {
 	met    *metrics
 	log    hclog.Logger
 	now    func() time.Time // the local clock
+	// clock maps due times to the local clock, on the clocks of the
+	// Redis servers that hold them.
+	clock *redisClock
 	// ticks counts lease extensions in flight (watchdog timer callbacks);
 	// Run waits for them before it returns.
 	ticks sync.WaitGroup
@@ -98,18 +101,20 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, invalid("%w", err)
 	}
+	k := &deps{
+		store:   store,
+		layout:  follow,
+		acks:    newAcker(store, cfg.AckLinger),
+		met:     met,
+		log:     log,
+		now:     time.Now,
+		maxHold: shard.MaxHold,
+	}
+	k.clock = newRedisClock(store, func() time.Time { return k.now() }, log) // k.now: a test may move the clock
 	return &Worker{
-		rdb: rdb,
-		cfg: cfg,
-		deps: &deps{
-			store:   store,
-			layout:  follow,
-			acks:    newAcker(store, cfg.AckLinger),
-			met:     met,
-			log:     log,
-			now:     time.Now,
-			maxHold: shard.MaxHold,
-		},
+		rdb:          rdb,
+		cfg:          cfg,
+		deps:         k,
 		queues:       map[string]*queue{},
 		freed:        make(chan struct{}, 1),
 		recheckSetup: make(chan struct{}, 1),

@@ -120,7 +120,7 @@ func ACLUsers(ns string) []ACLUser {
 			Component: "worker",
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; " +
 				"reads pauses; runs cluster-wide concurrency and rate limits (coord's semaphore and token bucket)",
-			Scripts: []string{"claim.lua", "ack.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua"},
+			Scripts: []string{"claim.lua", "ack.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lpop", "rpush", "incr",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",

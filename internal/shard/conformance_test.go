@@ -868,6 +868,22 @@ var conformanceCases = []confCase{
 			}
 		}},
 
+	// time.lua: a worker reads the clock of a shard's server.
+	{script: "time.lua", name: "the shard's server's clock", states: allAndSlot, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			// During a slot migration, once the shard's keys moved: ASK
+			// routes the read to the slot's new node.
+			var r ClockReading
+			if err := f.callAsk(func() (err error) { r, err = f.s.ReadClock(f.ctx, f.sh, time.Now); return err }); err != nil {
+				t.Fatalf("read the clock: %v", err)
+			}
+			// One host: the server's clock lies within the round trip,
+			// give or take a millisecond of TIME's and Go's rounding.
+			if r.Redis.Before(r.Sent.Add(-time.Millisecond)) || r.Redis.After(r.Received.Add(time.Millisecond)) {
+				t.Errorf("Redis's clock %s outside the call [%s, %s]", r.Redis, r.Sent, r.Received)
+			}
+		}},
+
 	// popnode.lua: a worker's pop on a Redis Cluster node.
 	{script: "popnode.lua", name: "first non-empty list", states: allStates, props: []confProp{pBehaviour, pCounts},
 		run: func(t *testing.T, f *confFixture) {

@@ -62,6 +62,7 @@ var (
 	unimportScript    = newScript("unimport.lua")
 	handoffScript     = newScript("handoff.lua")
 	adoptScript       = newScript("adopt.lua")
+	timeScript        = newScript("time.lua")
 	// fireScript includes enqueue.lua as a function (fire.lua's
 	// "@include" line): the occurrence is recorded and its task enqueued
 	// in one atomic call.

@@ -56,6 +56,17 @@ const (
 	// task's due time may lie and the worker still hold it; beyond it the
 	// worker's clock is behind Redis's and the task runs at once.
 	MaxHold = MaxPrefetch + HoldSlack
+
+	// ClockDrift bounds how fast a worker's clock and a Redis server's
+	// may run apart between two readings (ClockReading): 100 µs a second,
+	// ten times what NTP-disciplined clocks drift. A worker holds a task
+	// on Redis's clock with this allowance.
+	ClockDrift = 100e-6
+
+	// ClockReadAge is how old a worker's reading of a server's clock may
+	// be when it holds a task: an older one is read again first. Readings
+	// are taken only while tasks are held, so an idle worker reads none.
+	ClockReadAge = 5 * time.Second
 )
 
 // Following the layout record (follow.go).

@@ -1,0 +1,13 @@
+-- time.lua: read the clock of the Redis server that holds a shard. A
+-- worker holds a task moved ahead of its due time (scheduler.prefetch)
+-- until that server's clock, the one the mover compared the due time
+-- with, reaches it; this is how the worker learns that clock. Run as a
+-- script so that a Redis Cluster or a Ring routes it by the key, to the
+-- shard's server.
+--
+-- KEYS[1] the shard's delayed set: routes the call (any key of the shard
+--         would; this one the worker's ACL names); not read
+-- ARGV    none
+--
+-- Returns TIME's reply: {unix seconds, microseconds}.
+return redis.call("TIME")

@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// clockReadTimeout bounds one reading of a server's clock: a delivery
+// waits for it before its handler may start, and an unleased one must be
+// leased within shard.MaxLeaseAfter of its pop.
+const clockReadTimeout = 100 * time.Millisecond
+
+// redisClock tells when, on the worker's clock, a task may start: not
+// before the clock of the Redis server that holds its shard shows its due
+// time. That is the clock the scheduler compared the due time with when
+// it moved the task, and a task moved ahead of it (scheduler.prefetch) is
+// held until then; holding on the worker's own clock would start it early
+// by however far that clock runs ahead. It keeps one reading per server
+// (shard.ClockReading), taken at a server's first delivery and again when
+// a task is to be held on a reading older than shard.ClockReadAge: a
+// worker that holds no task reads no clock.
+type redisClock struct {
+	store *shard.Store
+	now   func() time.Time
+	log   hclog.Logger
+
+	mu      sync.Mutex
+	sources map[int]*clockSource // by shard.Store.ClockSource
+}
+
+// clockSource is one server's reading. Deliveries read it without a lock;
+// mu serialises the readings of the clock.
+type clockSource struct {
+	mu      sync.Mutex
+	reading atomic.Pointer[shard.ClockReading]
+}
+
+func newRedisClock(store *shard.Store, now func() time.Time, log hclog.Logger) *redisClock {
+	return &redisClock{store: store, now: now, log: log, sources: map[int]*clockSource{}}
+}
+
+// startAt returns when, on the worker's clock, a task of shard sh due at
+// due (on its server's clock) may start; a time not after now means at
+// once. It reads the server's clock first if there is no reading yet, or
+// if the task is to be held and the reading is old (its drift allowance
+// would hold the task longer than needed). If no reading can be had it
+// falls back to due on the worker's own clock.
+func (c *redisClock) startAt(ctx context.Context, sh int, due time.Time) time.Time {
+	src := c.source(sh)
+	if r := src.reading.Load(); r != nil && c.fresh(r, due) {
+		return r.Local(due)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	r := src.reading.Load()
+	if r == nil || !c.fresh(r, due) { // not read meanwhile by another delivery
+		rctx, cancel := context.WithTimeout(ctx, clockReadTimeout)
+		nr, err := c.store.ReadClock(rctx, sh, c.now)
+		cancel()
+		switch {
+		case err == nil:
+			r = &nr
+			src.reading.Store(r)
+		case r == nil:
+			c.log.Debug("could not read Redis's clock; holding on the worker's", "shard", sh, "error", err)
+			return due
+		}
+	}
+	return r.Local(due)
+}
+
+// fresh reports whether reading r serves a task due at due: it says the
+// task may start now, or it is recent enough to hold the task on.
+func (c *redisClock) fresh(r *shard.ClockReading, due time.Time) bool {
+	now := c.now()
+	return !r.Local(due).After(now) || now.Sub(r.Received) <= shard.ClockReadAge
+}
+
+func (c *redisClock) source(sh int) *clockSource {
+	key := c.store.ClockSource(sh)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	src := c.sources[key]
+	if src == nil {
+		src = &clockSource{}
+		c.sources[key] = src
+	}
+	return src
+}
