@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/scan"
 )
 
 var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic", "reshard"}
@@ -106,7 +108,7 @@ func run() int {
 	rep := &report{Meta: meta{
 		Date: time.Now().UTC().Format(time.RFC3339), Commit: gitCommit(e.root), Go: runtime.Version(),
 		Redis: redisVersion(ctx, e.hgAdmin), Etcd: etcdVersion(), CPUs: runtime.NumCPU(), CPUModel: cpuModel(),
-		Quick: *quick, Asynq: asynqVersion(), Prefetch: tuned.String(),
+		Quick: *quick, Asynq: asynqVersion(), Prefetch: tuned.String(), DefaultPrefetch: scan.DefaultPrefetch.String(),
 	}}
 	for _, s := range allScenarios {
 		if want[s] {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -233,7 +234,7 @@ log:
 		},
 		Scheduler: config.SchedulerConfig{
 			ReplicaID: "sched-1", LeaseTTL: 10 * time.Second, ScanLimit: 1000, SafetyRecheck: time.Minute,
-			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond, IdleRecheck: 5 * time.Minute, FarBucket: time.Minute, FarLead: 15 * time.Second,
+			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond, IdleRecheck: 5 * time.Minute, FarBucket: time.Minute, FarLead: 15 * time.Second, Prefetch: scan.DefaultPrefetch,
 			ReshardRate: 5000, MisfireGrace: time.Minute, ReshardReadyAfter: time.Minute,
 		},
 		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second, AckLinger: 0, RegistrationWait: time.Minute},

@@ -72,6 +72,7 @@ func defaultScheduler() SchedulerConfig {
 		LeaseTTL:          election.DefaultTTL,
 		ScanLimit:         scan.DefaultLimit,
 		SafetyRecheck:     scan.DefaultSafetyRecheck,
+		Prefetch:          scan.DefaultPrefetch,
 		RecoveryLimit:     recovery.DefaultLimit,
 		StrandCheck:       recovery.DefaultStrandCheck,
 		IdleRecheck:       recovery.DefaultIdleRecheck,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/worker"
 )
@@ -28,7 +29,7 @@ func TestNewKeyDefaults(t *testing.T) {
 		{"scheduler.idle_recheck", c.Scheduler.IdleRecheck, 5 * time.Minute},
 		{"scheduler.far_bucket", c.Scheduler.FarBucket, time.Minute},
 		{"scheduler.far_lead", c.Scheduler.FarLead, 15 * time.Second},
-		{"scheduler.prefetch", c.Scheduler.Prefetch, time.Duration(0)},
+		{"scheduler.prefetch", c.Scheduler.Prefetch, scan.DefaultPrefetch},
 		{"worker.shutdown_grace", c.Worker.ShutdownGrace, 30 * time.Second},
 		{"worker.fetch_timeout", c.Worker.FetchTimeout, 30 * time.Second},
 		{"worker.ack_linger", c.Worker.AckLinger, worker.DefaultAckLinger},
