@@ -138,7 +138,7 @@ func ACLUsers(ns string) []ACLUser {
 			Does:      "the Go client or a producer in another language: enqueue (batches too), cancel, lookup, exists; WAIT in the durability mode",
 			Scripts:   []string{"enqueue.lua", "cancel.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "time", "incr", "wait",
-				"hdel", "hexists", "hget", "hgetall", "hincrby", "hset", "hsetnx", "lindex", "lrem", "rpush",
+				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lrem", "rpush",
 				"zadd", "zcount", "zrem", "zscore", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),

@@ -149,6 +149,10 @@ local function far_tier()
 end
 local far_lists, far_order = {}, {}
 local stored = {} -- tasks stored by this call, per queue
+local live = {} -- ids stored before this call
+local taken = {} -- id -> due time, of the tasks this call stores
+local new_tasks = {} -- HSET arguments: id, encoded task, ...
+local scheduled = {} -- ZADD arguments: due_ms, id, ...
 
 -- parse_due returns a due argument's time in ms and as written, or nil
 -- and why it is invalid.
@@ -259,11 +263,10 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   end
   local due, due_s = parse_due(due_arg)
   if not due then return -3, 0, due_s end
-  -- Encoded task, version 1:
-  -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
-  -- HSETNX is the duplicate check and the write in one command.
-  if redis.call("HSETNX", KEYS[2], id, "1|" .. queue .. "|0|" .. retries .. "|" ..
-      timeout .. "|" .. due_s .. "|" .. now_s .. "|" .. payload) == 0 then
+  if taken[id] then -- stored earlier in this call
+    return 0, taken[id], "scheduled"
+  end
+  if live[id] then
     local score = tonumber(redis.call("ZSCORE", KEYS[1], id))
     if not score then -- in the far tier, or ready, running or dead
       local d = tonumber(string.match(redis.call("HGET", KEYS[2], id), "^1|[^|]+|%d+|%d+|%d+|(%d+)|") or "")
@@ -272,6 +275,12 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     if score then return 0, score, "scheduled" end
     return 0, -1, "ready"
   end
+  taken[id] = due
+  -- Encoded task, version 1:
+  -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
+  new_tasks[#new_tasks + 1] = id
+  new_tasks[#new_tasks + 1] = "1|" .. queue .. "|0|" .. retries .. "|" ..
+      timeout .. "|" .. due_s .. "|" .. now_s .. "|" .. payload
   stored[queue] = (stored[queue] or 0) + 1
   local b = far_bucket(due)
   if b then
@@ -283,18 +292,36 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
     end
     l[#l + 1] = id .. "|" .. now_s
   else
-    redis.call("ZADD", KEYS[1], due_s, id)
+    scheduled[#scheduled + 1] = due_s
+    scheduled[#scheduled + 1] = id
     if earliest == nil or due < earliest then earliest = due end
   end
   return 1, due, ""
 end
 
+-- One HMGET tells which ids are live; the tasks stored are written with
+-- one HSET and one ZADD per 500 tasks after the loop, not two commands
+-- each.
+local ids = {}
+for i = first + 1, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
+for i = 1, #ids, 1000 do
+  local found = redis.call("HMGET", KEYS[2], unpack(ids, i, math.min(i + 999, #ids)))
+  for j = 1, #found do
+    if found[j] then live[ids[i + j - 1]] = true end
+  end
+end
 local out = {}
 for i = first + 1, #ARGV, 6 do
   local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   out[#out + 1] = code
   out[#out + 1] = due
   out[#out + 1] = detail
+end
+for i = 1, #new_tasks, 1000 do
+  redis.call("HSET", KEYS[2], unpack(new_tasks, i, math.min(i + 999, #new_tasks)))
+end
+for i = 1, #scheduled, 1000 do
+  redis.call("ZADD", KEYS[1], unpack(scheduled, i, math.min(i + 999, #scheduled)))
 end
 for _, b in ipairs(far_order) do
   local p = tonumber(b) - far.lead
