@@ -22,9 +22,10 @@ const clockReadTimeout = 100 * time.Millisecond
 // it moved the task, and a task moved ahead of it (scheduler.prefetch) is
 // held until then; holding on the worker's own clock would start it early
 // by however far that clock runs ahead. It keeps one reading per server
-// (shard.ClockReading), taken at a server's first delivery and again when
-// a task is to be held on a reading older than shard.ClockReadAge: a
-// worker that holds no task reads no clock.
+// (shard.ClockReading), taken at a server's first delivery, and reads
+// again when a task is to be held on a reading last checked longer than
+// shard.ClockReadAge ago, keeping the better of the two: a worker that
+// holds no task reads no clock.
 type redisClock struct {
 	store *shard.Store
 	now   func() time.Time
@@ -64,8 +65,18 @@ func (c *redisClock) startAt(ctx context.Context, sh int, due time.Time) time.Ti
 		nr, err := c.store.ReadClock(rctx, sh, c.now)
 		cancel()
 		switch {
-		case err == nil:
+		case err == nil && (r == nil || nr.Local(due).Before(r.Local(due))):
+			// Keep the reading that holds the task for less: each is
+			// safe, and the one whose reply came back fastest (or that
+			// drifted least since) is the closest to Redis's clock.
 			r = &nr
+			src.reading.Store(r)
+		case err == nil:
+			// The old reading stays better; mark it as checked now so
+			// that the next hold does not read again at once.
+			checked := *r
+			checked.Checked = nr.Received
+			r = &checked
 			src.reading.Store(r)
 		case r == nil:
 			c.log.Debug("could not read Redis's clock; holding on the worker's", "shard", sh, "error", err)
@@ -79,7 +90,7 @@ func (c *redisClock) startAt(ctx context.Context, sh int, due time.Time) time.Ti
 // task may start now, or it is recent enough to hold the task on.
 func (c *redisClock) fresh(r *shard.ClockReading, due time.Time) bool {
 	now := c.now()
-	return !r.Local(due).After(now) || now.Sub(r.Received) <= shard.ClockReadAge
+	return !r.Local(due).After(now) || now.Sub(r.LastChecked()) <= shard.ClockReadAge
 }
 
 func (c *redisClock) source(sh int) *clockSource {

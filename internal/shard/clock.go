@@ -17,6 +17,18 @@ import (
 type ClockReading struct {
 	Sent, Received time.Time // the reader's clock (with its monotonic reading)
 	Redis          time.Time
+	// Checked is when a later reading was taken and found no better
+	// (zero: none was).
+	Checked time.Time
+}
+
+// LastChecked is when the reading was last compared with the server's
+// clock: Checked, or Received.
+func (r ClockReading) LastChecked() time.Time {
+	if r.Checked.IsZero() {
+		return r.Received
+	}
+	return r.Checked
 }
 
 // RoundTrip is how long the reading took: the error bound of the offset
