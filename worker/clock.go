@@ -35,11 +35,17 @@ type redisClock struct {
 	sources map[int]*clockSource // by shard.Store.ClockSource
 }
 
+// clockRetryAfter is how long after a failed reading of a server's clock
+// deliveries do without one (the last reading, else the worker's own
+// clock) instead of each waiting out another read.
+const clockRetryAfter = time.Second
+
 // clockSource is one server's reading. Deliveries read it without a lock;
 // mu serialises the readings of the clock.
 type clockSource struct {
-	mu      sync.Mutex
-	reading atomic.Pointer[shard.ClockReading]
+	mu       sync.Mutex
+	reading  atomic.Pointer[shard.ClockReading]
+	failedAt time.Time // the last failed read (under mu)
 }
 
 func newRedisClock(store *shard.Store, now func() time.Time, log hclog.Logger) *redisClock {
@@ -54,36 +60,58 @@ func newRedisClock(store *shard.Store, now func() time.Time, log hclog.Logger) *
 // falls back to due on the worker's own clock.
 func (c *redisClock) startAt(ctx context.Context, sh int, due time.Time) time.Time {
 	src := c.source(sh)
-	if r := src.reading.Load(); r != nil && c.fresh(r, due) {
+	r := src.reading.Load()
+	if r != nil && c.fresh(r, due) {
 		return r.Local(due)
 	}
-	src.mu.Lock()
+	// Another delivery reading the clock is not waited for when there is
+	// a reading: an old one is still safe, it only holds a little longer.
+	if r != nil && !src.mu.TryLock() {
+		return r.Local(due)
+	}
+	if r == nil {
+		src.mu.Lock()
+	}
 	defer src.mu.Unlock()
-	r := src.reading.Load()
-	if r == nil || !c.fresh(r, due) { // not read meanwhile by another delivery
-		rctx, cancel := context.WithTimeout(ctx, clockReadTimeout)
-		nr, err := c.store.ReadClock(rctx, sh, c.now)
-		cancel()
-		switch {
-		case err == nil && (r == nil || nr.Local(due).Before(r.Local(due))):
-			// Keep the reading that holds the task for less: each is
-			// safe, and the one whose reply came back fastest (or that
-			// drifted least since) is the closest to Redis's clock.
-			r = &nr
-			src.reading.Store(r)
-		case err == nil:
-			// The old reading stays better; mark it as checked now so
-			// that the next hold does not read again at once.
-			checked := *r
-			checked.Checked = nr.Received
-			r = &checked
-			src.reading.Store(r)
-		case r == nil:
-			c.log.Debug("could not read Redis's clock; holding on the worker's", "shard", sh, "error", err)
-			return due
-		}
+	if r = c.refresh(ctx, src, sh, due); r == nil {
+		return due
 	}
 	return r.Local(due)
+}
+
+// refresh returns src's reading for a task of shard sh due at due,
+// reading the clock again unless another delivery just did or a read
+// failed less than clockRetryAfter ago; nil when there is none. The
+// caller holds src.mu.
+func (c *redisClock) refresh(ctx context.Context, src *clockSource, sh int, due time.Time) *shard.ClockReading {
+	r := src.reading.Load()
+	if (r != nil && c.fresh(r, due)) || (!src.failedAt.IsZero() && c.now().Sub(src.failedAt) < clockRetryAfter) {
+		return r
+	}
+	rctx, cancel := context.WithTimeout(ctx, clockReadTimeout)
+	nr, err := c.store.ReadClock(rctx, sh, c.now)
+	cancel()
+	switch {
+	case err != nil:
+		src.failedAt = c.now()
+		if r == nil {
+			c.log.Debug("could not read Redis's clock; holding on the worker's", "shard", sh, "error", err)
+		}
+		return r
+	case r == nil || nr.Local(due).Before(r.Local(due)):
+		// Keep the reading that holds the task for less: each is safe,
+		// and the one whose reply came back fastest (or that drifted
+		// least since) is the closest to Redis's clock.
+		r = &nr
+	default:
+		// The old reading stays better; mark it as checked now so that
+		// the next hold does not read again at once.
+		checked := *r
+		checked.Checked = nr.Received
+		r = &checked
+	}
+	src.reading.Store(r)
+	return r
 }
 
 // fresh reports whether reading r serves a task due at due: it says the

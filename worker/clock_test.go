@@ -1,10 +1,13 @@
 package worker
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
@@ -43,5 +46,59 @@ func TestClockKeepsTheBetterReading(t *testing.T) {
 		case !tc.keepOld && got.Redis == old.Redis:
 			t.Errorf("%s: kept the old reading, want the new one", tc.name)
 		}
+	}
+}
+
+// scriptCalls counts the script calls a client sends (EVALSHA or EVAL),
+// answered or not.
+type scriptCalls struct{ n atomic.Int64 }
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestClockReadFailureIsNotRetriedAtOnce: when the server's clock cannot
+// be read, deliveries fall back to the worker's clock without reading
+// again for clockRetryAfter, so that a slow or unreachable Redis does not
+// make every delivery wait out a read of its own (they queue on the
+// source's lock, and an unleased task must be leased within a second of
+// its pop); after that, the next delivery reads again.
+func TestClockReadFailureIsNotRetriedAtOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}) // refuses at once
+	t.Cleanup(func() { rdb.Close() })
+	calls := &scriptCalls{}
+	rdb.AddHook(calls)
+	l, err := shard.NewLayout("clock", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newRedisClock(shard.NewStore(rdb, l), time.Now, hclog.NewNullLogger())
+	ctx := testenv.Ctx(t, 10*time.Second)
+	due := time.Now().Add(time.Hour)
+	for i := range 3 {
+		if at := c.startAt(ctx, 0, due); !at.Equal(due) {
+			t.Fatalf("start %d: %s, want the due time on the worker's clock", i, at)
+		}
+	}
+	if n := calls.n.Load(); n != 1 {
+		t.Fatalf("%d reads of the clock, want 1 within clockRetryAfter of the failure", n)
+	}
+	src := c.source(0)
+	src.mu.Lock()
+	src.failedAt = src.failedAt.Add(-clockRetryAfter)
+	src.mu.Unlock()
+	c.startAt(ctx, 0, due)
+	if n := calls.n.Load(); n != 2 {
+		t.Fatalf("%d reads of the clock, want 2 once clockRetryAfter has passed", n)
 	}
 }
