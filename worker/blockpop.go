@@ -32,6 +32,14 @@ type blockingPopper struct {
 	idle   []*popConn
 	busy   map[*popConn]struct{}
 	closed bool
+	// pinged is set once a command went through the client's pool. A
+	// redis.Conn shares the client's options but not the lock go-redis
+	// takes to change them, and go-redis changes them on a connection's
+	// first handshake when the server turns down maintenance
+	// notifications (Redis before 7.2 does): so the first connection is
+	// made through the pool, and the Conns after it find the options
+	// settled.
+	pinged bool
 }
 
 // popConn is a connection set aside for blocking pops and its CLIENT ID.
@@ -77,7 +85,16 @@ func (p *blockingPopper) take(ctx context.Context) (*popConn, error) {
 		p.mu.Unlock()
 		return pc, nil
 	}
+	pinged := p.pinged
 	p.mu.Unlock()
+	if !pinged {
+		if err := p.client.Ping(ctx).Err(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.pinged = true
+		p.mu.Unlock()
+	}
 	conn := p.client.Conn()
 	id, err := conn.ClientID(ctx).Result()
 	if err != nil {

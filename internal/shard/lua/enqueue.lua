@@ -301,7 +301,8 @@ end
 
 -- One HMGET tells which ids are live; the tasks stored are written with
 -- one HSET and one ZADD per 500 tasks after the loop, not two commands
--- each.
+-- each. (HMGET also returns the live tasks' data: for a call of
+-- duplicates, at most as much as the call's own arguments, per chunk.)
 local ids = {}
 for i = first + 1, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
 for i = 1, #ids, 1000 do
