@@ -182,10 +182,21 @@ func TestHeldOnRedisClock(t *testing.T) {
 			e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 			type start struct{ at, due time.Time }
 			started := make(chan start, 1)
-			_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
+			w, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 				started <- start{time.Now(), task.Due} // the true clock: Redis runs on this host
 				return nil
 			}, func(w *Worker) { w.deps.now = func() time.Time { return time.Now().Add(skew) } })
+			// The worker's first reading, as its first delivery would take
+			// it; a read that fails (over clockReadTimeout on a loaded
+			// machine) would leave the worker on its own clock.
+			src := w.deps.clock.source(0)
+			testenv.WaitFor(t, 10*time.Second, "a reading of Redis's clock", func() (bool, string) {
+				src.mu.Lock()
+				src.failedAt = time.Time{}
+				src.mu.Unlock()
+				w.deps.clock.startAt(testenv.Ctx(t, 5*time.Second), 0, time.Now())
+				return src.reading.Load() != nil, "every read failed"
+			})
 			e.Schedule("q", 250*time.Millisecond, "skewed")
 			if moved := e.MoveAhead(shard.MaxHold); moved != 1 {
 				t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
