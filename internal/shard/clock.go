@@ -31,10 +31,6 @@ func (r ClockReading) LastChecked() time.Time {
 	return r.Checked
 }
 
-// RoundTrip is how long the reading took: the error bound of the offset
-// between the two clocks that it gives.
-func (r ClockReading) RoundTrip() time.Duration { return r.Received.Sub(r.Sent) }
-
 // Local returns the earliest time on the reader's clock at which the
 // server's clock surely shows t or later: t's distance from the reading
 // on the server's clock, past Received, stretched by ClockDrift for the
