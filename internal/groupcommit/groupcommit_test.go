@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,19 +49,6 @@ func (g *gated) got() [][]int {
 	return slices.Clone(g.batches)
 }
 
-// waitFor polls cond for up to 10 s (no Redis here: the waits are for
-// goroutines to block).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestOverlappingCallsGoTogether: a call alone goes at once; the calls
 // made while it is in flight go together, each gets its own output, and
 // a waiting call whose ctx ends is withdrawn, not sent.
@@ -86,9 +75,9 @@ func TestOverlappingCallsGoTogether(t *testing.T) {
 		do(context.Background(), i)
 	}
 	do(withdrawn, 5)
-	waitFor(t, "five calls waiting", func() bool { return c.Waiting() == 5 })
+	testenv.WaitFor(t, 10*time.Second, "five calls waiting", func() (bool, string) { return c.Waiting() == 5, "" })
 	cancel()
-	waitFor(t, "the cancelled call withdrawn", func() bool { return c.Waiting() == 4 })
+	testenv.WaitFor(t, 10*time.Second, "the cancelled call withdrawn", func() (bool, string) { return c.Waiting() == 4, "" })
 	g.release <- struct{}{} // call 0 returns; 1..4 go as one batch
 	<-g.entered
 	g.release <- struct{}{}
@@ -128,7 +117,7 @@ func TestBatchContext(t *testing.T) {
 	defer cancelLate()
 	wg.Go(func() { c.Do(soon, 1) })
 	wg.Go(func() { c.Do(late, 2) })
-	waitFor(t, "two calls waiting", func() bool { return c.Waiting() == 2 })
+	testenv.WaitFor(t, 10*time.Second, "two calls waiting", func() (bool, string) { return c.Waiting() == 2, "" })
 	g.release <- struct{}{}
 	<-g.entered
 	cancelSoon() // whichever of the two leads the batch,
