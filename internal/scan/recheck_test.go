@@ -13,26 +13,34 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// inAnHour enqueues a task due in an hour on shard sh, before the test
-// starts its mover: the mover's first call then sees it, without
-// depending on the enqueue's wake-up reaching a subscription that may
-// not be in place yet.
-func (f *fixture) inAnHour(t *testing.T, ctx context.Context, sh int) string {
+// idleMover enqueues a task due in an hour on shard 0, runs a mover of
+// cfg on the shard, and waits until Redis has confirmed its wake-up
+// subscription and the mover has called since (the first call, then the
+// confirmation's). It returns the task's id. The task is stored before
+// the mover starts, so that its first call sees it without depending on
+// the enqueue's wake-up reaching a subscription not in place yet.
+func (f *fixture) idleMover(t *testing.T, ctx context.Context, cfg Config) string {
 	t.Helper()
-	id := f.IDsIn(sh, 1, "hand")[0]
+	id := f.IDsIn(0, 1, "hand")[0]
 	if r := f.Store.Enqueue(ctx, shard.EnqueueArgs{ID: id, Queue: "q", Delay: time.Hour, MaxRetries: -1}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	f.runMover(t, 0, 1, cfg)
+	ch := f.Store.Layout().WakeChannel(0)
+	testenv.WaitFor(t, 10*time.Second, "wake-ups subscribed", func() (bool, string) {
+		n := f.RDB.PubSubShardNumSub(ctx, ch).Val()[ch]
+		return n == 1 && f.calls(t) >= 2, fmt.Sprint(n, " subscribers, ", f.calls(t), " calls")
+	})
 	return id
 }
 
-// dueByHand makes task id of shard sh (from inAnHour, seen by the
+// dueByHand makes task id of shard 0 (from idleMover, seen by the
 // mover's calls since) due now by hand, without a wake-up: only a
 // re-check can find it.
-func (f *fixture) dueByHand(t *testing.T, ctx context.Context, sh int, id string) {
+func (f *fixture) dueByHand(t *testing.T, ctx context.Context, id string) {
 	t.Helper()
 	now := time.Now().UnixMilli()
-	if err := f.RDB.ZAddXX(ctx, f.Store.Layout().Delayed(sh), redis.Z{Score: float64(now), Member: id}).Err(); err != nil {
+	if err := f.RDB.ZAddXX(ctx, f.Store.Layout().Delayed(0), redis.Z{Score: float64(now), Member: id}).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,13 +65,8 @@ func TestConfirmedWakeUpsRecheckAtTheIdleInterval(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	const safety = 100 * time.Millisecond
-	id := f.inAnHour(t, ctx, 0)
-	f.runMover(t, 0, 1, Config{SafetyRecheck: safety, IdleRecheck: time.Hour})
-	testenv.WaitFor(t, 10*time.Second, "wake-ups subscribed", func() (bool, string) {
-		n := f.RDB.PubSubShardNumSub(ctx, f.Store.Layout().WakeChannel(0)).Val()[f.Store.Layout().WakeChannel(0)]
-		return n == 1 && f.calls(t) >= 2, fmt.Sprint(n, " subscribers, ", f.calls(t), " calls") // the first call, then the confirmation's
-	})
-	f.dueByHand(t, ctx, 0, id)
+	id := f.idleMover(t, ctx, Config{SafetyRecheck: safety, IdleRecheck: time.Hour})
+	f.dueByHand(t, ctx, id)
 	time.Sleep(10 * safety)
 	if n := f.readyLen(0); n != 0 {
 		t.Fatalf("the task made due by hand was moved within %v: the mover re-checks at the safety interval although its wake-ups are confirmed", 10*safety)
@@ -78,12 +81,8 @@ func TestReconnectRechecksAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	id := f.inAnHour(t, ctx, 0)
-	f.runMover(t, 0, 1, Config{SafetyRecheck: time.Hour, IdleRecheck: time.Hour})
-	testenv.WaitFor(t, 10*time.Second, "wake-ups subscribed", func() (bool, string) {
-		return f.calls(t) >= 2, fmt.Sprint(f.calls(t), " calls")
-	})
-	f.dueByHand(t, ctx, 0, id)
+	id := f.idleMover(t, ctx, Config{SafetyRecheck: time.Hour, IdleRecheck: time.Hour})
+	f.dueByHand(t, ctx, id)
 	if err := f.RDB.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,18 +100,14 @@ func TestIdleRecheckReadsTheHeadOnly(t *testing.T) {
 	f := newFixture(t)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	const idle = 200 * time.Millisecond
-	id := f.inAnHour(t, ctx, 0)
-	f.runMover(t, 0, 1, Config{SafetyRecheck: 100 * time.Millisecond, IdleRecheck: idle})
-	testenv.WaitFor(t, 10*time.Second, "wake-ups subscribed", func() (bool, string) {
-		return f.calls(t) >= 2, fmt.Sprint(f.calls(t), " calls") // the first call, then the confirmation's
-	})
+	id := f.idleMover(t, ctx, Config{SafetyRecheck: 100 * time.Millisecond, IdleRecheck: idle})
 	before := f.calls(t)
 	time.Sleep(10 * idle)
 	// At most one more: a confirmation that came after the first call.
 	if n := f.calls(t) - before; n > 1 {
 		t.Fatalf("%d move calls in %v of idle re-checks every %v: the re-check calls the script although nothing changed", n, 10*idle, idle)
 	}
-	f.dueByHand(t, ctx, 0, id)
+	f.dueByHand(t, ctx, id)
 	testenv.WaitFor(t, 10*time.Second, "the task made due by hand moved by an idle re-check", func() (bool, string) {
 		return f.readyLen(0) == 1, fmt.Sprintf("ready=%d", f.readyLen(0))
 	})
