@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +40,7 @@ type blockingPopper struct {
 	// notifications (Redis before 7.2 does): so the first connection is
 	// made through the pool, and the Conns after it find the options
 	// settled.
-	pinged bool
+	pinged atomic.Bool
 }
 
 // popConn is a connection set aside for blocking pops and its CLIENT ID.
@@ -85,15 +86,12 @@ func (p *blockingPopper) take(ctx context.Context) (*popConn, error) {
 		p.mu.Unlock()
 		return pc, nil
 	}
-	pinged := p.pinged
 	p.mu.Unlock()
-	if !pinged {
+	if !p.pinged.Load() {
 		if err := p.client.Ping(ctx).Err(); err != nil {
 			return nil, err
 		}
-		p.mu.Lock()
-		p.pinged = true
-		p.mu.Unlock()
+		p.pinged.Store(true)
 	}
 	conn := p.client.Conn()
 	id, err := conn.ClientID(ctx).Result()

@@ -33,9 +33,9 @@ func NewMover(store *shard.Store, cfg Config) (*Mover, error) {
 // owner (it returns an error wrapping shard.ErrStaleEpoch): an
 // owner.Loop, in owner.Repeat's shape. s.Wake delivers producers'
 // wake-ups (nil: none); while s.Subscribed reports them subscribed, the
-// mover's longest sleep is IdleRecheck instead of SafetyRecheck. After a call that made tasks ready, Run signals
-// s.Ready without blocking (nil: none); the shard's recovery loop
-// listens. Redis errors are logged and retried with backoff; they never
+// mover's longest sleep is IdleRecheck instead of SafetyRecheck. After a
+// call that made tasks ready, Run signals s.Ready without blocking (nil:
+// none); the shard's recovery loop listens. Redis errors are logged and retried with backoff; they never
 // end Run.
 func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	sh, epoch, poke := s.ID, s.Epoch, s.Ready
