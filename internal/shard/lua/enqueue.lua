@@ -131,8 +131,9 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = string.format("%d", now)
+local enq_tail = "|" .. now_s .. "|" -- "|enqueued_ms|" in each encoded task
+local entry_tail = "|" .. now_s -- a far-tier entry is "id|enqueued_ms"
 local earliest = nil -- earliest due (or promotion) time this call stores
-local policies = {}
 
 -- The far tier: read once per call, and only for a task due more than a
 -- second ahead. far_lists holds this call's entries per bucket.
@@ -170,12 +171,29 @@ local function parse_due(due_arg)
 end
 
 -- far_bucket returns the start of the far-tier bucket (as written) that a
--- task due at due goes to, or nil when it goes to KEYS[1].
+-- task due at due goes to, or nil when it goes to KEYS[1]. A call's tasks
+-- share a few buckets: each bucket's text is formatted once.
+local bucket_text = {}
 local function far_bucket(due)
   local ft = due - now > 1000 and far_tier()
   local bucket = ft and due - due % ft.bucket
-  if bucket and bucket - ft.lead > now then return string.format("%d", bucket) end
-  return nil
+  if not bucket or bucket - ft.lead <= now then return nil end
+  local b = bucket_text[bucket]
+  if not b then
+    b = string.format("%d", bucket)
+    bucket_text[bucket] = b
+  end
+  return b
+end
+
+-- Each task's due time is parsed, and its bucket found, once, here: as a
+-- number (false when invalid), as written (or why it is invalid), and its
+-- bucket (false: KEYS[1]), by the task's place in ARGV.
+local dues, due_texts, buckets = {}, {}, {}
+for i = first + 2, #ARGV, 6 do
+  local due, text = parse_due(ARGV[i])
+  dues[i], due_texts[i] = due or false, text
+  buckets[i] = due and far_bucket(due) or false
 end
 
 -- The bucket lists are not in KEYS (their names follow from due times).
@@ -188,8 +206,7 @@ end
 if KEYS[4] then
   local lists, seen = {}, {}
   for i = first + 2, #ARGV, 6 do
-    local due = parse_due(ARGV[i])
-    local b = due and far_bucket(due)
+    local b = buckets[i]
     if b and not seen[b] then
       seen[b] = true
       lists[#lists + 1] = KEYS[4] .. ":" .. b
@@ -233,35 +250,70 @@ local function valid_id(id)
   return true
 end
 
-local function enqueue(id, due_arg, queue, retries, timeout, payload)
+-- policy returns a queue's policy, read and parsed once per call: false
+-- for an unknown or removed queue (its policy is "drain|..."), else a
+-- table with the defaults (as written) and max_payload (as written and as
+-- a number); max_payload is nil when the policy is corrupt.
+local policies = {}
+local function policy(queue)
+  local p = policies[queue]
+  if p == nil then
+    local text = redis.call("HGET", KEYS[3], queue)
+    p = false
+    if text and string.sub(text, 1, 6) ~= "drain|" then
+      local r, t, m = string.match(text, "^(%d+)|(%d+)|(%d+)")
+      p = {retries = r, timeout = t, max_payload = m, max_len = tonumber(m)}
+    end
+    policies[queue] = p
+  end
+  return p
+end
+
+-- Numbers are bounded so that they stay exact in Lua and in every reader.
+-- A call's tasks share a few values: each is checked once.
+local retries_ok, timeout_ok = {}, {}
+local function valid_retries(r)
+  local ok = retries_ok[r]
+  if ok == nil then
+    ok = string.match(r, "^%d%d?%d?%d?$") ~= nil and not (#r == 4 and tonumber(r) > 1000)
+    retries_ok[r] = ok
+  end
+  return ok
+end
+local function valid_timeout(t)
+  local ok = timeout_ok[t]
+  if ok == nil then
+    ok = #t <= 10 and string.match(t, "^0*[1-9]%d*$") ~= nil
+    timeout_ok[t] = ok
+  end
+  return ok
+end
+
+-- enqueue stores the task whose arguments start at ARGV[i].
+local function enqueue(i)
+  local id, queue, retries, timeout, payload = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if not valid_id(id) then
     return -3, 0, "invalid task id (1..256 bytes of UTF-8 without \"|\" or control characters)"
   end
-  local policy = policies[queue]
-  if policy == nil then
-    policy = redis.call("HGET", KEYS[3], queue) or false
-    policies[queue] = policy
-  end
-  if not policy or string.sub(policy, 1, 6) == "drain|" then
+  local p = policy(queue)
+  if not p then
     return -1, 0, queue
   end
-  local def_retries, def_timeout, max_payload = string.match(policy, "^(%d+)|(%d+)|(%d+)")
-  if not max_payload then
+  if not p.max_payload then
     return -3, 0, "corrupt queue policy for " .. queue
   end
-  if #payload > tonumber(max_payload) then
-    return -2, 0, max_payload
+  if #payload > p.max_len then
+    return -2, 0, p.max_payload
   end
-  -- Numbers are bounded so that they stay exact in Lua and in every reader.
-  if retries == "" then retries = def_retries end
-  if not string.match(retries, "^%d%d?%d?%d?$") or (#retries == 4 and tonumber(retries) > 1000) then
+  if retries == "" then retries = p.retries end
+  if not valid_retries(retries) then
     return -3, 0, "invalid max retries (0..1000)"
   end
-  if timeout == "" then timeout = def_timeout end
-  if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
+  if timeout == "" then timeout = p.timeout end
+  if not valid_timeout(timeout) then
     return -3, 0, "invalid timeout (1..9999999999 ms)"
   end
-  local due, due_s = parse_due(due_arg)
+  local due, due_s = dues[i + 1], due_texts[i + 1]
   if not due then return -3, 0, due_s end
   if taken[id] then -- stored earlier in this call
     return 0, taken[id], "scheduled"
@@ -280,9 +332,9 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
   -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
   new_tasks[#new_tasks + 1] = id
   new_tasks[#new_tasks + 1] = "1|" .. queue .. "|0|" .. retries .. "|" ..
-      timeout .. "|" .. due_s .. "|" .. now_s .. "|" .. payload
+      timeout .. "|" .. due_s .. enq_tail .. payload
   stored[queue] = (stored[queue] or 0) + 1
-  local b = far_bucket(due)
+  local b = buckets[i + 1]
   if b then
     local l = far_lists[b]
     if not l then
@@ -290,7 +342,7 @@ local function enqueue(id, due_arg, queue, retries, timeout, payload)
       far_lists[b] = l
       far_order[#far_order + 1] = b
     end
-    l[#l + 1] = id .. "|" .. now_s
+    l[#l + 1] = id .. entry_tail
   else
     scheduled[#scheduled + 1] = due_s
     scheduled[#scheduled + 1] = id
@@ -313,7 +365,7 @@ for i = 1, #ids, 1000 do
 end
 local out = {}
 for i = first + 1, #ARGV, 6 do
-  local code, due, detail = enqueue(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  local code, due, detail = enqueue(i)
   out[#out + 1] = code
   out[#out + 1] = due
   out[#out + 1] = detail
