@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -120,19 +121,17 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 	if len(calls) == 0 {
 		return nil
 	}
-	cmds, err := enqueueScript.runPipelinedOnce(ctx, s.rdb, calls)
+	replies, errs := s.runEach(ctx, enqueueScript, enqueueManyScript, calls, true)
 	replicated := true
-	if s.wait.Replicas > 0 && err == nil {
+	if s.wait.Replicas > 0 && slices.ContainsFunc(errs, func(err error) bool { return err == nil }) {
 		replicated = s.waitReplicas(ctx)
 	}
 	for c, idx := range members {
-		if err != nil {
-			for _, i := range idx {
-				out[i].Err = err
-			}
-			continue
+		v, ok := replies[c].([]any)
+		cerr := errs[c]
+		if cerr == nil && !ok {
+			cerr = errtext.Errorf("unexpected reply %v", replies[c])
 		}
-		v, cerr := cmds[c].Slice()
 		if nl, ok := s.layoutFromError(cerr); ok {
 			s.SetLayout(nl)
 			for _, i := range idx {

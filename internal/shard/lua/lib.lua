@@ -349,3 +349,44 @@ local function dead_match(blob, info, queue, reason, err_sub)
   if err_sub ~= "" and not string.find(tostring(rec.error or ""), err_sub, 1, true) then return false end
   return true
 end
+
+-- each_call runs f once per call that a script's "many" form packs into
+-- ARGV (movemany.lua, ackmany.lua, enqueuemany.lua: one call of several
+-- shards that live on one server): ARGV[1] is the number of calls, then
+-- each call follows as its number of keys, its number of arguments, its
+-- keys and its arguments; f(keys, argv) is the script, included as a
+-- function, whose replies are arrays. The packing is checked before
+-- anything runs. Returns one element per call, in order: f's reply, or
+-- the text of its error, returned (an error reply) or raised (a command
+-- that failed: WRONGTYPE on a corrupted key) — as text, because a client
+-- may fail a whole reply that holds an error reply. A call's failure is
+-- its own, as if it had been a call of its own; the writes it made
+-- before it failed stay, as they would.
+local function each_call(f)
+  local n, pos = tonumber(ARGV[1]), 2
+  local calls = {}
+  for c = 1, n or 0 do
+    local nk, na = tonumber(ARGV[pos]), tonumber(ARGV[pos + 1])
+    if not nk or not na or pos + 1 + nk + na > #ARGV then break end
+    calls[c] = {pos + 1, nk, na}
+    pos = pos + 2 + nk + na
+  end
+  if not n or n < 1 or #calls ~= n or pos ~= #ARGV + 1 then
+    return redis.error_reply("ERR want the number of calls, then per call its number of keys and of arguments, its keys and its arguments")
+  end
+  local out = {}
+  for c, call in ipairs(calls) do
+    local at, nk, na = call[1], call[2], call[3]
+    local keys, argv = {}, {}
+    for k = 1, nk do keys[k] = ARGV[at + k] end
+    for k = 1, na do argv[k] = ARGV[at + nk + k] end
+    local ok, r = pcall(f, keys, argv)
+    if type(r) == "table" and r.err then
+      r = r.err
+    elseif not ok then
+      r = tostring(r)
+    end
+    out[c] = r
+  end
+  return out
+end

@@ -1,0 +1,24 @@
+-- ackmany.lua: ack.lua for several shards that live on one Redis server,
+-- in one call. A worker's batch of acknowledgements (worker's acker: the
+-- acks that came in while it lingered) names a few shards at a steady
+-- rate, one delivery each; on a standalone or Sentinel-managed Redis the
+-- batch goes as this one call, so that Redis pays the per-call cost
+-- (reading and dispatching the command, setting up the script, the
+-- round trip's wake-up) once, not once per shard. Each shard runs ack.lua
+-- exactly as a call of its own would, with its own reply. Not for Redis
+-- Cluster: the keys of the shards after the first are not declared (see
+-- movemany.lua), so Store.AckBatch sends ack.lua per shard there.
+--
+-- @include: ack.lua as ack_shard(KEYS, ARGV)
+--
+-- KEYS[1] the first shard's tasks hash (ack.lua's KEYS[1]), declared so
+--         that the call has a key; it is read again from ARGV
+-- ARGV    the calls, packed as lib.lua's each_call reads them: their
+--         number, then per shard 5, 1 + 3m, ack.lua's KEYS[1] .. KEYS[5]
+--         and its ARGV (the pending prefix and m triples: id, token,
+--         queue)
+--
+-- Returns one element per shard, in order: ack.lua's reply for it (one
+-- integer per triple) or the text of its error, that shard's alone
+-- (lib.lua's each_call).
+return each_call(ack_shard)

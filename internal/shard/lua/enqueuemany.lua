@@ -1,0 +1,25 @@
+-- enqueuemany.lua: enqueue.lua for several shards that live on one Redis
+-- server, in one call. The Go client sends a batch (EnqueueBatch, or
+-- concurrent Enqueue calls that share a round trip) that names several
+-- shards of a standalone or Sentinel-managed Redis as this one call, so
+-- that Redis pays the per-call cost once, not once per shard. Each shard
+-- runs enqueue.lua exactly as a call of its own would (its layout check,
+-- its wake-up, its reply). Producers in other languages may call
+-- enqueue.lua once per shard instead: the outcome is the same. Not for
+-- Redis Cluster: the keys of the shards after the first are not declared
+-- (see movemany.lua).
+--
+-- @include: enqueue.lua as enqueue_shard(KEYS, ARGV)
+--
+-- KEYS[1] the first shard's delayed set (enqueue.lua's KEYS[1]), declared
+--         so that the call has a key; it is read again from ARGV
+-- ARGV    the calls, packed as lib.lua's each_call reads them: their
+--         number, then per shard 6, 2 + 6m, enqueue.lua's KEYS[1] ..
+--         KEYS[6] and its ARGV ("@<gen>", the wake channel, then six
+--         arguments per task)
+--
+-- Returns one element per shard, in order: enqueue.lua's reply for it
+-- (three values per task) or the text of its error, that shard's alone
+-- (lib.lua's each_call): "LAYOUT ..." when the shard's layout is newer,
+-- "TRYAGAIN ..." while it is sealed; nothing of that shard was written.
+return each_call(enqueue_shard)
