@@ -100,7 +100,7 @@ func ACLUsers(ns string) []ACLUser {
 			Component: "scheduler",
 			Does: "owns shards: moves due tasks, recovers expired leases, fires periodic schedules, moves tasks while the shard count changes, " +
 				"registers its queues; serves the dashboard (inspect's reads and changes)",
-			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "enqueuemany.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
+			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "lookup.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
@@ -120,7 +120,7 @@ func ACLUsers(ns string) []ACLUser {
 			Component: "worker",
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; " +
 				"reads pauses; runs cluster-wide concurrency and rate limits (coord's semaphore and token bucket)",
-			Scripts: []string{"claim.lua", "ack.lua", "ackmany.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
+			Scripts: []string{"claim.lua", "ack.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lpop", "rpush", "incr",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
@@ -136,7 +136,7 @@ func ACLUsers(ns string) []ACLUser {
 		{
 			Component: "producer",
 			Does:      "the Go client or a producer in another language: enqueue (batches too), cancel, lookup, exists; WAIT in the durability mode",
-			Scripts:   []string{"enqueue.lua", "enqueuemany.lua", "cancel.lua", "lookup.lua"},
+			Scripts:   []string{"enqueue.lua", "cancel.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "time", "incr", "wait",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lrem", "rpush",
 				"zadd", "zcount", "zrem", "zscore", "spublish"},

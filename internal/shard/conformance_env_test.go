@@ -322,16 +322,6 @@ func (f *confFixture) seed() {
 }
 
 // farBucket is the far-tier bucket list of the "far" role.
-// corrupt overwrites key with a string, the wrong type for every key a
-// script uses, until the case ends.
-func (f *confFixture) corrupt(key string) {
-	f.t.Helper()
-	if err := f.rdb.Set(f.ctx, key, "corrupt", 0).Err(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { f.rdb.Del(context.Background(), key) })
-}
-
 func (f *confFixture) farBucket() string {
 	ms := f.farDue.UnixMilli()
 	return f.l0.FarBucket(f.sh, strconv.FormatInt(ms-ms%time.Minute.Milliseconds(), 10))

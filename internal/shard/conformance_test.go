@@ -452,62 +452,6 @@ var conformanceCases = []confCase{
 			f.unchanged(pFence, "movemany with a stale epoch", before, f.l0.Stats(f.sh), f.l0.Epoch(confOther), f.l0.Far(confOther))
 		}},
 
-	// ackmany.lua and enqueuemany.lua: ack.lua and enqueue.lua for
-	// several shards of one server in one call (on a cluster, AckBatch and
-	// EnqueueBatch pipeline a call per shard instead). Each shard's outcome
-	// is its own, a raised error included.
-	{script: "ackmany.lua", name: "each shard as a call of its own", states: allStates, props: []confProp{pBehaviour, pCounts},
-		run: func(t *testing.T, f *confFixture) {
-			gone := AckArgs{Shard: confOther, ID: "gone", Token: "1"}
-			errs := f.s.AckBatch(f.ctx, []AckArgs{f.d["leased"].AckArgs(false), f.d["popped"].AckArgs(true), gone})
-			noErr(t, "the acks of shard "+strconv.Itoa(f.sh), errors.Join(errs[0], errs[1]))
-			wantErr(t, pBehaviour, "the ack of a delivery that is gone, in another shard", errs[2], ErrStaleToken)
-			for _, r := range []string{"leased", "popped"} {
-				if _, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id[r]); !errors.Is(err, ErrNotFound) {
-					t.Errorf("%s after its ack: %v, want it gone", r, err)
-				}
-			}
-		}},
-	{script: "ackmany.lua", name: "a shard's failure is its own", states: allStates, props: []confProp{pBehaviour},
-		run: func(t *testing.T, f *confFixture) {
-			f.corrupt(f.l0.Leases(confOther))
-			errs := f.s.AckBatch(f.ctx, []AckArgs{f.d["leased"].AckArgs(false), {Shard: confOther, ID: "any", Token: "1"}})
-			noErr(t, "the ack of shard "+strconv.Itoa(f.sh), errs[0])
-			if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
-				t.Errorf("[%s] the ack over a corrupt leases hash: %v, want its WRONGTYPE", pBehaviour, errs[1])
-			}
-		}},
-	{script: "enqueuemany.lua", name: "each shard as a call of its own", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour, pCounts},
-		run: func(t *testing.T, f *confFixture) {
-			other := shardIDs(f.s.Layout(), confOther, "other-", 1)[0]
-			res, redirected := confEnqueueIn(f.ctx, f.s, f.s.Layout(), []EnqueueArgs{
-				{ID: f.newIDs(1, false)[0], Queue: "q1", Delay: time.Hour, MaxRetries: -1},
-				{ID: other, Queue: "q1", Delay: time.Hour, MaxRetries: -1},
-				{ID: f.id["sched"], Queue: "q1", MaxRetries: -1},
-			})
-			if redirected || res[0].Err != nil || res[1].Err != nil {
-				t.Errorf("[%s] new tasks of two shards: %+v (redirected %v), want both enqueued", pBehaviour, res, redirected)
-			}
-			if !errors.Is(res[2].Err, ErrDuplicate) {
-				t.Errorf("[%s] duplicate of a scheduled task: %+v", pBehaviour, res[2])
-			}
-		}},
-	{script: "enqueuemany.lua", name: "a shard's failure is its own", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour},
-		run: func(t *testing.T, f *confFixture) {
-			f.corrupt(f.l0.Tasks(confOther)) // read first (HMGET): the call fails before it writes
-			other := shardIDs(f.s.Layout(), confOther, "other-", 1)[0]
-			res, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), []EnqueueArgs{
-				{ID: f.newIDs(1, false)[0], Queue: "q1", Delay: time.Second, MaxRetries: -1},
-				{ID: other, Queue: "q1", Delay: time.Second, MaxRetries: -1},
-			})
-			if res[0].Err != nil {
-				t.Errorf("[%s] the task of shard %d: %v, want it enqueued", pBehaviour, f.sh, res[0].Err)
-			}
-			if res[1].Err == nil || !strings.Contains(res[1].Err.Error(), "WRONGTYPE") {
-				t.Errorf("[%s] the task over a corrupt tasks hash: %+v, want its WRONGTYPE", pBehaviour, res[1])
-			}
-		}},
-
 	// The delivery scripts: claim, ack, nack, extend, release.
 	{script: "claim.lua", name: "leases a popped entry", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
 		run: func(t *testing.T, f *confFixture) {

@@ -69,7 +69,8 @@ type MoveOutcome struct {
 // setting up a script) is paid once for all of them. On a Redis Cluster
 // it pipelines one move.lua call per shard (each node gets its shards'
 // calls in one write). Each shard's outcome is exactly MoveAhead's: its
-// own fence (ErrStaleEpoch), its own LIMIT, its own error.
+// own fence (ErrStaleEpoch), its own LIMIT. An error of the call as a
+// whole (the connection failed) is every shard's.
 func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome {
 	out := make([]MoveOutcome, len(reqs))
 	if len(reqs) == 0 {
@@ -79,21 +80,43 @@ func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome 
 	for i, r := range reqs {
 		calls[i] = s.moveCall(r)
 	}
-	replies, errs := s.runEach(ctx, moveScript, moveManyScript, calls, false)
-	for i, r := range reqs {
-		err := errs[i]
-		var v []int64
-		if err == nil {
-			v, err = int64s(replies[i])
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster || len(reqs) == 1 {
+		cmds, err := moveScript.runPipelined(ctx, s.rdb, calls)
+		for i, r := range reqs {
+			if err != nil {
+				out[i].Err = errtext.Errorf("move shard %d: %w", r.Shard, err)
+				continue
+			}
+			v, err := cmds[i].Int64Slice()
+			out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, err)
 		}
-		out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, err)
+		return out
+	}
+	args := make([]any, 0, 1+16*len(reqs))
+	args = append(args, len(reqs))
+	for _, c := range calls {
+		for _, k := range c.keys {
+			args = append(args, k)
+		}
+		args = append(args, c.args...)
+	}
+	replies, err := moveManyScript.Run(ctx, s.rdb, calls[0].keys[:1], args...).Slice()
+	if err == nil && len(replies) != len(reqs) {
+		err = errtext.Errorf("unexpected reply of %d elements for %d shards", len(replies), len(reqs))
+	}
+	for i, r := range reqs {
+		if err != nil {
+			out[i].Err = errtext.Errorf("move shard %d: %w", r.Shard, err)
+			continue
+		}
+		v, verr := int64s(replies[i])
+		out[i].Result, out[i].Err = moveReply(r.Shard, r.Epoch, v, verr)
 	}
 	return out
 }
 
-// int64s reads a script's reply of integers (move.lua's, ack.lua's),
-// which may be an element of its many form's reply: an error there is
-// returned.
+// int64s reads one shard's element of movemany.lua's reply: move.lua's
+// reply (integers) or its error.
 func int64s(x any) ([]int64, error) {
 	switch x := x.(type) {
 	case error:

@@ -37,8 +37,6 @@ var (
 	enqueueScript     = newScript("enqueue.lua")
 	moveScript        = newScript("move.lua")
 	moveManyScript    = newScript("movemany.lua")
-	enqueueManyScript = newScript("enqueuemany.lua")
-	ackManyScript     = newScript("ackmany.lua")
 	cancelScript      = newScript("cancel.lua")
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")

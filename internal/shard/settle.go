@@ -41,11 +41,9 @@ func (d Delivery) AckArgs(unleased bool) AckArgs {
 	return a
 }
 
-// AckBatch acknowledges many deliveries in one round trip: on a
-// standalone or Sentinel-managed Redis one call of ackmany.lua for all
-// their shards, on a Redis Cluster one ack.lua call per shard, pipelined
-// (runEach). Each error is nil, wraps ErrStaleToken, or is the Redis
-// error of its shard's call.
+// AckBatch acknowledges many deliveries in one pipelined round trip, one
+// script call per shard. Each error is nil, wraps ErrStaleToken, or is the
+// Redis error of its call.
 func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 	out := make([]error, len(acks))
 	byShard := map[int][]int{}
@@ -63,12 +61,12 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 		calls = append(calls, scriptCall{keys: []string{s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh), s.k.Counts(sh)}, args: args})
 		members = append(members, idx)
 	}
-	replies, errs := s.runEach(ctx, ackScript, ackManyScript, calls, true)
+	cmds, err := ackScript.runPipelinedOnce(ctx, s.rdb, calls)
 	for c, idx := range members {
 		var v []int64
-		cerr := errs[c]
+		cerr := err
 		if cerr == nil {
-			v, cerr = int64s(replies[c])
+			v, cerr = cmds[c].Int64Slice()
 		}
 		for k, i := range idx {
 			switch {

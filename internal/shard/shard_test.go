@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -609,7 +607,6 @@ func TestBatchEnqueueReportsEachTaskOnceWhenACallIsRefused(t *testing.T) {
 	hook := &refusedFirst{first: l.Delayed(1), after: func() { rdb.Set(ctx, l.Marker(1), marker, 0) }}
 	hooked := testenv.HookedClient(t, rdb, hook)
 	s := NewStore(hooked, l)
-	s.perShard = true // as on a Redis Cluster (on one server the batch is one call: TestManyCallResendsOnlyTheRefusedShard)
 	var as []EnqueueArgs
 	for sh := range 4 {
 		for _, id := range shardIDs(l, sh, "once-", 3) {
@@ -624,74 +621,6 @@ func TestBatchEnqueueReportsEachTaskOnceWhenACallIsRefused(t *testing.T) {
 	}
 	if hook.armed.Load() {
 		t.Fatal("the hook never saw the batch")
-	}
-}
-
-// manyCalls records how many shards each call of enqueuemany.lua
-// carried, and runs after (once) when the first has returned.
-type manyCalls struct {
-	after  func()
-	mu     sync.Mutex
-	shards []string
-}
-
-func (h *manyCalls) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *manyCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *manyCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, c := range cmds {
-			if a := c.Args(); c.Name() == "evalsha" && len(a) > 4 && a[1] == enqueueManyScript.Hash() {
-				h.shards = append(h.shards, fmt.Sprint(a[4]))
-				if len(h.shards) == 1 {
-					h.after()
-				}
-			}
-		}
-		return err
-	}
-}
-
-// TestManyCallResendsOnlyTheRefusedShard: on one server a batch of four
-// shards is one call of enqueuemany.lua; the shard that refused its part
-// before running it (sealed for a change of the shard count: TRYAGAIN)
-// is sent again alone once it is unsealed, and the tasks of the shards
-// that ran are reported enqueued, not duplicates of themselves.
-func TestManyCallResendsOnlyTheRefusedShard(t *testing.T) {
-	t.Parallel()
-	r := testenv.StartRedis(t)
-	ctx := testenv.Ctx(t, 30*time.Second)
-	rdb := r.Client(t)
-	l, _ := NewLayout("hgtest", 4)
-	if err := NewStore(rdb, l).RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := enqueueManyScript.Load(ctx, rdb).Err(); err != nil { // the first call runs
-		t.Fatal(err)
-	}
-	marker := rdb.Get(ctx, l.Marker(1)).Val()
-	if err := rdb.Set(ctx, l.Marker(1), "1|0|0", 0).Err(); err != nil { // sealed
-		t.Fatal(err)
-	}
-	hook := &manyCalls{after: func() { rdb.Set(ctx, l.Marker(1), marker, 0) }}
-	s := NewStore(testenv.HookedClient(t, rdb, hook), l)
-	var as []EnqueueArgs
-	for sh := range 4 {
-		for _, id := range shardIDs(l, sh, "many-", 3) {
-			as = append(as, EnqueueArgs{ID: id, Queue: "default", Delay: time.Hour, MaxRetries: -1})
-		}
-	}
-	for i, res := range s.EnqueueBatch(ctx, as) {
-		if res.Err != nil {
-			t.Errorf("%s (shard %d): %v, want it enqueued", as[i].ID, l.ShardOf(as[i].ID), res.Err)
-		}
-	}
-	hook.mu.Lock()
-	defer hook.mu.Unlock()
-	if !slices.Equal(hook.shards, []string{"4", "1"}) {
-		t.Errorf("enqueuemany.lua calls carried %v shards, want 4, then the refused one alone", hook.shards)
 	}
 }
 
@@ -716,7 +645,6 @@ func TestBatchAckReportsEachAckOnceWhenACallIsRefused(t *testing.T) {
 	}
 	hook := &refusedFirst{}
 	hs := NewStore(testenv.HookedClient(t, rdb, hook), s.Layout())
-	hs.perShard = true // as on a Redis Cluster
 	hook.armed.Store(true)
 	for i, err := range hs.AckBatch(ctx, acks) {
 		if err != nil {

@@ -26,10 +26,6 @@ type Store struct {
 	// the store (WithDurability).
 	follower *atomic.Pointer[Follower]
 	wait     Durability
-	// perShard sends one script call per shard, pipelined, where one
-	// server would take one call of many (runEach): the path a Redis
-	// Cluster takes, for the tests of that path on one server.
-	perShard bool
 }
 
 // Durability asks Redis to confirm that the enqueues of a call, stored or

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -121,17 +120,19 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 	if len(calls) == 0 {
 		return nil
 	}
-	replies, errs := s.runEach(ctx, enqueueScript, enqueueManyScript, calls, true)
+	cmds, err := enqueueScript.runPipelinedOnce(ctx, s.rdb, calls)
 	replicated := true
-	if s.wait.Replicas > 0 && slices.ContainsFunc(errs, func(err error) bool { return err == nil }) {
+	if s.wait.Replicas > 0 && err == nil {
 		replicated = s.waitReplicas(ctx)
 	}
 	for c, idx := range members {
-		v, ok := replies[c].([]any)
-		cerr := errs[c]
-		if cerr == nil && !ok {
-			cerr = errtext.Errorf("unexpected reply %v", replies[c])
+		if err != nil {
+			for _, i := range idx {
+				out[i].Err = err
+			}
+			continue
 		}
+		v, cerr := cmds[c].Slice()
 		if nl, ok := s.layoutFromError(cerr); ok {
 			s.SetLayout(nl)
 			for _, i := range idx {

@@ -13,15 +13,27 @@
 --
 -- KEYS[1] the first shard's delayed set (move.lua's KEYS[1]), declared
 --         so that the call has a key; it is read again from ARGV
--- ARGV    the calls, packed as lib.lua's each_call reads them: their
---         number, then per shard 11, 5, move.lua's KEYS[1] .. KEYS[11]
---         and its ARGV[1] .. ARGV[5] (epoch, LIMIT, ready-list prefix,
+-- ARGV[1] n: the number of shards in the call, 1 or more
+-- ARGV[2 ..] per shard, 16 values: move.lua's KEYS[1] .. KEYS[11], then
+--         its ARGV[1] .. ARGV[5] (epoch, LIMIT, ready-list prefix,
 --         pending prefix, prefetch ms)
 --
 -- Returns one element per shard, in order: move.lua's reply for it
--- ({1, moved, ...}, {-1, stored_epoch}) or the text of its error
--- (lib.lua's each_call; TRYAGAIN while its slot migrates cannot happen
--- outside a cluster). A shard's error is its own: the others move as
--- they would on their own, and the caller treats it as the error of a
--- move.lua call (it calls again; moving twice is harmless).
-return each_call(move_shard)
+-- ({1, moved, ...}, {-1, stored_epoch}) or its error reply (TRYAGAIN
+-- while its slot migrates cannot happen outside a cluster; any error
+-- move.lua returns rather than raises is passed on for that shard).
+-- A raised error ends the call: the shards before it were moved and
+-- their replies are lost, which the caller treats as it treats the
+-- error of a move.lua call (it calls again; moving twice is harmless).
+local n = tonumber(ARGV[1])
+if not n or n < 1 or #ARGV ~= 1 + 16 * n then
+  return redis.error_reply("ERR movemany: want 1 + 16 * n arguments for n shards, got " .. #ARGV)
+end
+local out = {}
+for i = 0, n - 1 do
+  local base = 1 + 16 * i
+  local keys = {unpack(ARGV, base + 1, base + 11)}
+  local argv = {unpack(ARGV, base + 12, base + 16)}
+  out[i + 1] = move_shard(keys, argv)
+end
+return out
