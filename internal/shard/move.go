@@ -116,7 +116,8 @@ func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome 
 }
 
 // int64s reads one shard's element of movemany.lua's reply: move.lua's
-// reply (integers) or its error.
+// reply (integers), or an error element (go-redis v9.23 fails the whole
+// reply on one instead; see movemany.lua).
 func int64s(x any) ([]int64, error) {
 	switch x := x.(type) {
 	case error:

@@ -19,12 +19,14 @@
 --         pending prefix, prefetch ms)
 --
 -- Returns one element per shard, in order: move.lua's reply for it
--- ({1, moved, ...}, {-1, stored_epoch}) or its error reply (TRYAGAIN
--- while its slot migrates cannot happen outside a cluster; any error
--- move.lua returns rather than raises is passed on for that shard).
--- A raised error ends the call: the shards before it were moved and
--- their replies are lost, which the caller treats as it treats the
--- error of a move.lua call (it calls again; moving twice is harmless).
+-- ({1, moved, ...}, {-1, stored_epoch}). move.lua returns an error reply
+-- only while its shard's slot migrates (TRYAGAIN), which cannot happen
+-- outside a cluster; one here would be an element of the reply, and
+-- go-redis fails a whole reply that holds an error element, so every
+-- shard of the call would see it. A raised error ends the call: the
+-- shards before it were moved and their replies are lost, which the
+-- caller treats as it treats the error of a move.lua call (it calls
+-- again; moving twice is harmless).
 local n = tonumber(ARGV[1])
 if not n or n < 1 or #ARGV ~= 1 + 16 * n then
   return redis.error_reply("ERR movemany: want 1 + 16 * n arguments for n shards, got " .. #ARGV)
