@@ -117,6 +117,13 @@ func (rec *recorder) runningCount() int {
 	return rec.running
 }
 
+// runningOn returns how many RunFuncs of replica have not returned.
+func (rec *recorder) runningOn(replica string) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.on[replica]
+}
+
 // stoppedWithin fails the test unless every replica of nodes had stopped
 // all its work by within after the fault: the time its last RunFunc
 // returned, as recorded, not when a test's poll noticed (a loaded machine
@@ -408,8 +415,11 @@ func TestCrashTakeover(t *testing.T) {
 	if err := c.cli.Close(); err != nil {
 		t.Logf("close c's client: %v", err)
 	}
+	// The manager gives the shards up, then their RunFuncs return: wait
+	// for both; the check is on when the work stopped.
 	testenv.WaitFor(t, settle, "c to stop its own work", func() (bool, string) {
-		return len(c.m.Owned()) == 0, fmt.Sprintf("c owns %v", c.m.Owned())
+		o, r := c.m.Owned(), rec.runningOn(c.id)
+		return len(o) == 0 && r == 0, fmt.Sprintf("c owns %v, %d RunFuncs still running", o, r)
 	})
 	rec.stoppedWithin(t, start, faultTTL, c)
 	// With its client closed, c can never hold a lease again: Run says
