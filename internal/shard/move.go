@@ -116,8 +116,8 @@ func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome 
 }
 
 // int64s reads one shard's element of movemany.lua's reply: move.lua's
-// reply (integers), or an error element (go-redis v9.23 fails the whole
-// reply on one instead; see movemany.lua).
+// reply (integers) or its error (an error go-redis parses into a type of
+// its own fails the whole reply instead; see movemany.lua).
 func int64s(x any) ([]int64, error) {
 	switch x := x.(type) {
 	case error:

@@ -19,11 +19,13 @@
 --         pending prefix, prefetch ms)
 --
 -- Returns one element per shard, in order: move.lua's reply for it
--- ({1, moved, ...}, {-1, stored_epoch}). move.lua returns an error reply
--- only while its shard's slot migrates (TRYAGAIN), which cannot happen
--- outside a cluster; one here would be an element of the reply, and
--- go-redis fails a whole reply that holds an error element, so every
--- shard of the call would see it. A raised error ends the call: the
+-- ({1, moved, ...}, {-1, stored_epoch}) or the error reply it returned
+-- (lib.lua's served_here: TRYAGAIN while the shard's slot migrates,
+-- which cannot happen outside a cluster, or the error of its EXISTS).
+-- go-redis (v9.23) fails the whole reply on an element of the errors it
+-- parses into types of its own (TRYAGAIN, MOVED, ASK, LOADING, READONLY
+-- and the like), so that every shard of the call sees it; other errors
+-- arrive as the shard's element. A raised error ends the call: the
 -- shards before it were moved and their replies are lost, which the
 -- caller treats as it treats the error of a move.lua call (it calls
 -- again; moving twice is harmless).
