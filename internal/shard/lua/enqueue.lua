@@ -269,26 +269,6 @@ local function policy(queue)
   return p
 end
 
--- Numbers are bounded so that they stay exact in Lua and in every reader.
--- A call's tasks share a few values: each is checked once.
-local retries_ok, timeout_ok = {}, {}
-local function valid_retries(r)
-  local ok = retries_ok[r]
-  if ok == nil then
-    ok = string.match(r, "^%d%d?%d?%d?$") ~= nil and not (#r == 4 and tonumber(r) > 1000)
-    retries_ok[r] = ok
-  end
-  return ok
-end
-local function valid_timeout(t)
-  local ok = timeout_ok[t]
-  if ok == nil then
-    ok = #t <= 10 and string.match(t, "^0*[1-9]%d*$") ~= nil
-    timeout_ok[t] = ok
-  end
-  return ok
-end
-
 -- enqueue stores the task whose arguments start at ARGV[i].
 local function enqueue(i)
   local id, queue, retries, timeout, payload = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
@@ -305,12 +285,13 @@ local function enqueue(i)
   if #payload > p.max_len then
     return -2, 0, p.max_payload
   end
+  -- Numbers are bounded so that they stay exact in Lua and in every reader.
   if retries == "" then retries = p.retries end
-  if not valid_retries(retries) then
+  if not string.match(retries, "^%d%d?%d?%d?$") or (#retries == 4 and tonumber(retries) > 1000) then
     return -3, 0, "invalid max retries (0..1000)"
   end
   if timeout == "" then timeout = p.timeout end
-  if not valid_timeout(timeout) then
+  if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
     return -3, 0, "invalid timeout (1..9999999999 ms)"
   end
   local due, due_s = dues[i + 1], due_texts[i + 1]
