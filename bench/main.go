@@ -24,7 +24,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/scan"
 )
 
-var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "failover", "durable", "cluster", "periodic", "reshard"}
+var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "deadletter", "failover", "durable", "cluster", "periodic", "reshard"}
 
 func main() {
 	os.Exit(run())
@@ -199,6 +199,7 @@ func run() int {
 		st, sat := runCost(ctx, o, hg, systems, logf)
 		rep.Scenarios = append(rep.Scenarios, st, sat)
 	})
+	step("deadletter", func() { rep.Scenarios = append(rep.Scenarios, runDeadLetter(ctx, o, hg, logf)) })
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })

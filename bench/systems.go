@@ -267,6 +267,24 @@ func (h *hgSystem) snap(ctx context.Context) (rstats, error) {
 
 func (h *hgSystem) clear(ctx context.Context) error { return h.e.clearHG(ctx) }
 
+// deadCount sums the dead-letter sets of every shard (ZCARD, one
+// pipelined round trip through the admin client).
+func (h *hgSystem) deadCount(ctx context.Context) (int64, error) {
+	pipe := h.e.hgAdmin.Pipeline()
+	cmds := make([]*redis.IntCmd, h.e.shards)
+	for sh := range cmds {
+		cmds[sh] = pipe.ZCard(ctx, h.e.layout.Dead(sh))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("count dead tasks: %w", err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
 func (h *hgSystem) close() { h.prodRdb.Close() }
 
 // ---- asynq ----
