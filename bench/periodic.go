@@ -29,7 +29,8 @@ const (
 func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scenario {
 	sc := &scenario{Name: "periodic", Title: fmt.Sprintf("Periodic schedules: %d schedules every second for %s (2 schedulers, 16 shards), lateness = handler start − occurrence", periodicSchedules, periodicDur),
 		Cols: []col{{"occ", "occurrences", "%.0f"}, {"rate", "fired/s", "%.0f"}, {"p50", "late p50 ms", "%.1f"}, {"p99", "late p99 ms", "%.1f"},
-			{"max", "max ms", "%.1f"}, {"gaps", "gaps", "%.0f"}, {"dups", "dups", "%.0f"}, {"cmds", "redis cmds/occurrence", "%.1f"}}}
+			{"max", "max ms", "%.1f"}, {"gaps", "gaps", "%.0f"}, {"dups", "dups", "%.0f"}, {"cmds", "redis cmds/occurrence", "%.1f"},
+			{"cpu", "redis CPU µs/occurrence", "%.1f"}}}
 	r := sc.row("hourglass")
 	e, err := newEnv(ctx, logf, nShards)
 	if err != nil {
@@ -79,13 +80,13 @@ func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scena
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(wctx) }()
-	before, _ := e.hgAdmin.Info(ctx, "stats").Result()
+	before, _ := snapshot(ctx, e.hgAdmin, newCmdCounter(), nil, nil)
 	start := time.Now()
 	select {
 	case <-ctx.Done():
 	case <-time.After(periodicDur): // timed phase: the schedules fire
 	}
-	after, _ := e.hgAdmin.Info(ctx, "stats").Result()
+	after, _ := snapshot(ctx, e.hgAdmin, newCmdCounter(), nil, nil)
 	elapsed := time.Since(start)
 	<-time.After(2 * time.Second) // timed phase: the last occurrences' tasks run
 	cancel()
@@ -125,24 +126,16 @@ func runPeriodic(ctx context.Context, o sizes, logf func(string, ...any)) *scena
 	}
 	r.M["gaps"] = float64(gaps)
 	r.M["dups"] = float64(dups)
-	if c := infoInt(after, "total_commands_processed") - infoInt(before, "total_commands_processed"); n > 0 && c > 0 {
+	if c := after.processed - before.processed; n > 0 && c > 0 {
 		r.M["cmds"] = float64(c) / n
+	}
+	if cpu := after.cpu - before.cpu; n > 0 && cpu > 0 {
+		r.M["cpu"] = 1e6 * cpu / n
 	}
 	sc.Notes = append(sc.Notes,
 		"occurrences = distinct (schedule, occurrence) tasks run; gaps = whole seconds without a task between a schedule's first and last; dups = extra handler runs of an occurrence",
-		"redis cmds/occurrence: total_commands_processed over the window (fire, move, pop, ack and the schedulers' other loops) ÷ occurrences; the bars for delayed tasks (p50 ≤ 2 ms, p99 ≤ 10 ms at 2,000/s) apply",
+		"redis cmds/occurrence: total_commands_processed over the window (fire, move, pop, ack and the schedulers' other loops) ÷ occurrences; redis CPU µs/occurrence: used_cpu_sys + used_cpu_user over the same window ÷ occurrences; the bars for delayed tasks (p50 ≤ 2 ms, p99 ≤ 10 ms at 2,000/s) apply",
 		fmt.Sprintf("fire lead %s: an occurrence's task is stored ahead and moved by the mover when due (docs/periodic.md); worker concurrency %d, as in the other scenarios", "500ms", concurrency))
 	logf("periodic: %.0f occurrences, p50 %.1f ms p99 %.1f ms, gaps %d dups %d", n, quant(lat, 0.5), quant(lat, 0.99), gaps, dups)
 	return sc
-}
-
-// infoInt returns the integer field name of an INFO reply, 0 if absent.
-func infoInt(info, name string) int64 {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
 }
