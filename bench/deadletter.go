@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/worker"
@@ -64,19 +65,11 @@ var errDeadOnPurpose = errors.New("bench: dead on purpose")
 // deadLetter enqueues n tasks due now and runs a worker whose handler
 // refuses each (worker.NoRetry) until all n are in the dead-letter sets.
 func deadLetter(ctx context.Context, hg *hgSystem, n int) error {
-	rdb := hg.e.dial(hg.workN)
-	defer rdb.Close()
-	w, err := worker.New(rdb, workerConfig(hg.e.shards, prometheus.NewRegistry()))
-	if err == nil {
-		err = w.Handle(hgQueue, func(context.Context, *worker.Task) error { return worker.NoRetry(errDeadOnPurpose) }, queueOptions(concurrency))
-	}
+	stop, err := hg.runWorker(ctx, prometheus.NewRegistry(), func(context.Context, *worker.Task) error { return worker.NoRetry(errDeadOnPurpose) })
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	defer func() { cancel(); <-done }()
+	defer stop()
 	due := time.Now().Truncate(time.Millisecond)
 	ts := make([]btask, n)
 	for i := range ts {
@@ -102,4 +95,22 @@ func deadLetter(ctx context.Context, hg *hgSystem, n int) error {
 		case <-time.After(50 * time.Millisecond): // polling Redis's state with a deadline
 		}
 	}
+}
+
+// deadCount sums the dead-letter sets of every shard (ZCARD, one
+// pipelined round trip through the admin client).
+func (h *hgSystem) deadCount(ctx context.Context) (int64, error) {
+	pipe := h.e.hgAdmin.Pipeline()
+	cmds := make([]*redis.IntCmd, h.e.shards)
+	for sh := range cmds {
+		cmds[sh] = pipe.ZCard(ctx, h.e.layout.Dead(sh))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("count dead tasks: %w", err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
 }

@@ -121,3 +121,32 @@ func runIdle(ctx context.Context, o sizes, hg *hgSystem, peers []system, logf fu
 	}
 	return sc
 }
+
+// memBreakdown reports MEMORY USAGE of shard 0's task hash, delayed set
+// and far tier (its bucket index and lists) per task.
+func (h *hgSystem) memBreakdown(ctx context.Context) string {
+	l, c := h.e.layout, h.e.hgAdmin
+	n, _ := c.HLen(ctx, l.Tasks(0)).Result()
+	if n == 0 {
+		return "shard 0 empty"
+	}
+	tm, _ := c.MemoryUsage(ctx, l.Tasks(0), 0).Result()
+	zm, _ := c.MemoryUsage(ctx, l.Delayed(0), 0).Result()
+	zn, _ := c.ZCard(ctx, l.Delayed(0)).Result()
+	fm, _ := c.MemoryUsage(ctx, l.Far(0), 0).Result()
+	buckets, _ := c.ZRange(ctx, l.Far(0), 0, -1).Result()
+	var lm, ln int64
+	for _, b := range buckets {
+		m, _ := c.MemoryUsage(ctx, l.FarBucket(0, b), 0).Result()
+		k, _ := c.LLen(ctx, l.FarBucket(0, b)).Result()
+		lm, ln = lm+m, ln+k
+	}
+	var blob string
+	if ids, _ := c.HRandField(ctx, l.Tasks(0), 1).Result(); len(ids) > 0 {
+		blob, _ = c.HGet(ctx, l.Tasks(0), ids[0]).Result()
+		blob = fmt.Sprintf("; a task id is %d bytes, its encoded value %d bytes (%d + payload)", len(ids[0]), len(blob), len(blob)-100)
+	}
+	per := func(m, k int64) float64 { return float64(m) / float64(max(k, 1)) }
+	return fmt.Sprintf("MEMORY USAGE of shard 0 (%d tasks): tasks hash %.0f bytes/task; delayed zset %d members, %.0f bytes each; far tier %d entries in %d buckets, %.1f bytes per entry (lists) + %.1f (bucket index)%s",
+		n, per(tm, n), zn, per(zm, zn), ln, len(buckets), per(lm, ln), per(fm, ln), blob)
+}

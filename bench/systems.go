@@ -154,23 +154,31 @@ func (h *hgSystem) warmUp(ctx context.Context) error {
 }
 
 func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), error) {
-	rdb := h.e.dial(h.workN)
 	reg := prometheus.NewRegistry()
-	w, err := worker.New(rdb, workerConfig(h.e.shards, reg))
-	if err != nil {
-		rdb.Close()
-		return nil, err
-	}
-	err = w.Handle(hgQueue, func(_ context.Context, t *worker.Task) error {
+	stop, err := h.runWorker(ctx, reg, func(_ context.Context, t *worker.Task) error {
 		i, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
 		rec.record(i, t.Due.UnixNano())
 		return nil
-	}, queueOptions(concurrency))
+	})
+	if err == nil {
+		h.lastReg = reg
+	}
+	return stop, err
+}
+
+// runWorker runs a worker in this process on the benchmark queue with
+// handler h, its metrics in reg, until the returned stop is called
+// (which waits for it and closes its client).
+func (h *hgSystem) runWorker(ctx context.Context, reg prometheus.Registerer, handler worker.Handler) (stop func(), err error) {
+	rdb := h.e.dial(h.workN)
+	w, err := worker.New(rdb, workerConfig(h.e.shards, reg))
+	if err == nil {
+		err = w.Handle(hgQueue, handler, queueOptions(concurrency))
+	}
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	h.lastReg = reg
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -223,35 +231,6 @@ func (h *hgSystem) moveLateness(ctx context.Context) (promread.Histogram, error)
 	return promread.Scrape(ctx, "hourglass_move_lateness_seconds", urls...)
 }
 
-// memBreakdown reports MEMORY USAGE of shard 0's task hash, delayed set
-// and far tier (its bucket index and lists) per task.
-func (h *hgSystem) memBreakdown(ctx context.Context) string {
-	l, c := h.e.layout, h.e.hgAdmin
-	n, _ := c.HLen(ctx, l.Tasks(0)).Result()
-	if n == 0 {
-		return "shard 0 empty"
-	}
-	tm, _ := c.MemoryUsage(ctx, l.Tasks(0), 0).Result()
-	zm, _ := c.MemoryUsage(ctx, l.Delayed(0), 0).Result()
-	zn, _ := c.ZCard(ctx, l.Delayed(0)).Result()
-	fm, _ := c.MemoryUsage(ctx, l.Far(0), 0).Result()
-	buckets, _ := c.ZRange(ctx, l.Far(0), 0, -1).Result()
-	var lm, ln int64
-	for _, b := range buckets {
-		m, _ := c.MemoryUsage(ctx, l.FarBucket(0, b), 0).Result()
-		k, _ := c.LLen(ctx, l.FarBucket(0, b)).Result()
-		lm, ln = lm+m, ln+k
-	}
-	var blob string
-	if ids, _ := c.HRandField(ctx, l.Tasks(0), 1).Result(); len(ids) > 0 {
-		blob, _ = c.HGet(ctx, l.Tasks(0), ids[0]).Result()
-		blob = fmt.Sprintf("; a task id is %d bytes, its encoded value %d bytes (%d + payload)", len(ids[0]), len(blob), len(blob)-100)
-	}
-	per := func(m, k int64) float64 { return float64(m) / float64(max(k, 1)) }
-	return fmt.Sprintf("MEMORY USAGE of shard 0 (%d tasks): tasks hash %.0f bytes/task; delayed zset %d members, %.0f bytes each; far tier %d entries in %d buckets, %.1f bytes per entry (lists) + %.1f (bucket index)%s",
-		n, per(tm, n), zn, per(zm, zn), ln, len(buckets), per(lm, ln), per(fm, ln), blob)
-}
-
 func (h *hgSystem) snap(ctx context.Context) (rstats, error) {
 	var pids []int
 	for _, s := range h.e.scheds {
@@ -266,24 +245,6 @@ func (h *hgSystem) snap(ctx context.Context) (rstats, error) {
 }
 
 func (h *hgSystem) clear(ctx context.Context) error { return h.e.clearHG(ctx) }
-
-// deadCount sums the dead-letter sets of every shard (ZCARD, one
-// pipelined round trip through the admin client).
-func (h *hgSystem) deadCount(ctx context.Context) (int64, error) {
-	pipe := h.e.hgAdmin.Pipeline()
-	cmds := make([]*redis.IntCmd, h.e.shards)
-	for sh := range cmds {
-		cmds[sh] = pipe.ZCard(ctx, h.e.layout.Dead(sh))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("count dead tasks: %w", err)
-	}
-	var n int64
-	for _, c := range cmds {
-		n += c.Val()
-	}
-	return n, nil
-}
 
 func (h *hgSystem) close() { h.prodRdb.Close() }
 
