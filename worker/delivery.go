@@ -95,6 +95,9 @@ func (d *delivery) run(parent context.Context) {
 	if err == nil && d.q.paused.Load() {
 		err = errPaused // popped as the queue was paused: give it back
 	}
+	if err == nil {
+		err = d.q.startHandler(ctx)
+	}
 	if err != nil {
 		_ = d.finish(context.Background(), err)
 		return
@@ -141,6 +144,7 @@ func (d *delivery) call(ctx context.Context, held bool) (err error) {
 		}
 		m.duration.Observe(d.now().Sub(start).Seconds())
 		m.running.Dec()
+		d.q.endHandler()
 		d.handlerDone.Store(true)
 	}()
 	return d.q.h(ctx, d.task)
@@ -191,15 +195,25 @@ func (d *delivery) holdUntil(ctx context.Context) time.Time {
 }
 
 // hold waits until startAt if the scheduler moved the task ahead of its
-// due time (scheduler.prefetch); it reports whether it waited. If ctx ends first (the shutdown grace ran out, or the
-// lease was lost) it returns the error to settle the delivery with
-// instead of running it: ErrShuttingDown gives the task back.
+// due time (scheduler.prefetch); it reports whether it waited. If ctx
+// ends first (the shutdown grace ran out, or the lease was lost) it
+// returns the error to settle the delivery with instead of running it:
+// ErrShuttingDown gives the task back.
+//
+// While it waits, the delivery gives its slot back if it can (queues
+// under flow control pop one task at a time and keep it): at high rates
+// the tasks held for their due time would otherwise fill the slots and
+// keep due tasks in their lists. It takes the slot back when the wait
+// ends, ahead of the next pops.
 func (d *delivery) hold(ctx context.Context) (bool, error) {
 	wait := d.startAt.Sub(d.now())
 	if wait <= 0 {
 		return false, nil
 	}
 	d.q.met.held.Inc()
+	if d.admitted == nil && d.q.holdWithoutSlot() {
+		defer d.q.retakeSlot()
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -20,12 +20,15 @@
 // bound, lease first, as the binary's configuration keys' 0 does.
 //
 // A scheduler with scheduler.prefetch moves tasks into ready lists ahead
-// of their due time. The worker holds such a task, in one of its queue's
-// handler slots, until Task.Due on the clock of the Redis server that
-// holds it (which it reads with TIME, bracketed by its own clock: never
+// of their due time. The worker holds such a task until Task.Due on the
+// clock of the Redis server that holds it (which it reads with TIME, bracketed by its own clock: never
 // early however far its own clock is off), then runs it as above; a task
 // still unleased MaxLeaseAfter after its pop is leased then. A due time
-// further ahead than any prefetch is not waited for.
+// further ahead than any prefetch is not waited for. While it waits, a
+// held task gives its handler slot back, so up to Concurrency held tasks
+// do not keep the worker from popping due ones (more are held in their
+// slots); it takes a slot back when due, ahead of new pops, and no more
+// than Concurrency handlers of a queue ever run at once.
 //
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).

@@ -224,6 +224,8 @@ type Backoff struct {
 type QueueOptions struct {
 	// Concurrency is the most handlers of this queue running at once in
 	// this process, at most MaxConcurrency; 0 means DefaultConcurrency.
+	// Up to as many tasks again may wait for their due time, popped ahead
+	// of it (scheduler.prefetch), without a slot.
 	Concurrency int
 	// Lease overrides the visibility timeout, at least MinLease; 0 uses
 	// each task's timeout (set at enqueue, default: the queue's).

@@ -111,6 +111,61 @@ func TestHeldUntilDue(t *testing.T) {
 	}
 }
 
+// TestHeldTasksFreeTheirSlots: tasks held for their due time give their
+// slots back, so that the worker pops more of them than its concurrency
+// (at most twice as many: as many again are held in their slots), and
+// when they come due at once no more than Concurrency handlers run.
+func TestHeldTasksFreeTheirSlots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	const concurrency, n = 2, 6
+	var running, most, ran atomic.Int32
+	var mu sync.Mutex
+	var early []string
+	_, reg, _ := e.start(e.RDB, QueueOptions{Concurrency: concurrency}, func(ctx context.Context, task *Task) error {
+		if now := time.Now(); now.Before(task.Due) {
+			mu.Lock()
+			early = append(early, fmt.Sprintf("%s started %s early", task.ID, task.Due.Sub(now)))
+			mu.Unlock()
+		}
+		r := running.Add(1)
+		for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+		}
+		// The handler's work: long enough for every due delivery to be
+		// waiting for a place when the first handlers still run.
+		time.Sleep(200 * time.Millisecond)
+		running.Add(-1)
+		ran.Add(1)
+		return nil
+	}, func(w *Worker) { w.deps.maxHold = time.Minute })
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("h%d", i)
+	}
+	e.Schedule("q", 5*time.Second, ids...)
+	e.moveAhead(10*time.Second, n)
+	testenv.WaitFor(t, 4*time.Second, "twice the concurrency popped and held", func() (bool, string) {
+		h := counter(t, reg, "hourglass_worker_held_total")
+		return h == 2*concurrency, fmt.Sprintf("%v held", h)
+	})
+	testenv.WaitFor(t, 20*time.Second, "every task ran", func() (bool, string) {
+		return ran.Load() == n, fmt.Sprintf("%d of %d ran", ran.Load(), n)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Fatalf("tasks started before their due time: %v", early)
+	}
+	if m := most.Load(); m != concurrency {
+		t.Fatalf("at most %d handlers ran at once, want %d", m, concurrency)
+	}
+	// The last two were popped after the held ones were due: not held,
+	// so no more than twice the concurrency was.
+	if h := counter(t, reg, "hourglass_worker_held_total"); h != 2*concurrency {
+		t.Fatalf("%v deliveries held, want %d", h, 2*concurrency)
+	}
+}
+
 // TestClockBehindRunsAtOnce: a task due further ahead of the worker's
 // clock than any prefetch can move one (the worker's clock is behind
 // Redis's, as here where the test moves it 5 s ahead) is run at once, not

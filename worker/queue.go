@@ -22,10 +22,18 @@ type queue struct {
 	met  queueMetrics
 
 	// Slots: running counts the slots taken (reserved by a fetch, then
-	// held by a delivery until it is settled); settling counts acks in
-	// flight whose slot was freed early (see settleEarly).
+	// held by a delivery until it is settled, except while it is held for
+	// its due time without one: see holdWithoutSlot); settling counts acks
+	// in flight whose slot was freed early (see settleEarly); holding
+	// counts the deliveries held without a slot.
 	running  atomic.Int64
 	settling atomic.Int64
+	holding  atomic.Int64
+	// handlers has a place for each handler that may run at once
+	// (Concurrency): a delivery takes one before its handler starts. The
+	// slots alone do not bound running handlers strictly: a held delivery
+	// takes its slot again when due whatever a pop in flight counts on.
+	handlers chan struct{}
 	// paused is set while the queue is paused cluster-wide (paused.go):
 	// it has no free slot, and a delivery popped meanwhile is given back.
 	paused atomic.Bool
@@ -53,6 +61,7 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 		log:        w.deps.log,
 		met:        w.deps.met.forQueue(name),
 		freed:      make(chan struct{}, 1),
+		handlers:   make(chan struct{}, opts.Concurrency),
 		anyFreed:   w.freed,
 		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
 	}
@@ -104,6 +113,43 @@ func (q *queue) release(n int) {
 		}
 	}
 }
+
+// holdWithoutSlot gives a delivery's slot back for the time it is held
+// until its due time, so that held deliveries do not keep other tasks
+// from being popped; false when Concurrency deliveries are held so
+// already (the delivery holds in its slot). retakeSlot ends it.
+func (q *queue) holdWithoutSlot() bool {
+	for h := q.holding.Load(); h < int64(q.opts.Concurrency); h = q.holding.Load() {
+		if q.holding.CompareAndSwap(h, h+1) {
+			q.release(1)
+			return true
+		}
+	}
+	return false
+}
+
+// retakeSlot takes the slot of a delivery held without one back, at once
+// and past Concurrency if it must: the next pops are sized by what is
+// left, and startHandler keeps the handlers within the bound.
+func (q *queue) retakeSlot() {
+	q.running.Add(1)
+	q.holding.Add(-1)
+}
+
+// startHandler takes a place for a handler to run, waiting for one while
+// Concurrency handlers run; it returns the error to settle the delivery
+// with if ctx ends first. endHandler gives the place back.
+func (q *queue) startHandler(ctx context.Context) error {
+	select {
+	case q.handlers <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return stopCause(ctx)
+	}
+}
+
+// endHandler gives back the place startHandler took.
+func (q *queue) endHandler() { <-q.handlers }
 
 // settleEarly takes one of the Concurrency places for acks outstanding on
 // slots freed before the ack landed; false when all are taken. It never
