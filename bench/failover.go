@@ -102,7 +102,8 @@ func runFailover(ctx context.Context, o sizes, hg *hgSystem, logf func(string, .
 	stopP := make(chan struct{})
 	prodDone := make(chan int, 1)
 	go func() {
-		prodDone <- produce(ctx, stopP, hg, o.steadyRate, n, time.Second, 16, 1, func(error) {})
+		sent, _ := produce(ctx, stopP, hg, o.steadyRate, n, time.Second, 16, producer{senders: 1}, func(error) {})
+		prodDone <- sent
 	}()
 	shardOf := make([]bool, n)
 	for i := range shardOf {

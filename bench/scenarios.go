@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +39,7 @@ func sizesFor(quick bool) sizes {
 	}
 	return sizes{burstN: 100000, steadyRate: 2000, steadyDur: 20 * time.Second, enqMax: 300000, enqBound: 6 * time.Second,
 		idleN: 1000000, idleWin: idleWindow, peerIdleWin: time.Minute,
-		capRates: []int{2000, 4000, 8000, 12000, 16000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
+		capRates: []int{2000, 4000, 8000, 12000, 14000, 16000, 20000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
 		benchN: 200000, hgBurstLead: 4 * time.Second, aqBurstL: 12 * time.Second}
 }
 
@@ -163,18 +164,53 @@ func runBurst(ctx context.Context, o sizes, systems []system, logf func(string, 
 
 var steadyTick = flag.Duration("tick", time.Millisecond, "producer tick of the steady and failover scenarios: each tick's tasks are enqueued together and share a due time")
 
+// producer is how a system's load is sent: from senders goroutines,
+// each tick's tasks in one call or, with split, spread over them.
+type producer struct {
+	senders int
+	split   bool
+}
+
+// producerFor says how the steady load is sent to sys. Hourglass sends
+// each tick's tasks in one EnqueueBatch, up to 4 of them in flight (one
+// sender fell behind at 16,000 tasks/s over 16 shards: a tick's batch
+// is 16 script calls); asynq spreads a tick's tasks over 8 goroutines
+// (one call per task); BullMQ over 4 (one addBulk each).
+func producerFor(sys system) producer {
+	switch sys.(type) {
+	case *hgSystem:
+		return producer{senders: 4}
+	case *bqSystem:
+		return producer{senders: 4, split: true}
+	}
+	return producer{senders: 8, split: true}
+}
+
 // produce enqueues rate tasks/s with the given delay until n were
-// produced or stop is closed, from senders goroutines; due is set when a
-// task is produced. It returns how many it produced.
-func produce(ctx context.Context, stop <-chan struct{}, sys system, rate, n int, delay time.Duration, payload, senders int, onErr func(error)) int {
-	ch := make(chan []btask, 1024)
+// produced or stop is closed, as p says; due is set when a task is
+// produced. It returns how many it produced, and the generator's lag:
+// the longest a tick's tasks waited for a sender, which, past a few
+// milliseconds, means the load generator and not the system under test
+// made the tasks late.
+func produce(ctx context.Context, stop <-chan struct{}, sys system, rate, n int, delay time.Duration, payload int, p producer, onErr func(error)) (int, float64) {
+	type batch struct {
+		ts       []btask
+		produced time.Time
+	}
+	ch := make(chan batch, 1024)
 	var wg sync.WaitGroup
-	for range senders {
+	var lagMu sync.Mutex
+	var lags []float64 // ms
+	for range p.senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ts := range ch {
-				if _, err := sys.enqueue(ctx, ts); err != nil && ctx.Err() == nil {
+			for b := range ch {
+				l := float64(time.Since(b.produced)) / float64(time.Millisecond)
+				lagMu.Lock()
+				lags = append(lags, l)
+				lagMu.Unlock()
+				if _, err := sys.enqueue(ctx, b.ts); err != nil && ctx.Err() == nil {
 					onErr(err)
 				}
 			}
@@ -195,11 +231,11 @@ func produce(ctx context.Context, stop <-chan struct{}, sys system, rate, n int,
 		if want <= sent {
 			continue
 		}
-		due := time.Now().Add(delay).Truncate(time.Millisecond)
-		// asynq sends one call per task: spread a tick's tasks over the senders.
+		now := time.Now()
+		due := now.Add(delay).Truncate(time.Millisecond)
 		step := want - sent
-		if senders > 1 {
-			step = max(1, step/senders)
+		if p.split {
+			step = max(1, step/p.senders)
 		}
 		for lo := sent; lo < want; lo += step {
 			hi := min(lo+step, want)
@@ -207,33 +243,25 @@ func produce(ctx context.Context, stop <-chan struct{}, sys system, rate, n int,
 			for i := lo; i < hi; i++ {
 				ts = append(ts, btask{idx: i, due: due, payload: payload})
 			}
-			ch <- ts
+			ch <- batch{ts, now}
 		}
 		sent = want
 	}
 	close(ch)
 	wg.Wait()
-	return sent
-}
-
-// senders is how many goroutines produce for a system: Hourglass sends
-// each tick's tasks in one EnqueueBatch, asynq spreads them over 8
-// goroutines (one call per task), BullMQ over 4 (one addBulk each).
-func senders(sys system) int {
-	switch sys.(type) {
-	case *hgSystem:
-		return 1
-	case *bqSystem:
-		return 4
+	slices.Sort(lags)
+	var p99 float64
+	if len(lags) > 0 {
+		p99 = lags[len(lags)*99/100]
 	}
-	return 8
+	return sent, p99
 }
 
 func runSteady(ctx context.Context, o sizes, systems []system, logf func(string, ...any)) *scenario {
 	sc := &scenario{Name: "steady", Title: fmt.Sprintf("Steady: %d tasks/s for %s, each due 1 s after it is produced", o.steadyRate, o.steadyDur),
 		Cols: append(latCols(), col{"absp99", "|late| p99 ms", "%.1f"}, col{"lost", "lost", "%.0f"}, col{"dups", "dups", "%.0f"},
 			col{"cmds", "redis cmds/task", "%.1f"}, col{"top", "top-level/task", "%.2f"}, col{"reads", "round trips/task", "%.2f"}, col{"wakes", "redis wake-ups/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.1f"})}
-	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; early = started before the due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch, asynq spreads them over 8 goroutines, BullMQ over 4 addBulk calls", *steadyTick))
+	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; early = started before the due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch (up to 4 in flight), asynq spreads them over 8 goroutines, BullMQ over 4 addBulk calls", *steadyTick))
 	for _, sys := range systems {
 		r := sc.row(sys.name())
 		s, w, ok := steadyOnce(ctx, sys, o.steadyRate, o.steadyDur, r, true)
