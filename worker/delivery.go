@@ -90,13 +90,7 @@ func (d *delivery) run(parent context.Context) {
 		err = d.admit(ctx)
 	}
 	if err == nil {
-		err = d.leaseIfStale()
-	}
-	if err == nil && d.q.paused.Load() {
-		err = errPaused // popped as the queue was paused: give it back
-	}
-	if err == nil {
-		err = d.q.startHandler(ctx)
+		err = d.begin(ctx)
 	}
 	if err != nil {
 		_ = d.finish(context.Background(), err)
@@ -113,6 +107,25 @@ func (d *delivery) run(parent context.Context) {
 	if err, open := d.settleWith(ctx, d.call(ctx, held)); open {
 		_ = d.finish(context.Background(), err)
 	}
+}
+
+// begin takes a place for the handler (queue.startHandler), waiting at
+// most maxHold for one, then makes the checks that must come right
+// before the handler starts: the lease of a task popped long ago, and a
+// pause of the queue. On an error the place is given back and the
+// delivery is to be settled with it.
+func (d *delivery) begin(ctx context.Context) error {
+	if err := d.q.startHandler(ctx, d.maxHold); err != nil {
+		return err
+	}
+	err := d.leaseIfStale()
+	if err == nil && d.q.paused.Load() {
+		err = errPaused // popped as the queue was paused: give it back
+	}
+	if err != nil {
+		d.q.endHandler()
+	}
+	return err
 }
 
 // call runs the handler, recording its lateness, duration and end, and
@@ -233,6 +246,11 @@ func stopCause(ctx context.Context) error {
 	}
 	return err
 }
+
+// errNoPlace settles a delivery that found no place for its handler in
+// time (queue.startHandler): the task is given back for a worker with a
+// free one to take (released, no attempt counted).
+var errNoPlace = errtext.Errorf("no handler place free in time: %w", ErrShuttingDown)
 
 // errPaused settles a delivery whose queue was paused before its handler
 // started: the task is given back (released, no attempt counted).

@@ -21,14 +21,17 @@
 //
 // A scheduler with scheduler.prefetch moves tasks into ready lists ahead
 // of their due time. The worker holds such a task until Task.Due on the
-// clock of the Redis server that holds it (which it reads with TIME, bracketed by its own clock: never
-// early however far its own clock is off), then runs it as above; a task
+// clock of the Redis server that holds it (which it reads with TIME,
+// bracketed by its own clock: never early however far its own clock is
+// off), then runs it as above; a task
 // still unleased MaxLeaseAfter after its pop is leased then. A due time
 // further ahead than any prefetch is not waited for. While it waits, a
-// held task gives its handler slot back, so up to Concurrency held tasks
-// do not keep the worker from popping due ones (more are held in their
-// slots); it takes a slot back when due, ahead of new pops, and no more
-// than Concurrency handlers of a queue ever run at once.
+// held task gives its handler slot back (except in a queue under flow
+// control), so up to Concurrency held tasks do not keep the worker from
+// popping due ones (more are held in their slots); it takes a slot back
+// when due, ahead of new pops, and no more than Concurrency handlers of
+// a queue ever run at once: a held task that finds them all busy waits
+// for one at most the hold limit, then is given back.
 //
 // Outcome of a handler:
 //   - nil: the task is acknowledged and deleted (auto-ack).

@@ -29,6 +29,7 @@ type metrics struct {
 	paused      *prometheus.GaugeVec
 	mismatch    prometheus.Gauge
 	flowWaits   *prometheus.CounterVec
+	placeWaits  *prometheus.CounterVec
 	flowWait    *prometheus.HistogramVec
 	throttled   *prometheus.CounterVec
 }
@@ -67,7 +68,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the queue is paused (hourglass queue pause): this worker starts none of its tasks, else 0."}, q),
 		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hourglass_worker_setup_mismatch",
 			Help: "1 when a queue, the namespace or the shard count of this worker differs from the schedulers' (see the log), else 0."}),
-		flowWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
+		placeWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_place_waits_total", Help: "Deliveries that waited for a handler place: tasks held until due that came due while Concurrency handlers ran."}, q),
+		flowWaits:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_permit_waits_total", Help: "Deliveries that waited for a concurrency permit before their handler started."}, q),
 		flowWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hourglass_worker_permit_wait_seconds", Help: "Time to get a concurrency permit.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
@@ -75,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.mismatch, m.flowWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.mismatch, m.flowWaits, m.placeWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -92,7 +94,7 @@ type queueMetrics struct {
 	nacks, retries, dead, released     prometheus.Counter
 	leaseLost, stale, throttled        prometheus.Counter
 	dropped, clockBehind               prometheus.Counter
-	flowWaits                          prometheus.Counter
+	flowWaits, placeWaits              prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
 	running, permits, registered       prometheus.Gauge
 	paused                             prometheus.Gauge
@@ -114,6 +116,7 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		clockBehind: m.clockBehind.WithLabelValues(q),
 		throttled:   m.throttled.WithLabelValues(q),
 		flowWaits:   m.flowWaits.WithLabelValues(q),
+		placeWaits:  m.placeWaits.WithLabelValues(q),
 		lateness:    m.lateness.WithLabelValues(q),
 		duration:    m.duration.WithLabelValues(q),
 		flowWait:    m.flowWait.WithLabelValues(q),

@@ -225,7 +225,8 @@ type QueueOptions struct {
 	// Concurrency is the most handlers of this queue running at once in
 	// this process, at most MaxConcurrency; 0 means DefaultConcurrency.
 	// Up to as many tasks again may wait for their due time, popped ahead
-	// of it (scheduler.prefetch), without a slot.
+	// of it (scheduler.prefetch), without a slot (not in a queue under
+	// flow control: MaxConcurrency, Rate).
 	Concurrency int
 	// Lease overrides the visibility timeout, at least MinLease; 0 uses
 	// each task's timeout (set at enqueue, default: the queue's).

@@ -164,6 +164,59 @@ func TestHeldTasksFreeTheirSlots(t *testing.T) {
 	if h := counter(t, reg, "hourglass_worker_held_total"); h != 2*concurrency {
 		t.Fatalf("%v deliveries held, want %d", h, 2*concurrency)
 	}
+	if w := counter(t, reg, "hourglass_worker_place_waits_total"); w < 1 {
+		t.Fatalf("no delivery waited for a handler place (%v)", w)
+	}
+}
+
+// TestNoPlaceGivesTaskBack: a held task that comes due while its
+// queue's handlers are all busy waits for a place at most the hold limit,
+// then is given back (no attempt counted) instead of being kept from
+// other workers by a handler that runs long; it runs once a handler is
+// free.
+func TestNoPlaceGivesTaskBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	attempts := map[string][]int{}
+	_, reg, _ := e.start(e.RDB, QueueOptions{Concurrency: 1}, func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		attempts[task.ID] = append(attempts[task.ID], task.Attempt)
+		first := len(attempts) == 1
+		mu.Unlock()
+		if first {
+			<-release // the long handler
+		}
+		return nil
+	}, func(w *Worker) { w.deps.maxHold = 3 * time.Second })
+	e.Schedule("q", 2*time.Second, "p0", "p1")
+	e.moveAhead(2500*time.Millisecond, 2)
+	testenv.WaitFor(t, 10*time.Second, "the task without a place given back", func() (bool, string) {
+		r := counter(t, reg, "hourglass_worker_released_total")
+		return r == 1, fmt.Sprintf("%v released", r)
+	})
+	if w := counter(t, reg, "hourglass_worker_place_waits_total"); w != 1 {
+		t.Fatalf("%v deliveries waited for a place, want 1", w)
+	}
+	mu.Lock()
+	if len(attempts) != 1 {
+		t.Fatalf("handlers started: %v, want one", attempts)
+	}
+	mu.Unlock()
+	close(release)
+	testenv.WaitFor(t, 10*time.Second, "both tasks ran", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) == 2, fmt.Sprint(attempts)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, a := range attempts {
+		if len(a) != 1 || a[0] != 1 {
+			t.Fatalf("%s ran as attempts %v, want once as attempt 1", id, a)
+		}
+	}
 }
 
 // TestClockBehindRunsAtOnce: a task due further ahead of the worker's

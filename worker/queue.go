@@ -136,13 +136,27 @@ func (q *queue) retakeSlot() {
 	q.holding.Add(-1)
 }
 
-// startHandler takes a place for a handler to run, waiting for one while
-// Concurrency handlers run; it returns the error to settle the delivery
-// with if ctx ends first. endHandler gives the place back.
-func (q *queue) startHandler(ctx context.Context) error {
+// startHandler takes a place for a handler to run, waiting up to wait
+// for one while Concurrency handlers run (only deliveries that took
+// their slot back after a hold make that happen, at most Concurrency of
+// them). It returns the error to settle the delivery with if ctx ends
+// first, or errNoPlace after wait: a task is not kept from other workers
+// longer than a hold, by handlers that run long or hang. endHandler
+// gives the place back.
+func (q *queue) startHandler(ctx context.Context, wait time.Duration) error {
 	select {
 	case q.handlers <- struct{}{}:
 		return nil
+	default:
+	}
+	q.met.placeWaits.Inc()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case q.handlers <- struct{}{}:
+		return nil
+	case <-t.C:
+		return errNoPlace
 	case <-ctx.Done():
 		return stopCause(ctx)
 	}
