@@ -66,8 +66,9 @@ func (k *acker) stop() {
 	<-k.done
 }
 
-// ack acknowledges one delivery and returns its result. urgent sends it
-// without lingering.
+// ack acknowledges one delivery and returns its result; the batch that
+// carries it is bounded by opTimeout, so a ctx without a deadline does
+// not wait forever. urgent sends it without lingering.
 func (k *acker) ack(ctx context.Context, a shard.AckArgs, urgent bool) error {
 	select {
 	case err := <-k.submit(ctx, a, urgent):
@@ -84,6 +85,8 @@ func (k *acker) submit(ctx context.Context, a shard.AckArgs, urgent bool) <-chan
 	k.mu.RLock()
 	if !k.running {
 		k.mu.RUnlock()
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
 		reply <- k.store.AckBatch(ctx, []shard.AckArgs{a})[0]
 		return reply
 	}

@@ -45,8 +45,15 @@ func (d *delivery) finish(_ context.Context, err error) error {
 }
 
 // settle records the outcome in Redis, retrying transient errors for up
-// to opTimeout so a short network cut does not cost a lease expiry.
+// to opTimeout so a short network cut does not cost a lease expiry. An
+// ack's first attempt goes without a deadline of its own (a context and
+// a timer less per task): the acker bounds each batch by opTimeout.
 func (d *delivery) settle(herr error, urgent bool) error {
+	if herr == nil {
+		if err := d.settleOnce(context.Background(), herr, urgent); err == nil || errors.Is(err, ErrStaleToken) {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
