@@ -116,3 +116,56 @@ func TestPauseAndResume(t *testing.T) {
 		}
 	}
 }
+
+// TestPausedWhileWaitingForPlace: a held task that came due while its
+// queue's only handler place was busy, and whose queue is paused while it
+// waits for the place, is given back when it gets the place, not run:
+// the pause is checked after the wait.
+func TestPausedWhileWaitingForPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var started []string
+	_, reg, _ := e.start(e.RDB, QueueOptions{Concurrency: 1}, func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		started = append(started, task.ID)
+		first := len(started) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		return nil
+	}, func(w *Worker) { w.deps.maxHold = 5 * time.Second })
+	e.Schedule("q", 3*time.Second, "w0", "w1")
+	if moved := e.MoveAhead(4 * time.Second); moved != 2 {
+		t.Fatalf("moved %d tasks ahead of their due time, want 2", moved)
+	}
+	testenv.WaitFor(t, 10*time.Second, "one handler running and the other task waiting for its place", func() (bool, string) {
+		mu.Lock()
+		n := len(started)
+		mu.Unlock()
+		w := counter(t, reg, "hourglass_worker_place_waits_total")
+		return n == 1 && w == 1, fmt.Sprintf("%d started, %v waiting", n, w)
+	})
+	if err := in.Pause(testenv.Ctx(t, 10*time.Second), "q"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the pause seen by the worker", func() (bool, string) {
+		return gauge(t, reg, "hourglass_worker_queue_paused") == 1, ""
+	})
+	close(release)
+	testenv.WaitFor(t, 10*time.Second, "the waiting task given back", func() (bool, string) {
+		r := counter(t, reg, "hourglass_worker_released_total")
+		return r == 1, fmt.Sprintf("%v released", r)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != 1 {
+		t.Fatalf("handlers started: %v; the paused queue's waiting task ran", started)
+	}
+}
