@@ -47,15 +47,15 @@ func (d *delivery) finish(_ context.Context, err error) error {
 // settle records the outcome in Redis, retrying transient errors for up
 // to opTimeout so a short network cut does not cost a lease expiry. An
 // ack's first attempt goes without a deadline of its own (a context and
-// a timer less per task): the acker bounds each batch by opTimeout.
+// a timer less per task): the acker bounds each batch by opTimeout; the
+// retries after it get one.
 func (d *delivery) settle(herr error, urgent bool) error {
-	if herr == nil {
-		if err := d.settleOnce(context.Background(), herr, urgent); err == nil || errors.Is(err, ErrStaleToken) {
-			return err
-		}
+	ctx := context.Background()
+	if herr != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opTimeout)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		err := d.settleOnce(ctx, herr, urgent)
 		if err == nil || errors.Is(err, ErrStaleToken) || ctx.Err() != nil {
@@ -65,6 +65,11 @@ func (d *delivery) settle(herr error, urgent bool) error {
 					"task", d.sd.Task.ID, "queue", d.q.name, "error", err)
 			}
 			return err
+		}
+		if ctx.Done() == nil { // an ack's first attempt failed: bound the retries (once)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, opTimeout)
+			defer cancel()
 		}
 		select {
 		case <-ctx.Done():
