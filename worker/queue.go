@@ -119,13 +119,11 @@ func (q *queue) release(n int) {
 // from being popped; false when Concurrency deliveries are held so
 // already (the delivery holds in its slot). retakeSlot ends it.
 func (q *queue) holdWithoutSlot() bool {
-	for h := q.holding.Load(); h < int64(q.opts.Concurrency); h = q.holding.Load() {
-		if q.holding.CompareAndSwap(h, h+1) {
-			q.release(1)
-			return true
-		}
+	if !incrBelow(&q.holding, q.opts.Concurrency) {
+		return false
 	}
-	return false
+	q.release(1)
+	return true
 }
 
 // retakeSlot takes the slot of a delivery held without one back, at once
@@ -168,9 +166,13 @@ func (q *queue) endHandler() { <-q.handlers }
 // settleEarly takes one of the Concurrency places for acks outstanding on
 // slots freed before the ack landed; false when all are taken. It never
 // counts past the bound, even for a moment.
-func (q *queue) settleEarly() bool {
-	for s := q.settling.Load(); s < int64(q.opts.Concurrency); s = q.settling.Load() {
-		if q.settling.CompareAndSwap(s, s+1) {
+func (q *queue) settleEarly() bool { return incrBelow(&q.settling, q.opts.Concurrency) }
+
+// incrBelow adds one to c unless it is at bound already, and reports
+// whether it did; c never counts past bound, even for a moment.
+func incrBelow(c *atomic.Int64, bound int) bool {
+	for v := c.Load(); v < int64(bound); v = c.Load() {
+		if c.CompareAndSwap(v, v+1) {
 			return true
 		}
 	}
