@@ -19,10 +19,7 @@ import (
 func TestPauseAndResume(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
-	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := e.inspector()
 	var mu sync.Mutex
 	starts := map[string]int{}
 	var last time.Time
@@ -124,10 +121,7 @@ func TestPauseAndResume(t *testing.T) {
 func TestPausedWhileWaitingForPlace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
-	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := e.inspector()
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var started []string
@@ -168,4 +162,15 @@ func TestPausedWhileWaitingForPlace(t *testing.T) {
 	if len(started) != 1 {
 		t.Fatalf("handlers started: %v; the paused queue's waiting task ran", started)
 	}
+}
+
+// inspector returns an inspect.Inspector on the env's Redis, for the
+// pause and resume an operator would send.
+func (e *env) inspector() *inspect.Inspector {
+	e.t.Helper()
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: ns, Shards: shards})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return in
 }
