@@ -38,9 +38,13 @@ var (
 	// ErrNotFound reports a task, dead letter, queue or schedule that is
 	// not stored (or not registered).
 	ErrNotFound = errors.New("hourglass: not found")
-	// ErrActive reports a cancel of a task that is running: leased, or
-	// popped by a worker (which runs popped tasks before leasing them).
+	// ErrActive reports a cancel or a change of a task that is running:
+	// leased, or popped by a worker (which runs popped tasks before
+	// leasing them).
 	ErrActive = errors.New("hourglass: task is running")
+	// ErrDead reports a change (reschedule, replace) of a task that is in
+	// the dead-letter queue; replaying it runs it again.
+	ErrDead = errors.New("hourglass: task is dead-lettered")
 	// ErrStaleToken reports an ack, nack, extend or release whose
 	// delivery token is no longer the task's: its lease expired and the
 	// task was rescheduled or delivered again.

@@ -102,10 +102,10 @@ func ACLUsers(ns string) []ACLUser {
 				"registers its queues; serves the dashboard (inspect's reads and changes)",
 			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
-				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "lookup.lua"},
+				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lrange", "lrem", "rpush", "sadd", "smembers", "srem",
+				"lindex", "llen", "lpop", "lpos", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
@@ -135,11 +135,11 @@ func ACLUsers(ns string) []ACLUser {
 		},
 		{
 			Component: "producer",
-			Does:      "the Go client or a producer in another language: enqueue (batches too), cancel, lookup, exists; WAIT in the durability mode",
-			Scripts:   []string{"enqueue.lua", "cancel.lua", "lookup.lua"},
+			Does:      "the Go client or a producer in another language: enqueue (batches too), cancel, change (reschedule, replace), lookup, exists; WAIT in the durability mode",
+			Scripts:   []string{"enqueue.lua", "cancel.lua", "change.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "time", "incr", "wait",
-				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lrem", "rpush",
-				"zadd", "zcount", "zrem", "zscore", "spublish"},
+				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lpos", "lrem", "lset", "rpush",
+				"zadd", "zcount", "zrange", "zrem", "zscore", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Outbox), w(k.Cancelled), w(k.Queues), w(k.Inflight), w(k.Marker),
@@ -149,13 +149,13 @@ func ACLUsers(ns string) []ACLUser {
 		},
 		{
 			Component: "admin",
-			Does: "the hourglass CLI and the inspect API: depths, listings, lookup and cancel, dead-letter replay and purge, " +
+			Does: "the hourglass CLI and the inspect API: depths, listings, lookup, cancel and change, dead-letter replay and purge, " +
 				"pause and resume of queues and schedules, the queue and schedule registries, the shard layout and its resize",
 			Scripts: []string{"depth.lua", "registry.lua", "pause.lua", "page.lua", "pagefar.lua", "pageready.lua", "deadops.lua",
-				"cancel.lua", "lookup.lua", "layout.lua"},
+				"cancel.lua", "change.lua", "lookup.lua", "layout.lua"},
 			Commands: []string{"del", "exists", "get", "set", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
-				"lindex", "llen", "lrange", "lrem", "zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
+				"lindex", "llen", "lpos", "lrange", "lrem", "lset", "zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
 				"publish", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),

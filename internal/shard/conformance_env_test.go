@@ -21,7 +21,7 @@ import (
 // states a case runs in, the seeded shard, and the properties checked
 // after each case.
 
-// Per-shard callers that EnqueueBatch, Cancel and Lookup wrap with
+// Per-shard callers that EnqueueBatch, Cancel, Change and Lookup wrap with
 // placement logic. The suite calls them at the shard level; a rename of
 // the helpers is a change of these lines only.
 func confEnqueueIn(ctx context.Context, s *Store, l Layout, as []EnqueueArgs) ([]EnqueueResult, bool) {
@@ -36,6 +36,14 @@ func confEnqueueIn(ctx context.Context, s *Store, l Layout, as []EnqueueArgs) ([
 
 func confCancelIn(ctx context.Context, s *Store, l Layout, sh int, id string) (string, error) {
 	return s.cancelIn(ctx, Place{Shard: sh, Outbox: l.Resharding()}, id)
+}
+
+func confChangeIn(ctx context.Context, s *Store, sh int, id string, c Change) (ChangeResult, error) {
+	args, err := c.args()
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	return s.changeIn(ctx, sh, id, args)
 }
 
 func confLookupIn(ctx context.Context, s *Store, l Layout, sh int, id string) (Info, error) {

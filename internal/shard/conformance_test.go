@@ -690,6 +690,127 @@ var conformanceCases = []confCase{
 			}
 		}},
 
+	// change.lua: a pending task changed in place (reschedule, replace).
+	{script: "change.lua", also: []string{"lookup.lua"}, name: "each state", states: allStates, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			later := f.now().Add(3 * time.Hour).Truncate(time.Millisecond)
+			for role, was := range map[string]string{"sched": "scheduled", "far": "scheduled", "ready": "ready", "retry": "scheduled", "due": "scheduled"} {
+				r, err := confChangeIn(f.ctx, f.s, f.sh, f.id[role], Change{SetDue: true, Due: later})
+				if err != nil || r.State != was || !r.Due.Equal(later) {
+					t.Errorf("reschedule %s: %+v, %v; want it changed from %s", role, r, err, was)
+				}
+				info, err := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id[role])
+				if err != nil || info.State != "scheduled" || !info.At.Equal(later) || !info.Task.Due.Equal(later) {
+					t.Errorf("lookup of %s after its reschedule: %+v, %v; want scheduled at %v", role, info, err, later)
+				}
+			}
+			if info, _ := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, f.id["retry"]); info.Task.Attempts != 1 || info.LastError != "boom" {
+				t.Errorf("the rescheduled retry lost its attempts or last error: %+v", info)
+			}
+			if n := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val(); n != 0 {
+				t.Errorf("the rescheduled ready task left %d entries in its ready list", n)
+			}
+			for _, role := range []string{"leased", "popped"} {
+				_, err := confChangeIn(f.ctx, f.s, f.sh, f.id[role], Change{SetDue: true, Due: later})
+				wantErr(t, pBehaviour, "reschedule "+role, err, ErrActive)
+			}
+			_, err := confChangeIn(f.ctx, f.s, f.sh, f.id["dead"], Change{Payload: []byte("x")})
+			wantErr(t, pBehaviour, "replace dead", err, ErrDead)
+			_, err = confChangeIn(f.ctx, f.s, f.sh, "nobody", Change{SetDue: true, Due: later})
+			wantErr(t, pBehaviour, "reschedule of an unknown id", err, ErrNotFound)
+		}},
+	{script: "change.lua", also: []string{"lookup.lua"}, name: "rules and payloads", states: []confState{stStable}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			id := f.id["sched"]
+			before, _ := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, id)
+			old := before.At
+			for _, c := range []struct {
+				rule DueRule
+				at   time.Time
+				want time.Time
+			}{
+				{DueLatest, old.Add(-time.Minute), old},
+				{DueEarliest, old.Add(time.Minute), old},
+				{DueEarliest, old.Add(-time.Minute), old.Add(-time.Minute)},
+				{DueLatest, old.Add(time.Minute), old.Add(time.Minute)},
+			} {
+				r, err := confChangeIn(f.ctx, f.s, f.sh, id, Change{SetDue: true, Due: c.at, Rule: c.rule})
+				if err != nil || !r.Due.Equal(c.want) {
+					t.Errorf("rule %s with %v: %+v, %v; want due %v", c.rule, c.at, r, err, c.want)
+				}
+			}
+			_, err := confChangeIn(f.ctx, f.s, f.sh, id, Change{Payload: make([]byte, 1025)})
+			wantErr(t, pBehaviour, "replace with a payload over the queue's 1024 bytes", err, ErrPayloadTooLarge)
+			_, err = confChangeIn(f.ctx, f.s, f.sh, id, Change{SetDue: true, Due: old, Rule: "soon"})
+			wantErr(t, pBehaviour, "an unknown rule", err, ErrInvalidArgument)
+			// The ready task keeps its place when only its payload changes.
+			ready := f.id["ready"]
+			entry := f.rdb.LIndex(f.ctx, f.l0.Ready(f.sh, "q1"), 0).Val()
+			if r, err := confChangeIn(f.ctx, f.s, f.sh, ready, Change{Payload: []byte("new")}); err != nil || r.State != "ready" {
+				t.Errorf("replace the ready task: %+v, %v", r, err)
+			}
+			e := f.rdb.LIndex(f.ctx, f.l0.Ready(f.sh, "q1"), 0).Val()
+			d, ok := Popped(f.sh, e, time.Now(), 0)
+			if !ok || d.Task.ID != ready || string(d.Task.Payload) != "new" || !strings.HasPrefix(e, strings.SplitN(entry, "|", 2)[0]+"|") {
+				t.Errorf("the ready entry after the replace: %q (was %q), want the same place with the new payload", e, entry)
+			}
+			if info, _ := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, ready); info.State != "ready" || string(info.Task.Payload) != "new" {
+				t.Errorf("lookup of the replaced ready task: %+v", info)
+			}
+		}},
+	{script: "change.lua", also: []string{"move.lua", "pagefar.lua"}, name: "the far tier's entry made stale", states: []confState{stStable}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			// Brought forward to now, the far task is moved and ready; its
+			// bucket entry, promoted later, must not schedule it again.
+			id := f.id["far"]
+			before, _ := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, id)
+			if _, err := confChangeIn(f.ctx, f.s, f.sh, id, Change{SetDue: true, Due: f.now().Add(-time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			if info, _ := confLookupIn(f.ctx, f.s, f.s.Layout(), f.sh, id); !info.Task.Enqueued.Equal(before.Task.Enqueued.Add(time.Millisecond)) {
+				t.Errorf("enqueued %v after the task left the far tier, want 1 ms after %v", info.Task.Enqueued, before.Task.Enqueued)
+			}
+			if es, _, _, err := f.s.PageFar(f.ctx, f.sh, FarCursor{}, 100, ""); err != nil || len(es) != 0 {
+				t.Errorf("the far tier lists %v, %v after the reschedule; want nothing", es, err)
+			}
+			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved < 1 {
+				t.Fatalf("move: %+v, %v", r, err)
+			}
+			// The bucket is due now (a promotion time in the past).
+			b := strings.TrimPrefix(f.farBucket(), f.l0.Far(f.sh)+":")
+			f.rdb.ZAdd(f.ctx, f.l0.Far(f.sh), redis.Z{Score: 0, Member: b})
+			f.rdb.ZAdd(f.ctx, f.l0.Delayed(f.sh), redis.Z{Score: 0, Member: FarSentinel})
+			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Promoted != 1 {
+				t.Errorf("promote: %+v, %v; want the entry taken", r, err)
+			}
+			if f.rdb.ZScore(f.ctx, f.l0.Delayed(f.sh), id).Err() != redis.Nil {
+				t.Errorf("the stale entry put %s back in the delayed set: it would run twice", id)
+			}
+		}},
+	{script: "change.lua", name: "ready task, its lists moved", states: onlySlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			later := f.now().Add(time.Hour).Truncate(time.Millisecond)
+			var r ChangeResult
+			err := f.call([]string{"ready:q1"}, func() (err error) {
+				r, err = confChangeIn(f.ctx, f.s, f.sh, f.id["ready"], Change{SetDue: true, Due: later})
+				return err
+			})
+			if err != nil || r.State != "ready" || !r.Due.Equal(later) {
+				t.Errorf("reschedule after the slot migration: %+v, %v", r, err)
+			}
+		}},
+	{script: "change.lua", name: "a task on its way", states: onlyReshard, props: []confProp{pOutbox, pCounts},
+		prepare: prepareMoving,
+		run: func(t *testing.T, f *confFixture) {
+			l := f.s.Layout()
+			id := f.id["msched"]
+			if _, err := f.s.Export(f.ctx, l, f.sh, confEpoch, time.Minute, []string{id}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := f.s.Change(f.ctx, id, Change{SetDue: true, Delay: time.Hour})
+			wantErr(t, pOutbox, "reschedule of an outbox entry", err, ErrInTransit)
+		}},
+
 	// Administration: deadops, depth, page, pagefar, pageready, registry, pause.
 	{script: "deadops.lua", name: "replay", states: allStates, props: []confProp{pBehaviour, pCounts},
 		run: func(t *testing.T, f *confFixture) {

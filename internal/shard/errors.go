@@ -23,6 +23,7 @@ var (
 	ErrInvalidArgument = hourglass.ErrInvalidArgument
 	ErrNotFound        = hourglass.ErrNotFound
 	ErrActive          = hourglass.ErrActive
+	ErrDead            = hourglass.ErrDead
 	ErrStaleToken      = hourglass.ErrStaleToken
 	ErrNotReplicated   = hourglass.ErrNotReplicated
 	// ErrUndecodable reports stored task data that is not a valid encoding.

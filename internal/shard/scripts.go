@@ -38,6 +38,7 @@ var (
 	moveScript        = newScript("move.lua")
 	moveManyScript    = newScript("movemany.lua")
 	cancelScript      = newScript("cancel.lua")
+	changeScript      = newScript("change.lua")
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")
 	ackScript         = newScript("ack.lua")

@@ -134,12 +134,13 @@ local function bury(dead_key, info_key, id, now, reason, last_error, counts_key,
     cjson.encode({reason = reason, error = last_error or "", at = now}))
 end
 
--- encode renders task fields with the payload of the original blob.
-local function encode(t, blob)
+-- encode renders task fields with the payload of the original blob, or
+-- with payload when it is given.
+local function encode(t, blob, payload)
   return "1|" .. t.queue .. "|" .. string.format("%d", t.attempts) .. "|" ..
     string.format("%d", t.max_retries) .. "|" .. string.format("%d", t.timeout) ..
     "|" .. string.format("%d", t.due) .. "|" .. string.format("%d", t.enqueued) ..
-    "|" .. string.sub(blob, t.pos)
+    "|" .. (payload or string.sub(blob, t.pos))
 end
 
 -- backoff_ms is the retry delay after the given failed attempt (1-based):
