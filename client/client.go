@@ -87,6 +87,13 @@ type Task struct {
 	// delivery's lease, at least 1ms, millisecond precision; 0 means the
 	// queue's.
 	Timeout time.Duration
+	// OnConflict is what the enqueue does when a task with the same ID is
+	// live: ConflictIgnore (the zero value) reports ErrDuplicate and
+	// changes nothing; the other rules change the live task if it is
+	// still pending (Result.Changed), atomically in Redis, and enqueue
+	// this task if the live one finished meanwhile. Only the payload and
+	// the due time change (not the queue, retries or timeout).
+	OnConflict Conflict
 }
 
 // Retries returns a pointer to n, for Task.MaxRetries: hourglass.Retries.
@@ -102,10 +109,15 @@ type Result struct {
 	// Err is nil or the reason this task was not enqueued (or, wrapping
 	// ErrNotReplicated, was stored but not confirmed by replicas).
 	Err error
+	// Changed reports that the task's OnConflict rule changed the live
+	// task of this ID instead of storing a new one; Due is then the live
+	// task's due time after the change.
+	Changed bool
 }
 
 // Enqueue schedules one task. On ErrDuplicate the returned Result
-// describes the live task, which is left unchanged.
+// describes the live task, which is left unchanged, unless the task's
+// OnConflict rule changed it (Result.Changed).
 //
 // Calls from many goroutines share their round trips: a call made while
 // another is in flight waits for it, and the calls made meanwhile then
@@ -166,6 +178,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, erro
 		for j, r := range c.enqueueRetrying(ctx, args, generated) {
 			out[idx[j]].Due, out[idx[j]].Err = r.Due, r.Err
 		}
+		c.resolveConflicts(ctx, tasks, out)
 		c.explainUnknownQueues(ctx, tasks, out)
 	}
 	var be *BatchError

@@ -25,10 +25,14 @@ var (
 	ErrPayloadTooLarge = hourglass.ErrPayloadTooLarge
 	// ErrInvalidArgument: a malformed id, queue name, time or option.
 	ErrInvalidArgument = hourglass.ErrInvalidArgument
-	// ErrNotFound: Cancel or Lookup of an id that is not stored.
+	// ErrNotFound: Cancel, Reschedule, Replace or Lookup of an id that
+	// is not stored.
 	ErrNotFound = hourglass.ErrNotFound
-	// ErrActive: Cancel of a task that is running.
+	// ErrActive: Cancel, Reschedule or Replace of a task that a worker
+	// has taken (it runs, or is about to).
 	ErrActive = hourglass.ErrActive
+	// ErrDead: Reschedule or Replace of a dead-lettered task.
+	ErrDead = hourglass.ErrDead
 	// ErrNotReplicated reports an enqueue stored on the primary but not
 	// confirmed by Config.WaitReplicas replicas within
 	// Config.WaitTimeout: a failover now may lose it. Enqueueing it again

@@ -1,5 +1,6 @@
 // Package client is Hourglass's producer API: enqueue tasks to run later,
-// in batches or one by one, cancel them and look up their state.
+// in batches or one by one, change them while they wait (Reschedule,
+// Replace, Task.OnConflict), cancel them and look up their state.
 //
 // A Client needs only a go-redis client and the deployment's namespace
 // and shard count, which must match the schedulers' configuration. Each
@@ -19,7 +20,7 @@
 //
 // Errors are sentinel values to test with errors.Is: ErrDuplicate,
 // ErrUnknownQueue, ErrPayloadTooLarge, ErrInvalidArgument, ErrNotFound,
-// ErrActive. They are package hourglass's, shared with worker and
+// ErrActive, ErrDead. They are package hourglass's, shared with worker and
 // inspect: an error matches the same name in every package.
 //
 // Any other error from Enqueue or EnqueueBatch (a broken connection,

@@ -1,0 +1,89 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+func TestRescheduleAndReplace(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	at := time.Now().Add(10 * time.Minute).Truncate(time.Millisecond)
+	if _, err := c.Enqueue(ctx, client.Task{ID: "order-7", Queue: "emails", Payload: []byte("v1"), At: at, MaxRetries: client.Retries(2)}); err != nil {
+		t.Fatal(err)
+	}
+	sooner := at.Add(-5 * time.Minute)
+	if due, err := c.Reschedule(ctx, "order-7", sooner); err != nil || !due.Equal(sooner) {
+		t.Fatalf("reschedule: %v, %v; want %v", due, err, sooner)
+	}
+	if err := c.Replace(ctx, "order-7", []byte("v2")); err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	info, err := c.Lookup(ctx, "order-7")
+	if err != nil || !info.Due.Equal(sooner) || string(info.Payload) != "v2" || info.MaxRetries != 2 || info.State != client.StateScheduled {
+		t.Fatalf("lookup after the changes: %+v, %v", info, err)
+	}
+	if _, err := c.Reschedule(ctx, "nobody", sooner); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("reschedule of an unknown id: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Reschedule(ctx, "order-7", time.Time{}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("reschedule to the zero time: %v, want ErrInvalidArgument", err)
+	}
+	if err := c.Replace(ctx, "bad|id", nil); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("replace of an invalid id: %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestEnqueueConflictRules(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	base := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	enqueue := func(rule client.Conflict, at time.Time, payload string) client.Result {
+		t.Helper()
+		r, _ := c.Enqueue(ctx, client.Task{ID: "debounced", Queue: "emails", Payload: []byte(payload), At: at, OnConflict: rule})
+		return r
+	}
+	if r := enqueue(client.ConflictReplace, base, "first"); r.Err != nil || r.Changed {
+		t.Fatalf("first enqueue: %+v", r)
+	}
+	for _, tc := range []struct {
+		rule    client.Conflict
+		at      time.Time
+		payload string
+		due     time.Time
+		stored  string
+	}{
+		{client.ConflictKeepLatest, base.Add(-time.Minute), "ignored", base, "first"},
+		{client.ConflictKeepEarliest, base.Add(-time.Minute), "ignored", base.Add(-time.Minute), "first"},
+		{client.ConflictKeepLatest, base.Add(time.Minute), "ignored", base.Add(time.Minute), "first"},
+		{client.ConflictReplace, base, "second", base, "second"},
+	} {
+		r := enqueue(tc.rule, tc.at, tc.payload)
+		if r.Err != nil || !r.Changed || !r.Due.Equal(tc.due) {
+			t.Errorf("%s at %v: %+v; want the live task changed, due %v", tc.rule, tc.at, r, tc.due)
+		}
+		if info, err := c.Lookup(ctx, "debounced"); err != nil || string(info.Payload) != tc.stored || !info.Due.Equal(tc.due) {
+			t.Errorf("after %s: %+v, %v; want payload %q due %v", tc.rule, info, err, tc.stored, tc.due)
+		}
+	}
+	if r := enqueue(client.ConflictIgnore, base.Add(time.Hour), "x"); !errors.Is(r.Err, client.ErrDuplicate) || r.Changed {
+		t.Errorf("ignore: %+v, want ErrDuplicate and nothing changed", r)
+	}
+	info, err := c.Lookup(ctx, "debounced")
+	if err != nil || string(info.Payload) != "second" || !info.Due.Equal(base) {
+		t.Errorf("the live task: %+v, %v; want payload second due %v", info, err, base)
+	}
+	// The live task is gone: the rule enqueues the task anew.
+	if _, err := c.Cancel(ctx, "debounced"); err != nil {
+		t.Fatal(err)
+	}
+	if r := enqueue(client.ConflictReplace, base, "third"); r.Err != nil || r.Changed {
+		t.Errorf("enqueue with a rule and no live task: %+v", r)
+	}
+}
