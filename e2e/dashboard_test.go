@@ -244,6 +244,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		!strings.Contains(shown, `"state": "scheduled"`) {
 		t.Fatalf("task lookup shows %q", shown)
 	}
+	step(t, bctx, "type a new due time", chromedp.WaitVisible(`#taskreschedule`), chromedp.SendKeys(`#taskreschedule input[name="at"]`, "3h"))
+	click(t, bctx, "click Reschedule", `#taskreschedule button[type="submit"]`)
+	if got := asked.last(); !strings.HasPrefix(got, "Reschedule task later-0 to 3h?") {
+		t.Fatalf("Reschedule asked %q", got)
+	}
+	testenv.WaitFor(t, 20*time.Second, "later-0 due in about 3 hours", func() (bool, string) {
+		tk, err := in.Task(ctx, "later-0")
+		return err == nil && time.Until(tk.Due) > 2*time.Hour, fmt.Sprintf("%v %v", tk.Due, err)
+	})
 
 	click(t, bctx, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`)
 	if got := asked.last(); !strings.HasPrefix(got, "Pause schedule tick?") {

@@ -33,7 +33,7 @@ import (
 )
 
 // Sentinel errors callers can test with errors.Is. ErrNotFound,
-// ErrInvalidArgument, ErrInvalidConfig and ErrActive are package
+// ErrInvalidArgument, ErrInvalidConfig, ErrActive and ErrDead are package
 // hourglass's values, which client and worker return too:
 // inspect.ErrActive is client.ErrActive. They are kinds: an error of a
 // kind reads as what happened, after the "hourglass: " every error
@@ -48,8 +48,10 @@ var (
 	// ErrInvalidConfig: a Config New cannot use. It also matches
 	// ErrInvalidArgument.
 	ErrInvalidConfig = hourglass.ErrInvalidConfig
-	// ErrActive: the task is running and cannot be cancelled.
+	// ErrActive: the task is running and cannot be cancelled or changed.
 	ErrActive = hourglass.ErrActive
+	// ErrDead: the task is a dead letter and cannot be changed (replay it).
+	ErrDead = hourglass.ErrDead
 	// ErrTaskActive is ErrActive.
 	//
 	// Deprecated: use ErrActive, the name client uses.

@@ -243,6 +243,8 @@ func mapErr(err error) error {
 		return ofKind(ErrNotFound, err)
 	case errors.Is(err, shard.ErrActive):
 		return ofKind(ErrActive, err)
+	case errors.Is(err, shard.ErrDead):
+		return ofKind(ErrDead, err)
 	case errors.Is(err, shard.ErrInvalidArgument), errors.Is(err, shard.ErrUndecodable):
 		return ofKind(ErrInvalidArgument, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -199,6 +200,31 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 		return Task{}, mapErr(err)
 	}
 	return info.View(), nil
+}
+
+// Reschedule moves the pending task id (scheduled, or ready and not
+// taken by a worker) to at, earlier or later, keeping its id, payload,
+// attempts and last error, and returns its new due time. ErrNotFound,
+// ErrActive if a worker has it, ErrDead for a dead letter (Replay it),
+// ErrInvalidArgument; while a change of the shard count moves it, an
+// error wrapping its "try again" (nothing changed).
+func (i *Inspector) Reschedule(ctx context.Context, id string, at time.Time) (time.Time, error) {
+	if at.IsZero() {
+		return time.Time{}, errorf(ErrInvalidArgument, "reschedule %q to the zero time", id)
+	}
+	r, err := i.store.Change(ctx, id, shard.Change{SetDue: true, Due: at})
+	return r.Due, mapErr(err)
+}
+
+// Replace gives the pending task id a new payload, keeping everything
+// else (a ready task keeps its turn). Errors as Reschedule's, and
+// hourglass.ErrPayloadTooLarge above the queue's max_payload.
+func (i *Inspector) Replace(ctx context.Context, id string, payload []byte) error {
+	if payload == nil {
+		payload = []byte{}
+	}
+	_, err := i.store.Change(ctx, id, shard.Change{Payload: payload})
+	return mapErr(err)
 }
 
 // Cancel deletes a task that is not running, whatever its state

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -225,5 +226,43 @@ func TestGoFlags(t *testing.T) {
 	want := []string{"--config", "a.yaml", "--set=x=1", "--version", "-o", "json", "-c", "b", "--set", "y=2", "--", "-config"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("goFlags:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestTaskRescheduleAndReplace: the CLI's verbs change a pending task in
+// place and say what they did; unknown ids exit 3, dead letters exit 4.
+func TestTaskRescheduleAndReplace(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "change")
+	ctx := testenv.Ctx(t, 10*time.Second)
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if r := e.store.Enqueue(ctx, shard.EnqueueArgs{ID: "order-9", Queue: "q", Payload: []byte("old"), Due: at, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	later := at.Add(30 * time.Minute)
+	out, errOut, code := e.cli("-o", "json", "task", "reschedule", "order-9", "--at", later.Format(time.RFC3339Nano))
+	var act struct {
+		Action, ID string
+		Due        time.Time
+	}
+	if err := json.Unmarshal([]byte(out), &act); code != exitOK || err != nil || act.Action != "rescheduled" || act.ID != "order-9" || !act.Due.Equal(later) {
+		t.Errorf("task reschedule: exit %d, stdout %q, stderr %q (%v)", code, out, errOut, err)
+	}
+	payload := filepath.Join(t.TempDir(), "p")
+	if err := os.WriteFile(payload, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := e.cli("task", "replace", "order-9", "--payload-file", payload); code != exitOK || out != "replaced the payload of order-9\n" {
+		t.Errorf("task replace: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	info, err := e.store.Lookup(ctx, "order-9")
+	if err != nil || !info.At.Equal(later) || string(info.Task.Payload) != "new" {
+		t.Errorf("the task after the verbs: %+v, %v", info, err)
+	}
+	if _, _, code := e.cli("task", "reschedule", "nosuch", "--at", "10m"); code != exitNotFound {
+		t.Errorf("reschedule of an unknown id: exit %d, want %d", code, exitNotFound)
+	}
+	if _, _, code := e.cli("task", "replace", "order-9"); code != exitUsage {
+		t.Errorf("replace without a payload: exit %d, want %d", code, exitUsage)
 	}
 }

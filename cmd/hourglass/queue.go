@@ -164,6 +164,8 @@ type actionResult struct {
 	State    string `json:"state,omitempty"`
 	// Policy is the policy queue set registered.
 	Policy *inspect.Policy `json:"policy,omitempty"`
+	// Due is a rescheduled task's new due time.
+	Due time.Time `json:"due,omitzero"`
 }
 
 func (a *app) done(r actionResult) error {
@@ -181,6 +183,8 @@ func (a *app) done(r actionResult) error {
 			fmt.Fprintf(w, "%s %s (was %s)\n", r.Action, target, r.State)
 		case r.Policy != nil:
 			fmt.Fprintf(w, "%s %s: %s\n", r.Action, target, policyText(*r.Policy))
+		case !r.Due.IsZero():
+			fmt.Fprintf(w, "%s %s to %s\n", r.Action, target, when(r.Due))
 		default:
 			fmt.Fprintf(w, "%s %s\n", r.Action, target)
 		}

@@ -124,7 +124,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, inspect.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrActive), errors.Is(err, inspect.ErrResizeRunning):
+	case errors.Is(err, errRefused), errors.Is(err, inspect.ErrActive), errors.Is(err, inspect.ErrDead), errors.Is(err, inspect.ErrResizeRunning):
 		return exitRefused
 	case errors.Is(err, inspect.ErrPartial):
 		return exitPartial

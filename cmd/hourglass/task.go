@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,8 @@ import (
 )
 
 func (a *app) taskCmd() *cobra.Command {
-	return noun("task", "List, show and cancel tasks", a.taskLs(), a.taskShow(), a.taskCancel())
+	return noun("task", "List, show, cancel, reschedule and replace tasks", a.taskLs(), a.taskShow(), a.taskCancel(),
+		a.taskReschedule(), a.taskReplace())
 }
 
 // pageFlags are the paging flags of ls verbs.
@@ -234,4 +236,75 @@ func (a *app) taskCancel() *cobra.Command {
 			return a.done(actionResult{Action: "cancelled", ID: args[0], State: string(st)})
 		},
 	}
+}
+
+func (a *app) taskReschedule() *cobra.Command {
+	var at string
+	cmd := &cobra.Command{
+		Use:   "reschedule ID --at WHEN",
+		Short: "Move a pending task (scheduled, or ready and not taken) to another due time",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if at == "" {
+				return usagef("reschedule needs --at")
+			}
+			due, err := parseWhen(at, false)
+			if err != nil {
+				return err
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			due, err = in.Reschedule(ctx, args[0], due)
+			if err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: "rescheduled", ID: args[0], Due: due})
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "the new due time: RFC 3339, or a delay (10m = in ten minutes)")
+	return cmd
+}
+
+func (a *app) taskReplace() *cobra.Command {
+	var payload, file string
+	cmd := &cobra.Command{
+		Use:   "replace ID (--payload TEXT | --payload-file FILE)",
+		Short: "Give a pending task a new payload (a ready one keeps its turn)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data := []byte(payload)
+			switch {
+			case cmd.Flags().Changed("payload") == (file != ""):
+				return usagef("replace needs one of --payload and --payload-file")
+			case file != "":
+				var err error
+				if data, err = a.readFile(file); err != nil {
+					return err
+				}
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := in.Replace(ctx, args[0], data); err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: "replaced the payload of", ID: args[0]})
+		},
+	}
+	cmd.Flags().StringVar(&payload, "payload", "", "the new payload, as text")
+	cmd.Flags().StringVar(&file, "payload-file", "", "read the new payload from this file (- for standard input)")
+	return cmd
+}
+
+// readFile reads a file named on the command line, "-" for standard input.
+func (a *app) readFile(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(a.in)
+	}
+	return os.ReadFile(name)
 }

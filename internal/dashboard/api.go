@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
@@ -155,4 +157,36 @@ func (d *dash) stats(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, st)
+}
+
+// reschedule moves pending task id to the time of the query parameter
+// "at": RFC 3339, or a delay ("10m": in ten minutes), as the CLI's --at.
+func (d *dash) reschedule(ctx context.Context, r *http.Request, id string) error {
+	at := r.URL.Query().Get("at")
+	due, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		delay, derr := time.ParseDuration(at)
+		if derr != nil || delay < 0 {
+			return fmt.Errorf("%w: at %q is neither an RFC 3339 time nor a delay such as 10m", inspect.ErrInvalidArgument, at)
+		}
+		due = time.Now().Add(delay)
+	}
+	_, err = d.o.Inspector.Reschedule(ctx, id, due)
+	return err
+}
+
+// maxReplaceBody bounds the payload a replace request may send; the
+// queue's max_payload bounds it further.
+const maxReplaceBody = 16 << 20
+
+// replace gives pending task id the request's body as its payload.
+func (d *dash) replace(ctx context.Context, r *http.Request, id string) error {
+	payload, err := io.ReadAll(io.LimitReader(r.Body, maxReplaceBody+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: reading the payload: %v", inspect.ErrInvalidArgument, err)
+	case len(payload) > maxReplaceBody:
+		return fmt.Errorf("%w: a payload above %d bytes", hourglass.ErrPayloadTooLarge, maxReplaceBody)
+	}
+	return d.o.Inspector.Replace(ctx, id, payload)
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
@@ -120,8 +121,10 @@ func New(o Options) http.Handler {
 		"dead/{target}/purge":       in.Purge,
 		"tasks/{target}/cancel":     func(ctx context.Context, id string) error { _, err := in.Cancel(ctx, id); return err },
 	} {
-		mux.HandleFunc("POST /ui/api/"+path, d.change(do))
+		mux.HandleFunc("POST /ui/api/"+path, d.change(func(ctx context.Context, _ *http.Request, target string) error { return do(ctx, target) }))
 	}
+	mux.HandleFunc("POST /ui/api/tasks/{target}/reschedule", d.change(d.reschedule))
+	mux.HandleFunc("POST /ui/api/tasks/{target}/replace", d.change(d.replace))
 	return securityHeaders(d.hostCheck(d.auth(mux)))
 }
 
@@ -247,7 +250,7 @@ func (d *dash) sameOrigin(r *http.Request) (bool, string) {
 // change serves a change of the target named by the path: refused in
 // read-only mode, without the CSRF header, or from another site; logged
 // either way.
-func (d *dash) change(do func(ctx context.Context, target string) error) http.HandlerFunc {
+func (d *dash) change(do func(ctx context.Context, r *http.Request, target string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		target := r.PathValue("target")
 		action := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
@@ -271,7 +274,7 @@ func (d *dash) change(do func(ctx context.Context, target string) error) http.Ha
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
-		if err := do(ctx, target); err != nil {
+		if err := do(ctx, r, target); err != nil {
 			d.fail(w, err)
 			return
 		}
@@ -302,8 +305,10 @@ func (d *dash) fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, inspect.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, inspect.ErrActive):
+	case errors.Is(err, inspect.ErrActive), errors.Is(err, inspect.ErrDead):
 		code = http.StatusConflict
+	case errors.Is(err, hourglass.ErrPayloadTooLarge):
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, inspect.ErrInvalidArgument):
 		code = http.StatusBadRequest
 	case errors.Is(err, context.Canceled):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -136,6 +137,46 @@ func TestReadsAndChanges(t *testing.T) {
 	}
 }
 
+// TestRescheduleAndReplace: the task panel's changes, with the rules of
+// every change (the CSRF header; read-only refuses them, TestReadOnly).
+func TestRescheduleAndReplace(t *testing.T) {
+	t.Parallel()
+	srv, in := newServer(t, Options{})
+	ctx := testenv.Ctx(t, 10*time.Second)
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/s1/reschedule?at=2h", nil); code != 403 || !strings.Contains(body, CSRFHeader) {
+		t.Fatalf("reschedule without the CSRF header: %d %s", code, body)
+	}
+	before := time.Now()
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/s1/reschedule?at=2h", ui); code != 200 {
+		t.Fatalf("reschedule: %d %s", code, body)
+	}
+	if tk, err := in.Task(ctx, "s1"); err != nil || tk.Due.Before(before.Add(2*time.Hour-time.Second)) || tk.Due.After(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("s1 after the reschedule: %+v %v; want due in 2 h", tk, err)
+	}
+	at := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/s1/reschedule?at="+url.QueryEscape(at.Format(time.RFC3339)), ui); code != 200 {
+		t.Fatalf("reschedule to an RFC 3339 time: %d %s", code, body)
+	}
+	if tk, _ := in.Task(ctx, "s1"); !tk.Due.Equal(at) {
+		t.Fatalf("s1 due %v, want %v", tk.Due, at)
+	}
+	for path, want := range map[string]int{"tasks/s1/reschedule?at=someday": 400, "tasks/nope/reschedule?at=1h": 404, "tasks/d0/reschedule?at=1h": 409} {
+		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != want {
+			t.Errorf("%s: %d %s, want %d", path, code, body, want)
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/ui/api/tasks/s2/replace", strings.NewReader("new payload"))
+	req.Header.Set(CSRFHeader, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("replace: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if tk, err := in.Task(ctx, "s2"); err != nil || string(tk.Payload) != "new payload" {
+		t.Fatalf("s2 after the replace: %+v %v", tk, err)
+	}
+}
+
 // TestCancelRunningIsConflict: a running task cannot be cancelled (409).
 // TestRedisTimeoutIsGatewayTimeout (issue 24, item 12): a Redis call
 // that timed out on its read deadline (go-redis's "i/o timeout", a
@@ -247,7 +288,8 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("config: %d %s", code, body)
 	}
 	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/dead/d0/purge", "/ui/api/queues/q/pause",
-		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel", "/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume"} {
+		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel", "/ui/api/tasks/s1/reschedule?at=1h", "/ui/api/tasks/s1/replace",
+		"/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume"} {
 		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
 			t.Errorf("%s in read-only mode: %d", path, code)
 		}

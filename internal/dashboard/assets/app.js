@@ -38,8 +38,8 @@ async function api(path, opts = {}) {
   return body;
 }
 
-function post(path) {
-  return api(path, { method: "POST", headers: { "X-Hourglass-UI": "1" } });
+function post(path, body) {
+  return api(path, { method: "POST", headers: { "X-Hourglass-UI": "1" }, body });
 }
 
 // fresh starts a request for key and returns a check that it is still
@@ -309,11 +309,15 @@ async function lookup(id) {
     shownTask = t.id;
     $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload, t.payload_size) }, null, 2);
     $("#taskcancel").hidden = t.state === "active";
+    // Only a pending task can change: scheduled, or ready and not taken.
+    const pending = t.state === "scheduled" || t.state === "ready";
+    $("#taskreschedule").hidden = !pending;
+    $("#taskreplace").hidden = !pending;
   } catch (e) {
     if (!current()) return;
     shownTask = "";
     $("#task").textContent = e.message;
-    $("#taskcancel").hidden = true;
+    for (const el of ["#taskcancel", "#taskreschedule", "#taskreplace"]) $(el).hidden = true;
   }
 }
 
@@ -374,6 +378,28 @@ async function start() {
     const id = shownTask;
     if (!id || !confirmed("Cancel task", "Cancel task " + id + "? It is deleted and never runs.")) return;
     guarded("cancel", async () => { await post("tasks/" + encodeURIComponent(id) + "/cancel"); status("cancelled " + id); await lookup(id); });
+  });
+  $("#taskreschedule").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const id = shownTask;
+    const at = new FormData(e.target).get("at");
+    if (!id || !confirmed("Reschedule task", "Reschedule task " + id + " to " + at + "?")) return;
+    guarded("reschedule", async () => {
+      await post("tasks/" + encodeURIComponent(id) + "/reschedule?at=" + encodeURIComponent(at));
+      status("rescheduled " + id);
+      await lookup(id);
+    });
+  });
+  $("#taskreplace").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const id = shownTask;
+    const payload = new FormData(e.target).get("payload");
+    if (!id || !confirmed("Replace payload", "Replace the payload of task " + id + "?")) return;
+    guarded("replace", async () => {
+      await post("tasks/" + encodeURIComponent(id) + "/replace", payload);
+      status("replaced the payload of " + id);
+      await lookup(id);
+    });
   });
   loop();
 }
