@@ -200,6 +200,20 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 	}); err != nil {
 		return "", err
 	}
+	// #27's change of a pending task, on the tasks just stored (in the
+	// delayed set, due now): a reschedule 1 ms later, then a replace.
+	if err := phase("change.lua (reschedule)", func(i int) error {
+		_, err := s.Change(ctx, id(i), shard.Change{SetDue: true, Due: due.Add(time.Millisecond)})
+		return err
+	}); err != nil {
+		return "", err
+	}
+	if err := phase("change.lua (replace)", func(i int) error {
+		_, err := s.Change(ctx, id(i), shard.Change{Payload: []byte("fedcba9876543210")})
+		return err
+	}); err != nil {
+		return "", err
+	}
 	if err := phase("move.lua", func(int) error {
 		_, err := s.Move(ctx, 0, 1, 1)
 		return err
