@@ -87,3 +87,33 @@ func TestEnqueueConflictRules(t *testing.T) {
 		t.Errorf("enqueue with a rule and no live task: %+v", r)
 	}
 }
+
+func TestDebounceAndThrottle(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	d := client.Debounce{Key: "customer-1", Delay: time.Hour, MaxWait: 2 * time.Hour}
+	first, err := c.Debounce(ctx, d, client.Task{Queue: "emails", Payload: []byte("v1")})
+	if err != nil || first.Outcome != client.Created || first.Turn != 1 {
+		t.Fatalf("first call: %+v, %v", first, err)
+	}
+	second, err := c.Debounce(ctx, d, client.Task{Queue: "emails", Payload: []byte("v2")})
+	if err != nil || second.Outcome != client.Changed || second.ID != first.ID || second.Turn != 2 || second.Due.Before(first.Due) {
+		t.Fatalf("second call: %+v, %v; want %s changed and moved later", second, err, first.ID)
+	}
+	if info, err := c.Lookup(ctx, first.ID); err != nil || string(info.Payload) != "v2" || !info.Due.Equal(second.Due) {
+		t.Fatalf("the window's task: %+v, %v", info, err)
+	}
+	if r, err := c.Throttle(ctx, "endpoint-9", time.Hour, client.Task{Queue: "emails"}); err != nil || r.Outcome != client.Created {
+		t.Fatalf("throttle, first: %+v, %v", r, err)
+	}
+	if r, err := c.Throttle(ctx, "endpoint-9", time.Hour, client.Task{Queue: "emails"}); err != nil || r.Outcome != client.Dropped {
+		t.Fatalf("throttle, second: %+v, %v; want dropped", r, err)
+	}
+	if _, err := c.Debounce(ctx, d, client.Task{ID: "mine", Queue: "emails"}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("a debounced task with an id: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := c.Debounce(ctx, client.Debounce{Key: "k", Delay: time.Second, Edge: 7}, client.Task{Queue: "emails"}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("an unknown edge: %v, want ErrInvalidArgument", err)
+	}
+}

@@ -30,11 +30,12 @@ type target struct {
 	late     []time.Duration // receive time - due time, per first delivery
 	first    map[string]time.Time
 	due      map[string]time.Time                                                      // the due time of each id's first delivery
+	payload  map[string]string                                                         // the payload of each id's first delivery
 	behave   func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
 }
 
 func newTarget(t *testing.T) *target {
-	tg := &target{count: map[string]int{}, first: map[string]time.Time{}, due: map[string]time.Time{}}
+	tg := &target{count: map[string]int{}, first: map[string]time.Time{}, due: map[string]time.Time{}, payload: map[string]string{}}
 	tg.Server = httptest.NewServer(http.HandlerFunc(tg.serve))
 	t.Cleanup(tg.Close)
 	return tg
@@ -42,7 +43,7 @@ func newTarget(t *testing.T) *target {
 
 func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	_, _ = io.Copy(io.Discard, r.Body)
+	body, _ := io.ReadAll(r.Body)
 	id := r.Header.Get("Hourglass-Task-Id")
 	attempt, _ := strconv.Atoi(r.Header.Get("Hourglass-Attempt"))
 	dueMs, _ := strconv.ParseInt(r.Header.Get("Hourglass-Due-Ms"), 10, 64)
@@ -52,6 +53,7 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	if tg.count[id] == 1 {
 		tg.first[id] = now
 		tg.due[id] = time.UnixMilli(dueMs)
+		tg.payload[id] = string(body)
 		tg.late = append(tg.late, now.Sub(time.UnixMilli(dueMs)))
 	}
 	behave := tg.behave

@@ -811,6 +811,79 @@ var conformanceCases = []confCase{
 			wantErr(t, pOutbox, "reschedule of an outbox entry", err, ErrInTransit)
 		}},
 
+	// debounce.lua: calls by a key of the caller's, in windows.
+	{script: "debounce.lua", also: []string{"enqueue.lua", "change.lua"}, name: "modes", states: []confState{stStable, stRedirecting, stResharding}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			keys := f.newIDs(4, false)
+			call := func(key string, mode DebounceMode, delay, maxWait time.Duration, payload string) DebounceResult {
+				t.Helper()
+				r, err := f.s.Debounce(f.ctx, DebounceArgs{Key: key, Mode: mode, Delay: delay, MaxWait: maxWait, Queue: "q1", Payload: []byte(payload), MaxRetries: -1})
+				if err != nil {
+					t.Fatalf("debounce %s %s: %v", mode, payload, err)
+				}
+				if l := f.s.Layout(); l.ShardOf(r.ID) != l.ShardOf(key) && r.ID != "" {
+					t.Errorf("debounce %s: task %s is not in its key's shard", mode, r.ID)
+				}
+				return r
+			}
+			payload := func(id string) string {
+				t.Helper()
+				info, err := f.s.Lookup(f.ctx, id)
+				if err != nil {
+					t.Fatalf("lookup %s: %v", id, err)
+				}
+				return string(info.Task.Payload)
+			}
+			// Trailing: the second call moves the first's task, never past
+			// the first call + max wait.
+			a := call(keys[0], DebounceTrailing, time.Hour, 30*time.Minute, "a1")
+			b := call(keys[0], DebounceTrailing, time.Hour, 30*time.Minute, "a2")
+			if a.Outcome != DebounceCreated || b.Outcome != DebounceChanged || b.ID != a.ID || !b.Due.Equal(a.Due) || b.Turn != 2 || payload(a.ID) != "a2" {
+				t.Errorf("trailing: %+v then %+v (payload %q); want the task changed to a2, due capped at %v", a, b, payload(a.ID), a.Due)
+			}
+			// Leading: the first runs at once, the second is dropped.
+			a = call(keys[1], DebounceLeading, time.Hour, 0, "b1")
+			b = call(keys[1], DebounceLeading, time.Hour, 0, "b2")
+			if a.Outcome != DebounceCreated || time.Until(a.Due) > time.Minute || b.Outcome != DebounceDropped || b.ID != a.ID || b.Turn != 2 {
+				t.Errorf("leading: %+v then %+v; want the first due now, the second dropped", a, b)
+			}
+			// Leading and trailing: the dropped calls are one task at the
+			// window's end, with the last payload.
+			a = call(keys[2], DebounceLeadingTrailing, time.Hour, 0, "c1")
+			b = call(keys[2], DebounceLeadingTrailing, time.Hour, 0, "c2")
+			c := call(keys[2], DebounceLeadingTrailing, time.Hour, 0, "c3")
+			if a.Outcome != DebounceCreated || b.Outcome != DebounceCreated || b.ID == a.ID || c.Outcome != DebounceChanged || c.ID != b.ID ||
+				c.Due.Before(b.Due) || payload(b.ID) != "c3" || payload(a.ID) != "c1" {
+				t.Errorf("leading+trailing: %+v, %+v, %+v; want a leading task and one trailing task with c3", a, b, c)
+			}
+			// Throttle: one task per window; its end does not move.
+			a = call(keys[3], Throttle, time.Hour, 0, "d1")
+			b = call(keys[3], Throttle, time.Hour, 0, "d2")
+			if a.Outcome != DebounceCreated || b.Outcome != DebounceDropped || b.Due.After(a.Due.Add(time.Hour)) {
+				t.Errorf("throttle: %+v then %+v", a, b)
+			}
+			_, err := f.s.Debounce(f.ctx, DebounceArgs{Key: "k|bad", Mode: Throttle, Delay: time.Second, Queue: "q1"})
+			wantErr(t, pBehaviour, "a key with |", err, ErrInvalidArgument)
+			_, err = f.s.Debounce(f.ctx, DebounceArgs{Key: f.newIDs(1, false)[0], Mode: Throttle, Delay: time.Second, Queue: "nosuch"})
+			wantErr(t, pBehaviour, "an unknown queue", err, ErrUnknownQueue)
+		}},
+	{script: "debounce.lua", name: "a trailing window closes when its task is due", states: []confState{stStable}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			key := f.newIDs(1, false)[0]
+			a, err := f.s.Debounce(f.ctx, DebounceArgs{Key: key, Mode: DebounceTrailing, Delay: time.Millisecond, Queue: "q1", Payload: []byte("x"), MaxRetries: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, 5*time.Second, "the task due", func() (bool, string) { return f.now().After(a.Due), "" })
+			b, err := f.s.Debounce(f.ctx, DebounceArgs{Key: key, Mode: DebounceTrailing, Delay: time.Hour, Queue: "q1", Payload: []byte("y"), MaxRetries: -1})
+			if err != nil || b.Outcome != DebounceCreated || b.ID == a.ID {
+				t.Errorf("a call after the task is due: %+v, %v; want a new window", b, err)
+			}
+			if info, err := f.s.Lookup(f.ctx, a.ID); err != nil || string(info.Task.Payload) != "x" {
+				t.Errorf("the first window's task: %+v, %v; want it as it was", info, err)
+			}
+		}},
+
 	// Administration: deadops, depth, page, pagefar, pageready, registry, pause.
 	{script: "deadops.lua", name: "replay", states: allStates, props: []confProp{pBehaviour, pCounts},
 		run: func(t *testing.T, f *confFixture) {

@@ -42,6 +42,10 @@ const FarSentinel = "|far"
 // Tasks is the hash of task id to encoded task.
 func (k Keys) Tasks(s int) string { return k.Tag(s) + ":tasks" }
 
+// Window is the debounce window of key in shard s (debounce.lua's
+// KEYS[7]), a string "first_ms|end_ms|task id|n" that expires on its own.
+func (k Keys) Window(s int, key string) string { return k.Tag(s) + ":window:" + key }
+
 // ReadyPrefix is the prefix of the shard's ready lists; the queue name
 // follows it.
 func (k Keys) ReadyPrefix(s int) string { return k.Tag(s) + ":ready:" }

@@ -39,6 +39,7 @@ var (
 	moveManyScript    = newScript("movemany.lua")
 	cancelScript      = newScript("cancel.lua")
 	changeScript      = newScript("change.lua")
+	debounceScript    = newScript("debounce.lua")
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")
 	ackScript         = newScript("ack.lua")
