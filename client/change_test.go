@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +117,51 @@ func TestDebounceAndThrottle(t *testing.T) {
 	}
 	if _, err := c.Debounce(ctx, client.Debounce{Key: "k", Delay: time.Second, Edge: 7}, client.Task{Queue: "emails"}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Errorf("an unknown edge: %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestUniqueForOutlivesTheTask(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	task := client.Task{ID: "charge-77", Queue: "emails", Payload: []byte("x"), Delay: time.Hour, UniqueFor: time.Hour}
+	if _, err := c.Enqueue(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, task); !errors.Is(err, client.ErrDuplicate) || !strings.Contains(err.Error(), "scheduled") {
+		t.Fatalf("while live: %v, want a duplicate of the scheduled task", err)
+	}
+	// Finished (here: cancelled), the id stays reserved for UniqueFor.
+	if _, err := c.Cancel(ctx, "charge-77"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, task); !errors.Is(err, client.ErrDuplicate) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("after the task: %v, want a duplicate of the reservation", err)
+	}
+	// Without UniqueFor an enqueue does not look at reservations.
+	plain := task
+	plain.UniqueFor = 0
+	if _, err := c.Enqueue(ctx, plain); err != nil {
+		t.Fatalf("an enqueue without UniqueFor: %v", err)
+	}
+	// A short reservation ends.
+	short := client.Task{ID: "charge-78", Queue: "emails", Delay: time.Hour, UniqueFor: 50 * time.Millisecond}
+	if _, err := c.Enqueue(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "charge-78"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 5*time.Second, "the reservation of charge-78 to end", func() (bool, string) {
+		_, err := c.Enqueue(ctx, short)
+		return err == nil, fmt.Sprint(err)
+	})
+	// Batches mix reserved and plain tasks, each with its own result.
+	rs, _ := c.EnqueueBatch(ctx, []client.Task{task, {ID: "plain-1", Queue: "emails", Delay: time.Hour}, {ID: "u-2", Queue: "emails", Delay: time.Hour, UniqueFor: time.Minute}})
+	if !errors.Is(rs[0].Err, client.ErrDuplicate) || rs[1].Err != nil || rs[2].Err != nil {
+		t.Fatalf("a mixed batch: %+v", rs)
+	}
+	if _, err := c.Enqueue(ctx, client.Task{Queue: "emails", UniqueFor: time.Microsecond}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("UniqueFor below 1ms: %v", err)
 	}
 }

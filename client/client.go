@@ -94,6 +94,13 @@ type Task struct {
 	// this task if the live one finished meanwhile. Only the payload and
 	// the due time change (not the queue, retries or timeout).
 	OnConflict Conflict
+	// UniqueFor, above zero (at least 1ms), keeps the id reserved that
+	// long from this enqueue: until then another enqueue of the id with
+	// UniqueFor set reports ErrDuplicate even after this task finished
+	// (its message says "reserved" when no task of the id is live). 0:
+	// the id is free again the moment its task finishes. An enqueue
+	// without UniqueFor does not look at reservations.
+	UniqueFor time.Duration
 }
 
 // Retries returns a pointer to n, for Task.MaxRetries: hourglass.Retries.
@@ -240,7 +247,10 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 		return a, fmt.Errorf("%w: due time %s before 1970", ErrInvalidArgument, t.At)
 	case t.Timeout < 0 || (t.Timeout > 0 && t.Timeout < time.Millisecond):
 		return a, fmt.Errorf("%w: timeout %s must be 0 (queue default) or at least 1ms", ErrInvalidArgument, t.Timeout)
+	case t.UniqueFor < 0 || (t.UniqueFor > 0 && t.UniqueFor < time.Millisecond):
+		return a, fmt.Errorf("%w: UniqueFor %s must be 0 or at least 1ms", ErrInvalidArgument, t.UniqueFor)
 	}
+	a.UniqueFor = t.UniqueFor
 	if t.MaxRetries != nil {
 		if *t.MaxRetries < 0 || *t.MaxRetries > MaxRetriesLimit {
 			return a, fmt.Errorf("%w: max retries %d not in 0..%d", ErrInvalidArgument, *t.MaxRetries, MaxRetriesLimit)

@@ -88,6 +88,7 @@ func ACLUsers(ns string) []ACLUser {
 	}
 	far := func(s int) string { return k.FarBucket(s, "*") }
 	window := func(s int) string { return k.Window(s, "") }
+	reservation := func(s int) string { return k.Reservation(s, "") }
 	imported := func(s int) string { return strings.TrimSuffix(k.Imported(s, 0), "0") + "*" }
 	r := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name)} }
 	w := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name), Write: true} }
@@ -136,15 +137,15 @@ func ACLUsers(ns string) []ACLUser {
 		},
 		{
 			Component: "producer",
-			Does:      "the Go client or a producer in another language: enqueue (batches too), cancel, change (reschedule, replace), debounce and throttle, lookup, exists; WAIT in the durability mode",
-			Scripts:   []string{"enqueue.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua"},
+			Does:      "the Go client or a producer in another language: enqueue (batches too, unique ids too), cancel, change (reschedule, replace), debounce and throttle, lookup, exists; WAIT in the durability mode",
+			Scripts:   []string{"enqueue.lua", "unique.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "set", "time", "incr", "wait",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lpos", "lrem", "lset", "rpush",
 				"zadd", "zcount", "zrange", "zrem", "zscore", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Outbox), w(k.Cancelled), w(k.Queues), w(k.Inflight), w(k.Marker),
-				w(prefix(window)), rd(k.Record()), wr(k.WaitMark()),
+				w(prefix(window)), w(prefix(reservation)), rd(k.Record()), wr(k.WaitMark()),
 			},
 			Channels: []string{wake},
 		},

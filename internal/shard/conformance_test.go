@@ -811,6 +811,28 @@ var conformanceCases = []confCase{
 			wantErr(t, pOutbox, "reschedule of an outbox entry", err, ErrInTransit)
 		}},
 
+	// unique.lua: an enqueue that reserves its id beyond the task.
+	{script: "unique.lua", also: []string{"enqueue.lua", "cancel.lua"}, name: "reserved after the task", states: []confState{stStable, stResharding}, props: []confProp{pBehaviour, pCounts},
+		run: func(t *testing.T, f *confFixture) {
+			id := f.newIDs(1, false)[0]
+			a := []EnqueueArgs{{ID: id, Queue: "q1", Delay: time.Hour, MaxRetries: -1, UniqueFor: time.Hour}}
+			if r, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), a); r[0].Err != nil {
+				t.Fatalf("enqueue: %v", r[0].Err)
+			}
+			if r, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), a); !errors.Is(r[0].Err, ErrDuplicate) || r[0].State != "scheduled" {
+				t.Errorf("again while live: %+v, want a duplicate of the scheduled task", r[0])
+			}
+			if _, err := confCancelIn(f.ctx, f.s, f.s.Layout(), f.sh, id); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), a); !errors.Is(r[0].Err, ErrDuplicate) || r[0].State != "reserved" {
+				t.Errorf("again after the task: %+v, want refused as reserved", r[0])
+			}
+			a[0].UniqueFor = 0
+			if r, _ := confEnqueueIn(f.ctx, f.s, f.s.Layout(), a); r[0].Err != nil {
+				t.Errorf("a plain enqueue of the reserved id: %v, want it stored", r[0].Err)
+			}
+		}},
 	// debounce.lua: calls by a key of the caller's, in windows.
 	{script: "debounce.lua", also: []string{"enqueue.lua", "change.lua"}, name: "modes", states: []confState{stStable, stRedirecting, stResharding}, props: []confProp{pBehaviour, pCounts},
 		run: func(t *testing.T, f *confFixture) {

@@ -46,6 +46,10 @@ func (k Keys) Tasks(s int) string { return k.Tag(s) + ":tasks" }
 // KEYS[7]), a string "first_ms|end_ms|task id|n" that expires on its own.
 func (k Keys) Window(s int, key string) string { return k.Tag(s) + ":window:" + key }
 
+// Reservation marks task id of shard s as reserved (unique.lua's KEYS[7]):
+// a string that expires when the reservation ends.
+func (k Keys) Reservation(s int, id string) string { return k.Tag(s) + ":unique:" + id }
+
 // ReadyPrefix is the prefix of the shard's ready lists; the queue name
 // follows it.
 func (k Keys) ReadyPrefix(s int) string { return k.Tag(s) + ":ready:" }

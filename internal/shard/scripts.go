@@ -40,6 +40,7 @@ var (
 	cancelScript      = newScript("cancel.lua")
 	changeScript      = newScript("change.lua")
 	debounceScript    = newScript("debounce.lua")
+	uniqueScript      = newScript("unique.lua")
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")
 	ackScript         = newScript("ack.lua")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,6 +24,11 @@ type EnqueueArgs struct {
 	Delay      time.Duration
 	MaxRetries int           // < 0: the queue's default
 	Timeout    time.Duration // 0: the queue's default
+	// UniqueFor, above zero, reserves the id that long from the enqueue
+	// (unique.lua): an enqueue with UniqueFor of the same id is refused
+	// as a duplicate ("reserved") until then, even after the task
+	// finished.
+	UniqueFor time.Duration
 }
 
 // EnqueueResult is the outcome of one enqueue.
@@ -63,8 +69,9 @@ func (s *Store) Enqueue(ctx context.Context, a EnqueueArgs) EnqueueResult {
 }
 
 // EnqueueBatch stores many tasks in one pipelined round trip: one script
-// call per shard (per enqueueChunk tasks). Each result reports its own
-// outcome.
+// call per shard (per enqueueChunk tasks), and one unique.lua call per
+// task with UniqueFor (a second round trip when a batch mixes both).
+// Each result reports its own outcome.
 //
 // Tasks are placed by the store's layout, and each call carries its
 // generation. A shard whose marker has a newer one refuses the call
@@ -102,25 +109,45 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 		byShard[sh] = append(byShard[sh], i)
 	}
 	gen := "@" + strconv.FormatInt(l.Gen(), 10)
-	var calls []scriptCall
-	var members [][]int // task indexes of each call
+	var calls, uniques []scriptCall
+	var members, uniqueMembers [][]int // task indexes of each call
 	for sh, idx := range byShard {
-		for len(idx) > 0 {
+		keys := []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh)}
+		plain := idx[:0:0]
+		for _, i := range idx {
+			if as[i].UniqueFor <= 0 {
+				plain = append(plain, i)
+				continue
+			}
+			// One call each: unique.lua reserves one id.
+			args := append([]any{as[i].UniqueFor.Milliseconds(), gen, l.WakeChannel(sh)}, enqueueArgs(as[i])...)
+			uniques = append(uniques, scriptCall{keys: append(slices.Clone(keys), l.Reservation(sh, as[i].ID)), args: args})
+			uniqueMembers = append(uniqueMembers, []int{i})
+		}
+		for idx = plain; len(idx) > 0; idx = idx[min(len(idx), enqueueChunk):] {
 			n := min(len(idx), enqueueChunk)
 			args := make([]any, 2, 2+6*n)
 			args[0], args[1] = gen, l.WakeChannel(sh)
 			for _, i := range idx[:n] {
 				args = append(args, enqueueArgs(as[i])...)
 			}
-			calls = append(calls, scriptCall{keys: []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh)}, args: args})
+			calls = append(calls, scriptCall{keys: keys, args: args})
 			members = append(members, idx[:n])
-			idx = idx[n:]
 		}
 	}
+	redirected = s.sendEnqueues(ctx, enqueueScript, calls, members, as, out)
+	return append(redirected, s.sendEnqueues(ctx, uniqueScript, uniques, uniqueMembers, as, out)...)
+}
+
+// sendEnqueues sends the enqueue calls of one script (enqueue.lua, or
+// unique.lua for tasks with UniqueFor), members[c] being the indexes in
+// as of call c's tasks, writes their results to out, and returns the
+// tasks a shard refused because its layout is newer.
+func (s *Store) sendEnqueues(ctx context.Context, sc script, calls []scriptCall, members [][]int, as []EnqueueArgs, out []EnqueueResult) (redirected []int) {
 	if len(calls) == 0 {
 		return nil
 	}
-	cmds, err := enqueueScript.runPipelinedOnce(ctx, s.rdb, calls)
+	cmds, err := sc.runPipelinedOnce(ctx, s.rdb, calls)
 	replicated := true
 	if s.wait.Replicas > 0 && err == nil {
 		replicated = s.waitReplicas(ctx)

@@ -1,0 +1,34 @@
+-- unique.lua: enqueue one task and reserve its id for a while: until the
+-- reservation ends, an enqueue of the id through this script is refused
+-- as a duplicate, even after the task finished (a producer's late retry,
+-- a duplicate event). The reservation is a string KEYS[7] that expires
+-- on its own (docs/protocol.md, "Unique ids").
+--
+-- @include: enqueue.lua as enqueue_protocol(KEYS, ARGV)
+--
+-- KEYS[1..6] as enqueue.lua: delayed, tasks, queues, far, counts, layout
+--            marker (KEYS[6] with the "@gen" argument)
+-- KEYS[7] reservation STRING {ns:s}:unique:<id>, there while the id is
+--                      reserved
+-- ARGV[1] how long to reserve the id, ms (1 or more), from now
+-- ARGV[2..] enqueue.lua's arguments for one task: "@<gen>" (optional),
+--         the wake channel, then the task's six
+--
+-- Returns enqueue.lua's reply for the task, {code, due, detail}, or its
+-- error; an id that is reserved and not live is {0, -1, "reserved"}
+-- (nothing written). The reservation is made only when the task is
+-- stored.
+local ttl = tonumber(ARGV[1])
+if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+  return {-3, 0, "invalid reservation (whole ms, 1 or more)"}
+end
+local argv = {unpack(ARGV, 2)}
+local id = argv[string.sub(argv[1], 1, 1) == "@" and 3 or 2]
+if redis.call("EXISTS", KEYS[7]) == 1 and redis.call("HEXISTS", KEYS[2], id or "") == 0 then
+  return {0, -1, "reserved"}
+end
+local r = enqueue_protocol({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, argv)
+if not r.err and r[1] == 1 then
+  redis.call("SET", KEYS[7], "1", "PX", ARGV[1])
+end
+return r
