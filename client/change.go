@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -54,9 +53,10 @@ func (c Conflict) String() string {
 //
 // The change is atomic in Redis: the task runs at the new time, or, if a
 // worker took it first, the call reports ErrActive and nothing changed.
-// While a change of the shard count moves the task, and on transient
-// errors, the client tries again for Config.RetryFor; a reschedule to an
-// absolute time is safe to repeat.
+// While a change of the shard count moves the task, or Redis refuses the
+// call before running it, the client tries again for Config.RetryFor.
+// Any other error (a connection lost) leaves the outcome unknown: the
+// task may have changed; Lookup says.
 func (c *Client) Reschedule(ctx context.Context, id string, at time.Time) (time.Time, error) {
 	if at.IsZero() {
 		return time.Time{}, fmt.Errorf("%w: reschedule %q to the zero time", ErrInvalidArgument, truncate(id))
@@ -79,22 +79,20 @@ func (c *Client) Replace(ctx context.Context, id string, payload []byte) error {
 	return err
 }
 
-// change applies ch to id, trying again on transient errors (an id on its
-// way to its new shard among them) for c.retryFor.
-func (c *Client) change(ctx context.Context, id string, ch shard.Change) (shard.ChangeResult, error) {
+// change applies ch to id, trying again, for c.retryFor, the calls that
+// did nothing (notRun: an id on its way to its new shard, a slot
+// migrating). A call whose connection failed is not sent again: it may
+// have changed the task, and a second change could find it taken.
+func (c *Client) change(ctx context.Context, id string, ch shard.Change) (r shard.ChangeResult, err error) {
 	if !shard.ValidStoredID(id) {
 		return shard.ChangeResult{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
-	var bo backoff.Backoff
-	deadline := time.Now().Add(c.retryFor)
-	for {
-		r, err := c.store.Change(ctx, id, ch)
-		wait := bo.Next()
-		if !transient(err) || time.Now().Add(wait).After(deadline) || !backoff.Sleep(ctx, wait) {
-			return r, err
-		}
-	}
+	err = c.retryNotRun(ctx, func() error {
+		r, err = c.store.Change(ctx, id, ch)
+		return err
+	})
+	return r, err
 }
 
 // conflictChange is the change a duplicate of t makes under its
@@ -134,8 +132,8 @@ func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Resul
 		}
 		for round := 0; round < maxConflictRounds; round++ {
 			r, err := c.change(ctx, out[i].ID, ch)
-			if err == nil {
-				out[i] = Result{ID: out[i].ID, Due: r.Due, Changed: true}
+			if err == nil || errors.Is(err, ErrNotReplicated) {
+				out[i] = Result{ID: out[i].ID, Due: r.Due, Changed: true, Err: err}
 				break
 			}
 			if !errors.Is(err, ErrNotFound) {
@@ -152,7 +150,7 @@ func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Resul
 			}
 			r2 := c.enqueueRetrying(ctx, []shard.EnqueueArgs{a}, []bool{false})[0]
 			out[i] = Result{ID: a.ID, Due: r2.Due, Err: r2.Err}
-			if !errors.Is(r2.Err, ErrDuplicate) {
+			if !errors.Is(r2.Err, ErrDuplicate) || r2.State == "reserved" {
 				break
 			}
 		}

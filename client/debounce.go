@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -71,7 +70,10 @@ type DebounceResult struct {
 // become one task (see Edge), decided atomically in Redis whichever
 // producers call. t gives the queue, payload, retries and timeout; its
 // ID (a fresh one is made), At, Delay and OnConflict must be left zero.
-// Errors: ErrInvalidArgument, ErrUnknownQueue, ErrPayloadTooLarge.
+// Errors: ErrInvalidArgument, ErrUnknownQueue, ErrPayloadTooLarge; a
+// call Redis refused before running it is sent again for
+// Config.RetryFor, and any other error (a connection lost) leaves its
+// outcome unknown (a second call could count twice), so it is returned.
 //
 // A window lives in the key's shard: while a change of the shard count
 // moves the key to another shard, a window may split in two (one more
@@ -107,13 +109,10 @@ func (c *Client) debounce(ctx context.Context, a shard.DebounceArgs, t Task) (De
 	}
 	a.Queue, a.Payload, a.MaxRetries, a.Timeout = checked.Queue, checked.Payload, checked.MaxRetries, checked.Timeout
 	c.layout.Layout(ctx)
-	var bo backoff.Backoff
-	deadline := time.Now().Add(c.retryFor)
-	for {
-		r, err := c.store.Debounce(ctx, a)
-		wait := bo.Next()
-		if !transient(err) || time.Now().Add(wait).After(deadline) || !backoff.Sleep(ctx, wait) {
-			return DebounceResult{Outcome: Outcome(r.Outcome), ID: r.ID, Due: r.Due, Turn: r.Turn}, err
-		}
-	}
+	var r shard.DebounceResult
+	err = c.retryNotRun(ctx, func() error {
+		r, err = c.store.Debounce(ctx, a)
+		return err
+	})
+	return DebounceResult{Outcome: Outcome(r.Outcome), ID: r.ID, Due: r.Due, Turn: r.Turn}, err
 }

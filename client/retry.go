@@ -42,8 +42,18 @@ func transient(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
+	return notRun(err)
+}
+
+// notRun reports whether err says that the call did nothing and may be
+// sent again as it is: Redis refused it before it ran (loading, busy,
+// a slot or shard count changing, no primary), or it found the id on its
+// way to its new shard. Unlike a connection error, which leaves the
+// outcome unknown, this is safe to retry for a call that is not
+// idempotent (a change, a debounced call).
+func notRun(err error) bool {
 	if errors.Is(err, shard.ErrTryAgain) {
-		return true // nothing was done; the answer changes shortly (an id on its way to its new shard)
+		return true
 	}
 	for _, p := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
 		if redis.HasErrorPrefix(err, p) {
@@ -51,6 +61,21 @@ func transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// retryNotRun calls f until it returns an error other than one notRun
+// accepts, for up to c.retryFor or until ctx ends; it returns f's last
+// error.
+func (c *Client) retryNotRun(ctx context.Context, f func() error) error {
+	var bo backoff.Backoff
+	deadline := time.Now().Add(c.retryFor)
+	for {
+		err := f()
+		wait := bo.Next()
+		if !notRun(err) || time.Now().Add(wait).After(deadline) || !backoff.Sleep(ctx, wait) {
+			return err
+		}
+	}
 }
 
 // enqueueRetrying sends args and sends again, with the same ids, those

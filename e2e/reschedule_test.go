@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
@@ -71,7 +72,7 @@ func testReschedule(t *testing.T, n int) {
 			}
 			at := time.Now().Add(2*time.Second + time.Duration(rand.IntN(8000))*time.Millisecond).Truncate(time.Millisecond)
 			_, err := c.cli.Reschedule(ctx, ids[i], at)
-			for errors.Is(err, shard.ErrTryAgain) { // on its way to its new shard
+			for bo := (backoff.Backoff{}); errors.Is(err, shard.ErrTryAgain) && backoff.Sleep(ctx, bo.Next()); { // on its way to its new shard
 				_, err = c.cli.Reschedule(ctx, ids[i], at)
 			}
 			if err != nil {

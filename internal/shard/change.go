@@ -93,6 +93,18 @@ func (s *Store) Change(ctx context.Context, id string, c Change) (ChangeResult, 
 	if err != nil {
 		return ChangeResult{}, err
 	}
+	// A task cancelled on its way to its new shard keeps an imported copy
+	// there until the reshard removes it, as long as that copy is as
+	// imported: changing it would bring the task back.
+	if h := s.Layout().Homes(id); h.Moving() {
+		gone, err := s.rdb.HExists(ctx, s.k.Cancelled(h.Old), id).Result()
+		if err != nil {
+			return ChangeResult{}, errtext.Errorf("change %q: %w", id, err)
+		}
+		if gone {
+			return ChangeResult{}, taskNotFound(id)
+		}
+	}
 	var res ChangeResult
 	err = s.find(ctx, id, func(ctx context.Context, p Place) (bool, error) {
 		if p.Outbox {
@@ -124,7 +136,7 @@ func (s *Store) changeIn(ctx context.Context, sh int, id string, args []any) (Ch
 	due, _ := v[2].(int64)
 	switch code {
 	case 1:
-		return ChangeResult{State: detail, Due: time.UnixMilli(due), Shard: sh}, nil
+		return ChangeResult{State: detail, Due: time.UnixMilli(due), Shard: sh}, s.replicated(ctx, fmt.Sprintf("change of %q", id))
 	case 0:
 		return ChangeResult{}, taskNotFound(id)
 	case -1:

@@ -109,7 +109,11 @@ func (s *Store) Debounce(ctx context.Context, a DebounceArgs) (DebounceResult, e
 		turn, _ := v[3].(int64)
 		switch code {
 		case 1, 2, 3:
-			return DebounceResult{Outcome: DebounceOutcome(code), ID: detail, Due: time.UnixMilli(due), Turn: int(turn)}, nil
+			r := DebounceResult{Outcome: DebounceOutcome(code), ID: detail, Due: time.UnixMilli(due), Turn: int(turn)}
+			if code == 3 {
+				return r, nil
+			}
+			return r, s.replicated(ctx, fmt.Sprintf("debounced task %q", detail))
 		case 0:
 			if attempt < maxRedirects {
 				continue // the fresh id was taken: another one

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +54,18 @@ func (s *Store) waitReplicas(ctx context.Context) bool {
 	return err == nil && wait.Val() >= int64(s.wait.Replicas)
 }
 
-// WithDurability returns a copy of s whose enqueues wait as d says.
+// replicated returns nil, or, when s waits for replicas (WithDurability)
+// and they did not confirm the write just made in time, an error wrapping
+// ErrNotReplicated that names it.
+func (s *Store) replicated(ctx context.Context, what string) error {
+	if s.wait.Replicas <= 0 || s.waitReplicas(ctx) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (WAIT %d replicas, %s)", ErrNotReplicated, what, s.wait.Replicas, s.wait.Timeout)
+}
+
+// WithDurability returns a copy of s whose enqueues (and changes,
+// debounced calls) wait as d says.
 func (s *Store) WithDurability(d Durability) *Store {
 	c := *s
 	c.wait = d

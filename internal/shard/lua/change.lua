@@ -34,9 +34,10 @@
 -- the entry no longer matches the task, and the promotion drops it as it
 -- drops the entry of a task enqueued anew (move.lua). A ready
 -- task that no worker has popped yet leaves its ready list for the
--- delayed set when its due time changes (the mover moves it again when
--- it is due; it is counted scheduled again), and keeps its place in the
--- list when only its payload changes. A task a worker has popped or
+-- delayed set when its due time changes to a later one than now (the
+-- mover moves it again when it is due; it is counted scheduled again),
+-- and keeps its place in the list when only its payload changes or it
+-- is due at once. A task a worker has popped or
 -- leased, and a dead letter, are not changed.
 --
 -- Returns {code, state, due_ms}:
@@ -77,8 +78,12 @@ if ARGV[5] ~= "" then
   elseif ARGV[6] == "min" then due = math.min(d, t.due)
   elseif ARGV[6] == "max" then due = math.max(d, t.due)
   else return {-3, "invalid due rule (set, min or max)", 0} end
-  local latest = tonumber(ARGV[9] or "")
-  if latest and due > latest then due = latest end
+  if ARGV[9] and ARGV[9] ~= "" then
+    if #ARGV[9] > 13 or not string.match(ARGV[9], "^%d+$") then
+      return {-3, "invalid latest due time (unix ms, at most 13 digits)", 0}
+    end
+    due = math.min(due, tonumber(ARGV[9]))
+  end
 end
 local payload = string.sub(blob, t.pos)
 if ARGV[7] == "1" then
@@ -117,16 +122,19 @@ redis.call("HSET", KEYS[2], id, changed)
 if state == "ready" then
   local seq_s = string.format("%d", seq)
   local entry = seq_s .. "|" .. id .. "|" .. blob
-  if due == old_due then
-    -- Only the payload changed: the entry keeps its place in the list.
+  if due == old_due or due <= now_ms() then
+    -- Only the payload changed, or the task is due at once: the entry
+    -- keeps its place in the list, with the changed task. (An entry
+    -- without the task, "seq|id", the form before entries carried it,
+    -- has nothing to rewrite: its worker reads the task data.)
     local at = redis.call("LPOS", rk, entry)
     if at then redis.call("LSET", rk, at, seq_s .. "|" .. id .. "|" .. changed) end
     return {1, state, due}
   end
   -- Taken back: the entry leaves the list, the task waits in the delayed
   -- set for its new time.
-  if redis.call("LREM", rk, 0, entry) == 0 then
-    redis.call("LREM", rk, 0, seq_s .. "|" .. id) -- an entry without the task
+  if redis.call("LREM", rk, 1, entry) == 0 then
+    redis.call("LREM", rk, 1, seq_s .. "|" .. id) -- an entry without the task
   end
   redis.call("ZREM", pk, id)
   count(KEYS[6], "s", t.queue, 1)

@@ -72,7 +72,9 @@ end
 -- reply ({1, due, ""} when it stored the task; a refusal as this
 -- script's reply, {code, detail, 0, 0}) or its error.
 local function enqueue(due)
-  local argv = {ARGV[5], ARGV[6], "+" .. string.format("%d", math.max(due - now, 0)), ARGV[7], ARGV[8], ARGV[9], ARGV[10]}
+  -- An absolute time: Redis's clock moves while a script runs, and a
+  -- delay would be added to a later reading than this call's now.
+  local argv = {ARGV[5], ARGV[6], string.format("%d", due), ARGV[7], ARGV[8], ARGV[9], ARGV[10]}
   if ARGV[4] ~= "" then table.insert(argv, 1, ARGV[4]) end
   local r = enqueue_protocol({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, argv)
   if r.err or r[1] == 1 then return r end
@@ -132,5 +134,7 @@ end
 -- window's task to change is the trailing one, not this one.
 local r = enqueue(now)
 if r.err or r[1] ~= 1 then return r end
-save(1, now, now + delay, mode == "leading+trailing" and "" or ARGV[6], 1, r[2])
+local ends = now + delay
+if mode ~= "throttle" and max_wait > 0 then ends = math.min(ends, now + max_wait) end
+save(1, now, ends, mode == "leading+trailing" and "" or ARGV[6], 1, r[2])
 return {1, ARGV[6], r[2], 1}

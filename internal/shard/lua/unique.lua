@@ -18,13 +18,20 @@
 -- error; an id that is reserved and not live is {0, -1, "reserved"}
 -- (nothing written). The reservation is made only when the task is
 -- stored.
-local ttl = tonumber(ARGV[1])
-if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+if #ARGV[1] > 13 or not string.match(ARGV[1], "^0*[1-9]%d*$") then
   return {-3, 0, "invalid reservation (whole ms, 1 or more)"}
 end
 local argv = {unpack(ARGV, 2)}
-local id = argv[string.sub(argv[1], 1, 1) == "@" and 3 or 2]
+local gen = string.match(argv[1] or "", "^@(%d+)$")
+local id = argv[gen and 3 or 2]
 if redis.call("EXISTS", KEYS[7]) == 1 and redis.call("HEXISTS", KEYS[2], id or "") == 0 then
+  -- Reserved. A producer on an older layout is sent to the id's new
+  -- shard first, as enqueue.lua sends it (its check writes nothing).
+  local marker = gen and KEYS[6] and redis.call("GET", KEYS[6])
+  local g = marker and tonumber(string.match(marker, "^(%d+)|"))
+  if g and g > tonumber(gen) then
+    return enqueue_protocol({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, argv)
+  end
   return {0, -1, "reserved"}
 end
 local r = enqueue_protocol({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, argv)
