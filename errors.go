@@ -42,6 +42,10 @@ var (
 	// leased, or popped by a worker (which runs popped tasks before
 	// leasing them).
 	ErrActive = errors.New("hourglass: task is running")
+	// ErrCancelled is the cause of a running handler's ctx when its task
+	// was cancelled from anywhere (client.Cancel): the task has ended, and
+	// nothing the handler reports changes it.
+	ErrCancelled = errors.New("hourglass: task cancelled")
 	// ErrDead reports a change (reschedule, replace) of a task that is in
 	// the dead-letter queue; replaying it runs it again.
 	ErrDead = errors.New("hourglass: task is dead-lettered")

@@ -87,7 +87,7 @@ func wantIs(t *testing.T, call string, err error, row []named) {
 }
 
 // TestCallsReturnSharedSentinels: errors returned by real calls against
-// a real Redis match every name of their sentinel: cancelling a running
+// a real Redis match every name of their sentinel: rescheduling a running
 // task through client and inspect, looking up and cancelling a missing
 // one, an enqueue of a live id and of an unknown queue, bad arguments,
 // and constructors given a Config they cannot use.
@@ -102,10 +102,10 @@ func TestCallsReturnSharedSentinels(t *testing.T) {
 	ctx := testenv.Ctx(t, 30*time.Second)
 	running := e.Popped(shardtest.Queue, "running-", 1)[0].Task.ID
 
-	_, err := c.Cancel(ctx, running)
-	wantIs(t, "client Cancel of a running task", err, active)
-	_, err = in.Cancel(ctx, running)
-	wantIs(t, "inspect Cancel of a running task", err, active)
+	_, err := c.Reschedule(ctx, running, time.Now().Add(time.Hour))
+	wantIs(t, "client Reschedule of a running task", err, active)
+	_, err = in.Reschedule(ctx, running, time.Now().Add(time.Hour))
+	wantIs(t, "inspect Reschedule of a running task", err, active)
 
 	_, err = c.Cancel(ctx, "missing")
 	wantIs(t, "client Cancel of a missing task", err, notFound)

@@ -17,6 +17,10 @@ const (
 	StateActive State = "active"
 	// StateDead: in the dead-letter queue.
 	StateDead State = "dead"
+	// StateCancelled: cancelled while a worker had it (Cancel of an
+	// active task); its data is gone, and the record is kept for a day
+	// (Ended says when).
+	StateCancelled State = "cancelled"
 )
 
 // TaskInfo is one stored task as Hourglass reports it: the view
@@ -60,6 +64,8 @@ type TaskInfo struct {
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
 	// Dead is set for a dead-lettered task.
 	Dead *DeadInfo `json:"dead,omitempty"`
+	// Ended is when a cancelled task was cancelled (StateCancelled).
+	Ended time.Time `json:"ended,omitzero"`
 	// Problem explains task data that could not be decoded (the data
 	// fields are then empty), or a corrupt due time (a delayed-set score
 	// that is no time: the shard's owner dead-letters such a task). It

@@ -260,11 +260,15 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	return a, nil
 }
 
-// Cancel deletes a task that has not started running: scheduled, ready or
-// dead-lettered. It returns the state the task was cancelled from (as
-// inspect's Cancel does); its id can be enqueued again afterwards. It
-// returns ErrNotFound for an unknown id and ErrActive for a task whose
-// handler is running.
+// Cancel ends a task in any state and returns the state it was cancelled
+// from (as inspect's Cancel does). A scheduled, ready or dead-lettered
+// task is deleted. A task a worker has (StateActive: running, or popped
+// and about to run) ends as StateCancelled: its lease is revoked, so that
+// nothing its worker reports is recorded and it is never retried, and
+// the worker is told at once to cancel its handler's ctx (the cause is
+// hourglass.ErrCancelled; a command gets SIGTERM, an HTTP call is
+// aborted); Lookup reports it cancelled for a day. Either way its id can
+// be enqueued again. It returns ErrNotFound for an unknown id.
 func (c *Client) Cancel(ctx context.Context, id string) (State, error) {
 	if !shard.ValidStoredID(id) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
@@ -287,6 +291,7 @@ const (
 	StateReady     = hourglass.StateReady     // due, waiting for a worker
 	StateActive    = hourglass.StateActive    // handed to a worker: running, leased or not yet
 	StateDead      = hourglass.StateDead      // in the dead-letter queue
+	StateCancelled = hourglass.StateCancelled // cancelled while a worker had it
 )
 
 // Info is a task as Lookup sees it.

@@ -28,11 +28,14 @@ var (
 	// ErrNotFound: Cancel, Reschedule, Replace or Lookup of an id that
 	// is not stored.
 	ErrNotFound = hourglass.ErrNotFound
-	// ErrActive: Cancel, Reschedule or Replace of a task that a worker
-	// has taken (it runs, or is about to).
+	// ErrActive: Reschedule or Replace of a task that a worker has taken
+	// (it runs, or is about to).
 	ErrActive = hourglass.ErrActive
 	// ErrDead: Reschedule or Replace of a dead-lettered task.
 	ErrDead = hourglass.ErrDead
+	// ErrCancelled is the cause of a running handler's ctx when its task
+	// was cancelled (Cancel).
+	ErrCancelled = hourglass.ErrCancelled
 	// ErrNotReplicated reports an enqueue stored on the primary but not
 	// confirmed by Config.WaitReplicas replicas within
 	// Config.WaitTimeout: a failover now may lose it. Enqueueing it again
@@ -76,7 +79,8 @@ type Config struct {
 	RetryFor time.Duration
 	// WaitReplicas, when positive, turns on the durability mode for a
 	// primary with replicas (standalone or Sentinel): each enqueue call
-	// is followed by WAIT on its connection, and reports
+	// (and each Reschedule, Replace, change by OnConflict and Debounce or
+	// Throttle call that wrote) is followed by WAIT, and reports
 	// ErrNotReplicated unless that many replicas confirmed it within
 	// WaitTimeout. An acknowledged enqueue then survives a failover to a
 	// replica that confirmed it. Not for a Redis Cluster (New refuses

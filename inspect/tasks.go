@@ -227,10 +227,11 @@ func (i *Inspector) Replace(ctx context.Context, id string, payload []byte) erro
 	return mapErr(err)
 }
 
-// Cancel deletes a task that is not running, whatever its state
-// (scheduled, ready or dead), and returns the state it was in. Its id can
-// be enqueued again afterwards. ErrNotFound if no such task,
-// ErrActive if it is running.
+// Cancel ends a task in any state and returns the state it was in, as
+// client.Cancel does: a scheduled, ready or dead task is deleted; a
+// running one (active) ends as cancelled, its lease revoked and its
+// worker told to cancel the handler's ctx. Its id can be enqueued again
+// afterwards. ErrNotFound if no such task.
 func (i *Inspector) Cancel(ctx context.Context, id string) (State, error) {
 	st, err := i.store.Cancel(ctx, id)
 	return State(st), mapErr(err)

@@ -41,6 +41,9 @@ type delivery struct {
 	startAt time.Time
 
 	cancel context.CancelCauseFunc
+	// cancelled is set when the task was cancelled while this worker had
+	// it (runState.cancelTask): its outcome is not recorded.
+	cancelled atomic.Bool
 	// The watchdog is a timer, not a goroutine: a handler that finishes
 	// within a third of its lease costs no extension and no goroutine.
 	wdMu      sync.Mutex
@@ -76,11 +79,10 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	return d
 }
 
-// run executes the handler under the watchdog and settles the delivery.
-func (d *delivery) run(parent context.Context) {
-	ctx, cancel := context.WithCancelCause(parent)
-	d.cancel = cancel
-	defer cancel(nil)
+// run executes the handler under the watchdog, with ctx, whose cancel
+// is d.cancel (runState.start), and settles the delivery.
+func (d *delivery) run(ctx context.Context) {
+	defer d.cancel(nil)
 	d.startAt = d.holdUntil(ctx)
 	// The watchdog keeps a lease (or takes the late one) from now on, also
 	// while a task moved ahead of its due time waits for it.
@@ -179,6 +181,8 @@ func (d *delivery) settleWith(ctx context.Context, err error) (_ error, open boo
 		}
 	case err == nil:
 		return nil, true // done, even if shutdown cancelled the ctx meanwhile: ack it
+	case d.cancelled.Load():
+		return errCancelled, true // its lease was revoked: nothing to record
 	case errors.Is(context.Cause(ctx), ErrShuttingDown):
 		return ErrShuttingDown, true // interrupted by the end of the shutdown grace: not a failure
 	case ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)):
@@ -260,6 +264,11 @@ var errPaused = errtext.Errorf("queue paused: %w", ErrShuttingDown)
 // running it and without telling Redis anything.
 var errDropped = errors.New("task no longer pending under its popped entry")
 
+// errCancelled settles a delivery whose task was cancelled while this
+// worker had it (runState.cancelTask): nothing is recorded in Redis, where
+// the task has ended already.
+var errCancelled = errors.New("task cancelled")
+
 // leaseIfStale leases a delivery still unleased whose pop is older than
 // shard.MaxLeaseAfter (the worker was paused, or slow, between the pop and
 // now), right before its handler would start: recovery may have taken
@@ -297,7 +306,7 @@ func outcomeFor(err error) outcome {
 		return outcomeAck
 	case errors.Is(err, ErrShuttingDown):
 		return outcomeRelease
-	case errors.Is(err, errDropped):
+	case errors.Is(err, errDropped), errors.Is(err, errCancelled):
 		return outcomeDrop
 	default:
 		return outcomeNack

@@ -54,6 +54,12 @@
 // cancelled with cause ErrLeaseLost and its late ack is rejected as
 // stale (counted in hourglass_worker_stale_tokens_total).
 //
+// A task cancelled while this worker runs (or holds) it (client.Cancel,
+// hourglass task cancel, from any process) has already ended in Redis:
+// the worker hears it on the deployment's cancel channel and cancels the
+// handler's ctx with cause ErrCancelled; whatever the handler returns
+// then is not recorded (hourglass_worker_cancelled_total).
+//
 // # Logging
 //
 // Config.Slog takes a *slog.Logger; Config.Logger an hclog.Logger, the

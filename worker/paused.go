@@ -57,11 +57,19 @@ func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
 
 // watchPauses keeps the queues' paused flags and the layout (the shard
 // count) current until ctx ends: the control channel announces changes
-// of both. Each of the subscription's events also asks checkSetup to
+// of both. It also hears the cancels of running tasks (run.cancelTask). Each of the subscription's events also asks checkSetup to
 // check the registrations again.
-func (w *Worker) watchPauses(ctx context.Context, queues []*queue) {
+func (w *Worker) watchPauses(ctx context.Context, queues []*queue, run *runState) {
 	hub := fanout.New(w.rdb, fanout.Classic, w.deps.log)
 	defer hub.Close()
+	// Cancels of running tasks (cancel.lua publishes the task's id) share
+	// the hub's connection.
+	cancels := hub.Subscribe(ctx, w.deps.store.Layout().CancelChannel(), func(e fanout.Event) {
+		if !e.Subscribed && run.cancelTask(e.Payload) {
+			w.deps.log.Info("task cancelled while running; its handler's ctx is cancelled", "task", e.Payload)
+		}
+	})
+	defer cancels.Close()
 	changed, stop := hub.Signal(ctx, w.deps.store.Layout().ControlChannel(), nil)
 	defer stop()
 	var bo backoff.Backoff

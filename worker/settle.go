@@ -90,6 +90,9 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 	case errors.Is(herr, errDropped):
 		d.q.met.dropped.Inc()
 		return nil
+	case errors.Is(herr, errCancelled):
+		d.q.met.cancelled.Inc()
+		return nil
 	case errors.Is(herr, ErrShuttingDown):
 		if err = d.store.Release(ctx, d.sd); err == nil {
 			d.q.met.released.Inc()

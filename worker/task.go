@@ -15,6 +15,10 @@ var (
 	// ErrLeaseLost is the cause of a handler ctx's cancellation when the
 	// delivery's lease could not be kept.
 	ErrLeaseLost = errors.New("hourglass: lease lost")
+	// ErrCancelled is the cause of a handler ctx's cancellation when the
+	// task was cancelled (client.Cancel, hourglass task cancel) while it
+	// ran: nothing the handler returns is recorded.
+	ErrCancelled = hourglass.ErrCancelled
 	// ErrStaleToken is returned by a manual Ack or Nack whose delivery is
 	// no longer current.
 	ErrStaleToken = hourglass.ErrStaleToken

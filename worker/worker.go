@@ -221,7 +221,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(followed); w.deps.layout.Run(ctx) }()
 	defer func() { <-followed }()
 	watched := make(chan struct{})
-	go func() { defer close(watched); w.watchPauses(ctx, queues) }()
+	go func() { defer close(watched); w.watchPauses(ctx, queues, run) }()
 	defer func() { <-watched }()
 	fetched := make(chan struct{})
 	go func() {
@@ -314,16 +314,38 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 		_ = d.finish(context.Background(), ErrShuttingDown)
 		return
 	}
+	// The handler's ctx is made here, before the delivery is active, so
+	// that cancelTask (another goroutine) may end it.
+	hctx, cancel := context.WithCancelCause(r.hctx)
+	d.cancel = cancel
 	r.active[d] = struct{}{}
 	r.handlers.Add(1) // under mu: never after close, so never during handlers.Wait from zero
 	r.mu.Unlock()
 	go func() {
 		defer r.handlers.Done()
-		d.run(r.hctx)
+		d.run(hctx)
 		r.mu.Lock()
 		delete(r.active, d)
 		r.mu.Unlock()
 	}()
+}
+
+// cancelTask ends the handler's ctx of the delivery of task id, with the
+// cause ErrCancelled, if this worker runs (or holds) it: the task was
+// cancelled (client.Cancel), and nothing its handler reports is
+// recorded. It reports whether it did.
+func (r *runState) cancelTask(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for d := range r.active {
+		if d.sd.Task.ID == id {
+			d.cancelled.Store(true)
+			d.cancel(ErrCancelled)
+			found = true
+		}
+	}
+	return found
 }
 
 // close stops handlers from starting and returns how many run.

@@ -177,7 +177,6 @@ func TestRescheduleAndReplace(t *testing.T) {
 	}
 }
 
-// TestCancelRunningIsConflict: a running task cannot be cancelled (409).
 // TestRedisTimeoutIsGatewayTimeout (issue 24, item 12): a Redis call
 // that timed out on its read deadline (go-redis's "i/o timeout", a
 // net.Error, not context.DeadlineExceeded) answered 500, where
@@ -218,7 +217,9 @@ func TestRedisTimeoutIsGatewayTimeout(t *testing.T) {
 	}
 }
 
-func TestCancelRunningIsConflict(t *testing.T) {
+// TestRunningTask: a running task cannot be rescheduled (409); it can be
+// cancelled, and then shows as cancelled.
+func TestRunningTask(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
 	running := e.Popped(shardtest.Queue, "r", 1)
@@ -228,8 +229,15 @@ func TestCancelRunningIsConflict(t *testing.T) {
 	}
 	srv := httptest.NewServer(New(Options{Inspector: in}))
 	t.Cleanup(srv.Close)
-	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/"+running[0].Task.ID+"/cancel", ui); code != 409 {
+	id := running[0].Task.ID
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/"+id+"/reschedule?at=1h", ui); code != 409 {
+		t.Fatalf("reschedule of a running task: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/tasks/"+id+"/cancel", ui); code != 200 {
 		t.Fatalf("cancel of a running task: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/task?id="+id, nil); code != 200 || !strings.Contains(body, `"state":"cancelled"`) {
+		t.Fatalf("the cancelled task: %d %s", code, body)
 	}
 }
 

@@ -36,6 +36,10 @@ const (
 	// process group is gone; only a process that left the group can
 	// still hold the pipe.
 	pipeGrace = time.Second
+	// TermGrace is how long a command whose task ends early (its timeout,
+	// a cancel, the end of the shutdown grace, a lost lease) has between
+	// SIGTERM to its process group and SIGKILL.
+	TermGrace = 2 * time.Second
 )
 
 // Command returns a handler that runs argv for each task, as described in
@@ -86,7 +90,11 @@ func runCommand(ctx context.Context, argv []string, t *worker.Task) error {
 	cmd.Stdin = stdinR
 	cmd.Stderr = stderrW // stdout stays nil: /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	// Ended early (ctx), the group gets SIGTERM, and SIGKILL TermGrace
+	// later if the program is still there (os/exec kills it; the group
+	// goes below, after Wait).
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = TermGrace
 	err = cmd.Start()
 	// The child has its own copies of these ends.
 	stdinR.Close()
@@ -158,8 +166,12 @@ func commandResult(ctx context.Context, waitErr error, stderr string) error {
 
 // killGroup sends SIGKILL to the process group pgid. It returns
 // os.ErrProcessDone if the group has no process left.
-func killGroup(pgid int) error {
-	err := syscall.Kill(-pgid, syscall.SIGKILL)
+func killGroup(pgid int) error { return signalGroup(pgid, syscall.SIGKILL) }
+
+// signalGroup sends sig to the process group pgid, os.ErrProcessDone if
+// the group has no process left.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return os.ErrProcessDone
 	}

@@ -154,13 +154,30 @@ func TestCommandTimeoutKillsProcessGroup(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "command killed") {
 		t.Fatalf("got %v, want a kill error wrapping context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("returned %s after the start, want soon after the 300ms timeout", d)
+	if d := time.Since(start); d > executor.TermGrace+3*time.Second {
+		t.Errorf("returned %s after the start, want soon after the 300ms timeout and the %s SIGTERM grace", d, executor.TermGrace)
 	}
 	pid := readPid(t, pidFile)
 	testenv.WaitFor(t, 5*time.Second, "the sleep child to be gone", func() (bool, string) {
 		return !alive(pid), fmt.Sprintf("pid %d still alive", pid)
 	})
+}
+
+// TestCommandGetsSIGTERMFirst (#27): a command whose task ends early (a
+// cancel, here) gets SIGTERM, and may finish its work: its handler
+// writes a file and exits.
+func TestCommandGetsSIGTERMFirst(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "terminated")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(200*time.Millisecond, func() { cancel(errors.New("task cancelled")) })
+	err := sh(`trap 'echo bye > `+marker+`; exit 0' TERM; sleep 60 & wait`)(ctx, "p")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want an error wrapping context.Canceled", err)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "bye\n" {
+		t.Fatalf("the command's TERM handler did not run: %q, %v", b, err)
+	}
 }
 
 func TestCommandCancelCause(t *testing.T) {

@@ -112,11 +112,11 @@ func ACLUsers(ns string) []ACLUser {
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq),
-				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight),
+				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(k.EndedAt),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
 				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()),
 			},
-			Channels: []string{k.ControlChannel(), wake, ready},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready},
 		},
 		{
 			Component: "worker",
@@ -133,7 +133,7 @@ func ACLUsers(ns string) []ACLUser {
 				rd(k.Paused()), rd(k.Record()),
 				wr(flow + ":sem"), wr("rate:" + flow + ":tb"),
 			},
-			Channels: []string{k.ControlChannel(), wake, ready, flow + ":sem:wake"},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake"},
 		},
 		{
 			Component: "producer",
@@ -141,13 +141,13 @@ func ACLUsers(ns string) []ACLUser {
 			Scripts:   []string{"enqueue.lua", "unique.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "set", "time", "incr", "wait",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lpos", "lrem", "lset", "rpush",
-				"zadd", "zcount", "zrange", "zrem", "zscore", "spublish"},
+				"zadd", "zcard", "zcount", "zrange", "zrem", "zscore", "publish", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Outbox), w(k.Cancelled), w(k.Queues), w(k.Inflight), w(k.Marker),
-				w(prefix(window)), w(prefix(reservation)), rd(k.Record()), wr(k.WaitMark()),
+				w(prefix(window)), w(prefix(reservation)), w(k.Leases), w(k.Ended), w(k.EndedAt), rd(k.Record()), wr(k.WaitMark()),
 			},
-			Channels: []string{wake},
+			Channels: []string{wake, k.CancelChannel()},
 		},
 		{
 			Component: "admin",
@@ -162,10 +162,10 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
-				w(k.Far), w(k.Inflight), r(far), r(k.Epoch), r(k.Periodic),
+				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(k.EndedAt), r(far), r(k.Epoch), r(k.Periodic),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
 			},
-			Channels: []string{k.ControlChannel(), wake},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake},
 		},
 	}
 	for i := range users {

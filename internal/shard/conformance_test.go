@@ -590,9 +590,30 @@ var conformanceCases = []confCase{
 					t.Errorf("cancel %s: %q, %v; want %q", role, got, err, want)
 				}
 			}
+			// A task a worker has ends as cancelled: its lease or popped
+			// entry revoked, its id published for the worker, a record kept.
+			sub := f.rdb.Subscribe(f.ctx, f.l0.CancelChannel())
+			defer sub.Close()
+			if _, err := sub.Receive(f.ctx); err != nil {
+				t.Fatal(err)
+			}
 			for _, role := range []string{"leased", "popped"} {
-				_, err := confCancelIn(f.ctx, f.s, l, f.sh, f.id[role])
-				wantErr(t, pBehaviour, "cancel "+role, err, ErrActive)
+				if got, err := confCancelIn(f.ctx, f.s, l, f.sh, f.id[role]); err != nil || got != "active" {
+					t.Errorf("cancel %s: %q, %v; want cancelled from active", role, got, err)
+				}
+				if m, err := sub.ReceiveMessage(f.ctx); err != nil || m.Payload != f.id[role] {
+					t.Errorf("cancel %s: published %v, %v; want its id", role, m, err)
+				}
+				info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id[role])
+				if err != nil || info.State != "cancelled" || info.Task.Queue != "q1" || info.At.IsZero() {
+					t.Errorf("lookup of the cancelled %s task: %+v, %v", role, info, err)
+				}
+			}
+			if err := f.s.AckBatch(f.ctx, []AckArgs{f.d["leased"].AckArgs(false)})[0]; !errors.Is(err, ErrStaleToken) {
+				t.Errorf("the late ack of the cancelled leased task: %v, want refused as stale", err)
+			}
+			if err := f.s.AckBatch(f.ctx, []AckArgs{f.d["popped"].AckArgs(true)})[0]; !errors.Is(err, ErrStaleToken) {
+				t.Errorf("the late ack of the cancelled popped task: %v, want refused as stale", err)
 			}
 			_, err := confCancelIn(f.ctx, f.s, l, f.sh, "nobody")
 			wantErr(t, pBehaviour, "cancel of an unknown id", err, ErrNotFound)
@@ -743,6 +764,13 @@ var conformanceCases = []confCase{
 			wantErr(t, pBehaviour, "replace with a payload over the queue's 1024 bytes", err, ErrPayloadTooLarge)
 			_, err = confChangeIn(f.ctx, f.s, f.sh, id, Change{SetDue: true, Due: old, Rule: "soon"})
 			wantErr(t, pBehaviour, "an unknown rule", err, ErrInvalidArgument)
+			// The ready task keeps its place when it is due at once.
+			if r, err := confChangeIn(f.ctx, f.s, f.sh, f.id["ready"], Change{SetDue: true, Due: f.now().Add(-time.Minute)}); err != nil || r.State != "ready" {
+				t.Errorf("reschedule the ready task to the past: %+v, %v", r, err)
+			}
+			if n := f.rdb.LLen(f.ctx, f.l0.Ready(f.sh, "q1")).Val(); n != 1 {
+				t.Errorf("the ready task rescheduled to the past: its list holds %d entries, want its one", n)
+			}
 			// The ready task keeps its place when only its payload changes.
 			ready := f.id["ready"]
 			entry := f.rdb.LIndex(f.ctx, f.l0.Ready(f.sh, "q1"), 0).Val()
@@ -877,6 +905,14 @@ var conformanceCases = []confCase{
 			if a.Outcome != DebounceCreated || b.Outcome != DebounceCreated || b.ID == a.ID || c.Outcome != DebounceChanged || c.ID != b.ID ||
 				c.Due.Before(b.Due) || payload(b.ID) != "c3" || payload(a.ID) != "c1" {
 				t.Errorf("leading+trailing: %+v, %+v, %+v; want a leading task and one trailing task with c3", a, b, c)
+			}
+			// Leading with a max wait below the delay: the window ends at
+			// the max wait.
+			mk := f.newIDs(1, false)[0]
+			m1 := call(mk, DebounceLeading, time.Hour, time.Minute, "m1")
+			m2 := call(mk, DebounceLeading, time.Hour, time.Minute, "m2")
+			if m1.Outcome != DebounceCreated || m2.Outcome != DebounceDropped || m2.Due.After(m1.Due.Add(time.Minute)) {
+				t.Errorf("leading with max wait 1m: %+v then %+v; want the window to end within a minute of the first call", m1, m2)
 			}
 			// Throttle: one task per window; its end does not move.
 			a = call(keys[3], Throttle, time.Hour, 0, "d1")

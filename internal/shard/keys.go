@@ -122,6 +122,19 @@ func (k Keys) ScheduleDefs() string { return "{" + k.ns + "}:periodic:defs" }
 // Paused when they hear it, and when they (re)subscribe.
 func (k Keys) ControlChannel() string { return "{" + k.ns + "}:control" }
 
+// CancelChannel is the deployment's channel on which cancel.lua publishes
+// the id of a running task it cancelled: the worker running it cancels
+// its handler's ctx.
+func (k Keys) CancelChannel() string { return "{" + k.ns + "}:cancel" }
+
+// Ended is shard s's HASH of tasks that ended without completing, kept
+// for a while: task id -> "cancelled|<unix ms>|<state it was in>|<queue>".
+// EndedAt scores them by that time, for the retention (cancel.lua).
+func (k Keys) Ended(s int) string { return k.Tag(s) + ":ended" }
+
+// EndedAt is the retention index of Ended(s): task id -> unix ms.
+func (k Keys) EndedAt(s int) string { return k.Tag(s) + ":ended:at" }
+
 // Registered is set by a scheduler once it has registered its queues:
 // its absence tells the schedulers that Redis lost its data (a restart
 // without persistence, a flush) and that the queues must be registered

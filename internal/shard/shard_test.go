@@ -356,8 +356,11 @@ func TestCancelAndLookupStates(t *testing.T) {
 	if n := rdb.LLen(ctx, l.Ready(sh, "mail")).Val(); n != 0 {
 		t.Fatalf("cancelled id still in ready list (%d)", n)
 	}
-	if _, err := s.Cancel(ctx, "active"); !errors.Is(err, ErrActive) {
-		t.Fatalf("cancel active: %v", err)
+	if st, err := s.Cancel(ctx, "active"); err != nil || st != "active" {
+		t.Fatalf("cancel active: %s %v; want it cancelled from active", st, err)
+	}
+	if info, err := s.Lookup(ctx, "active"); err != nil || info.State != "cancelled" {
+		t.Fatalf("lookup of the cancelled active task: %+v %v", info, err)
 	}
 	if _, err := s.Cancel(ctx, "sched"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cancel twice: %v", err)

@@ -267,8 +267,13 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 	}
 }
 
-// Cancel deletes a task that is not running and returns the state it was
-// in. It returns ErrNotFound or ErrActive. It visits every home of the id
+// Cancel ends a task in any state and returns the state it was in:
+// scheduled, ready or dead (deleted), or active (a worker has it: its
+// lease or popped entry is revoked, so that nothing the worker reports is
+// recorded, its id is published on the cancel channel for that worker to
+// cancel its handler's ctx, and it is recorded as cancelled for
+// EndedRetention, which Lookup reports). It returns ErrNotFound for an
+// unknown id. It visits every home of the id
 // (the locator's order: the old home, then the new one), so that a task
 // that moves meanwhile does not come back: a copy on its way (an outbox
 // entry) is marked cancelled there and its imported copy is removed by
@@ -292,13 +297,22 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	return state, err
 }
 
+// How long, and how many per shard, the records of tasks cancelled while
+// a worker had them are kept (Lookup reports them "cancelled").
+const (
+	EndedRetention = 24 * time.Hour
+	EndedKeep      = 10000
+)
+
 // cancelIn cancels id in one place: a shard, with its outbox for an
 // outbox place (Keys.OutboxKeys).
 func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error) {
 	sh := p.Shard
 	keys := append([]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Counts(sh)},
 		s.k.OutboxKeys(p)...)
-	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh)).Slice()
+	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh),
+		"running", s.k.Leases(sh), s.k.Ended(sh), s.k.EndedAt(sh), s.k.CancelChannel(),
+		EndedRetention.Milliseconds(), EndedKeep).Slice()
 	if err != nil {
 		return "", errtext.Errorf("cancel %q: %w", id, err)
 	}
@@ -377,7 +391,7 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 	if ob := s.k.OutboxKeys(p); ob != nil {
 		keys = append(keys, ob[0])
 	}
-	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.k.PendingPrefix(sh), s.k.ReadyPrefix(sh)).StringSlice()
+	v, err := lookupScript.Run(ctx, s.rdb, keys, id, s.k.PendingPrefix(sh), s.k.ReadyPrefix(sh), s.k.Ended(sh)).StringSlice()
 	if err != nil {
 		return Info{}, errtext.Errorf("lookup %q: %w", id, err)
 	}
@@ -385,6 +399,14 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 		return Info{}, taskNotFound(id)
 	}
 	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
+	if info.State == "cancelled" {
+		// Ended: no task data; the queue comes in the dead info's place.
+		info.Task.Queue, info.DeadInfo = v[3], ""
+		if ms, err := strconv.ParseInt(v[2], 10, 64); err == nil {
+			info.At = time.UnixMilli(ms)
+		}
+		return info, nil
+	}
 	if v[1] != "" {
 		info.Task, info.DecodeErr = Decode(id, []byte(v[1]))
 		if info.DecodeErr != nil {

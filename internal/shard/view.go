@@ -80,6 +80,8 @@ func view(r rawTask) hourglass.TaskInfo {
 	switch t.State {
 	case hourglass.StateActive:
 		t.LeaseDeadline = r.at
+	case hourglass.StateCancelled:
+		t.Ended = r.at
 	case hourglass.StateDead:
 		t.Dead = deadInfo(r.dead, r.at)
 		if t.LastError == "" {

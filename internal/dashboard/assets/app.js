@@ -308,7 +308,7 @@ async function lookup(id) {
     if (!current()) return;
     shownTask = t.id;
     $("#task").textContent = JSON.stringify({ ...t, payload: text(t.payload, t.payload_size) }, null, 2);
-    $("#taskcancel").hidden = t.state === "active";
+    $("#taskcancel").hidden = t.state === "cancelled";
     // Only a pending task can change: scheduled, or ready and not taken.
     const pending = t.state === "scheduled" || t.state === "ready";
     $("#taskreschedule").hidden = !pending;
@@ -376,7 +376,7 @@ async function start() {
   });
   $("#taskcancel").addEventListener("click", () => {
     const id = shownTask;
-    if (!id || !confirmed("Cancel task", "Cancel task " + id + "? It is deleted and never runs.")) return;
+    if (!id || !confirmed("Cancel task", "Cancel task " + id + "? It never runs (again); a running handler is told to stop.")) return;
     guarded("cancel", async () => { await post("tasks/" + encodeURIComponent(id) + "/cancel"); status("cancelled " + id); await lookup(id); });
   });
   $("#taskreschedule").addEventListener("submit", (e) => {

@@ -19,14 +19,28 @@
 --   (a ready task's list and pending set are not declared: the script
 --   checks that this node serves them before it writes, see lib.lua's
 --   served_here)
+-- ARGV[4] optional, "running": a task a worker has (leased, or popped and
+--         run without a lease) is cancelled too. Its lease, or its popped
+--         entry's pending number, is revoked, so that the worker's ack or
+--         nack is refused by token; its data goes; it is recorded as
+--         ended in ARGV[6]/ARGV[7] (kept ARGV[9] ms, at most ARGV[10] per
+--         shard, the oldest dropped first); and its id is published on
+--         ARGV[8], where the worker that has it hears it and cancels its
+--         handler's ctx. Without it such a task answers "active".
+-- ARGV[5] leases   HASH  task id -> delivery token (not declared: checked
+-- ARGV[6] ended    HASH  task id -> "cancelled|<ms>|active|<queue>"  with
+-- ARGV[7] ended at ZSET  task id -> ms                   served_here)
+-- ARGV[8] the deployment's cancel channel ({ns}:cancel)
+-- ARGV[9] how long an ended record is kept, ms; ARGV[10] how many at most
 --
 -- Returns {code, state}:
 --   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
---                set or the far tier), ready or dead
+--                set or the far tier), ready, dead, or (with "running")
+--                active
 --   { 0, ""}     no such task
 --   {-1, "active"} the task is running under a lease, or a worker popped
 --                it from its ready list (it runs it or is about to); not
---                cancelled
+--                cancelled (without "running")
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
 -- being migrated and the task's ready list or pending set is not on this
 -- node.
@@ -53,7 +67,41 @@ if not blob then
   end
   return {0, ""}
 end
+local running = ARGV[4] == "running"
+
+-- cancel_running ends a task a worker has: leased, or (pending_key given)
+-- popped and run under its pending number. See ARGV[4].
+local function cancel_running(queue, pending_key)
+  local moving = served_here(KEYS[1], {ARGV[5], ARGV[6], ARGV[7]})
+  if moving then return moving end
+  if pending_key then
+    redis.call("ZREM", pending_key, id)
+  else
+    redis.call("ZREM", KEYS[3], id)
+    redis.call("HDEL", ARGV[5], id)
+    count(KEYS[7], "l", queue, -1)
+  end
+  redis.call("HDEL", KEYS[2], id)
+  redis.call("HDEL", KEYS[6], id)
+  local now = now_ms()
+  redis.call("HSET", ARGV[6], id, "cancelled|" .. string.format("%d", now) .. "|active|" .. queue)
+  redis.call("ZADD", ARGV[7], now, id)
+  -- Bounded by age and by number, oldest first.
+  local old = redis.call("ZRANGE", ARGV[7], "-inf", "(" .. string.format("%d", now - tonumber(ARGV[9])), "BYSCORE")
+  local over = redis.call("ZCARD", ARGV[7]) - #old - tonumber(ARGV[10])
+  if over > 0 then
+    old = redis.call("ZRANGE", ARGV[7], 0, #old + over - 1)
+  end
+  if #old > 0 then
+    bulk("HDEL", ARGV[6], old)
+    bulk("ZREM", ARGV[7], old)
+  end
+  redis.call("PUBLISH", ARGV[8], id)
+  return {1, "active"}
+end
+
 if redis.call("ZSCORE", KEYS[3], id) then
+  if running then return cancel_running(blob_queue(blob), nil) end
   return {-1, "active"}
 end
 
@@ -79,6 +127,7 @@ else
       local rk, seq_s = ARGV[2] .. task.queue, string.format("%d", tonumber(seq))
       -- A popped entry is in a worker's hands: it may be running already.
       if popped(rk, tonumber(seq)) then
+        if running then return cancel_running(task.queue, ARGV[3] .. task.queue) end
         return {-1, "active"}
       end
       if redis.call("LREM", rk, 0, seq_s .. "|" .. id .. "|" .. blob) == 0 then
