@@ -105,3 +105,39 @@ func testCancelRunning(t *testing.T, opts QueueOptions, leased bool) {
 	slices.Sort(lat)
 	t.Logf("cancel to handler ctx done, over %d running tasks: p50 %v, p99 %v, max %v", n, lat[n/2], lat[n*99/100], lat[n-1])
 }
+
+// TestCancelHeldTask: a task moved ahead of its due time and held by the
+// worker (scheduler.prefetch) is cancelled before its handler starts: the
+// handler never runs, nothing is recorded for it (no nack of a revoked
+// delivery), and it counts as cancelled.
+func TestCancelHeldTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	ran := make(chan string, 1)
+	_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		ran <- task.ID
+		return nil
+	}, func(w *Worker) { w.deps.maxHold = time.Minute })
+	e.enqueue("later", 5*time.Second)
+	e.moveAhead(10*time.Second, 1)
+	testenv.WaitFor(t, 10*time.Second, "the task popped and held", func() (bool, string) {
+		return counter(t, reg, "hourglass_worker_held_total") == 1, ""
+	})
+	if st, err := e.Store.Cancel(testenv.Ctx(t, 5*time.Second), "later"); err != nil || st != "active" {
+		t.Fatalf("cancel of the held task: %q, %v; want cancelled from active", st, err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the held delivery settled as cancelled", func() (bool, string) {
+		c := counter(t, reg, "hourglass_worker_cancelled_total")
+		return c == 1, fmt.Sprint(c)
+	})
+	for _, m := range []string{"hourglass_worker_nacks_total", "hourglass_worker_stale_tokens_total", "hourglass_worker_released_total"} {
+		if c := counter(t, reg, m); c != 0 {
+			t.Errorf("%s = %v, want 0", m, c)
+		}
+	}
+	select {
+	case id := <-ran:
+		t.Fatalf("the handler of the cancelled task %s ran", id)
+	default:
+	}
+}

@@ -95,6 +95,9 @@ func (d *delivery) run(ctx context.Context) {
 		err = d.begin(ctx)
 	}
 	if err != nil {
+		if d.cancelled.Load() {
+			err = errCancelled // cancelled while held or waiting: nothing to record
+		}
 		_ = d.finish(context.Background(), err)
 		return
 	}
