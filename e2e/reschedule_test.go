@@ -121,7 +121,7 @@ func testReschedule(t *testing.T, n int) {
 		}
 	}
 	var wg sync.WaitGroup
-	stop := time.Now().Add(6 * time.Second)
+	stop := time.Now().Add(4 * time.Second)
 	for g := range 4 {
 		wg.Add(1)
 		go func() {
