@@ -68,6 +68,12 @@ func testReschedule(t *testing.T, n int) {
 	}
 
 	var changed, active, gone, inTransit int
+	// hist is every call's outcome, by id, printed for a task that ran
+	// at an unexpected time.
+	hist := map[string][]string{}
+	note := func(id string, at time.Time, err error) {
+		hist[id] = append(hist[id], fmt.Sprintf("%s: to %s: %v", time.Now().Format("15:04:05.000"), at.Format("15:04:05.000"), err))
+	}
 	reschedule := func(g, of int, stop time.Time) {
 		// The far ones first: each is brought forward once at least.
 		for i := g; i < n; i += of {
@@ -79,6 +85,9 @@ func testReschedule(t *testing.T, n int) {
 			for bo := (backoff.Backoff{}); errors.Is(err, shard.ErrTryAgain) && backoff.Sleep(ctx, bo.Next()); { // on its way to its new shard
 				_, err = c.cli.Reschedule(ctx, ids[i], at)
 			}
+			mu.Lock()
+			note(ids[i], at, err)
+			mu.Unlock()
 			if err != nil {
 				t.Errorf("bring %s forward: %v", ids[i], err)
 				continue
@@ -104,6 +113,7 @@ func testReschedule(t *testing.T, n int) {
 			}
 			_, err := c.cli.Reschedule(ctx, ids[i], at)
 			mu.Lock()
+			note(ids[i], at, err)
 			switch {
 			case err == nil:
 				want[ids[i]] = at
@@ -146,7 +156,9 @@ func testReschedule(t *testing.T, n int) {
 	for id, at := range want {
 		if time.Until(at) > 30*time.Minute {
 			at = time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
-			if _, err := c.cli.Reschedule(ctx, id, at); err != nil {
+			_, err := c.cli.Reschedule(ctx, id, at)
+			note(id, at, err)
+			if err != nil {
 				t.Fatalf("bring %s back: %v", id, err)
 			}
 			want[id] = at
@@ -179,7 +191,7 @@ func testReschedule(t *testing.T, n int) {
 		}
 		if !tg.due[id].Equal(want[id]) {
 			if wrong++; wrong <= 5 {
-				t.Errorf("%s ran with due time %v, want %v (its last reschedule)", id, tg.due[id], want[id])
+				t.Errorf("%s ran with due time %v, want %v (its last reschedule); its calls: %v", id, tg.due[id], want[id], hist[id])
 			}
 		}
 		if tg.first[id].Before(want[id]) {
