@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -232,7 +230,7 @@ func (c *Client) explainUnknownQueues(ctx context.Context, tasks []Task, out []R
 func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	a := shard.EnqueueArgs{ID: t.ID, Queue: t.Queue, Payload: t.Payload, Due: t.At, Delay: t.Delay, MaxRetries: -1, Timeout: t.Timeout}
 	if a.ID == "" {
-		a.ID = newID()
+		a.ID = shard.NewID()
 	}
 	switch {
 	case !shard.ValidID(a.ID):
@@ -328,14 +326,6 @@ func (c *Client) Exists(ctx context.Context, id string) (bool, error) {
 	}
 	c.layout.Layout(ctx)
 	return c.store.Exists(ctx, id)
-}
-
-func newID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(errtext.Errorf("crypto/rand failed: %w", err)) // never fails on Linux
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func truncate(s string) string {

@@ -129,15 +129,20 @@ func (s *Store) Debounce(ctx context.Context, a DebounceArgs) (DebounceResult, e
 	}
 }
 
-// freshID returns a random task id (16 characters, as the client's
-// generated ids) whose shard under l is sh.
-func freshID(l Layout, sh int) string {
+// NewID returns a random task id: 16 characters of URL-safe base64 (12
+// random bytes), the form of the ids the client generates.
+func NewID() string {
 	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(errtext.Errorf("crypto/rand failed: %w", err)) // never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// freshID returns a NewID whose shard under l is sh.
+func freshID(l Layout, sh int) string {
 	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(errtext.Errorf("crypto/rand failed: %w", err)) // never fails on Linux
-		}
-		if id := base64.RawURLEncoding.EncodeToString(b[:]); l.ShardOf(id) == sh {
+		if id := NewID(); l.ShardOf(id) == sh {
 			return id
 		}
 	}
