@@ -113,7 +113,7 @@ func (s *Store) enqueueOnce(ctx context.Context, l Layout, as []EnqueueArgs, tod
 	var members, uniqueMembers [][]int // task indexes of each call
 	for sh, idx := range byShard {
 		keys := []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh)}
-		plain := idx[:0:0]
+		plain := idx[:0] // filtered in place: byShard's slices are this call's own
 		for _, i := range idx {
 			if as[i].UniqueFor <= 0 {
 				plain = append(plain, i)
