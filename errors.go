@@ -46,6 +46,13 @@ var (
 	// was cancelled from anywhere (client.Cancel): the task has ended, and
 	// nothing the handler reports changes it.
 	ErrCancelled = errors.New("hourglass: task cancelled")
+	// ErrNotFinished is returned by client.Result for a task that has
+	// not ended yet.
+	ErrNotFinished = errors.New("hourglass: task not finished")
+	// ErrNotKept is returned by client.Wait for a task whose queue keeps
+	// no records of its ended tasks (queues.<q>.retention is 0): its
+	// success could not be told from its absence.
+	ErrNotKept = errors.New("hourglass: the queue keeps no records of ended tasks")
 	// ErrDead reports a change (reschedule, replace) of a task that is in
 	// the dead-letter queue; replaying it runs it again.
 	ErrDead = errors.New("hourglass: task is dead-lettered")

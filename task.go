@@ -18,10 +18,21 @@ const (
 	// StateDead: in the dead-letter queue.
 	StateDead State = "dead"
 	// StateCancelled: cancelled while a worker had it (Cancel of an
-	// active task); its data is gone, and the record is kept for a day
-	// (Ended says when).
+	// active task; its record is kept for a day, or its queue's
+	// retention), or before it ran in a queue that keeps records
+	// (queues.<q>.retention). Its data is gone; Ended says when.
 	StateCancelled State = "cancelled"
+	// StateSucceeded: its handler succeeded, in a queue that keeps
+	// records of its ended tasks (queues.<q>.retention); its data is
+	// gone, Result holds what the handler returned, Ended says when.
+	StateSucceeded State = "succeeded"
 )
+
+// Final reports whether s is a state a task does not leave: succeeded,
+// cancelled or dead (a dead letter may still be replayed by hand).
+func (s State) Final() bool {
+	return s == StateSucceeded || s == StateCancelled || s == StateDead
+}
 
 // TaskInfo is one stored task as Hourglass reports it: the view
 // client.Lookup, inspect.Inspector.Task and the inspect listings return
@@ -64,8 +75,13 @@ type TaskInfo struct {
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
 	// Dead is set for a dead-lettered task.
 	Dead *DeadInfo `json:"dead,omitempty"`
-	// Ended is when a cancelled task was cancelled (StateCancelled).
+	// Ended is when a succeeded or cancelled task ended (StateSucceeded,
+	// StateCancelled: read from its record, which has no other data
+	// than the queue).
 	Ended time.Time `json:"ended,omitzero"`
+	// Result is what the handler of a succeeded task returned
+	// (worker.Task.SetResult; an HTTP target's answer body).
+	Result []byte `json:"result,omitempty"`
 	// Problem explains task data that could not be decoded (the data
 	// fields are then empty), or a corrupt due time (a delayed-set score
 	// that is no time: the shard's owner dead-letters such a task). It

@@ -33,6 +33,11 @@ var (
 	ErrActive = hourglass.ErrActive
 	// ErrDead: Reschedule or Replace of a dead-lettered task.
 	ErrDead = hourglass.ErrDead
+	// ErrNotFinished: Result of a task that has not ended.
+	ErrNotFinished = hourglass.ErrNotFinished
+	// ErrNotKept: Wait for a task whose queue keeps no records of its
+	// ended tasks.
+	ErrNotKept = hourglass.ErrNotKept
 	// ErrCancelled is the cause of a running handler's ctx when its task
 	// was cancelled (Cancel).
 	ErrCancelled = hourglass.ErrCancelled

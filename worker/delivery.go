@@ -44,6 +44,9 @@ type delivery struct {
 	// cancelled is set when the task was cancelled while this worker had
 	// it (runState.cancelTask): its outcome is not recorded.
 	cancelled atomic.Bool
+	// output is what the handler returned (Task.SetResult), kept with
+	// the task's record when its queue keeps records.
+	output atomic.Pointer[[]byte]
 	// The watchdog is a timer, not a goroutine: a handler that finishes
 	// within a third of its lease costs no extension and no goroutine.
 	wdMu      sync.Mutex

@@ -55,6 +55,28 @@ func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
 	return true
 }
 
+// readKeeps reads which queues keep records of their ended tasks
+// (queue.keeps); it reports whether it could.
+func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	names := make([]string, len(queues))
+	for i, q := range queues {
+		names[i] = q.name
+	}
+	keeps, err := w.deps.store.Keeps(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.deps.log.Warn("could not read the queues' retention", "error", err)
+		}
+		return false
+	}
+	for _, q := range queues {
+		q.keeps.Store(keeps[q.name])
+	}
+	return true
+}
+
 // watchPauses keeps the queues' paused flags and the layout (the shard
 // count) current until ctx ends: the control channel announces changes
 // of both. It also hears the cancels of running tasks (run.cancelTask). Each of the subscription's events also asks checkSetup to

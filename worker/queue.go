@@ -37,6 +37,11 @@ type queue struct {
 	// paused is set while the queue is paused cluster-wide (paused.go):
 	// it has no free slot, and a delivery popped meanwhile is given back.
 	paused atomic.Bool
+	// keeps is set while the queue keeps records of its ended tasks (a
+	// retention registered by the schedulers, read at start and with each
+	// setup check): a success is then acknowledged by Store.Succeed,
+	// which records it with the handler's result.
+	keeps atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).
 	freed, anyFreed chan struct{}

@@ -83,6 +83,14 @@ func (d *delivery) settle(herr error, urgent bool) error {
 func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) error {
 	var err error
 	switch {
+	case herr == nil && d.q.keeps.Load():
+		var out []byte
+		if p := d.output.Load(); p != nil {
+			out = *p
+		}
+		if err = d.store.Succeed(ctx, d.sd.AckArgs(d.unleased.Load()), out); err == nil {
+			d.q.met.acks.Inc()
+		}
 	case herr == nil:
 		if err = d.acks.ack(ctx, d.sd.AckArgs(d.unleased.Load()), urgent); err == nil {
 			d.q.met.acks.Inc()

@@ -156,6 +156,7 @@ func (w *Worker) checkSetup(ctx context.Context, queues []*queue) *RegistrationE
 				seen[q.name] = problem
 			}
 			w.deps.met.mismatch.Set(mismatch)
+			w.readKeeps(ctx, queues)
 			switch now := w.deps.now(); {
 			case !waiting:
 			case len(missing) == 0:

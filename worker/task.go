@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hourglass-sched/hourglass"
@@ -30,6 +31,13 @@ var (
 	// ErrShuttingDown is the cause of a handler ctx's cancellation when
 	// the shutdown grace period ran out; the task is released.
 	ErrShuttingDown = errors.New("hourglass: worker shutting down")
+	// ErrResultTooLarge is returned by Task.SetResult for a result over
+	// MaxResult bytes.
+	ErrResultTooLarge = errors.New("hourglass: result too large")
+	// ErrNotKept is returned by Task.SetResult when the task's queue keeps
+	// no records of its ended tasks (queues.<q>.retention is 0): the
+	// result would be dropped.
+	ErrNotKept = hourglass.ErrNotKept
 	// ErrAlreadySettled is returned by Task.Ack or Task.Nack when the
 	// delivery was settled otherwise before (released at shutdown, or
 	// failed after a lost lease or a handler timeout).
@@ -66,6 +74,27 @@ func (t *Task) Nack(ctx context.Context, err error) error {
 		err = errors.New("nack without error")
 	}
 	return t.d.finish(ctx, err)
+}
+
+// MaxResult is the largest result a handler may set (Task.SetResult).
+const MaxResult = 64 << 10
+
+// SetResult sets what the task's record keeps as its result once the
+// handler succeeded (client.Result and client.Wait return it): at most
+// MaxResult bytes (ErrResultTooLarge), in a queue that keeps records of
+// its ended tasks (ErrNotKept otherwise: see queues.<q>.retention). A
+// later call replaces the result; a failed attempt drops it. Call it
+// before the handler returns (or before a manual Ack).
+func (t *Task) SetResult(b []byte) error {
+	switch {
+	case len(b) > MaxResult:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrResultTooLarge, len(b), MaxResult)
+	case !t.d.q.keeps.Load():
+		return fmt.Errorf("%w: queue %q", ErrNotKept, t.Queue)
+	}
+	b = slices.Clone(b)
+	t.d.output.Store(&b)
+	return nil
 }
 
 // noRetryError marks an error that must not be retried.

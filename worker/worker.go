@@ -217,6 +217,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// the first fetch on (paused.go).
 	w.checkLayout(ctx)
 	w.readPaused(ctx, queues)
+	w.readKeeps(ctx, queues)
 	followed := make(chan struct{})
 	go func() { defer close(followed); w.deps.layout.Run(ctx) }()
 	defer func() { <-followed }()

@@ -11,8 +11,8 @@ import (
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
-// QueueConfig configures one queue. MaxRetries, Timeout and Backoff are
-// registered in Redis by the schedulers; Concurrency, HandlerTimeout,
+// QueueConfig configures one queue. MaxRetries, Timeout, Backoff and
+// Retention are registered in Redis by the schedulers; Concurrency, HandlerTimeout,
 // LeaseAfter, HTTP and Command are read by the worker binary only.
 type QueueConfig struct {
 	// MaxRetries is how often a failed task is retried.
@@ -22,6 +22,11 @@ type QueueConfig struct {
 	Timeout time.Duration `koanf:"timeout"`
 	// Backoff is the delay before each retry.
 	Backoff BackoffConfig `koanf:"backoff"`
+	// Retention is how long the records of the queue's ended tasks
+	// (succeeded with the handler's result, cancelled) are kept; 0 keeps
+	// none. RetentionCount bounds them per shard.
+	Retention      time.Duration `koanf:"retention"`
+	RetentionCount int           `koanf:"retention_count"`
 	// Concurrency is the most tasks of this queue one worker process
 	// runs at once.
 	Concurrency int `koanf:"concurrency"`
@@ -92,6 +97,7 @@ func DefaultQueue() QueueConfig {
 		Concurrency:    worker.DefaultConcurrency,
 		HandlerTimeout: worker.DefaultHandlerTimeout,
 		LeaseAfter:     worker.DefaultLeaseAfter,
+		RetentionCount: shard.DefaultRetentionCount,
 		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
@@ -171,7 +177,8 @@ func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 	for name, q := range c.Queues {
 		out[name] = shard.QueuePolicy{
 			MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: c.MaxPayload,
-			Backoff: shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
+			Backoff:   shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
+			Retention: shard.Retention{Age: q.Retention, Count: q.RetentionCount},
 		}
 	}
 	return out

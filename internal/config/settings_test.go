@@ -333,7 +333,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		{"worker queue", qo, worker.DefaultQueueOptions()},
 		{"election TTL", c.ForElection("r").TTL, election.DefaultTTL},
 		{"queue policy", c.QueuePolicies()["default"], shard.QueuePolicy{
-			MaxRetries: shard.DefaultMaxRetries, Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload, Backoff: shard.DefaultBackoff}},
+			MaxRetries: shard.DefaultMaxRetries, Timeout: shard.DefaultTimeout, MaxPayload: shard.DefaultMaxPayload, Backoff: shard.DefaultBackoff,
+			Retention: shard.Retention{Count: shard.DefaultRetentionCount}}},
 		{"far tier", c.FarTier(), shard.FarTier{Bucket: shard.DefaultFarBucket, Lead: shard.DefaultFarLead}},
 		{"layout", [2]any{c.Namespace, c.Shards}, [2]any{shard.DefaultNamespace, shard.DefaultShards}},
 	} {

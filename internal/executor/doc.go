@@ -19,7 +19,10 @@
 // plus the configured headers, which cannot replace the Hourglass-
 // headers. The answer decides the task's fate:
 //
-//   - 2xx: done (acknowledged), whatever other headers say;
+//   - 2xx: done (acknowledged), whatever other headers say; in a queue
+//     that keeps records of its ended tasks (queues.<q>.retention) a body
+//     of up to 64 KiB ([worker.MaxResult]) is the task's result, which
+//     client.Result and client.Wait return (a longer one is not kept);
 //   - any other status with a valid Retry-After header (delta-seconds or an
 //     HTTP date), typically 429 or 503: retried after that delay, counting
 //     an attempt ([worker.RetryAfter]);

@@ -96,6 +96,7 @@ func ACLUsers(ns string) []ACLUser {
 	wr := func(key string) ACLKey { return ACLKey{Pattern: key, Write: true} }
 	flow := "{" + k.FlowName("*") + "}"
 	wake, ready := shardKey(k.WakeChannel), shardKey(prefix(k.ReadyPrefix))
+	done := k.DonePrefix() + "*"
 
 	users := []ACLUser{
 		{
@@ -112,42 +113,42 @@ func ACLUsers(ns string) []ACLUser {
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq),
-				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(k.EndedAt),
+				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
 				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()),
 			},
-			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, done},
 		},
 		{
 			Component: "worker",
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; " +
 				"reads pauses; runs cluster-wide concurrency and rate limits (coord's semaphore and token bucket)",
-			Scripts: []string{"claim.lua", "ack.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
+			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lpop", "rpush", "incr",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed),
-				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues),
+				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				rd(k.Paused()), rd(k.Record()),
 				wr(flow + ":sem"), wr("rate:" + flow + ":tb"),
 			},
-			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake"},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake", done},
 		},
 		{
 			Component: "producer",
-			Does:      "the Go client or a producer in another language: enqueue (batches too, unique ids too), cancel, change (reschedule, replace), debounce and throttle, lookup, exists; WAIT in the durability mode",
+			Does:      "the Go client or a producer in another language: enqueue (batches too, unique ids too), cancel, change (reschedule, replace), debounce and throttle, lookup, exists, results and waiting for them; WAIT in the durability mode",
 			Scripts:   []string{"enqueue.lua", "unique.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua"},
 			Commands: []string{"exists", "get", "set", "time", "incr", "wait",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "lpos", "lrem", "lset", "rpush",
-				"zadd", "zcard", "zcount", "zrange", "zrem", "zscore", "publish", "spublish"},
+				"zadd", "zcard", "zcount", "zrange", "zrem", "zscore", "publish", "spublish", "subscribe", "unsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Outbox), w(k.Cancelled), w(k.Queues), w(k.Inflight), w(k.Marker),
-				w(prefix(window)), w(prefix(reservation)), w(k.Leases), w(k.Ended), w(k.EndedAt), rd(k.Record()), wr(k.WaitMark()),
+				w(prefix(window)), w(prefix(reservation)), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), rd(k.Record()), wr(k.WaitMark()),
 			},
-			Channels: []string{wake, k.CancelChannel()},
+			Channels: []string{wake, k.CancelChannel(), done},
 		},
 		{
 			Component: "admin",
@@ -162,10 +163,10 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
-				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(k.EndedAt), r(far), r(k.Epoch), r(k.Periodic),
+				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
 			},
-			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake},
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, done},
 		},
 	}
 	for i := range users {

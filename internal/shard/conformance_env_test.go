@@ -213,7 +213,8 @@ func newConfFixture(t *testing.T, top *confTopology, state confState, prepare fu
 	f.s = NewStore(top.rdb, l)
 	if err := f.s.RegisterQueues(f.ctx, map[string]QueuePolicy{
 		"q1": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
-		"q2": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
+		// q2 keeps records of its ended tasks (lib.lua's record_end).
+		"q2": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, Retention: Retention{Age: time.Hour}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -488,6 +488,56 @@ var conformanceCases = []confCase{
 				}
 			}
 		}},
+	{script: "succeed.lua", also: []string{"lookup.lua", "recover.lua"}, name: "records the result, bounded by age and count", states: allAndSlot, props: []confProp{pBehaviour, pTryAgain, pCounts},
+		prepare: func(f *confFixture) {
+			// q1 keeps one record per shard.
+			if err := f.s.RegisterQueues(f.ctx, map[string]QueuePolicy{"q1": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024,
+				Retention: Retention{Age: time.Minute, Count: 1}}}); err != nil {
+				f.t.Fatal(err)
+			}
+		},
+		run: func(t *testing.T, f *confFixture) {
+			done, err := f.s.SubscribeDone(f.ctx, f.id["popped"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer done.Close()
+			noErr(t, "succeed the leased task", f.s.Succeed(f.ctx, f.d["leased"].AckArgs(false), []byte("first")))
+			err = f.call([]string{"pending:q1"}, func() error {
+				return f.s.Succeed(f.ctx, f.d["popped"].AckArgs(true), []byte("a|result"))
+			})
+			noErr(t, "succeed the popped task", err)
+			wantErr(t, pBehaviour, "a repeated success", f.s.Succeed(f.ctx, f.d["popped"].AckArgs(true), nil), ErrStaleToken)
+			if m, err := done.ReceiveMessage(f.ctx); err != nil || m.Payload != "succeeded" {
+				t.Errorf("the done channel: %v, %v; want \"succeeded\"", m, err)
+			}
+			l := f.s.Layout()
+			info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id["popped"])
+			if err != nil || info.State != "succeeded" || string(info.Result) != "a|result" || info.Task.Queue != "q1" || info.At.IsZero() {
+				t.Errorf("lookup of the succeeded task: %+v, %v; want succeeded with its result", info, err)
+			}
+			if _, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id["leased"]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the older record beyond the count of 1: %v, want it deleted", err)
+			}
+			if f.state == stSlotMigrating {
+				return
+			}
+			// Past the retention: the owner's recovery pass deletes it.
+			idx := f.l0.EndedIndex(f.sh, "q1")
+			if err := f.rdb.ZAddXX(f.ctx, idx, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).UnixMilli()), Member: f.id["popped"]}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := f.s.Recover(f.ctx, f.sh, confEpoch, RecoverArgs{Limit: 100})
+			if err != nil || r.Expired != 1 {
+				t.Errorf("recover: %+v, %v; want the expired record deleted", r, err)
+			}
+			if _, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id["popped"]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("the record past its retention after recovery: %v, want it deleted", err)
+			}
+			if n, _ := f.rdb.Exists(f.ctx, idx, f.l0.Ended(f.sh)).Result(); n != 0 {
+				t.Errorf("%d of the ended hash and index left, want none", n)
+			}
+		}},
 	{script: "ack.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},
 		run: func(t *testing.T, f *confFixture) {
 			err := f.callAsk(func() error {
@@ -588,6 +638,14 @@ var conformanceCases = []confCase{
 			for role, want := range map[string]string{"sched": "scheduled", "far": "scheduled", "ready": "ready", "dead": "dead", "retry": "scheduled"} {
 				if got, err := confCancelIn(f.ctx, f.s, l, f.sh, f.id[role]); err != nil || got != want {
 					t.Errorf("cancel %s: %q, %v; want %q", role, got, err, want)
+				}
+			}
+			// q2 keeps records: its tasks cancelled before they ran are
+			// recorded; q1's are not.
+			for role, want := range map[string]string{"sched": "cancelled", "far": "cancelled", "ready": ""} {
+				info, err := confLookupIn(f.ctx, f.s, l, f.sh, f.id[role])
+				if want == "" && !errors.Is(err, ErrNotFound) || want != "" && (err != nil || info.State != want) {
+					t.Errorf("lookup of the cancelled %s task: %+v, %v; want %q", role, info, err, want)
 				}
 			}
 			// A task a worker has ends as cancelled: its lease or popped

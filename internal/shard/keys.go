@@ -127,13 +127,28 @@ func (k Keys) ControlChannel() string { return "{" + k.ns + "}:control" }
 // its handler's ctx.
 func (k Keys) CancelChannel() string { return "{" + k.ns + "}:cancel" }
 
-// Ended is shard s's HASH of tasks that ended without completing, kept
-// for a while: task id -> "cancelled|<unix ms>|<state it was in>|<queue>".
-// EndedAt scores them by that time, for the retention (cancel.lua).
+// Ended is shard s's HASH of the records of tasks that ended, kept for
+// their queue's retention: task id -> "state|<unix ms>|<state it ended
+// from>|<queue>|<result>" (lua/lib.lua's record_end). EndedIndex orders
+// them by time, per queue.
 func (k Keys) Ended(s int) string { return k.Tag(s) + ":ended" }
 
-// EndedAt is the retention index of Ended(s): task id -> unix ms.
-func (k Keys) EndedAt(s int) string { return k.Tag(s) + ":ended:at" }
+// EndedIndexPrefix is the prefix of shard s's ended indexes; the queue
+// name follows it.
+func (k Keys) EndedIndexPrefix(s int) string { return k.Tag(s) + ":endedq:" }
+
+// EndedIndex is the ZSET of queue's ended task ids in shard s, scored by
+// the time they ended: the retention's age and count bounds read it.
+func (k Keys) EndedIndex(s int, queue string) string { return k.EndedIndexPrefix(s) + queue }
+
+// DonePrefix is the prefix of the classic pub/sub channels on which the
+// scripts publish a task's final state ("succeeded", "dead",
+// "cancelled") when its queue keeps records of its ended tasks; the task
+// id follows it. Client.Wait subscribes to its task's channel.
+func (k Keys) DonePrefix() string { return "{" + k.ns + "}:done:" }
+
+// Done is the done channel of task id (DonePrefix).
+func (k Keys) Done(id string) string { return k.DonePrefix() + id }
 
 // Registered is set by a scheduler once it has registered its queues:
 // its absence tells the schedulers that Redis lost its data (a restart

@@ -1,7 +1,9 @@
 package shard
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -43,6 +45,87 @@ type QueuePolicy struct {
 	MaxPayload int64
 	// Backoff of retries; the zero value means DefaultBackoff.
 	Backoff Backoff
+	// Retention of the records of the queue's ended tasks; the zero value
+	// keeps none.
+	Retention Retention
+}
+
+// Retention says how long, and how many per shard, the records of a
+// queue's ended tasks are kept: succeeded (with the handler's result) and
+// cancelled, which Lookup reports and Client.Wait waits for (dead tasks
+// are in the dead-letter set, under its own bounds). Age 0 keeps none.
+type Retention struct {
+	Age   time.Duration
+	Count int // 0 means DefaultRetentionCount
+}
+
+// Retention bounds: a queue keeps records for at most MaxRetentionAge
+// and MaxRetentionCount per shard; Count defaults to
+// DefaultRetentionCount.
+const (
+	MinRetentionAge       = time.Second
+	MaxRetentionAge       = 30 * 24 * time.Hour
+	DefaultRetentionCount = 10000
+	MaxRetentionCount     = 1000000
+)
+
+// Validate reports a Retention out of its bounds.
+func (r Retention) Validate() error {
+	if r.Age != 0 && (r.Age < MinRetentionAge || r.Age > MaxRetentionAge) {
+		return fmt.Errorf("%w: retention %s not 0 nor in %s..%s", ErrInvalidArgument, r.Age, MinRetentionAge, MaxRetentionAge)
+	}
+	if r.Count < 0 || r.Count > MaxRetentionCount {
+		return fmt.Errorf("%w: retention count %d not in 0..%d", ErrInvalidArgument, r.Count, MaxRetentionCount)
+	}
+	return nil
+}
+
+// spec renders r as the scripts read it (lib.lua's keep_of):
+// "age_ms|count".
+func (r Retention) spec() string {
+	return fmt.Sprintf("%d|%d", r.Age.Milliseconds(), cmp.Or(r.Count, DefaultRetentionCount))
+}
+
+// keepField is the field of the queues hash that holds queue's
+// Retention; no queue name contains "|".
+func keepField(queue string) string { return "|keep|" + queue }
+
+// Keeps reports which of queues keep records of their ended tasks (a
+// Retention registered in shard 0; one HMGET).
+func (s *Store) Keeps(ctx context.Context, queues []string) (map[string]bool, error) {
+	fields := make([]string, len(queues))
+	for i, q := range queues {
+		fields[i] = keepField(q)
+	}
+	v, err := s.rdb.HMGet(ctx, s.k.Queues(0), fields...).Result()
+	if err != nil {
+		return nil, errtext.Errorf("read the queues' retention: %w", err)
+	}
+	out := make(map[string]bool, len(queues))
+	for i, q := range queues {
+		out[q] = v[i] != nil
+	}
+	return out, nil
+}
+
+// Retention returns the record retention registered for queue (the zero
+// Retention when it keeps none), as shard 0 has it: the schedulers
+// register every queue in every shard.
+func (s *Store) Retention(ctx context.Context, queue string) (Retention, error) {
+	v, err := s.rdb.HGet(ctx, s.k.Queues(0), keepField(queue)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Retention{}, nil
+	}
+	if err != nil {
+		return Retention{}, errtext.Errorf("read the retention of queue %q: %w", queue, err)
+	}
+	age, count, ok := strings.Cut(v, "|")
+	a, err1 := strconv.ParseInt(age, 10, 64)
+	c, err2 := strconv.Atoi(count)
+	if !ok || err1 != nil || err2 != nil {
+		return Retention{}, fmt.Errorf("%w: retention of queue %q: %q", ErrInvalidArgument, queue, v)
+	}
+	return Retention{Age: time.Duration(a) * time.Millisecond, Count: c}, nil
 }
 
 // Backoff is an exponential retry delay: attempt n (1-based) waits
@@ -109,14 +192,26 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 	marker := markerValue(l)
 	pipe := s.rdb.Pipeline()
 	for sh := 0; sh < l.Shards(); sh++ {
-		vals := make([]any, 0, 2*len(policies))
+		vals := make([]any, 0, 4*len(policies))
+		var unkept []string
 		for q, p := range policies {
 			if !ValidQueue(q) {
 				return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, q)
 			}
+			if err := p.Retention.Validate(); err != nil {
+				return fmt.Errorf("queue %q: %w", q, err)
+			}
 			vals = append(vals, q, p.encode())
+			if p.Retention.Age > 0 {
+				vals = append(vals, keepField(q), p.Retention.spec())
+			} else {
+				unkept = append(unkept, keepField(q))
+			}
 		}
 		pipe.HSet(ctx, s.k.Queues(sh), vals...)
+		if len(unkept) > 0 {
+			pipe.HDel(ctx, s.k.Queues(sh), unkept...)
+		}
 		// The shard's layout marker, if it has none yet: enqueue.lua
 		// declares it, and on a Redis Cluster a declared key that exists
 		// nowhere stops the call while the slot migrates.

@@ -27,7 +27,11 @@ type RecoverResult struct {
 	Buried      int // expired leases, and scheduled tasks with a corrupt due time (ValidDue), dead-lettered
 	Redelivered int // stranded ids (popped, never settled or leased) rescheduled or buried
 	Trimmed     int // dead-letter entries deleted by retention
-	// NextDeadline is the earliest lease deadline (unix ms), -1 if none.
+	// Expired counts records of ended tasks deleted past their queue's
+	// retention (Retention).
+	Expired int
+	// NextDeadline is the earliest lease deadline or expiry of a record
+	// of an ended task (unix ms), -1 if none.
 	NextDeadline int64
 	// Pending counts ready ids not yet leased.
 	Pending int
@@ -43,7 +47,8 @@ type RecoverResult struct {
 // the shard.
 func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs) (RecoverResult, error) {
 	args := []any{epoch, a.Limit, rand.Int64N(2147483645) + 1, s.k.WakeChannel(sh),
-		s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), a.DeadMaxSize, a.DeadMaxAge.Milliseconds()}
+		s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), a.DeadMaxSize, a.DeadMaxAge.Milliseconds(),
+		s.k.DonePrefix(), s.k.Ended(sh), s.k.EndedIndexPrefix(sh)}
 	for _, c := range a.Candidates {
 		args = append(args, c)
 	}
@@ -57,15 +62,15 @@ func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs)
 	if len(v) == 2 && v[0] == int64(-1) {
 		return RecoverResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %v", ErrStaleEpoch, sh, epoch, v[1])
 	}
-	if len(v) < 8 {
+	if len(v) < 9 {
 		return RecoverResult{}, errtext.Errorf("recover shard %d: unexpected reply %v", sh, v)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	r := RecoverResult{
 		Now: n(1), Retried: int(n(2)), Buried: int(n(3)), Redelivered: int(n(4)),
-		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)),
+		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)), Expired: int(n(8)),
 	}
-	for _, c := range v[8:] {
+	for _, c := range v[9:] {
 		if s, ok := c.(string); ok {
 			r.Candidates = append(r.Candidates, s)
 		}

@@ -44,6 +44,7 @@ var (
 	lookupScript      = newScript("lookup.lua")
 	claimScript       = newScript("claim.lua")
 	ackScript         = newScript("ack.lua")
+	succeedScript     = newScript("succeed.lua")
 	extendScript      = newScript("extend.lua")
 	nackScript        = newScript("nack.lua")
 	releaseScript     = newScript("release.lua")

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
@@ -78,6 +80,39 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 		}
 	}
 	return out
+}
+
+// Succeed acknowledges one delivery of a queue that keeps records of its
+// ended tasks (Retention), or whose handler returned a result: the task
+// is recorded as succeeded with result for the queue's retention and
+// its final state is published on its done channel (lua/succeed.lua). A
+// queue that keeps no records is acknowledged as by Ack, the result
+// dropped. It returns an error wrapping ErrStaleToken if the delivery is
+// no longer current.
+func (s *Store) Succeed(ctx context.Context, a AckArgs, result []byte) error {
+	sh := a.Shard
+	n, err := succeedScript.Run(ctx, s.rdb,
+		[]string{s.k.Tasks(sh), s.k.Inflight(sh), s.k.Leases(sh), s.k.Errors(sh), s.k.Counts(sh), s.k.Queues(sh)},
+		s.k.PendingPrefix(sh), a.ID, a.Token, a.Queue, result, s.k.Ended(sh), s.k.EndedIndexPrefix(sh), s.k.DonePrefix()).Int64()
+	if err != nil {
+		return errtext.Errorf("ack %q: %w", a.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: ack %q", ErrStaleToken, a.ID)
+	}
+	return nil
+}
+
+// SubscribeDone subscribes to the done channel of task id (Keys.Done),
+// on which its final state is published when its queue keeps records of
+// its ended tasks. The caller closes the subscription.
+func (s *Store) SubscribeDone(ctx context.Context, id string) (*redis.PubSub, error) {
+	ps := s.rdb.Subscribe(ctx, s.k.Done(id))
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		ps.Close()
+		return nil, errtext.Errorf("subscribe to the end of %q: %w", id, err)
+	}
+	return ps, nil
 }
 
 // Extend moves the lease deadline of the leased delivery d to lease after
@@ -155,7 +190,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 	if a.Queue != "" {
 		keys = append(keys, s.k.Pending(sh, a.Queue))
 	}
-	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh)).Int64Slice()
+	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh), s.k.DonePrefix()).Int64Slice()
 	if err != nil {
 		return NackResult{}, errtext.Errorf("nack %q: %w", id, err)
 	}

@@ -297,8 +297,10 @@ func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
 	return state, err
 }
 
-// How long, and how many per shard, the records of tasks cancelled while
-// a worker had them are kept (Lookup reports them "cancelled").
+// How long, and how many per queue and shard, the records of tasks
+// cancelled while a worker had them are kept (Lookup reports them
+// "cancelled") when their queue keeps no records of its ended tasks
+// (Retention).
 const (
 	EndedRetention = 24 * time.Hour
 	EndedKeep      = 10000
@@ -311,8 +313,8 @@ func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error
 	keys := append([]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Counts(sh)},
 		s.k.OutboxKeys(p)...)
 	v, err := cancelScript.Run(ctx, s.rdb, keys, id, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh),
-		"running", s.k.Leases(sh), s.k.Ended(sh), s.k.EndedAt(sh), s.k.CancelChannel(),
-		EndedRetention.Milliseconds(), EndedKeep).Slice()
+		"running", s.k.Leases(sh), s.k.Ended(sh), s.k.EndedIndexPrefix(sh), s.k.CancelChannel(),
+		EndedRetention.Milliseconds(), EndedKeep, s.k.Queues(sh), s.k.DonePrefix()).Slice()
 	if err != nil {
 		return "", errtext.Errorf("cancel %q: %w", id, err)
 	}
@@ -330,7 +332,7 @@ func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error
 
 // Info is a task's state as seen by Lookup.
 type Info struct {
-	State string // scheduled, ready, active or dead
+	State string // scheduled, ready, active or dead; succeeded or cancelled (Ended)
 	Task  Task   // zero fields except ID when the data is missing
 	// Shard is the shard the task was found in (during a change of the
 	// shard count, its old or its new home).
@@ -345,6 +347,11 @@ type Info struct {
 	LastError string
 	// DecodeErr is set when the stored data is not decodable.
 	DecodeErr error
+	// Ended is set for a task read from its record (Retention): State is
+	// "succeeded" or "cancelled", At when it ended, Task has its ID and
+	// Queue only, and Result holds what the handler returned.
+	Ended  bool
+	Result []byte
 	// CorruptDue is set for a scheduled task whose delayed-set score is
 	// not a due time (ValidDue): the owner's recovery dead-letters it
 	// with the reason "corrupt due time". At is then zero.
@@ -395,13 +402,14 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 	if err != nil {
 		return Info{}, errtext.Errorf("lookup %q: %w", id, err)
 	}
-	if len(v) != 5 || v[0] == "" {
+	if len(v) < 5 || v[0] == "" {
 		return Info{}, taskNotFound(id)
 	}
 	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
-	if info.State == "cancelled" {
-		// Ended: no task data; the queue comes in the dead info's place.
-		info.Task.Queue, info.DeadInfo = v[3], ""
+	if len(v) == 6 {
+		// Ended (a record): no task data; the queue comes in the dead
+		// info's place, the handler's result after it.
+		info.Task.Queue, info.DeadInfo, info.Ended, info.Result = v[3], "", true, []byte(v[5])
 		if ms, err := strconv.ParseInt(v[2], 10, 64); err == nil {
 			info.At = time.UnixMilli(ms)
 		}

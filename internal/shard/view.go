@@ -18,7 +18,7 @@ import (
 func (in Info) View() hourglass.TaskInfo {
 	return view(rawTask{
 		id: in.Task.ID, state: in.State, shard: in.Shard, data: in.Task, decodeErr: in.DecodeErr,
-		corruptDue: in.CorruptDue, at: in.At, dead: in.DeadInfo, lastError: in.LastError, size: -2,
+		corruptDue: in.CorruptDue, at: in.At, dead: in.DeadInfo, lastError: in.LastError, size: -2, result: in.Result,
 	})
 }
 
@@ -54,6 +54,8 @@ type rawTask struct {
 	// size is the whole payload's length when the payload read is a
 	// preview; -2 when it is the whole payload.
 	size int64
+	// result is a succeeded task's result, from its record.
+	result []byte
 }
 
 // CorruptDueProblem is the Problem of a scheduled task whose delayed-set
@@ -80,8 +82,8 @@ func view(r rawTask) hourglass.TaskInfo {
 	switch t.State {
 	case hourglass.StateActive:
 		t.LeaseDeadline = r.at
-	case hourglass.StateCancelled:
-		t.Ended = r.at
+	case hourglass.StateCancelled, hourglass.StateSucceeded:
+		t.Ended, t.Result = r.at, r.result
 	case hourglass.StateDead:
 		t.Dead = deadInfo(r.dead, r.at)
 		if t.LastError == "" {

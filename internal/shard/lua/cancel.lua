@@ -22,16 +22,24 @@
 -- ARGV[4] optional, "running": a task a worker has (leased, or popped and
 --         run without a lease) is cancelled too. Its lease, or its popped
 --         entry's pending number, is revoked, so that the worker's ack or
---         nack is refused by token; its data goes; it is recorded as
---         ended in ARGV[6]/ARGV[7] (kept ARGV[9] ms, at most ARGV[10] per
---         shard, the oldest dropped first); and its id is published on
---         ARGV[8], where the worker that has it hears it and cancels its
+--         nack is refused by token; its data goes; and its id is published
+--         on ARGV[8], where the worker that has it hears it and cancels its
 --         handler's ctx. Without it such a task answers "active".
--- ARGV[5] leases   HASH  task id -> delivery token (not declared: checked
--- ARGV[6] ended    HASH  task id -> "cancelled|<ms>|active|<queue>"  with
--- ARGV[7] ended at ZSET  task id -> ms                   served_here)
+-- ARGV[5] leases   HASH  task id -> delivery token
+-- ARGV[6] ended    HASH  task id -> "cancelled|<ms>|<state it was in>|<queue>|"
+-- ARGV[7] ended index prefix (the queue name is appended): ZSET id -> ms
 -- ARGV[8] the deployment's cancel channel ({ns}:cancel)
--- ARGV[9] how long an ended record is kept, ms; ARGV[10] how many at most
+-- ARGV[9] how long the record of a running task cancelled is kept, ms,
+--         and ARGV[10] how many per queue at most, for a queue that keeps
+--         no records of its ended tasks
+-- ARGV[11] queues  HASH  "|keep|<queue>" -> the queue's retention
+-- ARGV[12] prefix of the task's done channel (the id is appended)
+--   (ARGV[5], [6], [7] and [11] are not declared: the script checks that
+--   this node serves them before it writes, see lib.lua's served_here)
+--   With ARGV[4], a cancelled task is recorded as ended (lib.lua's
+--   record_end, which Lookup reports and publishes on the done channel):
+--   a running one always (for ARGV[9]/ARGV[10] unless its queue keeps
+--   records), a scheduled or ready one when its queue keeps records.
 --
 -- Returns {code, state}:
 --   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
@@ -69,10 +77,19 @@ if not blob then
 end
 local running = ARGV[4] == "running"
 
+-- keep is the queue's record retention, when a record may be written.
+local queue = blob_queue(blob)
+local keep = running and queue ~= "" and keep_of(ARGV[11], queue)
+
+-- record writes the cancelled task's record (lib.lua's record_end).
+local function record(was, k)
+  record_end(ARGV[6], ARGV[7] .. queue, ARGV[12] .. id, id, "cancelled", was, queue, "", k, now_ms())
+end
+
 -- cancel_running ends a task a worker has: leased, or (pending_key given)
 -- popped and run under its pending number. See ARGV[4].
-local function cancel_running(queue, pending_key)
-  local moving = served_here(KEYS[1], {ARGV[5], ARGV[6], ARGV[7]})
+local function cancel_running(pending_key)
+  local moving = served_here(KEYS[1], {ARGV[5], ARGV[6], ARGV[7] .. queue})
   if moving then return moving end
   if pending_key then
     redis.call("ZREM", pending_key, id)
@@ -83,30 +100,21 @@ local function cancel_running(queue, pending_key)
   end
   redis.call("HDEL", KEYS[2], id)
   redis.call("HDEL", KEYS[6], id)
-  local now = now_ms()
-  redis.call("HSET", ARGV[6], id, "cancelled|" .. string.format("%d", now) .. "|active|" .. queue)
-  redis.call("ZADD", ARGV[7], now, id)
-  -- Bounded by age and by number, oldest first.
-  local old = redis.call("ZRANGE", ARGV[7], "-inf", "(" .. string.format("%d", now - tonumber(ARGV[9])), "BYSCORE")
-  local over = redis.call("ZCARD", ARGV[7]) - #old - tonumber(ARGV[10])
-  if over > 0 then
-    old = redis.call("ZRANGE", ARGV[7], 0, #old + over - 1)
-  end
-  if #old > 0 then
-    bulk("HDEL", ARGV[6], old)
-    bulk("ZREM", ARGV[7], old)
-  end
+  record("active", keep or {tonumber(ARGV[9]), tonumber(ARGV[10])})
   redis.call("PUBLISH", ARGV[8], id)
   return {1, "active"}
 end
 
 if redis.call("ZSCORE", KEYS[3], id) then
-  if running then return cancel_running(blob_queue(blob), nil) end
+  if running then return cancel_running(nil) end
   return {-1, "active"}
 end
 
 local state = "ready"
-local queue = blob_queue(blob)
+if keep then
+  local moving = served_here(KEYS[1], {ARGV[6], ARGV[7] .. queue})
+  if moving then return moving end
+end
 -- A task in no set and no pending list is in the far tier (see
 -- enqueue.lua): deleting its data is enough, its bucket entry is then
 -- dropped at promotion.
@@ -127,7 +135,7 @@ else
       local rk, seq_s = ARGV[2] .. task.queue, string.format("%d", tonumber(seq))
       -- A popped entry is in a worker's hands: it may be running already.
       if popped(rk, tonumber(seq)) then
-        if running then return cancel_running(task.queue, ARGV[3] .. task.queue) end
+        if running then return cancel_running(ARGV[3] .. task.queue) end
         return {-1, "active"}
       end
       if redis.call("LREM", rk, 0, seq_s .. "|" .. id .. "|" .. blob) == 0 then
@@ -146,4 +154,5 @@ elseif state == "dead" then
 end
 redis.call("HDEL", KEYS[2], id)
 redis.call("HDEL", KEYS[6], id)
+if keep and state ~= "dead" then record(state, keep) end
 return {1, state}

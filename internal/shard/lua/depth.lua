@@ -22,7 +22,7 @@
 local names, policy = {}, {}
 local qs = redis.call("HGETALL", KEYS[2])
 for i = 1, #qs, 2 do
-  if qs[i] ~= "|far" then
+  if string.sub(qs[i], 1, 1) ~= "|" then -- not "|far" nor "|keep|<queue>"
     names[#names + 1] = qs[i]
     policy[qs[i]] = qs[i + 1]
   end

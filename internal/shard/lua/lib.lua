@@ -350,3 +350,43 @@ local function dead_match(blob, info, queue, reason, err_sub)
   if err_sub ~= "" and not string.find(tostring(rec.error or ""), err_sub, 1, true) then return false end
   return true
 end
+
+-- keep_of reads the record retention of queue from the shard's queues
+-- hash (field "|keep|<queue>" = "age_ms|count", see Keys.KeepField):
+-- {age_ms, count}, or nil when the queue keeps no records of its ended
+-- tasks.
+local function keep_of(queues_key, queue)
+  local a, c = string.match(redis.call("HGET", queues_key, "|keep|" .. queue) or "", "^(%d+)|(%d+)$")
+  if not a then return nil end
+  return {tonumber(a), tonumber(c)}
+end
+
+-- record_end keeps the final state of task id: ended_key (HASH) maps it
+-- to "state|at_ms|was|queue|result" (was: the state it ended from),
+-- index_key (the queue's ZSET of ended ids by time) scores it by now.
+-- keep ({age_ms, count}) bounds the index: at most count records, the
+-- oldest dropped first, and up to two records older than age_ms dropped
+-- per call (the owner's recovery pass drops the rest, recover.lua). The
+-- state is then published on channel (Client.Wait listens there), if
+-- given.
+local function record_end(ended_key, index_key, channel, id, state, was, queue, result, keep, now)
+  local now_s = string.format("%d", now)
+  redis.call("HSET", ended_key, id, state .. "|" .. now_s .. "|" .. was .. "|" .. queue .. "|" .. result)
+  redis.call("ZADD", index_key, now_s, id)
+  local old = redis.call("ZRANGE", index_key, "-inf", "(" .. string.format("%d", now - keep[1]), "BYSCORE", "LIMIT", 0, 2)
+  local over = redis.call("ZCARD", index_key) - #old - keep[2]
+  if over > 0 then
+    -- The oldest first, never id itself (records of one millisecond
+    -- tie, and then rank by id).
+    local n = #old + over
+    old = {}
+    for _, o in ipairs(redis.call("ZRANGE", index_key, 0, n)) do
+      if o ~= id and #old < n then old[#old + 1] = o end
+    end
+  end
+  if #old > 0 then
+    bulk("HDEL", ended_key, old)
+    bulk("ZREM", index_key, old)
+  end
+  if channel then redis.call("PUBLISH", channel, state) end
+end

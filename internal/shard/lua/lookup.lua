@@ -14,7 +14,7 @@
 -- ARGV[3] ready-list key prefix of this shard (the queue name is appended)
 --   (these lists are not declared: the script checks that this node
 --   serves them before it reads them, see lib.lua's served_here)
--- ARGV[4] optional: the shard's ended HASH (cancel.lua), read when no
+-- ARGV[4] optional: the shard's ended HASH (lib.lua's record_end), read when no
 --         task of the id is stored (not declared; while the shard's slot
 --         migrates, a node that does not serve it reads nothing there)
 --
@@ -23,8 +23,9 @@
 --   state is "scheduled" (score = due; a task in the far tier is in no set,
 --   its due time is read from its data), "ready", "active" (score = lease
 --   deadline, or "" for a task a worker popped and runs without a lease), "dead" (score = time buried),
---   "cancelled" (from ARGV[4]: no task data, score = when it was
---   cancelled, the queue in the dead info's place) or "" when unknown.
+--   "cancelled" or "succeeded" (from ARGV[4]: no task data, score = when
+--   it ended, the queue in the dead info's place, and a sixth element:
+--   the handler's result) or "" when unknown.
 -- or the error "TRYAGAIN ..." while the shard's slot is being migrated
 -- and the task's pending set or ready list is not on this node (a list
 -- not moved yet would read as empty there).
@@ -41,8 +42,8 @@ if blob == "" and KEYS[7] then
 end
 if blob == "" and ARGV[4] then
   local e = redis.pcall("HGET", ARGV[4], id)
-  local st, at, q = string.match(type(e) == "string" and e or "", "^(%a+)|(%d+)|%a*|(.*)$")
-  if st then return {st, "", at, q, ""} end
+  local st, at, q, res = string.match(type(e) == "string" and e or "", "^(%a+)|(%d+)|%a*|([^|]*)|?(.*)$")
+  if st then return {st, "", at, q, "", res} end
 end
 local info = redis.call("HGET", KEYS[5], id) or ""
 local last = KEYS[6] and redis.call("HGET", KEYS[6], id) or ""

@@ -19,6 +19,9 @@
 -- ARGV[6] backoff "base_ms|cap_ms|factor", or "" for the queue's policy
 -- ARGV[7] random number in [0,1) for the backoff's jitter
 -- ARGV[8] wake channel of the shard
+-- ARGV[9] prefix of the task's done channel (the id is appended): a task
+--         buried here whose queue keeps records of its ended tasks is
+--         published "dead" there (Client.Wait)
 --
 -- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
@@ -37,17 +40,20 @@ if not task then
   return {-1, 0, 0}
 end
 task.attempts = task.attempts + 1
-if ARGV[4] == "dead" then
+
+-- buried ends the task in the dead-letter set for reason.
+local function buried(reason)
   redis.call("HSET", KEYS[2], id, encode(task, blob))
-  bury(KEYS[6], KEYS[7], id, now, "not retryable", err, KEYS[9], queue)
+  bury(KEYS[6], KEYS[7], id, now, reason, err, KEYS[9], queue)
   redis.call("HDEL", KEYS[5], id)
+  if ARGV[9] and keep_of(KEYS[8], queue) then redis.call("PUBLISH", ARGV[9] .. id, "dead") end
   return {2, 0, task.attempts}
 end
+if ARGV[4] == "dead" then
+  return buried("not retryable")
+end
 if task.attempts > task.max_retries then
-  redis.call("HSET", KEYS[2], id, encode(task, blob))
-  bury(KEYS[6], KEYS[7], id, now, "max retries exhausted", err, KEYS[9], queue)
-  redis.call("HDEL", KEYS[5], id)
-  return {2, 0, task.attempts}
+  return buried("max retries exhausted")
 end
 local delay = tonumber(ARGV[5])
 if not delay then

@@ -19,6 +19,10 @@
 --      due time enqueue.lua accepts (inf included), which never come due,
 --      are buried with the reason "corrupt due time" (counted in
 --      buried). Those below 0 are due: the mover buries them.
+--   6. Records of ended tasks (lib.lua's record_end) older than their
+--      queue's retention (queues hash field "|keep|<queue>") are deleted.
+--   A task buried in part 1 or 2a whose queue keeps records is published
+--   "dead" on its done channel (Client.Wait).
 --
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
@@ -35,11 +39,16 @@
 --   served_here)
 -- ARGV[7] dead-letter size bound, 0 = none
 -- ARGV[8] dead-letter age bound in ms, 0 = none
--- ARGV[9..] stranded candidates from the previous pass, "queue|seq|id"
+-- ARGV[9] prefix of a task's done channel (the id is appended)
+-- ARGV[10] ended HASH; ARGV[11] ended index prefix (the queue name is
+--   appended; both not declared, checked like ARGV[5] and ARGV[6])
+-- ARGV[12..] stranded candidates from the previous pass, "queue|seq|id"
 --
 -- Returns {1, now, retried, buried, redelivered, trimmed, next_deadline,
--- pending, candidate_1, ...}: next_deadline is the earliest lease deadline
--- (-1 if none), pending the number of ready-but-unleased ids; or
+-- pending, records_dropped, candidate_1, ...}: next_deadline is the
+-- earliest lease deadline or expiry of a record (-1 if none), pending the
+-- number of ready-but-unleased ids, records_dropped the records of part
+-- 6; or
 -- {-1, stored_epoch} when the epoch is stale; or the error "TRYAGAIN ...",
 -- nothing written, while the shard's slot is being migrated and a list it
 -- needs is not on this node.
@@ -61,14 +70,23 @@ local function list(q)
     lists[#lists + 1] = ARGV[5] .. q
   end
 end
-for i = 9, #ARGV do
+for i = 12, #ARGV do
   local q = string.match(ARGV[i], "^([^|]+)|%d+|.+$")
   if q then list(q) end
 end
 for _, q in ipairs(ready_queues) do list(q) end
+-- Queues that keep records of their ended tasks: retention by queue.
+local keeps = {}
 for i = 1, #policies, 2 do
   if string.sub(policies[i + 1], 1, 6) == "drain|" then list(policies[i]) end
+  local q = string.match(policies[i], "^|keep|(.+)$")
+  local age = q and string.match(policies[i + 1], "^(%d+)|%d+$")
+  if age then
+    keeps[q] = tonumber(age)
+    lists[#lists + 1] = ARGV[11] .. q
+  end
 end
+if next(keeps) then lists[#lists + 1] = ARGV[10] end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
 local limit = tonumber(ARGV[2])
@@ -98,6 +116,7 @@ local function fail(id, why)
     redis.call("HSET", KEYS[2], id, encode(task, blob))
     bury(KEYS[6], KEYS[7], id, now, why, last, KEYS[12], queue)
     redis.call("HDEL", KEYS[5], id)
+    if keeps[queue] then redis.call("PUBLISH", ARGV[9] .. id, "dead") end
     return false
   end
   local spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue))
@@ -129,7 +148,7 @@ for _, id in ipairs(expired) do
 end
 
 -- 2a. candidates of the previous pass still popped and unleased
-for i = 9, #ARGV do
+for i = 12, #ARGV do
   local q, seq_s, id = string.match(ARGV[i], "^([^|]+)|(%d+)|(.+)$")
   if q then
     local pk, rk = ARGV[6] .. q, ARGV[5] .. q
@@ -150,7 +169,7 @@ end
 -- 2b. new candidates: pending ids numbered below their list's head, over
 -- every queue that ever had ready ids in this shard (KEYS[11]), at most
 -- LIMIT in all
-local out = {1, now, 0, 0, 0, 0, -1, 0}
+local out = {1, now, 0, 0, 0, 0, -1, 0, 0}
 local pending, room = 0, limit
 for _, q in ipairs(ready_queues) do
   local pk, rk = ARGV[6] .. q, ARGV[5] .. q
@@ -235,12 +254,31 @@ bury_corrupt("(9999999999999", "+inf")
 -- Those below 0 are due: the mover buries them (move.lua) as soon as it
 -- looks, which its idle re-check does when they become the head.
 
--- Parts 2 to 5 change no lease: the deadline read first still holds
+-- 6. records of ended tasks past their queue's retention, at most LIMIT
+-- per queue; the earliest expiry of those left joins the next deadline.
+local dropped, next_expiry = 0, nil
+for q, age in pairs(keeps) do
+  local ik = ARGV[11] .. q
+  local old = redis.call("ZRANGE", ik, "-inf", "(" .. string.format("%d", now - age), "BYSCORE", "LIMIT", 0, limit)
+  if #old > 0 then
+    bulk("HDEL", ARGV[10], old)
+    bulk("ZREM", ik, old)
+    dropped = dropped + #old
+  end
+  local first = redis.call("ZRANGE", ik, 0, 0, "WITHSCORES")
+  if first[2] then
+    local e = tonumber(first[2]) + age
+    if not next_expiry or e < next_expiry then next_expiry = e end
+  end
+end
+
+-- Parts 2 to 6 change no lease: the deadline read first still holds
 -- unless part 1 took some.
 if #expired > 0 then
   next_deadline = redis.call("ZRANGE", KEYS[3], 0, 0, "WITHSCORES")
 end
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
 if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
-out[8] = pending
+if next_expiry and (out[7] < 0 or next_expiry < out[7]) then out[7] = next_expiry end
+out[8], out[9] = pending, dropped
 return out

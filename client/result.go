@@ -1,0 +1,77 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hourglass-sched/hourglass"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Result returns task id once it has ended: succeeded (with what its
+// handler returned in TaskInfo.Result), cancelled or dead. A task that
+// has not ended yet returns ErrNotFinished with its current view. Records
+// of succeeded and cancelled tasks are kept for their queue's retention
+// (queues.<q>.retention; 0 keeps none, and such a task is then simply
+// not found once it succeeded): ErrNotFound after that. One lookup.
+func (c *Client) Result(ctx context.Context, id string) (hourglass.TaskInfo, error) {
+	t, err := c.Lookup(ctx, id)
+	if err == nil && !t.State.Final() {
+		err = fmt.Errorf("%w: %q is %s", ErrNotFinished, truncate(id), t.State)
+	}
+	return t, err
+}
+
+// waitRecheck is how often Wait looks again without having heard of the
+// task: a safety net for a notice missed while the subscription was
+// reconnecting.
+const waitRecheck = 30 * time.Second
+
+// Wait blocks until task id has ended and returns it as Result does:
+// succeeded, cancelled or dead. It is woken by the notice the task's end
+// publishes (a pub/sub subscription on the task's own channel, held for
+// the call: one connection each), not by polling; it looks again every
+// 30 s in case a notice was missed while the subscription reconnected.
+// The task's queue must keep records of its ended tasks
+// (queues.<q>.retention), or a success could not be told from an absence:
+// ErrNotKept otherwise. ErrNotFound for an id that is not stored (or
+// whose record is gone); ctx's error when it ends first.
+func (c *Client) Wait(ctx context.Context, id string) (hourglass.TaskInfo, error) {
+	if !shard.ValidStoredID(id) {
+		return hourglass.TaskInfo{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
+	}
+	ps, err := c.store.SubscribeDone(ctx, id)
+	if err != nil {
+		return hourglass.TaskInfo{}, err
+	}
+	defer ps.Close()
+	notices := ps.Channel()
+	recheck := time.NewTimer(waitRecheck)
+	defer recheck.Stop()
+	kept := false
+	for {
+		t, err := c.Result(ctx, id)
+		if !errors.Is(err, ErrNotFinished) {
+			return t, err
+		}
+		if !kept {
+			keeps, err := c.store.Keeps(ctx, []string{t.Queue})
+			if err != nil {
+				return t, err
+			}
+			if !keeps[t.Queue] {
+				return t, fmt.Errorf("%w: queue %q (set queues.%s.retention)", ErrNotKept, t.Queue, t.Queue)
+			}
+			kept = true
+		}
+		select {
+		case <-ctx.Done():
+			return t, ctx.Err()
+		case <-notices:
+		case <-recheck.C:
+			recheck.Reset(waitRecheck)
+		}
+	}
+}
