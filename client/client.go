@@ -26,6 +26,8 @@ type Client struct {
 	// single combines concurrent single-task calls (Enqueue) into one
 	// EnqueueBatch when they overlap (internal/groupcommit).
 	single *groupcommit.Combiner[shard.EnqueueArgs, shard.EnqueueResult]
+	// waits carries the Waits' subscriptions.
+	waits *waitHub
 }
 
 // New returns a Client on rdb.
@@ -57,7 +59,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		return nil, invalidConfig("%w", err)
 	}
 	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
-		single: groupcommit.New(store.EnqueueBatch)}, nil
+		single: groupcommit.New(store.EnqueueBatch), waits: &waitHub{store: store}}, nil
 }
 
 // Task describes one task to enqueue.

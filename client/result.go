@@ -31,23 +31,22 @@ const waitRecheck = 30 * time.Second
 
 // Wait blocks until task id has ended and returns it as Result does:
 // succeeded, cancelled or dead. It is woken by the notice the task's end
-// publishes (a pub/sub subscription on the task's own channel, held for
-// the call: one connection each), not by polling; it looks again every
-// 30 s in case a notice was missed while the subscription reconnected.
-// The task's queue must keep records of its ended tasks
-// (queues.<q>.retention), or a success could not be told from an absence:
-// ErrNotKept otherwise. ErrNotFound for an id that is not stored (or
-// whose record is gone); ctx's error when it ends first.
+// publishes on the task's own channel, not by polling: the Waits of one
+// Client share one pub/sub connection, open while some Wait runs. It
+// looks again every 30 s too, in case a notice was missed while that
+// connection was being made again. The task's queue must keep records of
+// its ended tasks (queues.<q>.retention), or a success could not be told
+// from an absence: ErrNotKept otherwise. ErrNotFound for an id that is
+// not stored (or whose record is gone); ctx's error when it ends first.
 func (c *Client) Wait(ctx context.Context, id string) (hourglass.TaskInfo, error) {
 	if !shard.ValidStoredID(id) {
 		return hourglass.TaskInfo{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
-	ps, err := c.store.SubscribeDone(ctx, id)
+	notices, stop, err := c.waits.watch(ctx, id)
 	if err != nil {
 		return hourglass.TaskInfo{}, err
 	}
-	defer ps.Close()
-	notices := ps.Channel()
+	defer stop()
 	recheck := time.NewTimer(waitRecheck)
 	defer recheck.Stop()
 	kept := false

@@ -130,3 +130,60 @@ func TestResultNotKept(t *testing.T) {
 		return errors.Is(err, client.ErrNotFound), fmt.Sprint(err)
 	})
 }
+
+// TestWaitsShareOneSubscription: the Waits of one client share one
+// subscription per task (Redis counts one subscriber of each task's done
+// channel however many Waits want it), every one returns the task's
+// result, and the channels are unsubscribed once they returned.
+func TestWaitsShareOneSubscription(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, Retention: shard.Retention{Age: time.Minute}})
+	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		<-release
+		return task.SetResult([]byte("r:" + task.ID))
+	})
+	ctx := testenv.Ctx(t, 30*time.Second)
+	const ids, each = 10, 3
+	var channels []string
+	errs := make(chan error, ids*each)
+	for i := range ids {
+		id := fmt.Sprintf("w%d", i)
+		channels = append(channels, e.Store.Keys().Done(id))
+		if _, err := cl.Enqueue(ctx, client.Task{ID: id, Queue: "q"}); err != nil {
+			t.Fatal(err)
+		}
+		for range each {
+			go func() {
+				info, err := cl.Wait(ctx, id)
+				if err == nil && string(info.Result) != "r:"+id {
+					err = fmt.Errorf("Wait(%s) = %+v", id, info)
+				}
+				errs <- err
+			}()
+		}
+	}
+	testenv.WaitFor(t, 10*time.Second, "each task's channel subscribed once", func() (bool, string) {
+		n, err := e.RDB.PubSubNumSub(ctx, channels...).Result()
+		for _, c := range channels {
+			if err != nil || n[c] != 1 {
+				return false, fmt.Sprint(n, err)
+			}
+		}
+		return true, ""
+	})
+	close(release)
+	for range ids * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	testenv.WaitFor(t, 10*time.Second, "the done channels unsubscribed", func() (bool, string) {
+		left, err := e.RDB.PubSubChannels(ctx, e.Store.Keys().DonePrefix()+"*").Result()
+		return err == nil && len(left) == 0, fmt.Sprint(left, err)
+	})
+}

@@ -497,13 +497,13 @@ var conformanceCases = []confCase{
 			}
 		},
 		run: func(t *testing.T, f *confFixture) {
-			done, err := f.s.SubscribeDone(f.ctx, f.id["popped"])
-			if err != nil {
+			done := f.rdb.Subscribe(f.ctx, f.l0.Done(f.id["popped"]))
+			defer done.Close()
+			if _, err := done.Receive(f.ctx); err != nil {
 				t.Fatal(err)
 			}
-			defer done.Close()
 			noErr(t, "succeed the leased task", f.s.Succeed(f.ctx, f.d["leased"].AckArgs(false), []byte("first")))
-			err = f.call([]string{"pending:q1"}, func() error {
+			err := f.call([]string{"pending:q1"}, func() error {
 				return f.s.Succeed(f.ctx, f.d["popped"].AckArgs(true), []byte("a|result"))
 			})
 			noErr(t, "succeed the popped task", err)

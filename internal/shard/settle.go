@@ -103,17 +103,13 @@ func (s *Store) Succeed(ctx context.Context, a AckArgs, result []byte) error {
 	return nil
 }
 
-// SubscribeDone subscribes to the done channel of task id (Keys.Done),
-// on which its final state is published when its queue keeps records of
-// its ended tasks. The caller closes the subscription.
-func (s *Store) SubscribeDone(ctx context.Context, id string) (*redis.PubSub, error) {
-	ps := s.rdb.Subscribe(ctx, s.k.Done(id))
-	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
-		ps.Close()
-		return nil, errtext.Errorf("subscribe to the end of %q: %w", id, err)
-	}
-	return ps, nil
-}
+// Subscribe returns a pub/sub connection subscribed to nothing yet (on
+// which Client.Wait subscribes to done channels, Keys.Done). The caller
+// closes it.
+func (s *Store) Subscribe(ctx context.Context) *redis.PubSub { return s.rdb.Subscribe(ctx) }
+
+// Keys returns the names of the store's keys and channels.
+func (s *Store) Keys() Keys { return s.k }
 
 // Extend moves the lease deadline of the leased delivery d to lease after
 // Redis's now and returns it.
