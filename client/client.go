@@ -291,7 +291,8 @@ const (
 	StateReady     = hourglass.StateReady     // due, waiting for a worker
 	StateActive    = hourglass.StateActive    // handed to a worker: running, leased or not yet
 	StateDead      = hourglass.StateDead      // in the dead-letter queue
-	StateCancelled = hourglass.StateCancelled // cancelled while a worker had it
+	StateCancelled = hourglass.StateCancelled // cancelled (recorded: see hourglass.StateCancelled)
+	StateSucceeded = hourglass.StateSucceeded // succeeded, in a queue that keeps records (Result, Wait)
 )
 
 // Info is a task as Lookup sees it.

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -170,7 +169,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return false
 	})
-	args := append(workerArgs(tg.URL, 5*time.Second, 4), "-set", "queues.default.max_retries=0")
+	args := append(workerArgs(tg.URL, 5*time.Second, 4), "-set", "queues.default.max_retries=0", "-set", "queues.default.retention=1h")
 	s := c.start("ui-s", slices.Concat(args, []string{"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s"})...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("ui-s") })
 	c.startWorker("ui-w", args...)
@@ -231,9 +230,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		tg.mu.Lock()
 		runs := tg.count["bad-1"]
 		tg.mu.Unlock()
-		_, err := in.Task(ctx, "bad-1")
-		return runs == 2 && errors.Is(err, inspect.ErrNotFound), fmt.Sprintf("%d runs, lookup: %v", runs, err)
+		tk, err := in.Task(ctx, "bad-1")
+		return runs == 2 && err == nil && tk.State == inspect.StateSucceeded, fmt.Sprintf("%d runs, lookup: %v %v", runs, tk.State, err)
 	})
+	// The queue keeps records (retention 1h): the success is listed.
+	step(t, bctx, "show the queue's recent completions", chromedp.SendKeys(`#recentqueue input[name="queue"]`, "default"),
+		chromedp.Click(`#recentqueue button[type="submit"]`), chromedp.WaitVisible(`#recent tr[data-id="bad-1"]`))
+	if row := value(t, bctx, "read the completion", chromedp.Text(`#recent tr[data-id="bad-1"]`)); !strings.Contains(row, "succeeded") {
+		t.Fatalf("recent completion row %q", row)
+	}
 	if tk, err := in.Task(ctx, "bad-2"); err != nil || tk.State != inspect.StateDead {
 		t.Fatalf("bad-2 should still be dead: %+v %v", tk, err)
 	}

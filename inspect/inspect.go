@@ -391,6 +391,8 @@ const (
 	StateReady     = hourglass.StateReady
 	StateActive    = hourglass.StateActive
 	StateDead      = hourglass.StateDead
+	StateCancelled = hourglass.StateCancelled
+	StateSucceeded = hourglass.StateSucceeded
 )
 
 // Task describes one stored task: hourglass.TaskInfo, the view

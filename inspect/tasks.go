@@ -202,6 +202,34 @@ func (i *Inspector) Task(ctx context.Context, id string) (Task, error) {
 	return info.View(), nil
 }
 
+// MaxRecent is the most records Recent returns.
+const MaxRecent = 1000
+
+// Recent returns the most recently ended tasks of queue, newest first, at
+// most limit (up to MaxRecent): those succeeded (with their results) and
+// cancelled, as the queue's retention keeps them (queues.<q>.retention;
+// a queue that keeps none has only the tasks cancelled while running).
+// Dead tasks are listed by ListDead. Each Task has its ID, Queue, State,
+// Ended and Result. Two pipelined round trips over the layout's shards.
+func (i *Inspector) Recent(ctx context.Context, queue string, limit int) ([]Task, error) {
+	l, err := i.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !shard.ValidQueue(queue) {
+		return nil, errorf(ErrInvalidArgument, "queue name %q", queue)
+	}
+	recs, err := i.store.Recent(ctx, span(l), queue, min(max(limit, 1), MaxRecent))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]Task, len(recs))
+	for k, r := range recs {
+		out[k] = r.View()
+	}
+	return out, nil
+}
+
 // Reschedule moves the pending task id (scheduled, or ready and not
 // taken by a worker) to at, earlier or later, keeping its id, payload,
 // attempts and last error, and returns its new due time. ErrNotFound,

@@ -136,6 +136,12 @@ func showTask(w io.Writer, t inspect.Task) {
 	if t.LastError != "" {
 		row(w, "last error", t.LastError)
 	}
+	if !t.Ended.IsZero() {
+		row(w, "ended", when(t.Ended))
+	}
+	if t.State == inspect.StateSucceeded {
+		row(w, "result", payloadText(t.Result))
+	}
 	if d := t.Dead; d != nil {
 		row(w, "dead since", when(d.At))
 		row(w, "reason", d.Reason)

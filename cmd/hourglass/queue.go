@@ -16,7 +16,48 @@ import (
 
 func (a *app) queueCmd() *cobra.Command {
 	return noun("queue", "List, inspect, pause, resume, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queuePause(true), a.queuePause(false), a.queueSet(), a.queueRm())
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueSet(), a.queueRm())
+}
+
+// recentResult bounds the bytes of a result the recent table shows; -o
+// json prints whole results.
+const recentResult = 60
+
+// queueRecent lists a queue's most recently ended tasks.
+func (a *app) queueRecent() *cobra.Command {
+	limit := 20
+	cmd := &cobra.Command{
+		Use:   "recent QUEUE",
+		Short: "List a queue's most recently ended tasks (succeeded with their results, cancelled), newest first",
+		Long: "Lists the records the queue's retention keeps (queues.<q>.retention): tasks succeeded, with what their " +
+			"handlers returned, and tasks cancelled. Dead tasks are listed by dlq ls.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ts, err := in.Recent(ctx, args[0], limit)
+			if err != nil {
+				return err
+			}
+			return a.emit(struct {
+				Tasks []inspect.Task `json:"tasks"`
+			}{ts}, func(w io.Writer) {
+				row(w, "ENDED", "STATE", "ID", "RESULT")
+				for _, t := range ts {
+					res := payloadText(t.Result)
+					if r := []rune(res); len(r) > recentResult {
+						res = string(r[:recentResult]) + "…"
+					}
+					row(w, when(t.Ended), t.State, t.ID, res)
+				}
+			})
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", limit, fmt.Sprintf("most tasks listed, 1..%d", inspect.MaxRecent))
+	return cmd
 }
 
 // queueList is the JSON of queue ls and stats.

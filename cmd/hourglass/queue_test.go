@@ -2,8 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 // TestEmptyNamespaceSaysSo (issue 24, item 12): with a namespace that
@@ -40,5 +47,39 @@ func TestEmptyNamespaceSaysSo(t *testing.T) {
 		if code != exitOK || errOut != "" {
 			t.Errorf("%v in a namespace with queues: exit %d, stderr %q\n%s", args, code, errOut, out)
 		}
+	}
+}
+
+// TestQueueRecent: queue recent lists a queue's ended tasks newest first,
+// with their results, in a table and as JSON; task show shows a
+// succeeded task's result.
+func TestQueueRecent(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "recent", Queues: map[string]shard.QueuePolicy{
+		"q": {MaxRetries: 3, Timeout: time.Minute, Retention: shard.Retention{Age: time.Hour}}}})
+	cli := cliWith(t, writeConfig(t, fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: recent\nshards: 2\n", e.Redis.Addr)))
+	ctx := testenv.Ctx(t, 30*time.Second)
+	for i, d := range e.Popped("q", "done", 2) {
+		if err := e.Store.Succeed(ctx, d.AckArgs(true), []byte(fmt.Sprintf("result %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Schedule("q", time.Hour, "later")
+	if _, err := e.Store.Cancel(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli("queue", "recent", "q")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 4 || !strings.Contains(lines[1], "cancelled") || !strings.Contains(lines[1], "later") ||
+		!strings.Contains(out, "succeeded  done0  result 0") || !strings.Contains(out, "succeeded  done1  result 1") {
+		t.Errorf("queue recent: exit %d, stdout:\n%s\nstderr %q; want the cancelled task first, then both results", code, out, errOut)
+	}
+	out, _, code = cli("-o", "json", "queue", "recent", "q", "--limit", "1")
+	var got struct{ Tasks []inspect.Task }
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got.Tasks) != 1 || got.Tasks[0].ID != "later" || got.Tasks[0].Ended.IsZero() {
+		t.Errorf("queue recent --limit 1 -o json: exit %d, %s (%v)", code, out, err)
+	}
+	if out, _, code = cli("task", "show", "done1"); code != exitOK || !strings.Contains(out, "succeeded") || !strings.Contains(out, "result 1") {
+		t.Errorf("task show of a succeeded task: exit %d, stdout:\n%s", code, out)
 	}
 }

@@ -131,6 +131,22 @@ func (d *dash) dead(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, page)
 }
 
+// recentShown is how many ended tasks GET recent answers.
+const recentShown = 50
+
+// recent answers the most recently ended tasks of the queue named by the
+// query parameter "queue" (inspect.Recent), with their results.
+func (d *dash) recent(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	ts, err := d.o.Inspector.Recent(ctx, r.URL.Query().Get("queue"), recentShown)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"tasks": ts})
+}
+
 // TaskPayloadCap bounds the payload GET task answers (the page's task
 // view shows it): a longer one is cut to its first TaskPayloadCap bytes,
 // and payload_size says how long the whole is (hourglass task show ID

@@ -241,6 +241,33 @@ func TestRunningTask(t *testing.T) {
 	}
 }
 
+// TestRecent: GET recent answers a queue's ended tasks, newest first,
+// with their results; an invalid queue name is a 400.
+func TestRecent(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2,
+		Queues: map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: time.Minute, Retention: shard.Retention{Age: time.Hour}}}})
+	d := e.Popped("q", "ok", 1)[0]
+	if err := e.Store.Succeed(testenv.Ctx(t, 10*time.Second), d.AckArgs(true), []byte("a result")); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in}))
+	t.Cleanup(srv.Close)
+	code, body := do(t, "GET", srv.URL+"/ui/api/recent?queue=q", nil)
+	var got struct{ Tasks []inspect.Task }
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil || len(got.Tasks) != 1 ||
+		got.Tasks[0].ID != "ok0" || got.Tasks[0].State != inspect.StateSucceeded || string(got.Tasks[0].Result) != "a result" {
+		t.Errorf("GET recent: %d %s (%v)", code, body, err)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/recent?queue=no%20such", nil); code != 400 {
+		t.Errorf("GET recent of an invalid queue name: %d %s, want 400", code, body)
+	}
+}
+
 // TestChangesNeedTheHeaderFromTheSameSite: a change without the header,
 // with another value, or from another site is refused and changes
 // nothing.

@@ -204,6 +204,38 @@ async function loadDead(more) {
   $("#deadmore").hidden = !page.cursor;
 }
 
+// recentQueue is the queue whose recent completions are shown ("" none).
+let recentQueue = "";
+
+// resultText renders a base64 result (JSON's []byte) as text, cut to n
+// characters.
+function resultText(b64, n) {
+  if (!b64) return "";
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  let s;
+  try { s = new TextDecoder("utf-8", { fatal: true }).decode(bytes); } catch { return `(${bytes.length} bytes of binary data)`; }
+  return s.length > n ? s.slice(0, n) + "…" : s;
+}
+
+// loadRecent draws the recent completions of recentQueue.
+async function loadRecent() {
+  if (!recentQueue) return;
+  const current = fresh("recent");
+  const data = await api("recent?" + new URLSearchParams({ queue: recentQueue }));
+  if (!current() || !changed("recent", [recentQueue, data])) return;
+  const body = $("#recent tbody");
+  body.replaceChildren();
+  for (const t of data.tasks) {
+    const row = body.insertRow();
+    row.dataset.id = t.id;
+    cell(row, new Date(t.ended).toLocaleString());
+    cell(row, t.state);
+    cell(row, t.id);
+    cell(row, resultText(t.result, 200));
+  }
+  $("#norecent").hidden = data.tasks.length > 0;
+}
+
 // count formats a number with thousands separators, as the CLI does.
 function count(n) {
   return Number(n).toLocaleString("en-US");
@@ -323,7 +355,7 @@ async function lookup(id) {
 
 async function refreshOnce() {
   try {
-    await Promise.all([loadQueues(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false)]);
+    await Promise.all([loadQueues(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false), loadRecent()]);
     status("updated " + new Date().toLocaleTimeString());
   } catch (e) {
     status("refresh failed: " + e.message, true);
@@ -362,6 +394,12 @@ async function start() {
     for (const k of ["queue", "reason", "error"]) if (f.get(k)) deadFilter.set(k, f.get(k));
     delete drawn.dead;
     guarded("filter", () => loadDead(false));
+  });
+  $("#recentqueue").addEventListener("submit", (e) => {
+    e.preventDefault();
+    recentQueue = new FormData(e.target).get("queue");
+    delete drawn.recent;
+    guarded("recent", loadRecent);
   });
   const more = $("#deadmore");
   more.addEventListener("click", async () => {
