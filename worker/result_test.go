@@ -73,9 +73,13 @@ func TestResultAndWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]func(hourglass.TaskInfo) bool{
-		"ok":    func(i hourglass.TaskInfo) bool { return i.State == hourglass.StateSucceeded && string(i.Result) == "done:ok" && !i.Ended.IsZero() },
-		"fails": func(i hourglass.TaskInfo) bool { return i.State == hourglass.StateDead && i.LastError == "no such order" },
-		"long":  func(i hourglass.TaskInfo) bool { return i.State == hourglass.StateCancelled && i.Queue == "q" },
+		"ok": func(i hourglass.TaskInfo) bool {
+			return i.State == hourglass.StateSucceeded && string(i.Result) == "done:ok" && !i.Ended.IsZero()
+		},
+		"fails": func(i hourglass.TaskInfo) bool {
+			return i.State == hourglass.StateDead && i.LastError == "no such order"
+		},
+		"long": func(i hourglass.TaskInfo) bool { return i.State == hourglass.StateCancelled && i.Queue == "q" },
 	}
 	for id, ok := range want {
 		select {
