@@ -69,3 +69,35 @@ func layoutGauges(store *shard.Store) []prometheus.Collector {
 		}),
 	}
 }
+
+// operationsCollector exports the deployment's tallies of operations on
+// stored tasks (shard.OperationCounts) as hourglass_task_operations_total,
+// read from Redis at each scrape: every scheduler reports the same
+// totals (aggregate with max, not sum).
+type operationsCollector struct {
+	store *shard.Store
+	desc  *prometheus.Desc
+}
+
+func newOperationsCollector(store *shard.Store) *operationsCollector {
+	return &operationsCollector{store: store, desc: prometheus.NewDesc("hourglass_task_operations_total",
+		"Operations on stored tasks that succeeded in the whole deployment, by op: reschedule, replace, debounce (calls answered), unique (enqueues with a reservation), cancel, result (records of succeeded tasks kept). The same on every scheduler.",
+		[]string{"op"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (c *operationsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector: one pipelined read over the
+// shards, bounded by a second; a failed read reports nothing this time.
+func (c *operationsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	counts, err := c.store.OperationCounts(ctx)
+	if err != nil {
+		return // not an error of the scrape: the other metrics still go out
+	}
+	for _, op := range shard.Operations {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(counts[op]), op)
+	}
+}

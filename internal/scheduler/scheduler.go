@@ -162,6 +162,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s.reg.MustRegister(layoutGauges(s.store)...)
+	s.reg.MustRegister(newOperationsCollector(s.store))
 	if s.layout, err = s.store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, FinishStalled: true, Logger: log, OnChange: s.onLayout}); err != nil {
 		s.Close()
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 	"github.com/hourglass-sched/hourglass/periodic"
@@ -165,6 +166,22 @@ func TestReplicaEndpointsAndShutdown(t *testing.T) {
 	// Every owned shard was scanned at least once when it was acquired.
 	if err := scans.Add(fams, "hourglass_scan_duration_seconds"); err != nil || scans.Count < uint64(cfg.Shards) {
 		t.Errorf("hourglass_scan_duration_seconds counted %d scans (%v), want at least %d", scans.Count, err, cfg.Shards)
+	}
+
+	// Operations on stored tasks are tallied in Redis and exported by
+	// every scheduler: the cancel of x counts once.
+	if _, err := r.Store.Cancel(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if fams, err = promread.Families(ctx, base+"/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]float64{}
+	for _, m := range fams["hourglass_task_operations_total"].GetMetric() {
+		ops[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if ops["cancel"] != 1 || ops["reschedule"] != 0 || len(ops) != len(shard.Operations) {
+		t.Errorf("hourglass_task_operations_total = %v, want cancel 1 and every other op 0", ops)
 	}
 
 	r.Redis.Kill()

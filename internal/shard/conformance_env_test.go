@@ -617,16 +617,7 @@ func (f *confFixture) checkCounts(sh int) {
 			want["d|"]++
 		}
 	}
-	got, err := f.rdb.HGetAll(f.ctx, k.Counts(sh)).Result()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	have := map[string]int64{}
-	for field, v := range got {
-		if n, _ := strconv.ParseInt(v, 10, 64); n != 0 {
-			have[field] = n
-		}
-	}
+	have := countsOf(f.t, f.ctx, f.rdb, f.l0, sh)
 	if fmt.Sprint(have) != fmt.Sprint(want) {
 		f.t.Errorf("[%s] shard %d's counts hash is %v, but it holds %v", pCounts, sh, have, want)
 	}

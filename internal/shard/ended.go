@@ -77,3 +77,36 @@ func parseRecord(id string, sh int, v string) (Info, bool) {
 	}
 	return in, true
 }
+
+// Operations are the operations on stored tasks the scripts tally (lua
+// lib.lua's tally): field "#<op>" of each shard's counts hash.
+var Operations = []string{"reschedule", "replace", "debounce", "unique", "cancel", "result"}
+
+// OperationCounts sums each of Operations over the shards that exist in
+// the layout (one pipelined HMGET each): how many calls of it succeeded
+// in the deployment since its shards were created. A shard deleted by a
+// shrink of the shard count takes its tallies with it.
+func (s *Store) OperationCounts(ctx context.Context) (map[string]int64, error) {
+	fields := make([]string, len(Operations))
+	for i, op := range Operations {
+		fields[i] = "#" + op
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, s.Layout().Existing())
+	for sh := range cmds {
+		cmds[sh] = pipe.HMGet(ctx, s.k.Counts(sh), fields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, errtext.Errorf("operation counts: %w", err)
+	}
+	out := make(map[string]int64, len(Operations))
+	for _, c := range cmds {
+		for i, v := range c.Val() {
+			if v, ok := v.(string); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out[Operations[i]] += n
+			}
+		}
+	}
+	return out, nil
+}

@@ -62,15 +62,20 @@ if not blob and KEYS[8] then
   if entry then
     redis.call("HDEL", KEYS[8], id)
     redis.call("HSET", KEYS[9], id, entry)
+    tally(KEYS[7], "cancel")
     return {1, cmsgpack.unpack(entry)[1] == "x" and "dead" or "scheduled"}
   end
 end
 if not blob then
   -- A member without data (written by hand) is removed as well.
-  if redis.call("ZREM", KEYS[1], id) == 1 then return {1, "scheduled"} end
+  if redis.call("ZREM", KEYS[1], id) == 1 then
+    tally(KEYS[7], "cancel")
+    return {1, "scheduled"}
+  end
   if redis.call("ZREM", KEYS[4], id) == 1 then
     redis.call("HDEL", KEYS[5], id)
     count(KEYS[7], "d", "", -1) -- the mover buried it, counted under no queue
+    tally(KEYS[7], "cancel")
     return {1, "dead"}
   end
   return {0, ""}
@@ -102,6 +107,7 @@ local function cancel_running(pending_key)
   redis.call("HDEL", KEYS[6], id)
   record("active", keep or {tonumber(ARGV[9]), tonumber(ARGV[10])})
   redis.call("PUBLISH", ARGV[8], id)
+  tally(KEYS[7], "cancel")
   return {1, "active"}
 end
 
@@ -155,4 +161,5 @@ end
 redis.call("HDEL", KEYS[2], id)
 redis.call("HDEL", KEYS[6], id)
 if keep and state ~= "dead" then record(state, keep) end
+tally(KEYS[7], "cancel")
 return {1, state}

@@ -119,6 +119,7 @@ end
 t.due = due
 local changed = encode(t, blob, payload)
 redis.call("HSET", KEYS[2], id, changed)
+tally(KEYS[6], ARGV[7] == "1" and "replace" or "reschedule")
 if state == "ready" then
   local seq_s = string.format("%d", seq)
   local entry = seq_s .. "|" .. id .. "|" .. blob

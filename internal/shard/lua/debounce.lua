@@ -65,6 +65,7 @@ end
 local function save(code, w_first, w_end, w_id, turn, due)
   redis.call("SET", KEYS[7], string.format("%d", w_first) .. "|" .. string.format("%d", w_end) .. "|" .. w_id .. "|" .. turn,
     "PXAT", string.format("%d", math.max(w_end, due, now + 1)))
+  tally(KEYS[5], "debounce")
   return {code, w_id, due, turn}
 end
 

@@ -351,6 +351,13 @@ local function dead_match(blob, info, queue, reason, err_sub)
   return true
 end
 
+-- tally counts one operation in the shard's counts hash: field "#<op>"
+-- (no queue's count: those are "<kind>|<queue>"). The schedulers export
+-- their sums (Store.Operations) as hourglass_task_operations_total.
+local function tally(counts_key, op)
+  redis.call("HINCRBY", counts_key, "#" .. op, 1)
+end
+
 -- keep_of reads the record retention of queue from the shard's queues
 -- hash (field "|keep|<queue>" = "age_ms|count", see Keys.KeepField):
 -- {age_ms, count}, or nil when the queue keeps no records of its ended

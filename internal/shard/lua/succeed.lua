@@ -52,6 +52,7 @@ end
 redis.call("HDEL", KEYS[1], id)
 redis.call("HDEL", KEYS[4], id)
 if keep then
+  tally(KEYS[5], "result")
   record_end(ARGV[6], ARGV[7] .. queue, ARGV[8] .. id, id, "succeeded", "active", queue, ARGV[5], keep, now_ms())
 end
 return 1

@@ -37,5 +37,6 @@ end
 local r = enqueue_protocol({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, argv)
 if not r.err and r[1] == 1 then
   redis.call("SET", KEYS[7], "1", "PX", ARGV[1])
+  tally(KEYS[5], "unique")
 end
 return r
