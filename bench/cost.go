@@ -158,7 +158,9 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		return "", err
 	}
 	s := shard.NewStore(rdb, l)
-	if err := s.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}); err != nil {
+	// "k" keeps the records of its ended tasks (#27's results).
+	if err := s.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
+		"k": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, Retention: shard.Retention{Age: time.Hour, Count: 2 * n}}}); err != nil {
 		return "", err
 	}
 	defer func() {
@@ -220,14 +222,9 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 	}); err != nil {
 		return "", err
 	}
-	keys := l.ReadyKeys([]string{"q"})
-	var pops []string
-	for len(pops) < n {
-		_, es, err := s.Pop(ctx, keys, 500, time.Second)
-		if err != nil || len(es) == 0 {
-			return "", fmt.Errorf("pop: %v", err)
-		}
-		pops = append(pops, es...)
+	pops, err := popAll(ctx, s, l, "q", n)
+	if err != nil {
+		return "", err
 	}
 	if err := phase("ack.lua", func(i int) error {
 		d, ok := shard.Popped(0, pops[i], time.Now(), 0)
@@ -238,7 +235,51 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 	}); err != nil {
 		return "", err
 	}
+	// The same in a queue that keeps records: each success recorded with
+	// a 100-byte result, then read back as client.Result reads it.
+	result := []byte(strings.Repeat("r", 100))
+	kid := func(i int) string { return "k" + strconv.Itoa(i) }
+	for i := range n {
+		if err := s.Enqueue(ctx, shard.EnqueueArgs{ID: kid(i), Queue: "k", Payload: []byte("0123456789abcdef"), Due: due, MaxRetries: -1}).Err; err != nil {
+			return "", err
+		}
+	}
+	if _, err := s.Move(ctx, 0, 1, n); err != nil {
+		return "", err
+	}
+	if pops, err = popAll(ctx, s, l, "k", n); err != nil {
+		return "", err
+	}
+	if err := phase("succeed.lua (ack with its result kept)", func(i int) error {
+		d, ok := shard.Popped(0, pops[i], time.Now(), 0)
+		if !ok {
+			return fmt.Errorf("entry %q", pops[i])
+		}
+		return s.Succeed(ctx, d.AckArgs(true), result)
+	}); err != nil {
+		return "", err
+	}
+	if err := phase("lookup.lua (a result)", func(i int) error {
+		_, err := s.Lookup(ctx, kid(i))
+		return err
+	}); err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("one task per script call, %d calls in a row, Redis time per call (commandstats): %s", n, strings.Join(parts, "; ")), nil
+}
+
+// popAll pops n entries of queue's ready lists.
+func popAll(ctx context.Context, s *shard.Store, l shard.Layout, queue string, n int) ([]string, error) {
+	keys := l.ReadyKeys([]string{queue})
+	var pops []string
+	for len(pops) < n {
+		_, es, err := s.Pop(ctx, keys, 500, time.Second)
+		if err != nil || len(es) == 0 {
+			return nil, fmt.Errorf("pop: %v", err)
+		}
+		pops = append(pops, es...)
+	}
+	return pops, nil
 }
 
 // saturate pushes n tasks through a system as fast as it goes: producers

@@ -24,7 +24,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/scan"
 )
 
-var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "deadletter", "cancel", "failover", "durable", "cluster", "periodic", "reshard"}
+var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "deadletter", "cancel", "results", "failover", "durable", "cluster", "periodic", "reshard"}
 
 func main() {
 	os.Exit(run())
@@ -201,6 +201,9 @@ func run() int {
 	})
 	step("deadletter", func() { rep.Scenarios = append(rep.Scenarios, runDeadLetter(ctx, o, hg, logf)) })
 	step("cancel", func() { rep.Scenarios = append(rep.Scenarios, runCancel(ctx, hg, min(200, concurrency), logf)) })
+	step("results", func() {
+		rep.Scenarios = append(rep.Scenarios, runResults(ctx, hg, o.resultsN, 200, o.resultsRetention, logf))
+	})
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })
