@@ -216,6 +216,21 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 	}); err != nil {
 		return "", err
 	}
+	// #27's debounce (trailing: the first call of a key opens its window
+	// with a task, the second changes that task) and unique ids.
+	if err := phase("debounce.lua (a key's first and second call, each)", func(i int) error {
+		_, err := s.Debounce(ctx, shard.DebounceArgs{Key: "key" + strconv.Itoa(i/2), Mode: shard.DebounceTrailing, Delay: time.Hour,
+			Queue: "q", Payload: []byte("0123456789abcdef"), MaxRetries: -1})
+		return err
+	}); err != nil {
+		return "", err
+	}
+	if err := phase("unique.lua", func(i int) error {
+		return s.Enqueue(ctx, shard.EnqueueArgs{ID: "u" + strconv.Itoa(i), Queue: "q", Payload: []byte("0123456789abcdef"), Due: due.Add(time.Hour),
+			MaxRetries: -1, UniqueFor: time.Hour}).Err
+	}); err != nil {
+		return "", err
+	}
 	if err := phase("move.lua", func(int) error {
 		_, err := s.Move(ctx, 0, 1, 1)
 		return err

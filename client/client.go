@@ -12,6 +12,7 @@ import (
 	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/groupcommit"
+	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -26,8 +27,9 @@ type Client struct {
 	// single combines concurrent single-task calls (Enqueue) into one
 	// EnqueueBatch when they overlap (internal/groupcommit).
 	single *groupcommit.Combiner[shard.EnqueueArgs, shard.EnqueueResult]
-	// waits carries the Waits' subscriptions.
-	waits *waitHub
+	// hub carries the Waits' subscriptions: one pub/sub connection,
+	// open while some Wait runs (internal/fanout).
+	hub *fanout.Hub
 }
 
 // New returns a Client on rdb.
@@ -59,7 +61,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		return nil, invalidConfig("%w", err)
 	}
 	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
-		single: groupcommit.New(store.EnqueueBatch), waits: &waitHub{store: store}}, nil
+		single: groupcommit.New(store.EnqueueBatch), hub: fanout.New(rdb, fanout.Classic, nil)}, nil
 }
 
 // Task describes one task to enqueue.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -24,33 +23,32 @@ func (c *Client) Result(ctx context.Context, id string) (hourglass.TaskInfo, err
 	return t, err
 }
 
-// waitRecheck is how often Wait looks again without having heard of the
-// task: a safety net for a notice missed while the subscription was
-// reconnecting.
-const waitRecheck = 30 * time.Second
-
 // Wait blocks until task id has ended and returns it as Result does:
 // succeeded, cancelled or dead. It is woken by the notice the task's end
 // publishes on the task's own channel, not by polling: the Waits of one
-// Client share one pub/sub connection, open while some Wait runs. It
-// looks again every 30 s too, in case a notice was missed while that
-// connection was being made again. The task's queue must keep records of
-// its ended tasks (queues.<q>.retention), or a success could not be told
-// from an absence: ErrNotKept otherwise. ErrNotFound for an id that is
-// not stored (or whose record is gone); ctx's error when it ends first.
+// Client share one pub/sub connection, open while some Wait runs. Each
+// confirmation of that subscription (a reconnection's too, after which
+// a notice may have been missed) makes it look again. The task's queue
+// must keep records of its ended tasks (queues.<q>.retention), or a
+// success could not be told from an absence: ErrNotKept otherwise.
+// ErrNotFound for an id that is not stored (or whose record is gone);
+// ctx's error when it ends first.
 func (c *Client) Wait(ctx context.Context, id string) (hourglass.TaskInfo, error) {
 	if !shard.ValidStoredID(id) {
 		return hourglass.TaskInfo{}, fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
-	notices, stop, err := c.waits.watch(ctx, id)
-	if err != nil {
-		return hourglass.TaskInfo{}, err
-	}
+	notices, stop := c.hub.Signal(ctx, c.store.Keys().Done(id), nil)
 	defer stop()
-	recheck := time.NewTimer(waitRecheck)
-	defer recheck.Stop()
 	kept := false
 	for {
+		// The first signal is the subscription's confirmation (or a
+		// notice, which comes through it): a lookup after it cannot miss
+		// the task's end.
+		select {
+		case <-ctx.Done():
+			return hourglass.TaskInfo{}, ctx.Err()
+		case <-notices:
+		}
 		t, err := c.Result(ctx, id)
 		if !errors.Is(err, ErrNotFinished) {
 			return t, err
@@ -64,13 +62,6 @@ func (c *Client) Wait(ctx context.Context, id string) (hourglass.TaskInfo, error
 				return t, fmt.Errorf("%w: queue %q (set queues.%s.retention)", ErrNotKept, t.Queue, t.Queue)
 			}
 			kept = true
-		}
-		select {
-		case <-ctx.Done():
-			return t, ctx.Err()
-		case <-notices:
-		case <-recheck.C:
-			recheck.Reset(waitRecheck)
 		}
 	}
 }

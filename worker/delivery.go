@@ -289,6 +289,7 @@ func (d *delivery) leaseIfStale() error {
 		d.log.Warn("popped task no longer ours; dropped without running", "task", d.sd.Task.ID, "queue", d.q.name, "popped", d.now().Sub(d.sd.Leased), "error", err)
 		return errDropped
 	}
+	d.q.met.lateLeases.Inc() // a late lease too (docs/operations.md), taken before the handler starts
 	return nil
 }
 

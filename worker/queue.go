@@ -39,8 +39,9 @@ type queue struct {
 	paused atomic.Bool
 	// keeps is set while the queue keeps records of its ended tasks (a
 	// retention registered by the schedulers, read at start and with each
-	// setup check): a success is then acknowledged by Store.Succeed,
-	// which records it with the handler's result.
+	// setup check, which an announcement of registered queues on the
+	// control channel starts at once): a success is then acknowledged by
+	// Store.Succeed, which records it with the handler's result.
 	keeps atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).

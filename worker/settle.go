@@ -88,7 +88,10 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 		if p := d.output.Load(); p != nil {
 			out = *p
 		}
-		if err = d.store.Succeed(ctx, d.sd.AckArgs(d.unleased.Load()), out); err == nil {
+		sctx, cancel := context.WithTimeout(ctx, opTimeout) // not batched: bounded here
+		err = d.store.Succeed(sctx, d.sd.AckArgs(d.unleased.Load()), out)
+		cancel()
+		if err == nil {
 			d.q.met.acks.Inc()
 		}
 	case herr == nil:

@@ -89,13 +89,18 @@ func (t *Task) SetResult(b []byte) error {
 	switch {
 	case len(b) > MaxResult:
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrResultTooLarge, len(b), MaxResult)
-	case !t.d.q.keeps.Load():
+	case !t.KeepsResult():
 		return fmt.Errorf("%w: queue %q", ErrNotKept, t.Queue)
 	}
 	b = slices.Clone(b)
 	t.d.output.Store(&b)
 	return nil
 }
+
+// KeepsResult reports whether the task's queue keeps records of its ended
+// tasks, so that SetResult keeps a result: a handler whose result costs
+// something to build may skip it otherwise.
+func (t *Task) KeepsResult() bool { return t.d != nil && t.d.q.keeps.Load() }
 
 // noRetryError marks an error that must not be retried.
 type noRetryError struct{ err error }

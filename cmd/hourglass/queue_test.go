@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,14 +72,21 @@ func TestQueueRecent(t *testing.T) {
 	}
 	out, errOut, code := cli("queue", "recent", "q")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != exitOK || len(lines) != 4 || !strings.Contains(lines[1], "cancelled") || !strings.Contains(lines[1], "later") ||
+	if code != exitOK || len(lines) != 4 || !strings.Contains(out, "cancelled  later") ||
 		!strings.Contains(out, "succeeded  done0  result 0") || !strings.Contains(out, "succeeded  done1  result 1") {
-		t.Errorf("queue recent: exit %d, stdout:\n%s\nstderr %q; want the cancelled task first, then both results", code, out, errOut)
+		t.Errorf("queue recent: exit %d, stdout:\n%s\nstderr %q; want the cancelled task and both results", code, out, errOut)
+	}
+	// Newest first (records of one millisecond in the order of their ids).
+	out, _, code = cli("-o", "json", "queue", "recent", "q")
+	var all struct{ Tasks []inspect.Task }
+	if err := json.Unmarshal([]byte(out), &all); code != exitOK || err != nil || len(all.Tasks) != 3 ||
+		!slices.IsSortedFunc(all.Tasks, func(a, b inspect.Task) int { return cmp.Or(b.Ended.Compare(a.Ended), strings.Compare(a.ID, b.ID)) }) {
+		t.Errorf("queue recent -o json: exit %d, %s (%v); want 3 tasks, newest first", code, out, err)
 	}
 	out, _, code = cli("-o", "json", "queue", "recent", "q", "--limit", "1")
 	var got struct{ Tasks []inspect.Task }
-	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got.Tasks) != 1 || got.Tasks[0].ID != "later" || got.Tasks[0].Ended.IsZero() {
-		t.Errorf("queue recent --limit 1 -o json: exit %d, %s (%v)", code, out, err)
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got.Tasks) != 1 || len(all.Tasks) == 0 || got.Tasks[0].ID != all.Tasks[0].ID {
+		t.Errorf("queue recent --limit 1 -o json: exit %d, %s (%v); want the newest", code, out, err)
 	}
 	if out, _, code = cli("task", "show", "done1"); code != exitOK || !strings.Contains(out, "succeeded") || !strings.Contains(out, "result 1") {
 		t.Errorf("task show of a succeeded task: exit %d, stdout:\n%s", code, out)

@@ -84,11 +84,14 @@ func HTTP(target config.HTTPTarget, client *http.Client) worker.Handler {
 			resp.Body.Close()
 		}()
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			// The body is the task's result, kept when the queue keeps
-			// records and the body fits (worker.MaxResult).
-			body, err := io.ReadAll(io.LimitReader(resp.Body, worker.MaxResult+1))
-			if err == nil && len(body) > 0 && len(body) <= worker.MaxResult {
-				_ = t.SetResult(body) // ErrNotKept: the queue keeps no records
+			// The body is the task's result when the queue keeps records
+			// and the body fits (worker.MaxResult); otherwise it is only
+			// drained.
+			if t.KeepsResult() {
+				body, err := io.ReadAll(io.LimitReader(resp.Body, worker.MaxResult+1))
+				if err == nil && len(body) > 0 && len(body) <= worker.MaxResult {
+					_ = t.SetResult(body)
+				}
 			}
 			return nil
 		}

@@ -8,6 +8,7 @@ type Metrics struct {
 	expired     *prometheus.CounterVec
 	redelivered prometheus.Counter
 	trimmed     prometheus.Counter
+	records     prometheus.Counter
 	errors      prometheus.Counter
 	stale       prometheus.Counter
 }
@@ -25,6 +26,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hourglass_dlq_trimmed_total", Help: "Dead-letter entries deleted by the retention bounds.",
 		}),
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hourglass_records_expired_total", Help: "Records of ended tasks (results) deleted past their queue's retention.",
+		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hourglass_recovery_errors_total", Help: "Recovery passes that failed (Redis unreachable, ...).",
 		}),
@@ -33,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.expired, m.redelivered, m.trimmed, m.errors, m.stale)
+		reg.MustRegister(m.expired, m.redelivered, m.trimmed, m.records, m.errors, m.stale)
 	}
 	return m
 }

@@ -111,18 +111,21 @@ func (st *strands) found(passed, found []string) {
 	}
 }
 
-// next returns the wait after a pass: until the earliest lease deadline,
-// the next stranded-id check while the shard has ready or leased ids (or
-// candidates), else a safety re-check; idle reports a shard with nothing
-// ready or leased, whose longer sleep a poke may end.
+// next returns the wait after a pass: until the earliest lease deadline
+// or expiry of a record of an ended task, the next stranded-id check
+// while the shard has ready or leased ids (or candidates), else a safety
+// re-check; idle reports a shard with nothing ready or leased (records
+// or not), whose longer sleep a poke may end.
 func (r *Recoverer) next(res shard.RecoverResult, candidates bool) (wait time.Duration, idle bool) {
 	idle = res.NextDeadline < 0 && res.Pending == 0 && !candidates
 	wait = r.cfg.SafetyRecheck
 	if idle {
 		wait = r.cfg.IdleRecheck
 	}
-	if res.NextDeadline >= 0 {
-		wait = min(wait, time.Duration(res.NextDeadline-res.Now+1)*time.Millisecond)
+	for _, at := range []int64{res.NextDeadline, res.NextExpiry} {
+		if at >= 0 {
+			wait = min(wait, time.Duration(at-res.Now+1)*time.Millisecond)
+		}
 	}
 	if !idle {
 		wait = min(wait, r.cfg.StrandCheck)
@@ -142,4 +145,5 @@ func (r *Recoverer) observe(log hclog.Logger, res shard.RecoverResult) {
 	met.expired.WithLabelValues("buried").Add(float64(res.Buried))
 	met.redelivered.Add(float64(res.Redelivered))
 	met.trimmed.Add(float64(res.Trimmed))
+	met.records.Add(float64(res.Expired))
 }

@@ -81,7 +81,7 @@ type operationsCollector struct {
 
 func newOperationsCollector(store *shard.Store) *operationsCollector {
 	return &operationsCollector{store: store, desc: prometheus.NewDesc("hourglass_task_operations_total",
-		"Operations on stored tasks that succeeded in the whole deployment, by op: reschedule, replace, debounce (calls answered), unique (enqueues with a reservation), cancel, result (records of succeeded tasks kept). The same on every scheduler.",
+		"Operations on stored tasks that succeeded in the whole deployment, by op: reschedule, replace, debounce (calls answered; one that changes its window's task counts a replace too), unique (enqueues with a reservation), cancel, result (records of succeeded tasks kept). The same on every scheduler.",
 		[]string{"op"}, nil)}
 }
 

@@ -522,7 +522,12 @@ var conformanceCases = []confCase{
 			if f.state == stSlotMigrating {
 				return
 			}
-			// Past the retention: the owner's recovery pass deletes it.
+			// Past the retention: the owner's recovery pass deletes it,
+			// also once the queue keeps no more records (its retention
+			// turned off: the records it kept still go).
+			if err := f.s.RegisterQueues(f.ctx, map[string]QueuePolicy{"q1": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}); err != nil {
+				t.Fatal(err)
+			}
 			idx := f.l0.EndedIndex(f.sh, "q1")
 			if err := f.rdb.ZAddXX(f.ctx, idx, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).UnixMilli()), Member: f.id["popped"]}).Err(); err != nil {
 				t.Fatal(err)
@@ -536,6 +541,9 @@ var conformanceCases = []confCase{
 			}
 			if n, _ := f.rdb.Exists(f.ctx, idx, f.l0.Ended(f.sh)).Result(); n != 0 {
 				t.Errorf("%d of the ended hash and index left, want none", n)
+			}
+			if ok, _ := f.rdb.HExists(f.ctx, f.l0.Queues(f.sh), "|rec|q1").Result(); ok {
+				t.Error("the queue's |rec| field left with no record")
 			}
 		}},
 	{script: "ack.lua", name: "every key moved (ASK)", states: onlySlot, props: []confProp{pBehaviour, pCounts},

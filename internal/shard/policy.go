@@ -220,8 +220,15 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 	if _, err := pipe.Exec(ctx); err != nil {
 		return errtext.Errorf("register queues: %w", err)
 	}
+	// Workers re-read the queues' retention when they hear it.
+	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
 	return nil
 }
+
+// QueuesChanged is announced on the control channel when queues were
+// registered (RegisterQueues): workers re-read which queues keep records
+// of their ended tasks.
+const QueuesChanged = "queues"
 
 // FarTier configures the far tier (see docs/protocol.md): a task due in
 // bucket b (its due time rounded down to a multiple of Bucket) is kept in

@@ -30,9 +30,12 @@ type RecoverResult struct {
 	// Expired counts records of ended tasks deleted past their queue's
 	// retention (Retention).
 	Expired int
-	// NextDeadline is the earliest lease deadline or expiry of a record
-	// of an ended task (unix ms), -1 if none.
+	// NextDeadline is the earliest lease deadline (unix ms), -1 if none.
 	NextDeadline int64
+	// NextExpiry is when the earliest record of an ended task left
+	// expires (unix ms), -1 if none: a shard that holds records is still
+	// idle, but its pass wakes for them.
+	NextExpiry int64
 	// Pending counts ready ids not yet leased.
 	Pending int
 	// Now is Redis time of the pass (unix ms).
@@ -62,15 +65,15 @@ func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs)
 	if len(v) == 2 && v[0] == int64(-1) {
 		return RecoverResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %v", ErrStaleEpoch, sh, epoch, v[1])
 	}
-	if len(v) < 9 {
+	if len(v) < 10 {
 		return RecoverResult{}, errtext.Errorf("recover shard %d: unexpected reply %v", sh, v)
 	}
 	n := func(i int) int64 { x, _ := v[i].(int64); return x }
 	r := RecoverResult{
 		Now: n(1), Retried: int(n(2)), Buried: int(n(3)), Redelivered: int(n(4)),
-		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)), Expired: int(n(8)),
+		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)), Expired: int(n(8)), NextExpiry: n(9),
 	}
-	for _, c := range v[9:] {
+	for _, c := range v[10:] {
 		if s, ok := c.(string); ok {
 			r.Candidates = append(r.Candidates, s)
 		}

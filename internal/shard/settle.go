@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
@@ -83,11 +81,10 @@ func (s *Store) AckBatch(ctx context.Context, acks []AckArgs) []error {
 }
 
 // Succeed acknowledges one delivery of a queue that keeps records of its
-// ended tasks (Retention), or whose handler returned a result: the task
-// is recorded as succeeded with result for the queue's retention and
-// its final state is published on its done channel (lua/succeed.lua). A
-// queue that keeps no records is acknowledged as by Ack, the result
-// dropped. It returns an error wrapping ErrStaleToken if the delivery is
+// ended tasks (Retention): the task is recorded as succeeded with result
+// for the queue's retention and its final state is published on its
+// done channel (lua/succeed.lua). A queue that keeps no records (any
+// more) is acknowledged as by Ack, the result dropped. It returns an error wrapping ErrStaleToken if the delivery is
 // no longer current.
 func (s *Store) Succeed(ctx context.Context, a AckArgs, result []byte) error {
 	sh := a.Shard
@@ -102,11 +99,6 @@ func (s *Store) Succeed(ctx context.Context, a AckArgs, result []byte) error {
 	}
 	return nil
 }
-
-// Subscribe returns a pub/sub connection subscribed to nothing yet (on
-// which Client.Wait subscribes to done channels, Keys.Done). The caller
-// closes it.
-func (s *Store) Subscribe(ctx context.Context) *redis.PubSub { return s.rdb.Subscribe(ctx) }
 
 // Keys returns the names of the store's keys and channels.
 func (s *Store) Keys() Keys { return s.k }

@@ -84,11 +84,15 @@ local running = ARGV[4] == "running"
 
 -- keep is the queue's record retention, when a record may be written.
 local queue = blob_queue(blob)
+if running then
+  local moving = served_here(KEYS[1], {ARGV[11]})
+  if moving then return moving end
+end
 local keep = running and queue ~= "" and keep_of(ARGV[11], queue)
 
 -- record writes the cancelled task's record (lib.lua's record_end).
 local function record(was, k)
-  record_end(ARGV[6], ARGV[7] .. queue, ARGV[12] .. id, id, "cancelled", was, queue, "", k, now_ms())
+  record_end(ARGV[6], ARGV[7] .. queue, ARGV[11], ARGV[12] .. id, id, "cancelled", was, queue, "", k, now_ms())
 end
 
 -- cancel_running ends a task a worker has: leased, or (pending_key given)

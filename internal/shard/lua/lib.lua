@@ -368,18 +368,34 @@ local function keep_of(queues_key, queue)
   return {tonumber(a), tonumber(c)}
 end
 
+-- drop_records deletes the records of ids from queue's index, and from
+-- the ended hash those that are still records of queue (an id may have
+-- ended again since, in another queue: that record stays).
+local function drop_records(ended_key, index_key, queue, ids)
+  if #ids == 0 then return end
+  bulk("ZREM", index_key, ids)
+  local gone = {}
+  for j, rec in ipairs(bulk_read("HMGET", ended_key, ids)) do
+    if rec and string.match(rec, "^%a+|%d+|%a*|([^|]*)") == queue then gone[#gone + 1] = ids[j] end
+  end
+  if #gone > 0 then bulk("HDEL", ended_key, gone) end
+end
+
 -- record_end keeps the final state of task id: ended_key (HASH) maps it
 -- to "state|at_ms|was|queue|result" (was: the state it ended from),
 -- index_key (the queue's ZSET of ended ids by time) scores it by now.
 -- keep ({age_ms, count}) bounds the index: at most count records, the
--- oldest dropped first, and up to two records older than age_ms dropped
--- per call (the owner's recovery pass drops the rest, recover.lua). The
--- state is then published on channel (Client.Wait listens there), if
--- given.
-local function record_end(ended_key, index_key, channel, id, state, was, queue, result, keep, now)
+-- oldest dropped first (never id's), and up to two records older than
+-- age_ms dropped per call. The queues hash field "|rec|<queue>" says that
+-- the queue has records and how old they may get: the owner's recovery
+-- pass drops the rest of those past that age (recover.lua), and the field
+-- once none is left. The state is then published on channel
+-- (Client.Wait listens there), if given.
+local function record_end(ended_key, index_key, queues_key, channel, id, state, was, queue, result, keep, now)
   local now_s = string.format("%d", now)
   redis.call("HSET", ended_key, id, state .. "|" .. now_s .. "|" .. was .. "|" .. queue .. "|" .. result)
   redis.call("ZADD", index_key, now_s, id)
+  redis.call("HSET", queues_key, "|rec|" .. queue, string.format("%d", keep[1]))
   local old = redis.call("ZRANGE", index_key, "-inf", "(" .. string.format("%d", now - keep[1]), "BYSCORE", "LIMIT", 0, 2)
   local over = redis.call("ZCARD", index_key) - #old - keep[2]
   if over > 0 then
@@ -391,9 +407,6 @@ local function record_end(ended_key, index_key, channel, id, state, was, queue, 
       if o ~= id and #old < n then old[#old + 1] = o end
     end
   end
-  if #old > 0 then
-    bulk("HDEL", ended_key, old)
-    bulk("ZREM", index_key, old)
-  end
+  drop_records(ended_key, index_key, queue, old)
   if channel then redis.call("PUBLISH", channel, state) end
 end

@@ -20,7 +20,8 @@
 --      are buried with the reason "corrupt due time" (counted in
 --      buried). Those below 0 are due: the mover buries them.
 --   6. Records of ended tasks (lib.lua's record_end) older than their
---      queue's retention (queues hash field "|keep|<queue>") are deleted.
+--      queue's age (queues hash field "|rec|<queue>", which record_end
+--      writes) are deleted, and the field once the queue has none.
 --   A task buried in part 1 or 2a whose queue keeps records is published
 --   "dead" on its done channel (Client.Wait).
 --
@@ -45,10 +46,10 @@
 -- ARGV[12..] stranded candidates from the previous pass, "queue|seq|id"
 --
 -- Returns {1, now, retried, buried, redelivered, trimmed, next_deadline,
--- pending, records_dropped, candidate_1, ...}: next_deadline is the
--- earliest lease deadline or expiry of a record (-1 if none), pending the
--- number of ready-but-unleased ids, records_dropped the records of part
--- 6; or
+-- pending, records_dropped, next_expiry, candidate_1, ...}: next_deadline
+-- is the earliest lease deadline (-1 if none), pending the number of
+-- ready-but-unleased ids, records_dropped the records of part 6 and
+-- next_expiry the earliest expiry of a record left (-1 if none); or
 -- {-1, stored_epoch} when the epoch is stale; or the error "TRYAGAIN ...",
 -- nothing written, while the shard's slot is being migrated and a list it
 -- needs is not on this node.
@@ -75,18 +76,20 @@ for i = 12, #ARGV do
   if q then list(q) end
 end
 for _, q in ipairs(ready_queues) do list(q) end
--- Queues that keep records of their ended tasks: retention by queue.
-local keeps = {}
+-- Queues that keep records of their ended tasks (keeps: a task buried
+-- is published), and those that have records (recs: their age).
+local keeps, recs = {}, {}
 for i = 1, #policies, 2 do
   if string.sub(policies[i + 1], 1, 6) == "drain|" then list(policies[i]) end
   local q = string.match(policies[i], "^|keep|(.+)$")
-  local age = q and string.match(policies[i + 1], "^(%d+)|%d+$")
-  if age then
-    keeps[q] = tonumber(age)
+  if q then keeps[q] = true end
+  q = string.match(policies[i], "^|rec|(.+)$")
+  if q and tonumber(policies[i + 1]) then
+    recs[q] = tonumber(policies[i + 1])
     lists[#lists + 1] = ARGV[11] .. q
   end
 end
-if next(keeps) then lists[#lists + 1] = ARGV[10] end
+if next(recs) then lists[#lists + 1] = ARGV[10] end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
 local limit = tonumber(ARGV[2])
@@ -169,7 +172,7 @@ end
 -- 2b. new candidates: pending ids numbered below their list's head, over
 -- every queue that ever had ready ids in this shard (KEYS[11]), at most
 -- LIMIT in all
-local out = {1, now, 0, 0, 0, 0, -1, 0, 0}
+local out = {1, now, 0, 0, 0, 0, -1, 0, 0, -1}
 local pending, room = 0, limit
 for _, q in ipairs(ready_queues) do
   local pk, rk = ARGV[6] .. q, ARGV[5] .. q
@@ -254,21 +257,20 @@ bury_corrupt("(9999999999999", "+inf")
 -- Those below 0 are due: the mover buries them (move.lua) as soon as it
 -- looks, which its idle re-check does when they become the head.
 
--- 6. records of ended tasks past their queue's retention, at most LIMIT
--- per queue; the earliest expiry of those left joins the next deadline.
+-- 6. records of ended tasks past their queue's age, at most LIMIT per
+-- queue; the earliest expiry of those left is returned.
 local dropped, next_expiry = 0, nil
-for q, age in pairs(keeps) do
+for q, age in pairs(recs) do
   local ik = ARGV[11] .. q
   local old = redis.call("ZRANGE", ik, "-inf", "(" .. string.format("%d", now - age), "BYSCORE", "LIMIT", 0, limit)
-  if #old > 0 then
-    bulk("HDEL", ARGV[10], old)
-    bulk("ZREM", ik, old)
-    dropped = dropped + #old
-  end
+  drop_records(ARGV[10], ik, q, old)
+  dropped = dropped + #old
   local first = redis.call("ZRANGE", ik, 0, 0, "WITHSCORES")
   if first[2] then
     local e = tonumber(first[2]) + age
     if not next_expiry or e < next_expiry then next_expiry = e end
+  else
+    redis.call("HDEL", KEYS[8], "|rec|" .. q)
   end
 end
 
@@ -279,6 +281,5 @@ if #expired > 0 then
 end
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
 if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
-if next_expiry and (out[7] < 0 or next_expiry < out[7]) then out[7] = next_expiry end
-out[8], out[9] = pending, dropped
+out[8], out[9], out[10] = pending, dropped, next_expiry or -1
 return out

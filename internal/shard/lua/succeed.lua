@@ -1,9 +1,9 @@
 -- succeed.lua: one delivery succeeded in a queue that keeps records of
--- its ended tasks (or whose handler returned a result): ack.lua's check
--- of the token, then the task's final state "succeeded" and its result
--- are kept for the queue's retention, and published for Client.Wait. A
--- queue that keeps no records (any more) is acknowledged as by ack.lua,
--- the result dropped.
+-- its ended tasks: ack.lua's check of the token, then the task's final
+-- state "succeeded" and its result are kept for the queue's retention
+-- (lib.lua's record_end), and published for Client.Wait. A queue that
+-- keeps no records (any more) is acknowledged as by ack.lua, the result
+-- dropped.
 --
 -- KEYS[1] tasks      HASH  task id -> encoded task
 -- KEYS[2] inflight   ZSET  task id -> lease deadline ms
@@ -53,6 +53,6 @@ redis.call("HDEL", KEYS[1], id)
 redis.call("HDEL", KEYS[4], id)
 if keep then
   tally(KEYS[5], "result")
-  record_end(ARGV[6], ARGV[7] .. queue, ARGV[8] .. id, id, "succeeded", "active", queue, ARGV[5], keep, now_ms())
+  record_end(ARGV[6], ARGV[7] .. queue, KEYS[6], ARGV[8] .. id, id, "succeeded", "active", queue, ARGV[5], keep, now_ms())
 end
 return 1
