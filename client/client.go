@@ -11,8 +11,8 @@ import (
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
-	"github.com/hourglass-sched/hourglass/internal/groupcommit"
 	"github.com/hourglass-sched/hourglass/internal/fanout"
+	"github.com/hourglass-sched/hourglass/internal/groupcommit"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
