@@ -15,6 +15,17 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
+// newClientEnv is newEnv with a client of its namespace.
+func newClientEnv(t *testing.T, policy shard.QueuePolicy) (*env, *client.Client) {
+	t.Helper()
+	e := newEnv(t, policy)
+	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, cl
+}
+
 // TestResultAndWait (#27): in a queue that keeps records of its ended
 // tasks, a handler's result is kept with the task's final state, and
 // client.Wait, called before the task runs, returns it once the task
@@ -22,11 +33,7 @@ import (
 // same afterwards. A result over MaxResult is refused.
 func TestResultAndWait(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 0, Timeout: 30 * time.Second, Retention: shard.Retention{Age: time.Minute}})
-	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, cl := newClientEnv(t, shard.QueuePolicy{MaxRetries: 0, Timeout: 30 * time.Second, Retention: shard.Retention{Age: time.Minute}})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var tooLarge error
@@ -106,11 +113,7 @@ func TestResultAndWait(t *testing.T) {
 // an absence), and the task is gone once it succeeded.
 func TestResultNotKept(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
-	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, cl := newClientEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
 	ctx := testenv.Ctx(t, 30*time.Second)
 	if _, err := cl.Enqueue(ctx, client.Task{ID: "x", Queue: "q", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -141,11 +144,7 @@ func TestResultNotKept(t *testing.T) {
 // result, and the channels are unsubscribed once they returned.
 func TestWaitsShareOneSubscription(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, Retention: shard.Retention{Age: time.Minute}})
-	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, cl := newClientEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, Retention: shard.Retention{Age: time.Minute}})
 	release := make(chan struct{})
 	e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		<-release
