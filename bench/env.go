@@ -313,7 +313,9 @@ func (e *env) clearHG(ctx context.Context) error {
 	for sh := 0; sh < e.shards; sh++ {
 		keys := []string{e.layout.Delayed(sh), e.layout.Tasks(sh), e.layout.Ready(sh, hgQueue),
 			e.layout.Pending(sh, hgQueue), e.layout.Inflight(sh), e.layout.Leases(sh), e.layout.Errors(sh),
-			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh)}
+			e.layout.Dead(sh), e.layout.DeadInfo(sh), e.layout.Far(sh),
+			// Records of ended tasks (the cancel and results scenarios).
+			e.layout.Ended(sh), e.layout.EndedIndex(sh, hgQueue), e.layout.EndedIndex(sh, resultsQueue)}
 		buckets, err := e.hgAdmin.ZRange(ctx, e.layout.Far(sh), 0, -1).Result()
 		if err != nil {
 			return err
