@@ -108,6 +108,11 @@ func (w *Worker) watchPauses(ctx context.Context, queues []*queue, run *runState
 		case w.recheckSetup <- struct{}{}:
 		default:
 		}
+		// Announcements of registered queues come here too (and after a
+		// reconnection the subscription's confirmation): the retention
+		// may have changed. Not with the periodic setup check, which an
+		// idle worker pays for.
+		w.readKeeps(ctx, queues)
 		if w.readPaused(ctx, queues) {
 			bo.Reset()
 			retry = make(<-chan time.Time)

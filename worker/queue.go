@@ -38,10 +38,10 @@ type queue struct {
 	// it has no free slot, and a delivery popped meanwhile is given back.
 	paused atomic.Bool
 	// keeps is set while the queue keeps records of its ended tasks (a
-	// retention registered by the schedulers, read at start and with each
-	// setup check, which an announcement of registered queues on the
-	// control channel starts at once): a success is then acknowledged by
-	// Store.Succeed, which records it with the handler's result.
+	// retention registered by the schedulers, read at start and at each
+	// event of the control channel: an announcement of registered queues,
+	// a confirmation of the subscription): a success is then acknowledged
+	// by Store.Succeed, which records it with the handler's result.
 	keeps atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).

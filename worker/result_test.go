@@ -136,6 +136,23 @@ func TestResultNotKept(t *testing.T) {
 		_, err := cl.Result(ctx, "x")
 		return errors.Is(err, client.ErrNotFound), fmt.Sprint(err)
 	})
+	// A retention registered while the worker runs is announced: its
+	// next task's result is kept, with no restart.
+	if err := e.Store.RegisterQueues(ctx, map[string]shard.QueuePolicy{"q": {MaxRetries: 3, Timeout: 30 * time.Second,
+		Retention: shard.Retention{Age: time.Minute}}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the worker told of the retention", func() (bool, string) {
+		if _, err := cl.Enqueue(ctx, client.Task{Queue: "q", ID: "probe"}); err != nil {
+			return false, err.Error()
+		}
+		err := <-set
+		info, rerr := cl.Wait(ctx, "probe")
+		if rerr != nil && !errors.Is(rerr, client.ErrNotFound) {
+			t.Fatal(rerr)
+		}
+		return err == nil && string(info.Result) == "r", fmt.Sprint(err)
+	})
 }
 
 // TestWaitsShareOneSubscription: the Waits of one client share one

@@ -156,7 +156,6 @@ func (w *Worker) checkSetup(ctx context.Context, queues []*queue) *RegistrationE
 				seen[q.name] = problem
 			}
 			w.deps.met.mismatch.Set(mismatch)
-			w.readKeeps(ctx, queues)
 			switch now := w.deps.now(); {
 			case !waiting:
 			case len(missing) == 0:
