@@ -3,7 +3,6 @@ package shard
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -106,26 +105,6 @@ func (s *Store) Keeps(ctx context.Context, queues []string) (map[string]bool, er
 		out[q] = v[i] != nil
 	}
 	return out, nil
-}
-
-// Retention returns the record retention registered for queue (the zero
-// Retention when it keeps none), as shard 0 has it: the schedulers
-// register every queue in every shard.
-func (s *Store) Retention(ctx context.Context, queue string) (Retention, error) {
-	v, err := s.rdb.HGet(ctx, s.k.Queues(0), keepField(queue)).Result()
-	if errors.Is(err, redis.Nil) {
-		return Retention{}, nil
-	}
-	if err != nil {
-		return Retention{}, errtext.Errorf("read the retention of queue %q: %w", queue, err)
-	}
-	age, count, ok := strings.Cut(v, "|")
-	a, err1 := strconv.ParseInt(age, 10, 64)
-	c, err2 := strconv.Atoi(count)
-	if !ok || err1 != nil || err2 != nil {
-		return Retention{}, fmt.Errorf("%w: retention of queue %q: %q", ErrInvalidArgument, queue, v)
-	}
-	return Retention{Age: time.Duration(a) * time.Millisecond, Count: c}, nil
 }
 
 // Backoff is an exponential retry delay: attempt n (1-based) waits

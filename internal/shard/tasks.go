@@ -402,19 +402,16 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 	if err != nil {
 		return Info{}, errtext.Errorf("lookup %q: %w", id, err)
 	}
-	if len(v) < 5 || v[0] == "" {
+	if len(v) == 2 && v[0] == "ended" {
+		if info, ok := parseRecord(id, sh, v[1]); ok {
+			return info, nil
+		}
+		return Info{}, taskNotFound(id) // a record that does not parse: written by hand
+	}
+	if len(v) != 5 || v[0] == "" {
 		return Info{}, taskNotFound(id)
 	}
 	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
-	if len(v) == 6 {
-		// Ended (a record): no task data; the queue comes in the dead
-		// info's place, the handler's result after it.
-		info.Task.Queue, info.DeadInfo, info.Ended, info.Result = v[3], "", true, []byte(v[5])
-		if ms, err := strconv.ParseInt(v[2], 10, 64); err == nil {
-			info.At = time.UnixMilli(ms)
-		}
-		return info, nil
-	}
 	if v[1] != "" {
 		info.Task, info.DecodeErr = Decode(id, []byte(v[1]))
 		if info.DecodeErr != nil {

@@ -23,9 +23,10 @@
 --   state is "scheduled" (score = due; a task in the far tier is in no set,
 --   its due time is read from its data), "ready", "active" (score = lease
 --   deadline, or "" for a task a worker popped and runs without a lease), "dead" (score = time buried),
---   "cancelled" or "succeeded" (from ARGV[4]: no task data, score = when
---   it ended, the queue in the dead info's place, and a sixth element:
---   the handler's result) or "" when unknown.
+--   or "" when unknown;
+-- or {"ended", record}: no task data, but a record of the task's end in
+--   ARGV[4] (lib.lua's record_end: "state|at_ms|was|queue|result",
+--   state "succeeded" or "cancelled");
 -- or the error "TRYAGAIN ..." while the shard's slot is being migrated
 -- and the task's pending set or ready list is not on this node (a list
 -- not moved yet would read as empty there).
@@ -42,8 +43,7 @@ if blob == "" and KEYS[7] then
 end
 if blob == "" and ARGV[4] then
   local e = redis.pcall("HGET", ARGV[4], id)
-  local st, at, q, res = string.match(type(e) == "string" and e or "", "^(%a+)|(%d+)|%a*|([^|]*)|?(.*)$")
-  if st then return {st, "", at, q, "", res} end
+  if type(e) == "string" then return {"ended", e} end
 end
 local info = redis.call("HGET", KEYS[5], id) or ""
 local last = KEYS[6] and redis.call("HGET", KEYS[6], id) or ""
