@@ -103,12 +103,8 @@ func TestTypedRoundTrip(t *testing.T) {
 // retries: the reason names the type and the decode error.
 func TestTypedDecodeFailureDeadLetters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 5, Timeout: 30 * time.Second,
+	e, cl := newClientEnv(t, shard.QueuePolicy{MaxRetries: 5, Timeout: 30 * time.Second,
 		Backoff: shard.Backoff{Base: 10 * time.Millisecond, Cap: 10 * time.Millisecond, Factor: 1}})
-	cl, err := client.New(e.RDB, client.Config{Namespace: ns, Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	calls := 0
 	e.start(e.RDB, QueueOptions{}, Typed(func(context.Context, *Task, order) error {
