@@ -77,7 +77,7 @@ for i, id in ipairs(live) do
   local blob = blobs[i]
   -- Only what the lease needs is read here; the worker decodes the rest
   -- and dead-letters what it cannot read.
-  local to = blob and string.match(blob, "^1|[^|]+|%d+|%d+|(%d+)|")
+  local _, _, _, to = header(blob)
   if to then
     local token = live_seq[i]
     local deadline = now + (fixed or tonumber(to))

@@ -104,6 +104,15 @@ local function served_here(anchor, keys)
   end
   return nil
 end
+
+-- header reads the fields of encoded task data (version 1) as text:
+-- queue, attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
+-- position of the payload; nil when blob (may be nil or false) is not
+-- such data. The scripts read task data through it, decode and
+-- blob_queue, so that another encoding is read in one place.
+local function header(blob)
+  return string.match(blob or "", "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+end
 -- @lib: end
 
 local first = 1 -- the wake channel's argument
@@ -302,7 +311,8 @@ local function enqueue(i)
   if live[id] then
     local score = tonumber(redis.call("ZSCORE", KEYS[1], id))
     if not score then -- in the far tier, or ready, running or dead
-      local d = tonumber(string.match(redis.call("HGET", KEYS[2], id), "^1|[^|]+|%d+|%d+|%d+|(%d+)|") or "")
+      local _, _, _, _, d = header(redis.call("HGET", KEYS[2], id))
+      d = tonumber(d)
       if d and d > now then score = d end
     end
     if score then return 0, score, "scheduled" end

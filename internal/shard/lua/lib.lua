@@ -104,6 +104,15 @@ local function valid_due(score)
   return score ~= nil and score >= 0 and score <= 9999999999999
 end
 
+-- header reads the fields of encoded task data (version 1) as text:
+-- queue, attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
+-- position of the payload; nil when blob (may be nil or false) is not
+-- such data. The scripts read task data through it, decode and
+-- blob_queue, so that another encoding is read in one place.
+local function header(blob)
+  return string.match(blob or "", "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+end
+
 -- blob_queue returns the queue named by encoded task data, or "" when
 -- there is none to read. Every count of a dead or leased task uses it, so
 -- that the count taken when a task enters a state is the one given back

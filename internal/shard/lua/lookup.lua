@@ -37,8 +37,8 @@ if blob == "" and KEYS[7] then
   if entry then
     local e = cmsgpack.unpack(entry)
     if e[1] == "x" then return {"dead", e[3], string.format("%d", e[2]), e[4], e[5]} end
-    local due = string.match(e[3], "^1|[^|]+|%d+|%d+|%d+|(%d+)|") or ""
-    return {"scheduled", e[3], due, "", e[5]}
+    local _, _, _, _, due = header(e[3])
+    return {"scheduled", e[3], due or "", "", e[5]}
   end
 end
 if blob == "" and ARGV[4] then
@@ -54,7 +54,7 @@ if s then return {"dead", blob, s, info, last} end
 s = redis.call("ZSCORE", KEYS[1], id)
 if s then return {"scheduled", blob, s, info, last} end
 if blob ~= "" then
-  local q, due = string.match(blob, "^1|([^|]+)|%d+|%d+|%d+|(%d+)|")
+  local q, _, _, _, due = header(blob)
   if q and ARGV[2] then
     local moving = served_here(KEYS[1], {ARGV[2] .. q, ARGV[3] and ARGV[3] .. q or nil})
     if moving then return moving end

@@ -96,7 +96,8 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- with the reason.
   local id = due[1]
   local blob = redis.call("HGET", KEYS[2], id)
-  local q = blob and string.match(blob, "^1|([^|]+)|")
+  local q = blob_queue(blob or nil)
+  if q == "" then q = nil end
   if q and KEYS[11] and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
   end
@@ -136,7 +137,7 @@ local function promote(fh)
       local z = {}
       for k, blob in ipairs(bulk_read("HMGET", KEYS[2], ids)) do
         if blob then
-          local d, enq = string.match(blob, "^1|[^|]+|%d+|%d+|%d+|(%d+)|(%d+)|")
+          local _, _, _, _, d, enq = header(blob)
           if not d then
             z[#z + 1] = now
             z[#z + 1] = ids[k]
@@ -185,8 +186,8 @@ local why, known = {}, {}
 if KEYS[11] and #ids > 0 then
   local names, seen = {}, {}
   for i in ipairs(ids) do
-    local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
-    if q and not seen[q] then
+    local q = blob_queue(blobs[i] or nil)
+    if q ~= "" and not seen[q] then
       seen[q] = true
       names[#names + 1] = q
     end
@@ -197,7 +198,8 @@ if KEYS[11] and #ids > 0 then
   end
 end
 for i in ipairs(ids) do
-  local q = blobs[i] and string.match(blobs[i], "^1|([^|]+)|")
+  local q = blob_queue(blobs[i] or nil)
+  if q == "" then q = nil end
   if q and not valid_due(tonumber(dues[i])) then
     why[i], q = "corrupt due time", nil
   elseif q and KEYS[11] and not known[q] then

@@ -57,7 +57,7 @@ while examined < limit and buckets < limit do
     local errs = redis.call("HMGET", KEYS[3], unpack(ids))
     for i, id in ipairs(ids) do
       local blob = id ~= "" and redis.call("HGET", KEYS[2], id)
-      local q, enq = string.match(blob or "", "^1|([^|]+)|%d+|%d+|%d+|%d+|(%d+)|")
+      local q, _, _, _, _, enq = header(blob)
       if blob and (enq == nil or enq == enqs[i]) and (ARGV[5] == "" or q == ARGV[5]) then
         local data, size = preview(blob, tonumber(ARGV[6]))
         out[#out + 1] = id
