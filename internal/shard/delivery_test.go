@@ -110,6 +110,16 @@ func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 	if info := rdb.HGet(ctx, s.k.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
 		t.Fatalf("dead info %q", info)
 	}
+	// So is data whose timeout reads but whose due time does not: claim
+	// reads the whole header (lib.lua's header), not only the timeout.
+	rdb.ZAdd(ctx, s.k.Pending(0, "default"), redis.Z{Score: 2, Member: "halfjunk"})
+	rdb.HSet(ctx, s.k.Tasks(0), "halfjunk", "1|default|0|3|30000|soon|1|payload")
+	if ds, err := s.Claim(ctx, 0, "default", []string{"2|halfjunk"}, 0); err != nil || len(ds) != 0 {
+		t.Fatalf("half-garbage claimed: %v %v", ds, err)
+	}
+	if info := rdb.HGet(ctx, s.k.DeadInfo(0), "halfjunk").Val(); !strings.Contains(info, "undecodable") {
+		t.Fatalf("dead info of half-garbage %q", info)
+	}
 }
 
 func TestExtend(t *testing.T) {
