@@ -101,24 +101,19 @@ func TestClaimSkipsNonPendingAndBuriesGarbage(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].Task.ID != id {
 		t.Fatalf("claim leased %d deliveries: %v", len(ds), err)
 	}
-	// A hand-written ready entry whose data is garbage is buried at claim.
-	rdb.ZAdd(ctx, s.k.Pending(0, "default"), redis.Z{Score: 1, Member: "junk"})
-	rdb.HSet(ctx, s.k.Tasks(0), "junk", "zzz")
-	if ds, err := s.Claim(ctx, 0, "default", []string{"1|junk"}, 0); err != nil || len(ds) != 0 {
-		t.Fatalf("garbage claimed: %v %v", ds, err)
-	}
-	if info := rdb.HGet(ctx, s.k.DeadInfo(0), "junk").Val(); !strings.Contains(info, "undecodable") {
-		t.Fatalf("dead info %q", info)
-	}
-	// So is data whose timeout reads but whose due time does not: claim
+	// A hand-written ready entry whose data is garbage is buried at claim;
+	// so is data whose timeout reads but whose due time does not: claim
 	// reads the whole header (lib.lua's header), not only the timeout.
-	rdb.ZAdd(ctx, s.k.Pending(0, "default"), redis.Z{Score: 2, Member: "halfjunk"})
-	rdb.HSet(ctx, s.k.Tasks(0), "halfjunk", "1|default|0|3|30000|soon|1|payload")
-	if ds, err := s.Claim(ctx, 0, "default", []string{"2|halfjunk"}, 0); err != nil || len(ds) != 0 {
-		t.Fatalf("half-garbage claimed: %v %v", ds, err)
-	}
-	if info := rdb.HGet(ctx, s.k.DeadInfo(0), "halfjunk").Val(); !strings.Contains(info, "undecodable") {
-		t.Fatalf("dead info of half-garbage %q", info)
+	for seq, data := range []string{"zzz", "1|default|0|3|30000|soon|1|payload"} {
+		junk := fmt.Sprintf("junk%d", seq)
+		rdb.ZAdd(ctx, s.k.Pending(0, "default"), redis.Z{Score: float64(seq), Member: junk})
+		rdb.HSet(ctx, s.k.Tasks(0), junk, data)
+		if ds, err := s.Claim(ctx, 0, "default", []string{fmt.Sprintf("%d|%s", seq, junk)}, 0); err != nil || len(ds) != 0 {
+			t.Fatalf("garbage %q claimed: %v %v", data, ds, err)
+		}
+		if info := rdb.HGet(ctx, s.k.DeadInfo(0), junk).Val(); !strings.Contains(info, "undecodable") {
+			t.Fatalf("dead info of %q: %q", data, info)
+		}
 	}
 }
 
