@@ -17,8 +17,8 @@
 -- number: a leftover duplicate entry (a re-delivery) or a cancelled task is
 -- skipped. An entry already leased under its own number (the caller's
 -- earlier claim ran but its reply was lost) is returned again with that
--- lease, unchanged, so a claim can be retried. Data without the fields a
--- lease needs is buried. Returns {now, id_1, token_1, deadline_1, blob_1,
+-- lease, unchanged, so a claim can be retried. Data that is not a whole
+-- version 1 header (lib.lua's header) is buried with decode's reason. Returns {now, id_1, token_1, deadline_1, blob_1,
 -- id_2, ...} for the leased ids only; token_i is the entry's sequence
 -- number (a string), deadline_i unix ms.
 local now = now_ms()
