@@ -75,8 +75,8 @@ local fixed_s = fixed and string.format("%d", now + fixed)
 local deadlines, tokens, leased = {}, {}, {}
 for i, id in ipairs(live) do
   local blob = blobs[i]
-  -- Only what the lease needs is read here; the worker decodes the rest
-  -- and dead-letters what it cannot read.
+  -- The header is read here (the lease needs its timeout); the worker
+  -- decodes the rest and dead-letters a payload it cannot read.
   local _, _, _, to = header(blob)
   if to then
     local token = live_seq[i]
