@@ -54,11 +54,11 @@ func (c *Client) Wait(ctx context.Context, id string) (hourglass.TaskInfo, error
 			return t, err
 		}
 		if !kept {
-			keeps, err := c.store.Keeps(ctx, []string{t.Queue})
+			r, err := c.store.Retentions(ctx, []string{t.Queue})
 			if err != nil {
 				return t, err
 			}
-			if !keeps[t.Queue] {
+			if r[t.Queue].Age == 0 {
 				return t, fmt.Errorf("%w: queue %q (set queues.%s.retention)", ErrNotKept, t.Queue, t.Queue)
 			}
 			kept = true

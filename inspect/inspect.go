@@ -380,6 +380,19 @@ type Queue struct {
 	// OldestReady is the due time of the ready task that has waited
 	// longest (zero: none ready). Long ago, nobody consumes the queue.
 	OldestReady time.Time `json:"oldest_ready,omitzero"`
+	// Retention is how long and how many records of its ended tasks the
+	// queue keeps (the schedulers' queues.<q>.retention and
+	// retention_count); nil when it keeps none.
+	Retention *Retention `json:"retention,omitempty"`
+}
+
+// Retention bounds the records a queue keeps of its ended tasks (their
+// results, for client.Result and Wait, and Recent): each is kept for Age,
+// and each shard keeps at most Count of the queue's, the oldest dropped
+// first.
+type Retention struct {
+	Age   time.Duration `json:"age"`
+	Count int           `json:"count"`
 }
 
 // State is where a task is: hourglass.State, which client reports too.

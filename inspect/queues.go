@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -13,7 +14,8 @@ import (
 
 // Queues returns every queue, by name, with its counts, and the totals
 // over all of them: one pipelined round trip of one bounded script call
-// per shard, and one read of the paused queues. Queues that are no longer
+// per shard, one read of the paused queues and one of the queues'
+// retentions. Queues that are no longer
 // registered but still hold tasks (dead letters, say) are listed as
 // removed; dead data that names no queue is listed under the name "".
 // Shards whose data cannot be read are left out of the counts and
@@ -92,10 +94,21 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 			}
 		}
 	}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	kept, err := i.store.Retentions(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Queue, 0, len(byName))
 	for _, q := range byName {
 		if at, ok := paused[q.Name]; ok && q.State == QueueActive {
 			q.State, q.PausedAt = QueuePaused, at
+		}
+		if r := kept[q.Name]; r.Age > 0 {
+			q.Retention = &Retention{Age: r.Age, Count: cmp.Or(r.Count, shard.DefaultRetentionCount)}
 		}
 		out = append(out, *q)
 	}

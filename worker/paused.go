@@ -64,7 +64,7 @@ func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 	for i, q := range queues {
 		names[i] = q.name
 	}
-	keeps, err := w.deps.store.Keeps(ctx, names)
+	kept, err := w.deps.store.Retentions(ctx, names)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.deps.log.Warn("could not read the queues' retention", "error", err)
@@ -72,7 +72,7 @@ func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 		return false
 	}
 	for _, q := range queues {
-		q.keeps.Store(keeps[q.name])
+		q.keeps.Store(kept[q.name].Age > 0)
 	}
 	return true
 }

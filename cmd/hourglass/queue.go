@@ -184,6 +184,7 @@ func (a *app) queueShow() *cobra.Command {
 					row(w, "paused since", when(q.PausedAt))
 				}
 				row(w, "policy", policyText(q.Policy))
+				row(w, "retention", retentionText(q.Retention))
 				row(w, "")
 				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
 				for sh, c := range q.Shards {
@@ -376,6 +377,14 @@ func policyText(p inspect.Policy) string {
 	}
 	return fmt.Sprintf("max retries %s, timeout %s, max payload %d, backoff %s..%s x%g",
 		retries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor)
+}
+
+// retentionText describes what a queue keeps of its ended tasks.
+func retentionText(r *inspect.Retention) string {
+	if r == nil {
+		return "none: no records of ended tasks (set queues.<q>.retention)"
+	}
+	return fmt.Sprintf("records of ended tasks kept %s, at most %s per shard", r.Age, thousands(int64(r.Count)))
 }
 
 // parseWhen reads an absolute time (RFC 3339) or a duration: ago true

@@ -54,11 +54,11 @@ func TestEmptyNamespaceSaysSo(t *testing.T) {
 
 // TestQueueRecent: queue recent lists a queue's ended tasks newest first,
 // with their results, in a table and as JSON; task show shows a
-// succeeded task's result.
+// succeeded task's result; queue show says what a queue keeps.
 func TestQueueRecent(t *testing.T) {
 	t.Parallel()
 	e := shardtest.New(t, shardtest.Options{Namespace: "recent", Queues: map[string]shard.QueuePolicy{
-		"q": {MaxRetries: 3, Timeout: time.Minute, Retention: shard.Retention{Age: time.Hour}}}})
+		"q": {MaxRetries: 3, Timeout: time.Minute, Retention: shard.Retention{Age: time.Hour}}, "plain": {MaxRetries: 3, Timeout: time.Minute}}})
 	cli := cliWith(t, writeConfig(t, fmt.Sprintf("redis:\n  addr: %s\netcd:\n  endpoints: [http://127.0.0.1:1]\n  dial_timeout: 200ms\nnamespace: recent\nshards: 2\n", e.Redis.Addr)))
 	ctx := testenv.Ctx(t, 30*time.Second)
 	for i, d := range e.Popped("q", "done", 2) {
@@ -90,5 +90,21 @@ func TestQueueRecent(t *testing.T) {
 	}
 	if out, _, code = cli("task", "show", "done1"); code != exitOK || !strings.Contains(out, "succeeded") || !strings.Contains(out, "result 1") {
 		t.Errorf("task show of a succeeded task: exit %d, stdout:\n%s", code, out)
+	}
+	// queue show says what the queue keeps, in a table and as JSON.
+	if out, _, code = cli("queue", "show", "q"); code != exitOK || !strings.Contains(out, "records of ended tasks kept 1h0m0s, at most 10,000 per shard") {
+		t.Errorf("queue show of a queue that keeps records: exit %d, stdout:\n%s", code, out)
+	}
+	out, _, code = cli("-o", "json", "queue", "show", "q")
+	var q inspect.Queue
+	if err := json.Unmarshal([]byte(out), &q); code != exitOK || err != nil || q.Retention == nil ||
+		*q.Retention != (inspect.Retention{Age: time.Hour, Count: shard.DefaultRetentionCount}) {
+		t.Errorf("queue show -o json: exit %d, %s (%v); want retention 1h, 10000", code, out, err)
+	}
+	if out, _, code = cli("queue", "show", "plain"); code != exitOK || !strings.Contains(out, "none: no records of ended tasks") {
+		t.Errorf("queue show of a queue that keeps no records: exit %d, stdout:\n%s", code, out)
+	}
+	if out, _, code = cli("-o", "json", "queue", "show", "plain"); code != exitOK || strings.Contains(out, "retention") {
+		t.Errorf("queue show -o json of a queue that keeps no records: exit %d, %s; want no retention", code, out)
 	}
 }

@@ -89,9 +89,15 @@ func (r Retention) spec() string {
 // Retention; no queue name contains "|".
 func keepField(queue string) string { return "|keep|" + queue }
 
-// Keeps reports which of queues keep records of their ended tasks (a
-// Retention registered in shard 0; one HMGET).
-func (s *Store) Keeps(ctx context.Context, queues []string) (map[string]bool, error) {
+// Retentions reads the Retention of each of queues, as registered in
+// shard 0 (one HMGET). A queue that keeps no records of its ended tasks
+// has the zero Retention (Age 0); so has one whose field is not
+// "age_ms|count" with a positive age, which the scripts (lib.lua's
+// keep_of) do not read as a retention either.
+func (s *Store) Retentions(ctx context.Context, queues []string) (map[string]Retention, error) {
+	if len(queues) == 0 {
+		return map[string]Retention{}, nil
+	}
 	fields := make([]string, len(queues))
 	for i, q := range queues {
 		fields[i] = keepField(q)
@@ -100,9 +106,15 @@ func (s *Store) Keeps(ctx context.Context, queues []string) (map[string]bool, er
 	if err != nil {
 		return nil, errtext.Errorf("read the queues' retention: %w", err)
 	}
-	out := make(map[string]bool, len(queues))
+	out := make(map[string]Retention, len(queues))
 	for i, q := range queues {
-		out[q] = v[i] != nil
+		spec, _ := v[i].(string)
+		age, count, ok := strings.Cut(spec, "|")
+		ms, aerr := strconv.ParseInt(age, 10, 64)
+		n, cerr := strconv.Atoi(count)
+		if ok && aerr == nil && cerr == nil && ms > 0 && n >= 0 {
+			out[q] = Retention{Age: time.Duration(ms) * time.Millisecond, Count: n}
+		}
 	}
 	return out, nil
 }
