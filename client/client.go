@@ -24,9 +24,10 @@ type Client struct {
 	maxPayload int64
 	retryFor   time.Duration // 0: no retry
 	codec      codec.Codec
-	// single combines concurrent single-task calls (Enqueue) into one
-	// EnqueueBatch when they overlap (internal/groupcommit).
-	single *groupcommit.Combiner[shard.EnqueueArgs, shard.EnqueueResult]
+	// small combines concurrent calls of up to combineMax tasks (Enqueue,
+	// and small EnqueueBatch calls) into one EnqueueBatch when they
+	// overlap (internal/groupcommit).
+	small *groupcommit.Combiner[[]shard.EnqueueArgs, []shard.EnqueueResult]
 	// hub carries the Waits' subscriptions: one pub/sub connection,
 	// open while some Wait runs (internal/fanout).
 	hub *fanout.Hub
@@ -61,7 +62,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		return nil, invalidConfig("%w", err)
 	}
 	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
-		single: groupcommit.New(store.EnqueueBatch), hub: fanout.New(rdb, fanout.Classic, nil)}, nil
+		small: groupcommit.New(enqueueMerged(store)), hub: fanout.New(rdb, fanout.Classic, nil)}, nil
 }
 
 // Task describes one task to enqueue.
@@ -166,6 +167,11 @@ func (e *BatchError) Unwrap() error { return e.First }
 // in the order of tasks. The error is nil when every task was enqueued,
 // otherwise a *BatchError; invalid tasks are rejected without being
 // sent while the valid ones still go.
+//
+// A batch of up to 64 tasks shares its round trip as Enqueue calls do: made
+// while another such call is in flight, it waits for it and goes with
+// the calls made meanwhile, each shard's tasks of all of them in one
+// script call. A larger batch goes at once, alone.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
 	c.layout.Layout(ctx) // at most every LayoutRefresh
 	out := make([]Result, len(tasks))

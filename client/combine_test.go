@@ -12,10 +12,11 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-// TestConcurrentEnqueuesShareARoundTrip: Enqueue calls made while one is
-// in flight (Redis paused under it) wait, then go as one batch; each
-// gets its own result, the second of two calls with one id a duplicate,
-// as two calls would.
+// TestConcurrentEnqueuesShareARoundTrip: Enqueue calls and small
+// EnqueueBatch calls made while one is in flight (Redis paused under it)
+// wait, then go as one batch; each gets its own result, the second of two
+// calls with one id a duplicate, as two calls would. A batch of more than
+// combineMax tasks goes alone.
 func TestConcurrentEnqueuesShareARoundTrip(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
@@ -56,17 +57,32 @@ func TestConcurrentEnqueuesShareARoundTrip(t *testing.T) {
 		}
 	})
 	enqueue(0)
-	testenv.WaitFor(t, 10*time.Second, "the first call in flight", func() (bool, string) { return !c.single.Idle(), "not sent" })
+	testenv.WaitFor(t, 10*time.Second, "the first call in flight", func() (bool, string) { return !c.small.Idle(), "not sent" })
 	for i := 1; i < len(ids); i++ {
 		enqueue(i)
 	}
+	task := func(id string) Task { return Task{ID: id, Queue: "emails", Delay: time.Hour, Payload: []byte(id)} }
+	small := []Task{task("s1"), task("s2")}
+	var large []Task
+	for i := range combineMax + 1 {
+		large = append(large, task(fmt.Sprint("l", i)))
+	}
+	var smallErr, largeErr error
+	wg.Go(func() { _, smallErr = c.EnqueueBatch(ctx, small) })
+	wg.Go(func() { _, largeErr = c.EnqueueBatch(ctx, large) })
 	testenv.WaitFor(t, 10*time.Second, "the other calls waiting", func() (bool, string) {
-		n := c.single.Waiting()
-		return n == len(ids)-1, fmt.Sprintf("%d waiting", n)
+		n := c.small.Waiting()
+		return n == len(ids), fmt.Sprintf("%d waiting", n)
 	})
 	r.Resume()
 	resumed = true
 	wg.Wait()
+	if smallErr != nil || largeErr != nil {
+		t.Errorf("EnqueueBatch: small %v, large %v", smallErr, largeErr)
+	}
+	for _, tk := range append(small, large...) {
+		ids = append(ids, tk.ID)
+	}
 
 	dups := 0
 	for i, err := range errs {
@@ -85,7 +101,7 @@ func TestConcurrentEnqueuesShareARoundTrip(t *testing.T) {
 			t.Errorf("Lookup(%s): %+v, %v", id, info, err)
 		}
 	}
-	if !c.single.Idle() {
+	if !c.small.Idle() {
 		t.Error("combiner busy after every call returned")
 	}
 }

@@ -138,20 +138,50 @@ func storedIsSuccess(err error) error {
 	return nil
 }
 
-// enqueueOnce sends args once. A single task (Enqueue) goes through the
-// client's combiner: alone when no other single-task call is in flight,
-// else in one EnqueueBatch with the calls that waited for it, which is
-// exactly what that batch would report for each of them (a duplicate
-// id in the same batch is a duplicate, as it is in two calls). Under
-// load, callers of Enqueue from many goroutines so share round trips
-// and Redis's per-call cost, as callers of EnqueueBatch do.
+// combineMax is the largest call (in tasks) that shares round trips with
+// the calls around it. A larger batch goes alone: its tasks share Redis's
+// per-call cost already, and waiting for the batch in flight would only
+// delay it.
+const combineMax = 64
+
+// enqueueOnce sends args once. A call of up to combineMax tasks (every
+// Enqueue, and small batches such as a producer's tick) goes through the
+// client's combiner: alone when no other such call is in flight, else in
+// one EnqueueBatch with the calls that waited for it, which is exactly
+// what that batch would report for each of them (a duplicate id in the
+// same batch is a duplicate, as it is in two calls). Under load, calls
+// from many goroutines so share round trips and Redis's per-call cost:
+// each shard's script call carries the tasks of several calls.
 func (c *Client) enqueueOnce(ctx context.Context, args []shard.EnqueueArgs) []shard.EnqueueResult {
-	if len(args) != 1 {
+	if len(args) > combineMax {
 		return c.store.EnqueueBatch(ctx, args)
 	}
-	r, ok := c.single.Do(ctx, args[0])
+	out, ok := c.small.Do(ctx, args)
 	if !ok {
-		r = shard.EnqueueResult{Err: errtext.Errorf("enqueue %s: not sent: %w", args[0].ID, context.Cause(ctx))}
+		out = make([]shard.EnqueueResult, len(args))
+		for i, a := range args {
+			out[i].Err = errtext.Errorf("enqueue %s: not sent: %w", a.ID, context.Cause(ctx))
+		}
 	}
-	return []shard.EnqueueResult{r}
+	return out
+}
+
+// enqueueMerged returns the combiner's send: the calls' tasks as one
+// EnqueueBatch, each call given its own tasks' results.
+func enqueueMerged(store *shard.Store) func(context.Context, [][]shard.EnqueueArgs) [][]shard.EnqueueResult {
+	return func(ctx context.Context, calls [][]shard.EnqueueArgs) [][]shard.EnqueueResult {
+		if len(calls) == 1 {
+			return [][]shard.EnqueueResult{store.EnqueueBatch(ctx, calls[0])}
+		}
+		var all []shard.EnqueueArgs
+		for _, args := range calls {
+			all = append(all, args...)
+		}
+		res := store.EnqueueBatch(ctx, all)
+		out := make([][]shard.EnqueueResult, len(calls))
+		for i, args := range calls {
+			out[i], res = res[:len(args):len(args)], res[len(args):]
+		}
+		return out
+	}
 }

@@ -8,8 +8,8 @@
 //
 // It has no goroutine of its own: the first call of a batch sends it,
 // and hands the next batch to the first of its calls before it returns.
-// The schedulers' movers (internal/scan) and the client's single-task
-// Enqueue use it.
+// The schedulers' movers (internal/scan) and the client's Enqueue and
+// small EnqueueBatch calls use it.
 package groupcommit
 
 import (
