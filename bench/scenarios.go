@@ -41,7 +41,7 @@ func sizesFor(quick bool) sizes {
 	}
 	return sizes{burstN: 100000, steadyRate: 2000, steadyDur: 20 * time.Second, enqMax: 300000, enqBound: 6 * time.Second,
 		idleN: 1000000, idleWin: idleWindow, peerIdleWin: time.Minute,
-		capRates: []int{2000, 4000, 8000, 12000, 14000, 16000, 20000, 24000, 28000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
+		capRates: []int{2000, 4000, 8000, 12000, 14000, 16000, 20000, 24000, 28000, 32000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
 		benchN: 200000, hgBurstLead: 4 * time.Second, aqBurstL: 12 * time.Second, resultsN: 100000, resultsRetention: time.Minute}
 }
 
