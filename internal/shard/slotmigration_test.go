@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -453,40 +452,11 @@ func (f *migFixture) beginMigration(t *testing.T, ctx context.Context) {
 	}
 }
 
-// migrateTimeout bounds one MIGRATE: the source's wait for the target.
-// It is long because a 2-core machine running the whole suite has
-// stalled a target for 5 s.
-const migrateTimeout = 15 * time.Second
-
 // migrate moves keys from the source to the target with MIGRATE, which
-// without replace refuses a key the target already has (BUSYKEY).
-//
-// It sends MIGRATE once, on a client of its own that waits for the reply
-// as long as MIGRATE may take: the nodes' clients time a read out after
-// 3 s and send the command again, and a second MIGRATE of keys that the
-// first one had copied when its own timeout ended meets them on the
-// target (BUSYKEY), which reads as a script's write there.
+// without replace refuses a key the target already has (BUSYKEY); the
+// cluster's MIGRATEs go one at a time (testenv's Migrate).
 func (f *migFixture) migrate(ctx context.Context, replace bool, keys ...string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(f.dst.Addr)
-	if err != nil {
-		return err
-	}
-	args := []any{"MIGRATE", host, port, "", 0, int(migrateTimeout / time.Millisecond)}
-	if replace {
-		args = append(args, "REPLACE")
-	}
-	args = append(args, "KEYS")
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	o := *f.nodes[f.src].Options()
-	o.MaxRetries, o.ReadTimeout = -1, migrateTimeout+5*time.Second
-	src := redis.NewClient(&o)
-	defer src.Close()
-	return src.Do(ctx, args...).Err()
+	return f.rc.Migrate(ctx, f.src, f.dst, replace, keys...)
 }
 
 // finishMigration moves the slot's remaining keys and assigns the slot

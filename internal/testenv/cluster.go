@@ -57,6 +57,8 @@ type RedisCluster struct {
 
 	mu      sync.Mutex
 	clients map[string]*redis.Client // by address, for the helpers' own use
+	// migrating is held by a MIGRATE in flight (Migrate).
+	migrating sync.Mutex
 }
 
 // ClusterNode is one server of a RedisCluster.

@@ -57,10 +57,6 @@ func (c *RedisCluster) MigrateSlot(ctx context.Context, slot int, to *ClusterNod
 	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", to.ID).Err(); err != nil {
 		return fmt.Errorf("testenv: migrate: SETSLOT MIGRATING on %s: %w", from.Addr, err)
 	}
-	host, port, err := net.SplitHostPort(to.Addr)
-	if err != nil {
-		return err
-	}
 	for {
 		keys, err := src.ClusterGetKeysInSlot(ctx, slot, migrateBatch).Result()
 		if err != nil {
@@ -72,12 +68,8 @@ func (c *RedisCluster) MigrateSlot(ctx context.Context, slot int, to *ClusterNod
 		// No REPLACE (as redis-cli without --cluster-replace): a key
 		// that a script created on the target while the slot moved
 		// fails the migration (BUSYKEY) instead of being overwritten.
-		args := []any{"MIGRATE", host, port, "", 0, int(migrateTimeout / time.Millisecond), "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil {
-			return fmt.Errorf("testenv: migrate: MIGRATE %d keys from %s: %w", len(keys), from.Addr, err)
+		if err := c.Migrate(ctx, from, to, false, keys...); err != nil {
+			return fmt.Errorf("testenv: migrate: %w", err)
 		}
 	}
 	// Target first, then source, then everyone else (CLUSTER SETSLOT docs).
@@ -240,6 +232,37 @@ func (c *RedisCluster) slotOwnedBy(ctx context.Context, slot int, to *ClusterNod
 		if v.owner[slot] != to.ID {
 			return fmt.Errorf("%s says slot %d is served by %s", n.Addr, slot, v.owner[slot])
 		}
+	}
+	return nil
+}
+
+// Migrate moves keys from the node from to the node to with one MIGRATE,
+// which without replace refuses a key the target has already (BUSYKEY).
+// The cluster's MIGRATEs go one at a time: MIGRATE blocks its source
+// until the target has answered, so two in opposite directions at once
+// (parallel tests migrating slots between the same primaries) would each
+// wait for the other until their timeout, and nodes blocked that long
+// are marked failed.
+func (c *RedisCluster) Migrate(ctx context.Context, from, to *ClusterNode, replace bool, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(to.Addr)
+	if err != nil {
+		return err
+	}
+	args := []any{"MIGRATE", host, port, "", 0, int(migrateTimeout / time.Millisecond)}
+	if replace {
+		args = append(args, "REPLACE")
+	}
+	args = append(args, "KEYS")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	c.migrating.Lock()
+	defer c.migrating.Unlock()
+	if err := c.client(from).Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("MIGRATE %d keys from %s to %s: %w", len(keys), from.Addr, to.Addr, err)
 	}
 	return nil
 }
