@@ -206,8 +206,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("layout %q, want %q", layout, want)
 	}
 	cells := value(t, bctx, "read the queue's row", chromedp.Text(`#queues tr[data-queue="default"]`))
-	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") {
-		t.Fatalf("queue row %q", cells)
+	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") || !strings.Contains(cells, "1h, 10,000 a shard") {
+		t.Fatalf("queue row %q, want the queue, active, its retention (1h, 10,000 a shard)", cells)
 	}
 	// The schedule's row, once the page has drawn a last occurrence (the
 	// schedule fires every second; the page refreshes every 3 s).

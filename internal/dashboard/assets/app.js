@@ -120,6 +120,7 @@ async function loadQueues() {
     cell(row, q.name || "(no queue)");
     cell(row, q.state, q.state);
     counts(row, q.counts);
+    cell(row, keptText(q.retention)).dataset.col = "kept";
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
     if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"),
@@ -135,6 +136,24 @@ async function loadQueues() {
   cell(row, "");
   counts(row, data.total);
   cell(row, "");
+  cell(row, "");
+}
+
+// keptText says what a queue keeps of its ended tasks (its retention, as
+// `hourglass queue show` does): "1h, 10,000 a shard", or "-" for none.
+function keptText(r) {
+  if (!r) return "-";
+  return span(r.age) + ", " + count(r.count) + " a shard";
+}
+
+// span formats a duration in nanoseconds (a Go time.Duration) in the
+// largest whole unit: 30d, 1h, 90m, 45s.
+function span(ns) {
+  const s = ns / 1e9;
+  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+    if (s >= n && s % n === 0) return s / n + unit;
+  }
+  return s + "s";
 }
 
 // when formats an API time, "-" for none.
