@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -108,7 +107,7 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 			q.State, q.PausedAt = QueuePaused, at
 		}
 		if r := kept[q.Name]; r.Age > 0 {
-			q.Retention = &Retention{Age: r.Age, Count: cmp.Or(r.Count, shard.DefaultRetentionCount)}
+			q.Retention = &Retention{Age: r.Age, Count: r.Count}
 		}
 		out = append(out, *q)
 	}
