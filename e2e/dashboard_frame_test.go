@@ -116,8 +116,7 @@ func TestDashboardCannotBeFramed(t *testing.T) {
 	if q, err := in.Queue(ctx, shardtest.Queue); err != nil || q.State != inspect.QueueActive {
 		t.Fatalf("after the click on the other origin's page: %+v %v", q, err)
 	}
-	click(t, bctx, "click Pause", pauseSel)
-	if got := asked.last(); !strings.HasPrefix(got, "Pause queue "+shardtest.Queue+"?") {
+	if got := confirmClick(t, bctx, asked, "click Pause", pauseSel); !strings.HasPrefix(got, "Pause queue "+shardtest.Queue+"?") {
 		t.Fatalf("Pause asked %q", got)
 	}
 	step(t, bctx, "see Resume", chromedp.WaitVisible(fmt.Sprintf(`#queues button[data-action="resume"][data-queue=%q]`, shardtest.Queue)))

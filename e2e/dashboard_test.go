@@ -139,6 +139,34 @@ func (d *dialogs) setDismiss(v bool) {
 	d.dismiss = v
 }
 
+// count returns how many dialogs were asked.
+func (d *dialogs) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.asked)
+}
+
+// confirmClick clicks sel, a button that asks for confirmation, and
+// returns the dialog's message. A click that opened no dialog reached no
+// button (the table was redrawn under it, the node replaced after it was
+// found): nothing happened, so it clicks again, up to three times.
+func confirmClick(t *testing.T, ctx context.Context, d *dialogs, what, sel string) string {
+	t.Helper()
+	n := d.count()
+	for range 3 {
+		click(t, ctx, what, sel)
+		deadline := time.Now().Add(5 * time.Second)
+		for d.count() == n && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // polls a condition, with a deadline
+		}
+		if d.count() > n {
+			return d.last()
+		}
+	}
+	t.Fatalf("browser: %s: no confirmation asked after three clicks", what)
+	return ""
+}
+
 // last returns the message of the last dialog ("" if none).
 func (d *dialogs) last() string {
 	d.mu.Lock()
@@ -222,8 +250,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	}
 
-	click(t, bctx, "click Replay", `#dead button[data-action="replay"][data-id="bad-1"]`)
-	if got := asked.last(); !strings.HasPrefix(got, "Replay dead task bad-1?") {
+	if got := confirmClick(t, bctx, asked, "click Replay", `#dead button[data-action="replay"][data-id="bad-1"]`); !strings.HasPrefix(got, "Replay dead task bad-1?") {
 		t.Fatalf("Replay asked %q", got)
 	}
 	testenv.WaitFor(t, 20*time.Second, "the replayed task delivered again and acked", func() (bool, string) {
@@ -250,8 +277,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("task lookup shows %q", shown)
 	}
 	step(t, bctx, "type a new due time", chromedp.WaitVisible(`#taskreschedule`), chromedp.SendKeys(`#taskreschedule input[name="at"]`, "3h"))
-	click(t, bctx, "click Reschedule", `#taskreschedule button[type="submit"]`)
-	if got := asked.last(); !strings.HasPrefix(got, "Reschedule task later-0 to 3h?") {
+	if got := confirmClick(t, bctx, asked, "click Reschedule", `#taskreschedule button[type="submit"]`); !strings.HasPrefix(got, "Reschedule task later-0 to 3h?") {
 		t.Fatalf("Reschedule asked %q", got)
 	}
 	testenv.WaitFor(t, 20*time.Second, "later-0 due in about 3 hours", func() (bool, string) {
@@ -259,8 +285,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		return err == nil && time.Until(tk.Due) > 2*time.Hour, fmt.Sprintf("%v %v", tk.Due, err)
 	})
 
-	click(t, bctx, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`)
-	if got := asked.last(); !strings.HasPrefix(got, "Pause schedule tick?") {
+	if got := confirmClick(t, bctx, asked, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`); !strings.HasPrefix(got, "Pause schedule tick?") {
 		t.Fatalf("the schedule's Pause asked %q", got)
 	}
 	step(t, bctx, "see the schedule's Resume", chromedp.WaitVisible(`#schedules button[data-action="resume"][data-schedule="tick"]`))
@@ -274,7 +299,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Declined, Pause changes nothing; the status line says so.
 	asked.setDismiss(true)
-	click(t, bctx, "click Pause and decline", `#queues button[data-action="pause"][data-queue="default"]`)
+	confirmClick(t, bctx, asked, "click Pause and decline", `#queues button[data-action="pause"][data-queue="default"]`)
 	value(t, bctx, "see the pause declined", chromedp.Poll[string](`(() => {
 		const s = document.querySelector("#status").textContent;
 		return s.includes("Pause not confirmed") ? s : "";
@@ -283,8 +308,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("after a declined Pause: %+v %v", q, err)
 	}
 	asked.setDismiss(false)
-	click(t, bctx, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`)
-	if got := asked.last(); !strings.HasPrefix(got, "Pause queue default?") {
+	if got := confirmClick(t, bctx, asked, "click Pause", `#queues button[data-action="pause"][data-queue="default"]`); !strings.HasPrefix(got, "Pause queue default?") {
 		t.Fatalf("Pause asked %q", got)
 	}
 	step(t, bctx, "see Resume", chromedp.WaitVisible(`#queues button[data-action="resume"][data-queue="default"]`))
