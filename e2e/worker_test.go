@@ -99,14 +99,18 @@ func workerArgs(url string, timeout time.Duration, concurrency int) []string {
 	}
 }
 
-// leasesLost sums the deliveries that may have lost their task to a
-// redelivery: those whose lease the workers could not keep
-// (hourglass_worker_leases_lost_total) and those whose ack, nack or
+// leasesLost sums the deliveries after which a task may start again
+// on a worker: those whose lease the workers could not keep
+// (hourglass_worker_leases_lost_total), those whose ack, nack or
 // extension Redis refused by token (hourglass_worker_stale_tokens_total:
 // a handler that finished after recovery took its popped task back, on
-// a starved machine). At-least-once delivery allows a duplicate only
-// after one of those (or a Redis failover): a test that wants each task
-// once allows this many more deliveries.
+// a starved machine), those whose outcome could not be recorded in time
+// (hourglass_worker_unrecorded_total: redelivered after the lease) and
+// failed attempts rescheduled (hourglass_worker_retries_total: a request
+// to the target that failed on a loaded machine). At-least-once delivery
+// allows a repeated start only after one of those (or a Redis failover):
+// a test that wants each task once allows this many more. It logs the
+// counters that are not zero.
 func leasesLost(t *testing.T, ctx context.Context, workers ...*sched) float64 {
 	t.Helper()
 	var lost float64
@@ -115,10 +119,14 @@ func leasesLost(t *testing.T, ctx context.Context, workers ...*sched) float64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"hourglass_worker_leases_lost_total", "hourglass_worker_stale_tokens_total"} {
+		for _, name := range []string{"hourglass_worker_leases_lost_total", "hourglass_worker_stale_tokens_total",
+			"hourglass_worker_unrecorded_total", "hourglass_worker_retries_total"} {
 			n, err := promread.Counter(fams, name)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Logf("%s: %s %v", w.id, name, n)
 			}
 			lost += n
 		}

@@ -17,6 +17,7 @@ type metrics struct {
 	released   *prometheus.CounterVec
 	leaseLost  *prometheus.CounterVec
 	stale      *prometheus.CounterVec
+	unrecorded *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
 	cancelled  *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		released:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_released_total", Help: "Deliveries given back unfinished: at shutdown, or popped just as their queue was paused."}, q),
 		leaseLost:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_leases_lost_total", Help: "Deliveries whose lease could not be kept; the handler ctx was cancelled."}, q),
 		stale:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_stale_tokens_total", Help: "Acks, nacks or extensions rejected because the delivery was no longer current."}, q),
+		unrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_unrecorded_total",
+			Help: "Outcomes that could not be recorded in Redis within the settle timeout (Redis unreachable or slow): the task is delivered again after its lease."}, q),
 		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_cancelled_total",
 			Help: "Deliveries whose task was cancelled while this worker had it (client.Cancel): the handler's ctx was cancelled with ErrCancelled and its outcome not recorded."}, q),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_dropped_total",
@@ -80,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.dropped, m.cancelled, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.mismatch, m.flowWaits, m.placeWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.unrecorded, m.dropped, m.cancelled, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.mismatch, m.flowWaits, m.placeWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -96,6 +99,7 @@ type queueMetrics struct {
 	deliveries, acks, lateLeases, held prometheus.Counter
 	nacks, retries, dead, released     prometheus.Counter
 	leaseLost, stale, throttled        prometheus.Counter
+	unrecorded                         prometheus.Counter
 	dropped, cancelled, clockBehind    prometheus.Counter
 	flowWaits, placeWaits              prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
@@ -115,6 +119,7 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		released:    m.released.WithLabelValues(q),
 		leaseLost:   m.leaseLost.WithLabelValues(q),
 		stale:       m.stale.WithLabelValues(q),
+		unrecorded:  m.unrecorded.WithLabelValues(q),
 		dropped:     m.dropped.WithLabelValues(q),
 		cancelled:   m.cancelled.WithLabelValues(q),
 		clockBehind: m.clockBehind.WithLabelValues(q),

@@ -61,6 +61,7 @@ func (d *delivery) settle(herr error, urgent bool) error {
 		if err == nil || errors.Is(err, ErrStaleToken) || ctx.Err() != nil {
 			if err != nil && !errors.Is(err, ErrStaleToken) {
 				// The lease will expire and recovery will redeliver the task.
+				d.q.met.unrecorded.Inc()
 				d.log.Error("could not record delivery outcome; the task will be redelivered after its lease",
 					"task", d.sd.Task.ID, "queue", d.q.name, "error", err)
 			}

@@ -358,6 +358,41 @@ func testCutOff(t *testing.T, leaseAfter time.Duration) {
 	}
 }
 
+// TestUnrecordedOutcomeIsCounted: an ack that cannot reach Redis within
+// the settle timeout is counted in hourglass_worker_unrecorded_total (the
+// task is delivered again after its lease, and a test that counts repeated
+// starts needs to know why), and the task is indeed delivered again.
+func TestUnrecordedOutcomeIsCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 500 * time.Millisecond})
+	proxy := testenv.StartProxy(t, e.Redis.Addr)
+	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { wrdb.Close() })
+	var runs atomic.Int64
+	cut := make(chan struct{})
+	_, reg, _ := e.start(wrdb, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		if runs.Add(1) == 1 {
+			<-cut // finish while Redis is out of reach
+		}
+		return nil
+	})
+	e.enqueue("unrec", 0)
+	testenv.WaitFor(t, 10*time.Second, "first run started", func() (bool, string) { return runs.Load() == 1, fmt.Sprint(runs.Load()) })
+	proxy.Cut()
+	close(cut)
+	testenv.WaitFor(t, 3*opTimeout, "ack counted as unrecorded", func() (bool, string) {
+		n := counter(t, reg, "hourglass_worker_unrecorded_total")
+		return n == 1, fmt.Sprint(n)
+	})
+	if n := counter(t, reg, "hourglass_worker_acks_total"); n != 0 {
+		t.Fatalf("%v acks counted while Redis was cut off", n)
+	}
+	proxy.Restore()
+	testenv.WaitFor(t, 20*time.Second, "task delivered again and acked", func() (bool, string) {
+		return runs.Load() == 2 && counter(t, reg, "hourglass_worker_acks_total") == 1, fmt.Sprint(runs.Load())
+	})
+}
+
 // TestCrashBetweenPopAndLease: ids popped by a worker that dies before
 // leasing them are delivered again.
 func TestCrashBetweenPopAndLease(t *testing.T) {
