@@ -116,7 +116,7 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		return "", err
 	}
 	if err := phase("ack.lua", func(i int) error {
-		d, ok := shard.Popped(0, pops[i], time.Now(), 0)
+		d, ok := s.Popped(0, pops[i], time.Now(), 0)
 		if !ok {
 			return fmt.Errorf("entry %q", pops[i])
 		}
@@ -140,7 +140,7 @@ func scriptCosts(ctx context.Context, hg *hgSystem, n int) (string, error) {
 		return "", err
 	}
 	if err := phase("succeed.lua (ack with its result kept)", func(i int) error {
-		d, ok := shard.Popped(0, pops[i], time.Now(), 0)
+		d, ok := s.Popped(0, pops[i], time.Now(), 0)
 		if !ok {
 			return fmt.Errorf("entry %q", pops[i])
 		}

@@ -24,7 +24,7 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, s
 	refs := make([]string, 0, len(entries))
 	for _, e := range entries {
 		if fresh && q.opts.LeaseAfter > 0 {
-			if sd, ok := shard.Popped(sh, e, sent, q.opts.Lease); ok {
+			if sd, ok := w.deps.store.Popped(sh, e, sent, q.opts.Lease); ok {
 				run.start(ctx, newDelivery(w.deps, q, sd, sd.Leased))
 				continue
 			}

@@ -236,7 +236,7 @@ log:
 		Scheduler: config.SchedulerConfig{
 			ReplicaID: "sched-1", LeaseTTL: 10 * time.Second, ScanLimit: 1000, SafetyRecheck: time.Minute,
 			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond, IdleRecheck: 5 * time.Minute, FarBucket: time.Minute, FarLead: 15 * time.Second, Prefetch: scan.DefaultPrefetch,
-			ReshardRate: 5000, MisfireGrace: time.Minute, ReshardReadyAfter: time.Minute,
+			ReshardRate: 5000, MisfireGrace: time.Minute, ReshardReadyAfter: time.Minute, TaskEncoding: "auto",
 		},
 		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second, AckLinger: 0, RegistrationWait: time.Minute},
 		DLQ:    config.DLQConfig{MaxSize: 0, MaxAge: 24 * time.Hour},

@@ -63,6 +63,11 @@ type SchedulerConfig struct {
 	// waited this long (or of a paused queue) move to their new shard
 	// (docs/resharding.md); 0 never.
 	ReshardReadyAfter time.Duration `koanf:"reshard_ready_after"`
+	// TaskEncoding is the encoding enqueues write (shard.TaskEncoding):
+	// "auto" keeps the namespace's (version 2 for a namespace first
+	// registered by this version, else version 1), "2" turns version 2
+	// on once every process of the namespace reads it, "1" turns it off.
+	TaskEncoding string `koanf:"task_encoding"`
 }
 
 // The scheduler's defaults and limits are the libraries': election (the
@@ -81,6 +86,7 @@ func defaultScheduler() SchedulerConfig {
 		ReshardRate:       reshard.DefaultRate,
 		MisfireGrace:      fire.DefaultMisfireGrace,
 		ReshardReadyAfter: reshard.DefaultReadyAfter,
+		TaskEncoding:      shard.EncodingAuto.String(),
 	}
 }
 
@@ -97,6 +103,13 @@ func (v *validator) scheduler(s SchedulerConfig) {
 	if s.FarLead < minFarLead {
 		v.add("scheduler.far_lead", "must be at least %s (got %s)", minFarLead, s.FarLead)
 	}
+}
+
+// Encoding returns the task encoding the scheduler registers
+// (scheduler.task_encoding, checked by Settings' Allowed).
+func (c *Config) Encoding() shard.TaskEncoding {
+	e, _ := shard.ParseTaskEncoding(c.Scheduler.TaskEncoding)
+	return e
 }
 
 // ForMover returns the mover's settings (Logger and Metrics are the

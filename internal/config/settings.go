@@ -155,6 +155,8 @@ var settings = concat(
 		{Key: "scheduler.reshard_ready_after", Min: time.Duration(0), Zero: "ready tasks wait for workers",
 			Lib: []string{"reshard.ReadyAfter"},
 			Doc: "while the shard count changes, a ready task that waited this long for a worker (at once if its queue is paused) moves to its new shard, ready there, so that a queue nobody consumes cannot keep the change open (docs/resharding.md)"},
+		{Key: "scheduler.task_encoding", Allowed: []string{"auto", "1", "2"}, Zero: ZeroDefault,
+			Doc: "encoding of stored tasks: 2 (a 24-byte binary header naming the queue by number, 32 bytes a task less) or 1 (text with the queue's name); auto keeps the namespace's, 2 for one created by this version; set 2 on an older namespace once every process reading it runs this version (docs/operations.md)"},
 
 		{Key: "worker.shutdown_grace", Min: time.Duration(0), Zero: "running tasks are released at once",
 			Lib: []string{"worker.Config.ShutdownGrace"},

@@ -124,6 +124,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	s.store = shard.NewStore(s.rdb, l)
+	s.store.SetTaskEncoding(cfg.Encoding())
 	met := scan.NewMetrics(s.reg)
 	s.waker = scan.NewWaker(s.rdb, log, met)
 	mc := cfg.ForMover()

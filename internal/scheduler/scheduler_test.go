@@ -443,3 +443,33 @@ func TestSchedulesFromConfigAndRegistry(t *testing.T) {
 		return last("conf").After(confLast), fmt.Sprint(last("conf"))
 	})
 }
+
+// TestTaskEncodingFromConfig: scheduler.task_encoding reaches the
+// registration. A replica set to 1 keeps a new namespace on version 1
+// (auto would choose 2 there), so a task enqueued once it registered is
+// stored as text.
+func TestTaskEncodingFromConfig(t *testing.T) {
+	t.Parallel()
+	cfg, r, _ := replicaConfig(t, "encoding")
+	cfg.Scheduler.TaskEncoding = "1"
+	runReplica(t, cfg)
+	cli, err := client.New(r.RDB, client.Config{Namespace: cfg.Namespace, Shards: cfg.Shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx := testenv.Ctx(t, 30*time.Second)
+	var id string
+	testenv.WaitFor(t, 15*time.Second, "queue default registered", func() (bool, string) {
+		res, err := cli.Enqueue(tctx, client.Task{Queue: "default", Delay: time.Hour})
+		id = res.ID
+		return err == nil, fmt.Sprint(err)
+	})
+	l := r.Layout()
+	blob := r.RDB.HGet(tctx, l.Tasks(l.ShardOf(id)), id).Val()
+	if !strings.HasPrefix(blob, "1|default|") {
+		t.Fatalf("task stored as %q, want encoding version 1", blob)
+	}
+	if enc := r.RDB.HGet(tctx, l.Queues(0), "|encoding").Val(); enc != "1" {
+		t.Fatalf("namespace encoding %q, want 1", enc)
+	}
+}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -11,8 +12,15 @@ import (
 	"unicode/utf8"
 )
 
-// EncodingVersion is the version written in front of every stored task.
+// EncodingVersion is the version Encode writes (text: "1|queue|...").
+// enqueue.lua writes version 2 for a queue with an interned number
+// (RegisterQueues, TaskEncoding); Decode reads both.
 const EncodingVersion = 1
+
+// v2Header is the length of a version 2 header: byte 2, then the queue
+// number, attempts, max_retries, timeout_ms, due_ms and enqueued_ms,
+// big-endian, in 2, 2, 2, 5, 6 and 6 bytes.
+const v2Header = 24
 
 // MaxIDLen is the longest task id accepted.
 const MaxIDLen = 256
@@ -79,8 +87,51 @@ func Encode(t Task) []byte {
 	return append(b, t.Payload...)
 }
 
-// Decode parses a stored task. Errors wrap ErrUndecodable.
-func Decode(id string, blob []byte) (Task, error) {
+// EncodeV2 renders t in the stored format version 2 with queue number
+// qid (the queue's interned number, see TaskEncoding): the 24-byte
+// header, then the payload. The scripts write it; Go writes it in tests.
+func EncodeV2(t Task, qid uint16) []byte {
+	b := make([]byte, v2Header, v2Header+len(t.Payload))
+	b[0] = 2
+	binary.BigEndian.PutUint16(b[1:], qid)
+	binary.BigEndian.PutUint16(b[3:], uint16(t.Attempts))
+	binary.BigEndian.PutUint16(b[5:], uint16(t.MaxRetries))
+	putUint(b[7:12], uint64(t.Timeout.Milliseconds()))
+	putUint(b[12:18], uint64(t.Due.UnixMilli()))
+	putUint(b[18:24], uint64(t.Enqueued.UnixMilli()))
+	return append(b, t.Payload...)
+}
+
+func putUint(b []byte, v uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+}
+
+func getUint(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// Decode parses a stored task of version 1. Errors wrap ErrUndecodable;
+// version 2 data, whose queue is a number, needs DecodeWith.
+func Decode(id string, blob []byte) (Task, error) { return DecodeWith(id, blob, nil) }
+
+// QueueNameFunc returns the name of the queue with interned number qid,
+// and whether there is one.
+type QueueNameFunc func(qid uint16) (string, bool)
+
+// DecodeWith parses a stored task of version 1 or 2, reading the queue
+// of version 2 data through names (nil: version 2 is undecodable).
+// Errors wrap ErrUndecodable.
+func DecodeWith(id string, blob []byte, names QueueNameFunc) (Task, error) {
+	if len(blob) > 0 && blob[0] == 2 {
+		return decodeV2(id, blob, names)
+	}
 	var f [7][]byte
 	rest := blob
 	for i := range f {
@@ -113,5 +164,30 @@ func Decode(id string, blob []byte) (Task, error) {
 		Due:        time.UnixMilli(n[3]),
 		Enqueued:   time.UnixMilli(n[4]),
 		Payload:    rest,
+	}, nil
+}
+
+func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
+	if len(blob) < v2Header {
+		return Task{}, fmt.Errorf("%w: %q: version 2 header of %d bytes, want %d", ErrUndecodable, id, len(blob), v2Header)
+	}
+	qid := binary.BigEndian.Uint16(blob[1:])
+	var q string
+	ok := false
+	if names != nil {
+		q, ok = names(qid)
+	}
+	if !ok {
+		return Task{}, fmt.Errorf("%w: %q: unknown queue number %d", ErrUndecodable, id, qid)
+	}
+	return Task{
+		ID:         id,
+		Queue:      q,
+		Attempts:   int(binary.BigEndian.Uint16(blob[3:])),
+		MaxRetries: int(binary.BigEndian.Uint16(blob[5:])),
+		Timeout:    time.Duration(getUint(blob[7:12])) * time.Millisecond,
+		Due:        time.UnixMilli(int64(getUint(blob[12:18]))),
+		Enqueued:   time.UnixMilli(int64(getUint(blob[18:24]))),
+		Payload:    blob[v2Header:],
 	}, nil
 }

@@ -101,6 +101,10 @@ type confTopology struct {
 	name    string
 	rdb     redis.UniversalClient
 	cluster bool
+	// encoding is the task encoding the cases' namespaces register:
+	// Sentinel's run version 1, the others version 2, so that the cases
+	// check the scripts on both.
+	encoding TaskEncoding
 
 	mu      sync.Mutex
 	next    int
@@ -116,7 +120,7 @@ func startStandalone(t *testing.T) *confTopology {
 }
 
 func startSentinel(t *testing.T) *confTopology {
-	return &confTopology{name: "sentinel", rdb: testenv.StartSentinel(t).FailoverClient(t)}
+	return &confTopology{name: "sentinel", rdb: testenv.StartSentinel(t).FailoverClient(t), encoding: EncodingText}
 }
 
 func startCluster(t *testing.T) *confTopology {
@@ -211,6 +215,7 @@ func newConfFixture(t *testing.T, top *confTopology, state confState, prepare fu
 	f := &confFixture{t: t, ctx: testenv.Ctx(t, time.Minute), top: top, state: state, rdb: top.rdb,
 		l0: l, sh: confShard, id: map[string]string{}, d: map[string]Delivery{}}
 	f.s = NewStore(top.rdb, l)
+	f.s.SetTaskEncoding(top.encoding)
 	if err := f.s.RegisterQueues(f.ctx, map[string]QueuePolicy{
 		"q1": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
 		// q2 keeps records of its ended tasks (lib.lua's record_end).
@@ -277,7 +282,7 @@ func (f *confFixture) popOne(id string) Delivery {
 	if err != nil {
 		f.t.Fatalf("seed: pop %s: %v", id, err)
 	}
-	d, ok := Popped(f.sh, e, time.Now(), 0)
+	d, ok := f.s.Popped(f.sh, e, time.Now(), 0)
 	if !ok || d.Task.ID != id {
 		f.t.Fatalf("seed: popped %q, want %s", e, id)
 	}
@@ -596,7 +601,7 @@ func (f *confFixture) checkCounts(sh int) {
 	pending := map[string]map[string]bool{}
 	want := map[string]int64{}
 	for id, blob := range blobs {
-		q := blobQueue(blob)
+		q := blobQueue(f.s, blob)
 		if pending[q] == nil {
 			pending[q] = in(k.Pending(sh, q))
 		}

@@ -844,7 +844,7 @@ var conformanceCases = []confCase{
 				t.Errorf("replace the ready task: %+v, %v", r, err)
 			}
 			e := f.rdb.LIndex(f.ctx, f.l0.Ready(f.sh, "q1"), 0).Val()
-			d, ok := Popped(f.sh, e, time.Now(), 0)
+			d, ok := f.s.Popped(f.sh, e, time.Now(), 0)
 			if !ok || d.Task.ID != ready || string(d.Task.Payload) != "new" || !strings.HasPrefix(e, strings.SplitN(entry, "|", 2)[0]+"|") {
 				t.Errorf("the ready entry after the replace: %q (was %q), want the same place with the new payload", e, entry)
 			}
@@ -1138,7 +1138,7 @@ var conformanceCases = []confCase{
 					t.Errorf("[%s] %s: %s not listed", pBehaviour, what, id)
 					return
 				}
-				d, err := Decode(id, []byte(es[i].Blob))
+				d, err := DecodeWith(id, []byte(es[i].Blob), f.s.queueName)
 				if err != nil || d.Queue == "" || len(d.Payload) != PagePreview || es[i].PayloadSize != 1000 {
 					t.Errorf("[%s] %s: %s with %d payload bytes of %d (%v), want %d of 1000", pBehaviour, what, id, len(d.Payload), es[i].PayloadSize, err, PagePreview)
 				}
@@ -1209,7 +1209,7 @@ var conformanceCases = []confCase{
 			if err != nil || r.Key != f.l0.Ready(f.sh, "q1") || len(r.Entries) != 1 || len(r.NonLocal)+len(r.Failed) != 0 {
 				t.Fatalf("pop: %+v, %v; want the ready task's entry", r, err)
 			}
-			if d, ok := Popped(f.sh, r.Entries[0], time.Now(), 0); !ok || d.Task.ID != f.id["ready"] {
+			if d, ok := f.s.Popped(f.sh, r.Entries[0], time.Now(), 0); !ok || d.Task.ID != f.id["ready"] {
 				t.Errorf("popped %q, want the ready task", r.Entries[0])
 			}
 		}},

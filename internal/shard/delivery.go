@@ -133,7 +133,7 @@ func parsePopNode(v []any) (PopNodeResult, error) {
 // at the earliest (a reply read late, by a paused process, says nothing
 // about when Redis popped it). Deadline is Leased plus lease, or the
 // task's timeout when lease is not positive.
-func Popped(sh int, entry string, poppedAt time.Time, lease time.Duration) (Delivery, bool) {
+func (s *Store) Popped(sh int, entry string, poppedAt time.Time, lease time.Duration) (Delivery, bool) {
 	seq, rest, ok := strings.Cut(entry, "|")
 	if _, err := strconv.ParseUint(seq, 10, 64); !ok || err != nil {
 		return Delivery{}, false
@@ -142,7 +142,7 @@ func Popped(sh int, entry string, poppedAt time.Time, lease time.Duration) (Deli
 	if !ok || !ValidStoredID(id) {
 		return Delivery{}, false
 	}
-	t, err := Decode(id, []byte(blob))
+	t, err := s.Decode(id, []byte(blob))
 	if err != nil {
 		return Delivery{}, false
 	}
@@ -223,7 +223,7 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		// The script read only the lease's fields; Go's decoder may still
 		// refuse the rest (a newer encoding, a number out of range):
 		// report, don't drop.
-		if d.Task, d.DecodeErr = Decode(id, []byte(blob)); d.DecodeErr != nil {
+		if d.Task, d.DecodeErr = s.Decode(id, []byte(blob)); d.DecodeErr != nil {
 			d.Task = Task{ID: id, Queue: queue}
 		}
 		out = append(out, d)

@@ -376,7 +376,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 		t.Helper()
 		id := readyTask(t, s, 0, prefix, "default", retries)
 		sh, e := popEntry(t, s, "default")
-		d, ok := Popped(sh, e, time.Now(), 0)
+		d, ok := s.Popped(sh, e, time.Now(), 0)
 		if !ok || d.Task.ID != id || string(d.Task.Payload) != "p-"+id || !d.Unleased ||
 			d.Deadline.Sub(d.Leased) != 30*time.Second || e != d.Token+"|"+id+"|"+rdb.HGet(ctx, s.k.Tasks(0), id).Val() {
 			t.Fatalf("Popped(%q) = %+v, %v", e, d, ok)
@@ -444,7 +444,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, e := popEntry(t, s, "default")
-	d2, ok := Popped(0, e, time.Now(), time.Second)
+	d2, ok := s.Popped(0, e, time.Now(), time.Second)
 	if !ok || d2.Task.ID != id || d2.Token == d.Token || d2.Deadline.Sub(d2.Leased) != time.Second {
 		t.Fatalf("released task popped again: %+v %v", d2, ok)
 	}
@@ -457,7 +457,7 @@ func TestUnleasedDeliveries(t *testing.T) {
 
 	// Entries Popped cannot use are left to Claim.
 	for _, e := range []string{"", "7", "7|x", "x|y|1|default|0|0|5|1|1|p", "7|x|zzz", "7|a|b|1|default", "7||1|default|0|0|5|1|1|p"} {
-		if d, ok := Popped(0, e, time.Now(), 0); ok {
+		if d, ok := s.Popped(0, e, time.Now(), 0); ok {
 			t.Errorf("Popped(%q) = %+v", e, d)
 		}
 	}
@@ -572,7 +572,7 @@ func TestBatchesBeyondChunk(t *testing.T) {
 
 	// Run before a lease: acked by entry number through the pending set.
 	for i, e := range readyAll("u") {
-		d, ok := Popped(0, e, time.Now(), 0)
+		d, ok := s.Popped(0, e, time.Now(), 0)
 		if !ok {
 			t.Fatalf("entry %q", e)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -327,6 +328,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	if err != nil {
 		return errtext.Errorf("read the queues to register: %w", err)
 	}
+	maps.DeleteFunc(reg, func(f, _ string) bool { return namespaceField(f) })
 	if len(reg) == 0 {
 		return nil
 	}

@@ -69,8 +69,8 @@ type Entry struct {
 	Score int64
 	Blob  string
 	// PayloadSize is the length of the whole payload in bytes; -1 when
-	// there is no data or it is not the version 1 encoding (Blob then
-	// holds its first 1024 bytes).
+	// there is no data or it is in neither encoding (Blob then holds
+	// its first 1024 bytes).
 	PayloadSize int64
 	DeadInfo    string
 	LastError   string
@@ -78,6 +78,9 @@ type Entry struct {
 	// BadScore is set for a delayed-set entry whose score is not a due
 	// time (ValidDue); Score is then 0.
 	BadScore bool
+	// names reads interned queue names (task data version 2): the
+	// store's that listed the entry.
+	names QueueNameFunc
 }
 
 // PageSet returns the entries of one of shard sh's sorted sets after cur
@@ -101,7 +104,7 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	out := make([]Entry, 0, (len(v)-3)/6)
 	for i := 3; i < len(v); i += 6 {
 		size, _ := v[i+3].(int64)
-		e := Entry{ID: str(v[i]), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])}
+		e := Entry{names: s.queueName, ID: str(v[i]), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])}
 		if score, err := strconv.ParseFloat(str(v[i+1]), 64); err != nil || !ValidDue(score) {
 			e.BadScore = kind == SetDelayed
 		} else {
@@ -150,7 +153,7 @@ func (s *Store) PageFar(ctx context.Context, sh int, cur FarCursor, limit int, q
 	out := make([]Entry, 0, (len(v)-4)/4)
 	for i := 4; i < len(v); i += 4 {
 		size, _ := v[i+2].(int64)
-		out = append(out, Entry{ID: str(v[i]), Blob: str(v[i+1]), PayloadSize: size, LastError: str(v[i+3])})
+		out = append(out, Entry{names: s.queueName, ID: str(v[i]), Blob: str(v[i+1]), PayloadSize: size, LastError: str(v[i+3])})
 	}
 	return out, next, v[3] == int64(1), nil
 }
@@ -184,7 +187,7 @@ func (s *Store) PageReady(ctx context.Context, sh int, queue string, cur ReadyCu
 	for i := 3; i < len(v); i += 5 {
 		seq, _ := v[i+1].(int64)
 		size, _ := v[i+3].(int64)
-		out = append(out, Entry{ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), PayloadSize: size, LastError: str(v[i+4])})
+		out = append(out, Entry{names: s.queueName, ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), PayloadSize: size, LastError: str(v[i+4])})
 	}
 	return out, next, v[2] == int64(1), nil
 }

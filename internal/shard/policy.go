@@ -181,18 +181,36 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 	// being emptied keep what they had and are deleted at the end.
 	l := s.Layout()
 	marker := markerValue(l)
+	names := make([]string, 0, len(policies))
+	for q, p := range policies {
+		if !ValidQueue(q) {
+			return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, q)
+		}
+		if err := p.Retention.Validate(); err != nil {
+			return fmt.Errorf("queue %q: %w", q, err)
+		}
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	// The encoding first: "auto" reads whether shard 0 was registered
+	// before, which the writes below would change.
+	enc, ids, err := s.internQueues(ctx, names)
+	if err != nil {
+		return err
+	}
 	pipe := s.rdb.Pipeline()
 	for sh := 0; sh < l.Shards(); sh++ {
-		vals := make([]any, 0, 4*len(policies))
+		vals := make([]any, 0, 8*len(policies))
 		var unkept []string
 		for q, p := range policies {
-			if !ValidQueue(q) {
-				return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, q)
-			}
-			if err := p.Retention.Validate(); err != nil {
-				return fmt.Errorf("queue %q: %w", q, err)
-			}
 			vals = append(vals, q, p.encode())
+			if enc == EncodingCompact {
+				// One HSET with the policy: a shard never has the
+				// number without its name.
+				vals = append(vals, queueNamePrefix+ids[q], q, queueIDPrefix+q, ids[q])
+			} else {
+				unkept = append(unkept, queueIDPrefix+q)
+			}
 			if p.Retention.Age > 0 {
 				vals = append(vals, keepField(q), p.Retention.spec())
 			} else {

@@ -97,7 +97,7 @@ func TestReadyAnnouncements(t *testing.T) {
 	if err != nil || len(entries) != 3 {
 		t.Fatalf("pop: %v, %v", entries, err)
 	}
-	d, ok := Popped(0, entries[0], time.Now(), time.Minute)
+	d, ok := s.Popped(0, entries[0], time.Now(), time.Minute)
 	if !ok {
 		t.Fatalf("entry %q", entries[0])
 	}

@@ -45,7 +45,7 @@ func TestMoveAhead(t *testing.T) {
 		t.Fatalf("ready list %v, want 2 entries", ready)
 	}
 	for i, e := range ready {
-		d, ok := Popped(sh, e, time.Now(), time.Second)
+		d, ok := s.Popped(sh, e, time.Now(), time.Second)
 		if !ok || d.Task.ID != ids[i] {
 			t.Fatalf("ready entry %d is %q, want %s (due order)", i, e, ids[i])
 		}

@@ -243,7 +243,7 @@ func placesOf(t *testing.T, ctx context.Context, rdb redis.UniversalClient, l La
 			out = append(out, h.name)
 		}
 	}
-	if q := blobQueue(blob); q != "" {
+	if q := blobQueue(NewStore(rdb, l), blob); q != "" {
 		if _, err := rdb.ZScore(ctx, l.Pending(sh, q), id).Result(); err == nil {
 			out = append(out, "pending")
 		}

@@ -205,7 +205,7 @@ func TestExportFarTierTask(t *testing.T) {
 		entries := rdb.LRange(ctx, l.Ready(sh, "default"), 0, -1).Val()
 		var ids []string
 		for _, e := range entries {
-			if d, ok := Popped(sh, e, time.Now(), 0); ok {
+			if d, ok := s.Popped(sh, e, time.Now(), 0); ok {
 				ids = append(ids, d.Task.ID)
 			}
 		}

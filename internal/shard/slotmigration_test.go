@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -372,7 +373,7 @@ func (f *migFixture) seed(t *testing.T, ctx context.Context, o migSeed) {
 			t.Fatalf("pop %v: %v, %v", roles, entries, err)
 		}
 		for i, e := range entries {
-			d, ok := Popped(sh, e, time.Now(), 0)
+			d, ok := f.s.Popped(sh, e, time.Now(), 0)
 			if !ok || d.Task.ID != f.id[roles[i]] {
 				t.Fatalf("popped %q, want %s", e, roles[i])
 			}
@@ -584,7 +585,7 @@ func (f *migFixture) checkNoneLost(t *testing.T, ctx context.Context) {
 				places = append(places, set)
 			}
 		}
-		if q := blobQueue(blobs[id]); q != "" {
+		if q := blobQueue(f.s, blobs[id]); q != "" {
 			if _, err := f.cc.ZScore(ctx, f.key("pending:"+q), id).Result(); err == nil {
 				places = append(places, "pending:"+q)
 			}
@@ -599,7 +600,11 @@ func (f *migFixture) checkNoneLost(t *testing.T, ctx context.Context) {
 }
 
 // blobQueue returns the queue of encoded task data.
-func blobQueue(blob string) string {
+func blobQueue(s *Store, blob string) string {
+	if len(blob) >= v2Header && blob[0] == 2 {
+		q, _ := s.queueName(binary.BigEndian.Uint16([]byte(blob[1:3])))
+		return q
+	}
 	parts := strings.SplitN(blob, "|", 3)
 	if len(parts) < 3 || parts[0] != "1" {
 		return ""

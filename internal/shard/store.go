@@ -27,6 +27,11 @@ type Store struct {
 	// the store (WithDurability).
 	follower *atomic.Pointer[Follower]
 	wait     Durability
+	// names caches interned queue names (task data version 2), shared
+	// by the copies of the store; encoding is what RegisterQueues asks
+	// for (SetTaskEncoding).
+	names    *queueNames
+	encoding TaskEncoding
 }
 
 // Durability asks Redis to confirm that the enqueues of a call, stored or
@@ -74,7 +79,7 @@ func (s *Store) WithDurability(d Durability) *Store {
 
 // NewStore returns a Store for layout l on rdb.
 func NewStore(rdb redis.UniversalClient, l Layout) *Store {
-	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower])}
+	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower]), names: &queueNames{}}
 	s.cur.Store(&l)
 	return s
 }

@@ -33,7 +33,7 @@ func (e Entry) View(state string, sh int) hourglass.TaskInfo {
 	if e.Blob == "" {
 		r.decodeErr = noData(e.ID)
 	} else {
-		r.data, r.decodeErr = Decode(e.ID, []byte(e.Blob))
+		r.data, r.decodeErr = DecodeWith(e.ID, []byte(e.Blob), e.names)
 	}
 	return view(r)
 }

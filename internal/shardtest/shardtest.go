@@ -206,7 +206,7 @@ func (e *Env) Popped(queue, prefix string, n int) []shard.Delivery {
 		}
 		sh, _, _ := e.Layout().ParseReady(key)
 		for _, entry := range entries {
-			d, ok := shard.Popped(sh, entry, time.Now(), 0)
+			d, ok := e.Store.Popped(sh, entry, time.Now(), 0)
 			if !ok {
 				e.T.Fatalf("shardtest: unusable ready entry %q", entry)
 			}

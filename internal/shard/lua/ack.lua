@@ -25,6 +25,7 @@
 -- One delivery, the usual call under a steady load: lib.lua's
 -- end_delivery makes the same checks as the batch code below, for one id,
 -- without building the batch tables.
+local qn = queue_names(KEYS[1])
 if #ARGV == 4 then
   local pk = ARGV[4] ~= "" and ARGV[1] .. ARGV[4] or nil
   if pk then
@@ -36,7 +37,7 @@ if #ARGV == 4 then
     return {0}
   end
   if ended == "lease" then
-    count(KEYS[5], "l", blob_queue(redis.call("HGET", KEYS[1], ARGV[2])), -1)
+    count(KEYS[5], "l", blob_queue(redis.call("HGET", KEYS[1], ARGV[2]), qn), -1)
   end
   redis.call("HDEL", KEYS[1], ARGV[2])
   redis.call("HDEL", KEYS[4], ARGV[2])
@@ -95,7 +96,7 @@ if #held > 0 then
   bulk("HDEL", KEYS[3], held)
   local byq = {}
   for _, blob in ipairs(bulk_read("HMGET", KEYS[1], held)) do
-    local q = blob_queue(blob or nil)
+    local q = blob_queue(blob or nil, qn)
     byq[q] = (byq[q] or 0) + 1
   end
   for q, c in pairs(byq) do count(KEYS[5], "l", q, -c) end

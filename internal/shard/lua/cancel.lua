@@ -52,6 +52,7 @@
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
 -- being migrated and the task's ready list or pending set is not on this
 -- node.
+local qn = queue_names(KEYS[2])
 local id = ARGV[1]
 if string.find(id, "|", 1, true) then
   return redis.error_reply("cancel: invalid task id")
@@ -83,7 +84,7 @@ end
 local running = ARGV[4] == "running"
 
 -- keep is the queue's record retention, when a record may be written.
-local queue = blob_queue(blob)
+local queue = blob_queue(blob, qn)
 if running then
   local moving = served_here(KEYS[1], {ARGV[11]})
   if moving then return moving end
@@ -134,7 +135,7 @@ elseif redis.call("ZREM", KEYS[4], id) == 1 then
   redis.call("HDEL", KEYS[5], id)
   state = "dead"
 else
-  local task = decode(blob)
+  local task = decode(blob, qn)
   if task then
     -- Nothing is written yet (both ZREMs removed nothing): check the
     -- queue's lists, not in KEYS, first.

@@ -52,6 +52,7 @@
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
 -- being migrated and the task's ready list or pending set is not on this
 -- node.
+local qn = queue_names(KEYS[2])
 local id = ARGV[1]
 if id == "" or string.find(id, "|", 1, true) then
   return {-3, "invalid task id", 0}
@@ -60,7 +61,7 @@ local blob = redis.call("HGET", KEYS[2], id)
 if not blob then return {0, "", 0} end
 if redis.call("ZSCORE", KEYS[3], id) then return {-1, "active", 0} end
 if redis.call("ZSCORE", KEYS[4], id) then return {-2, "dead", 0} end
-local t, why = decode(blob)
+local t, why = decode(blob, qn)
 if not t then return {-3, why, 0} end
 
 local due = t.due

@@ -21,6 +21,7 @@
 -- version 1 header (lib.lua's header) is buried with decode's reason. Returns {now, id_1, token_1, deadline_1, blob_1,
 -- id_2, ...} for the leased ids only; token_i is the entry's sequence
 -- number (a string), deadline_i unix ms.
+local qn = queue_names(KEYS[1])
 local now = now_ms()
 local out = {now}
 
@@ -77,7 +78,7 @@ for i, id in ipairs(live) do
   local blob = blobs[i]
   -- The header is read here (the lease needs its timeout); the worker
   -- decodes the rest and dead-letters a payload it cannot read.
-  local _, _, _, to = header(blob)
+  local _, _, _, to = header(blob, qn)
   if to then
     local token = live_seq[i]
     local deadline = now + (fixed or tonumber(to))
@@ -89,11 +90,11 @@ for i, id in ipairs(live) do
     out[#out + 1] = token
     out[#out + 1] = deadline
     out[#out + 1] = blob
-    local q = blob_queue(blob)
+    local q = blob_queue(blob, qn)
     leased[q] = (leased[q] or 0) + 1
   else
-    local _, why = decode(blob or nil)
-    bury(KEYS[5], KEYS[6], id, now, why or "undecodable task data", "", KEYS[7], blob_queue(blob or nil))
+    local _, why = decode(blob or nil, qn)
+    bury(KEYS[5], KEYS[6], id, now, why or "undecodable task data", "", KEYS[7], blob_queue(blob or nil, qn))
   end
 end
 for q, n in pairs(leased) do count(KEYS[7], "l", q, n) end

@@ -26,14 +26,15 @@
 -- Returns {examined, acted, skipped, next_score, next_member, done}; for
 -- one id {1, 1, 0, "", "", 1} when done, {0, 0, 0, "", "", 1} when the id
 -- is not dead, {1, 0, 1, "", "", 1} when it cannot be replayed.
+local qn = queue_names(KEYS[3])
 local now = now_ms()
 local due = tonumber(ARGV[3]) or now
 local acted, skipped, earliest = 0, 0, nil
 
 local function act(id, blob)
-  local queue = blob_queue(blob)
+  local queue = blob_queue(blob, qn)
   if ARGV[1] == "replay" then
-    local task = decode(blob)
+    local task = decode(blob, qn)
     if not task then
       skipped = skipped + 1
       return
@@ -74,7 +75,7 @@ if #ids > 0 then
   local blobs = redis.call("HMGET", KEYS[3], unpack(ids))
   local infos = redis.call("HMGET", KEYS[2], unpack(ids))
   for i, id in ipairs(ids) do
-    if dead_match(blobs[i] or nil, infos[i] or nil, ARGV[8], ARGV[11], ARGV[12]) then
+    if dead_match(blobs[i] or nil, infos[i] or nil, ARGV[8], ARGV[11], ARGV[12], qn) then
       act(id, blobs[i] or nil)
     end
   end

@@ -56,7 +56,8 @@ for _, q in ipairs(names) do
   local oldest = -1
   if ready > 0 then
     local head = redis.call("LINDEX", ARGV[1] .. q, 0) or ""
-    oldest = tonumber(string.match(head, "^%d+|[^|]+|1|[^|]+|%d+|%d+|%d+|(%d+)|") or "-1")
+    local _, _, _, _, due = header(string.match(head, "^%d+|[^|]+|(.*)$"), queue_names(KEYS[2]))
+    oldest = tonumber(due or "-1")
   end
   local popped = redis.call("ZCARD", ARGV[2] .. q) - ready
   if popped < 0 then popped = 0 end

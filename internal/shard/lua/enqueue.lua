@@ -9,7 +9,10 @@
 -- KEYS[2] tasks    HASH  task id -> encoded task (see docs/protocol.md)
 -- KEYS[3] queues   HASH  queue name -> policy, "max_retries|timeout_ms|max_payload|..."
 --                        (further fields are for retries; see docs/protocol.md);
---                        field "|far" = "bucket_ms|lead_ms" turns the far tier on
+--                        field "|far" = "bucket_ms|lead_ms" turns the far tier on;
+--                        field "|id|<queue>" = the queue's number: tasks of a
+--                        queue with one are written in encoding version 2
+--                        (docs/protocol.md, "Task data"), else version 1
 -- KEYS[4] far      ZSET  optional (without it every task goes to KEYS[1]):
 --                        far-tier buckets, bucket start ms -> promotion time;
 --                        bucket b's entries "id|enqueued_ms" are in the LIST
@@ -105,13 +108,52 @@ local function served_here(anchor, keys)
   return nil
 end
 
--- header reads the fields of encoded task data (version 1) as text:
--- queue, attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
+-- queue_names returns the memo that header, decode and blob_queue read
+-- interned queue names through (task data version 2): key is any key of
+-- the shard, whose hash tag names the shard's queues hash. A script makes
+-- one per call and passes it along; each name is read once per call.
+local function queue_names(key)
+  return {key = (string.match(key, "^{[^}]*}") or "") .. ":queues"}
+end
+
+-- queue_name returns the name of queue number qid from the shard's queues
+-- hash (field "|q|<qid>", written by the registration that interned the
+-- queue), or nil when the shard has no queue of that number (the data is
+-- corrupt). A queues hash missing from this node (it exists in every
+-- registered shard) means the shard's slot is being migrated and the
+-- hash has not arrived yet, or has left: the call fails with TRYAGAIN,
+-- before it wrote anything (scripts read their task data before they
+-- write), and the caller retries it.
+local function queue_name(qn, qid)
+  local n = qn[qid]
+  if n == nil then
+    local r = redis.pcall("HGET", qn.key, "|q|" .. qid)
+    if type(r) == "table" and r.err or not r and redis.pcall("EXISTS", qn.key) ~= 1 then
+      error({err = "TRYAGAIN the queues of this shard are being migrated between cluster nodes; nothing was written"})
+    end
+    n = r or false
+    qn[qid] = n
+  end
+  return n or nil
+end
+
+-- header reads the fields of encoded task data (version 1 or 2, the
+-- queue of version 2 read through qn, see queue_names) as text: queue,
+-- attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
 -- position of the payload; nil when blob (may be nil or false) is not
 -- such data. The scripts read task data through it, decode and
--- blob_queue, so that another encoding is read in one place.
-local function header(blob)
-  return string.match(blob or "", "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+-- blob_queue, so that the encodings are read in one place.
+local function header(blob, qn)
+  if not blob then return nil end
+  if string.byte(blob, 1) == 2 then
+    if #blob < 24 then return nil end
+    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
+    local q = queue_name(qn, qid)
+    if not q then return nil end
+    return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
+      string.format("%d", due), string.format("%d", enq), 25
+  end
+  return string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
 end
 -- @lib: end
 
@@ -263,15 +305,22 @@ end
 -- for an unknown or removed queue (its policy is "drain|..."), else a
 -- table with the defaults (as written) and max_payload (as written and as
 -- a number); max_payload is nil when the policy is corrupt.
+--
+-- The queue's interned number (field "|id|<queue>", set by the
+-- registration once every process of the namespace reads task data
+-- version 2) is read with it: with one, tasks are written in version 2.
 local policies = {}
 local function policy(queue)
   local p = policies[queue]
   if p == nil then
-    local text = redis.call("HGET", KEYS[3], queue)
+    local reg = redis.call("HMGET", KEYS[3], queue, "|id|" .. queue)
+    local text = reg[1]
     p = false
     if text and string.sub(text, 1, 6) ~= "drain|" then
       local r, t, m = string.match(text, "^(%d+)|(%d+)|(%d+)")
-      p = {retries = r, timeout = t, max_payload = m, max_len = tonumber(m)}
+      local qid = tonumber(reg[2])
+      if qid and (qid < 1 or qid > 65535 or qid ~= math.floor(qid)) then qid = nil end
+      p = {retries = r, timeout = t, max_payload = m, max_len = tonumber(m), qid = qid}
     end
     policies[queue] = p
   end
@@ -311,7 +360,7 @@ local function enqueue(i)
   if live[id] then
     local score = tonumber(redis.call("ZSCORE", KEYS[1], id))
     if not score then -- in the far tier, or ready, running or dead
-      local _, _, _, _, d = header(redis.call("HGET", KEYS[2], id))
+      local _, _, _, _, d = header(redis.call("HGET", KEYS[2], id), queue_names(KEYS[2]))
       d = tonumber(d)
       if d and d > now then score = d end
     end
@@ -319,11 +368,19 @@ local function enqueue(i)
     return 0, -1, "ready"
   end
   taken[id] = due
-  -- Encoded task, version 1:
-  -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
   new_tasks[#new_tasks + 1] = id
-  new_tasks[#new_tasks + 1] = "1|" .. queue .. "|0|" .. retries .. "|" ..
-      timeout .. "|" .. due_s .. enq_tail .. payload
+  if p.qid then
+    -- Version 2: byte 2, then queue number, attempts, max_retries,
+    -- timeout_ms, due_ms and enqueued_ms, big-endian (2, 2, 2, 5, 6 and 6
+    -- bytes), then the payload.
+    new_tasks[#new_tasks + 1] = "\2" .. struct.pack(">I2I2I2I5I6I6", p.qid, 0,
+      tonumber(retries), tonumber(timeout), due, now) .. payload
+  else
+    -- Version 1:
+    -- 1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
+    new_tasks[#new_tasks + 1] = "1|" .. queue .. "|0|" .. retries .. "|" ..
+        timeout .. "|" .. due_s .. enq_tail .. payload
+  end
   stored[queue] = (stored[queue] or 0) + 1
   local b = buckets[i + 1]
   if b then

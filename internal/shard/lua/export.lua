@@ -40,6 +40,7 @@
 -- for a task that stays:
 -- why is "l" leased, "r" ready or popped (pending), "m" due within the
 -- margin.
+local qn = queue_names(KEYS[2])
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
 if not ok then return {-10, stored} end
 if redis.call("GET", KEYS[11]) ~= ARGV[4] then return {-11, 0} end
@@ -51,7 +52,7 @@ local blobs = {}
 for i = 5, #ARGV do
   local blob = redis.call("HGET", KEYS[2], ARGV[i])
   blobs[i] = blob or false
-  local q = blob and blob_queue(blob)
+  local q = blob and blob_queue(blob, qn)
   if q and q ~= "" then pending[#pending + 1] = ARGV[3] .. q end
 end
 local moving = served_here(KEYS[1], pending)
@@ -61,7 +62,7 @@ local out = {1}
 for i = 5, #ARGV do
   local id, blob = ARGV[i], blobs[i]
   local res = "sl"
-  local q = blob and blob_queue(blob) or ""
+  local q = blob and blob_queue(blob, qn) or ""
   if not blob then
     res = ""
     local buried = tonumber(redis.call("ZSCORE", KEYS[4], id))
@@ -102,7 +103,7 @@ for i = 5, #ARGV do
         -- entry stays; the promotion drops it, the data being gone.
         -- Its due time is in its data: due within the margin, it stays
         -- as a task of the delayed set does.
-        local t = decode(blob)
+        local t = decode(blob, qn)
         if not t or t.due >= now + margin then
           kind, score = "f", 0
         else

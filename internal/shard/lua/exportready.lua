@@ -32,6 +32,7 @@
 -- an entry left (moved or popped meanwhile). Ready tasks are not in the
 -- counts hash, so the counts do not change here; import.lua counts the
 -- task scheduled in its new shard.
+local qn = queue_names(KEYS[3])
 local ok, stored = fence(KEYS[6], KEYS[7], ARGV[1])
 if not ok then return {-10, stored} end
 if redis.call("GET", KEYS[8]) ~= ARGV[2] then return {-11, 0} end
@@ -51,7 +52,7 @@ for i = 3, #ARGV, 2 do
       local last = redis.call("HGET", KEYS[4], id) or ""
       redis.call("HDEL", KEYS[3], id)
       redis.call("HDEL", KEYS[4], id)
-      local t = decode(blob)
+      local t = decode(blob, qn)
       res = cmsgpack.pack({"d", t and t.due or now, blob, "", last})
       redis.call("HSET", KEYS[5], id, res)
       taken = taken + 1

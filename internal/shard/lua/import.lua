@@ -30,6 +30,7 @@
 --
 -- Returns {imported, skipped}, or {-11, 0} when the marker is not ARGV[2]
 -- (nothing written).
+local qn = queue_names(KEYS[2])
 if redis.call("GET", KEYS[10]) ~= ARGV[2] then return {-11, 0} end
 local now = now_ms()
 local far = nil
@@ -44,8 +45,8 @@ for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local e = cmsgpack.unpack(ARGV[i + 1])
   local p = {id = id, kind = e[1], score = tonumber(e[2]), blob = e[3], info = e[4], last = e[5]}
-  local t = decode(p.blob)
-  p.queue = blob_queue(p.blob)
+  local t = decode(p.blob, qn)
+  p.queue = blob_queue(p.blob, qn)
   if p.kind == "f" or p.kind == "d" then
     p.due = t and t.due or now
     if far and t and p.due - now > 1000 then

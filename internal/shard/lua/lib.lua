@@ -49,16 +49,59 @@ local function served_here(anchor, keys)
   return nil
 end
 
--- decode parses an encoded task (version 1). It returns nil and a reason
--- when blob is not a valid encoding.
+-- queue_names returns the memo that header, decode and blob_queue read
+-- interned queue names through (task data version 2): key is any key of
+-- the shard, whose hash tag names the shard's queues hash. A script makes
+-- one per call and passes it along; each name is read once per call.
+local function queue_names(key)
+  return {key = (string.match(key, "^{[^}]*}") or "") .. ":queues"}
+end
+
+-- queue_name returns the name of queue number qid from the shard's queues
+-- hash (field "|q|<qid>", written by the registration that interned the
+-- queue), or nil when the shard has no queue of that number (the data is
+-- corrupt). A queues hash missing from this node (it exists in every
+-- registered shard) means the shard's slot is being migrated and the
+-- hash has not arrived yet, or has left: the call fails with TRYAGAIN,
+-- before it wrote anything (scripts read their task data before they
+-- write), and the caller retries it.
+local function queue_name(qn, qid)
+  local n = qn[qid]
+  if n == nil then
+    local r = redis.pcall("HGET", qn.key, "|q|" .. qid)
+    if type(r) == "table" and r.err or not r and redis.pcall("EXISTS", qn.key) ~= 1 then
+      error({err = "TRYAGAIN the queues of this shard are being migrated between cluster nodes; nothing was written"})
+    end
+    n = r or false
+    qn[qid] = n
+  end
+  return n or nil
+end
+
+-- The fixed header of task data version 2, after its first byte (2): the
+-- interned queue number, attempts, max_retries, timeout_ms, due_ms and
+-- enqueued_ms, big-endian, 23 bytes; the payload starts at byte 25.
+
+-- decode parses encoded task data, version 1 or 2 (docs/protocol.md), the
+-- queue name of version 2 read through qn (queue_names). It returns nil
+-- and a reason when blob is not a valid encoding.
 --   1|queue|attempts|max_retries|timeout_ms|due_ms|enqueued_ms|payload
-local function decode(blob)
+--   \2 qid(2) attempts(2) max_retries(2) timeout_ms(5) due_ms(6) enqueued_ms(6) payload
+local function decode(blob, qn)
   if not blob then return nil, "no task data" end
+  if string.byte(blob, 1) == 2 then
+    if #blob < 24 then return nil, "undecodable task data" end
+    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
+    local q = queue_name(qn, qid)
+    if not q then return nil, "unknown queue number " .. qid end
+    return {v = 2, qid = qid, queue = q, attempts = att, max_retries = mr,
+      timeout = to, due = due, enqueued = enq, pos = 25}
+  end
   local v, q, att, mr, to, due, enq, pos = string.match(blob,
     "^(%d+)|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
   if not v then return nil, "undecodable task data" end
   if v ~= "1" then return nil, "unsupported task encoding version " .. v end
-  return {queue = q, attempts = tonumber(att), max_retries = tonumber(mr),
+  return {v = 1, queue = q, attempts = tonumber(att), max_retries = tonumber(mr),
     timeout = tonumber(to), due = tonumber(due), enqueued = tonumber(enq),
     pos = pos}
 end
@@ -104,21 +147,36 @@ local function valid_due(score)
   return score ~= nil and score >= 0 and score <= 9999999999999
 end
 
--- header reads the fields of encoded task data (version 1) as text:
--- queue, attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
+-- header reads the fields of encoded task data (version 1 or 2, the
+-- queue of version 2 read through qn, see queue_names) as text: queue,
+-- attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
 -- position of the payload; nil when blob (may be nil or false) is not
 -- such data. The scripts read task data through it, decode and
--- blob_queue, so that another encoding is read in one place.
-local function header(blob)
-  return string.match(blob or "", "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+-- blob_queue, so that the encodings are read in one place.
+local function header(blob, qn)
+  if not blob then return nil end
+  if string.byte(blob, 1) == 2 then
+    if #blob < 24 then return nil end
+    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
+    local q = queue_name(qn, qid)
+    if not q then return nil end
+    return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
+      string.format("%d", due), string.format("%d", enq), 25
+  end
+  return string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
 end
 
--- blob_queue returns the queue named by encoded task data, or "" when
--- there is none to read. Every count of a dead or leased task uses it, so
--- that the count taken when a task enters a state is the one given back
--- when it leaves.
-local function blob_queue(blob)
-  return blob and string.match(blob, "^1|([^|]+)|") or ""
+-- blob_queue returns the queue named by encoded task data (version 2:
+-- through qn), or "" when there is none to read. Every count of a dead or
+-- leased task uses it, so that the count taken when a task enters a state
+-- is the one given back when it leaves.
+local function blob_queue(blob, qn)
+  if not blob then return "" end
+  if string.byte(blob, 1) == 2 then
+    if #blob < 24 then return "" end
+    return queue_name(qn, (struct.unpack(">I2", blob, 2))) or ""
+  end
+  return string.match(blob, "^1|([^|]+)|") or ""
 end
 
 -- count adds delta to the number of queue's tasks in one state, in the
@@ -143,13 +201,19 @@ local function bury(dead_key, info_key, id, now, reason, last_error, counts_key,
     cjson.encode({reason = reason, error = last_error or "", at = now}))
 end
 
--- encode renders task fields with the payload of the original blob, or
+-- encode renders task fields, in the version they were decoded from
+-- (t.v; version 2 with t.qid), with the payload of the original blob, or
 -- with payload when it is given.
 local function encode(t, blob, payload)
+  payload = payload or string.sub(blob, t.pos)
+  if t.v == 2 then
+    return "\2" .. struct.pack(">I2I2I2I5I6I6", t.qid, t.attempts, t.max_retries,
+      t.timeout, t.due, t.enqueued) .. payload
+  end
   return "1|" .. t.queue .. "|" .. string.format("%d", t.attempts) .. "|" ..
     string.format("%d", t.max_retries) .. "|" .. string.format("%d", t.timeout) ..
     "|" .. string.format("%d", t.due) .. "|" .. string.format("%d", t.enqueued) ..
-    "|" .. (payload or string.sub(blob, t.pos))
+    "|" .. payload
 end
 
 -- backoff_ms is the retry delay after the given failed attempt (1-based):
@@ -337,21 +401,27 @@ end
 
 -- preview returns what a listing shows of encoded task data: its fields
 -- and at most n bytes of its payload, and the payload's whole length in
--- bytes. Data that is not the version 1 encoding comes back cut to its
--- first 1024 bytes (enough to say why it cannot be read), with length -1.
--- A listing's reply so stays small whatever the payloads (docs/protocol.md,
+-- bytes. Data in neither encoding comes back cut to its first 1024 bytes
+-- (enough to say why it cannot be read), with length -1. A listing's
+-- reply so stays small whatever the payloads (docs/protocol.md,
 -- "Administration scripts").
 local function preview(blob, n)
-  local _, e = string.find(blob, "^1|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|")
+  local e
+  if string.byte(blob, 1) == 2 then
+    if #blob >= 24 then e = 24 end
+  else
+    e = select(2, string.find(blob, "^1|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|"))
+  end
   if not e then return string.sub(blob, 1, 1024), -1 end
   return string.sub(blob, 1, e + n), #blob - e
 end
 
 -- dead_match reports whether a dead letter matches the filter: queue
--- ("" any) against its data, reason ("" any) and error substring ("" any)
--- against its record (JSON {reason, error, at}).
-local function dead_match(blob, info, queue, reason, err_sub)
-  if queue ~= "" and blob_queue(blob) ~= queue then return false end
+-- ("" any) against its data (read through qn, see queue_names), reason
+-- ("" any) and error substring ("" any) against its record (JSON
+-- {reason, error, at}).
+local function dead_match(blob, info, queue, reason, err_sub, qn)
+  if queue ~= "" and blob_queue(blob, qn) ~= queue then return false end
   if reason == "" and err_sub == "" then return true end
   local ok, rec = pcall(cjson.decode, info or "")
   if not ok or type(rec) ~= "table" then rec = {} end

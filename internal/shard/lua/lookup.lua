@@ -30,6 +30,7 @@
 -- or the error "TRYAGAIN ..." while the shard's slot is being migrated
 -- and the task's pending set or ready list is not on this node (a list
 -- not moved yet would read as empty there).
+local qn = queue_names(KEYS[2])
 local id = ARGV[1]
 local blob = redis.call("HGET", KEYS[2], id) or ""
 if blob == "" and KEYS[7] then
@@ -37,7 +38,7 @@ if blob == "" and KEYS[7] then
   if entry then
     local e = cmsgpack.unpack(entry)
     if e[1] == "x" then return {"dead", e[3], string.format("%d", e[2]), e[4], e[5]} end
-    local _, _, _, _, due = header(e[3])
+    local _, _, _, _, due = header(e[3], qn)
     return {"scheduled", e[3], due or "", "", e[5]}
   end
 end
@@ -54,7 +55,7 @@ if s then return {"dead", blob, s, info, last} end
 s = redis.call("ZSCORE", KEYS[1], id)
 if s then return {"scheduled", blob, s, info, last} end
 if blob ~= "" then
-  local q, _, _, _, due = header(blob)
+  local q, _, _, _, due = header(blob, qn)
   if q and ARGV[2] then
     local moving = served_here(KEYS[1], {ARGV[2] .. q, ARGV[3] and ARGV[3] .. q or nil})
     if moving then return moving end

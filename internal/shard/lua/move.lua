@@ -53,6 +53,7 @@
 -- 0) is buried with the reason "corrupt due time"; one later than every
 -- valid time is never due, and counts as no next due time here (the
 -- recovery pass buries those, recover.lua).
+local qn = queue_names(KEYS[2])
 local ok, stored = fence(KEYS[3], KEYS[6], ARGV[1])
 if not ok then
   return {-1, stored}
@@ -96,7 +97,7 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- with the reason.
   local id = due[1]
   local blob = redis.call("HGET", KEYS[2], id)
-  local q = blob_queue(blob or nil)
+  local q = blob_queue(blob or nil, qn)
   if q == "" then q = nil end
   if q and KEYS[11] and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
@@ -137,7 +138,7 @@ local function promote(fh)
       local z = {}
       for k, blob in ipairs(bulk_read("HMGET", KEYS[2], ids)) do
         if blob then
-          local _, _, _, _, d, enq = header(blob)
+          local _, _, _, _, d, enq = header(blob, qn)
           if not d then
             z[#z + 1] = now
             z[#z + 1] = ids[k]
@@ -186,7 +187,7 @@ local why, known = {}, {}
 if KEYS[11] and #ids > 0 then
   local names, seen = {}, {}
   for i in ipairs(ids) do
-    local q = blob_queue(blobs[i] or nil)
+    local q = blob_queue(blobs[i] or nil, qn)
     if q ~= "" and not seen[q] then
       seen[q] = true
       names[#names + 1] = q
@@ -198,7 +199,7 @@ if KEYS[11] and #ids > 0 then
   end
 end
 for i in ipairs(ids) do
-  local q = blob_queue(blobs[i] or nil)
+  local q = blob_queue(blobs[i] or nil, qn)
   if q == "" then q = nil end
   if q and not valid_due(tonumber(dues[i])) then
     why[i], q = "corrupt due time", nil
@@ -231,12 +232,12 @@ if #ids > 0 then
       local reason = why[i]
       if reason then
         -- Counted scheduled at enqueue: it leaves that count.
-        count(KEYS[10], "s", blob_queue(blobs[i]), -1)
+        count(KEYS[10], "s", blob_queue(blobs[i], qn), -1)
       else
-        local _, bad = decode(blobs[i] or nil)
+        local _, bad = decode(blobs[i] or nil, qn)
         reason = bad or "undecodable task data"
       end
-      bury(KEYS[4], KEYS[5], id, now, reason, "", KEYS[10], blob_queue(blobs[i] or nil))
+      bury(KEYS[4], KEYS[5], id, now, reason, "", KEYS[10], blob_queue(blobs[i] or nil, qn))
       buried = buried + 1
     end
   end

@@ -25,6 +25,7 @@
 --
 -- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
+local qn = queue_names(KEYS[2])
 local id, err = ARGV[1], ARGV[3]
 local ended = end_delivery(KEYS[3], KEYS[4], KEYS[10], id, ARGV[2])
 if not ended then
@@ -32,9 +33,9 @@ if not ended then
 end
 local now = now_ms()
 local blob = redis.call("HGET", KEYS[2], id)
-local queue = blob_queue(blob)
+local queue = blob_queue(blob, qn)
 if ended == "lease" then count(KEYS[9], "l", queue, -1) end
-local task, why = decode(blob)
+local task, why = decode(blob, qn)
 if not task then
   bury(KEYS[6], KEYS[7], id, now, why, err, KEYS[9], queue)
   return {-1, 0, 0}

@@ -23,6 +23,7 @@
 -- page; the member "|far" (the far tier's marker in the delayed set) is
 -- never listed. Task data is read one task at a time, so a call holds one
 -- payload at once, not LIMIT of them.
+local qn = queue_names(KEYS[2])
 local limit = tonumber(ARGV[3])
 local start, anchored = page_start(KEYS[1], ARGV[1], ARGV[2], ARGV[5])
 local ids, scores, ns, nm, done = page_rows(KEYS[1], start, anchored, ARGV[1], ARGV[2], limit, ARGV[6])
@@ -33,7 +34,7 @@ local infos = redis.call("HMGET", KEYS[3], unpack(ids))
 local errs = redis.call("HMGET", KEYS[4], unpack(ids))
 for i, id in ipairs(ids) do
   local blob = id ~= "|far" and redis.call("HGET", KEYS[2], id)
-  if id ~= "|far" and dead_match(blob or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8]) then
+  if id ~= "|far" and dead_match(blob or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8], qn) then
     local data, size = "", -1
     if blob then data, size = preview(blob, shown) end
     out[#out + 1] = id

@@ -22,6 +22,7 @@
 -- that this node serves it (lib.lua's served_here), and fails with
 -- "TRYAGAIN ..." while the shard's slot is being migrated and the list is
 -- not on this node (a list not moved yet would read as empty there).
+local qn = queue_names(KEYS[2])
 local limit = tonumber(ARGV[4])
 local rank, idx = 0, 0
 if ARGV[1] ~= "" then
@@ -57,7 +58,7 @@ while examined < limit and buckets < limit do
     local errs = redis.call("HMGET", KEYS[3], unpack(ids))
     for i, id in ipairs(ids) do
       local blob = id ~= "" and redis.call("HGET", KEYS[2], id)
-      local q, _, _, _, _, enq = header(blob)
+      local q, _, _, _, _, enq = header(blob, qn)
       if blob and (enq == nil or enq == enqs[i]) and (ARGV[5] == "" or q == ARGV[5]) then
         local data, size = preview(blob, tonumber(ARGV[6]))
         out[#out + 1] = id

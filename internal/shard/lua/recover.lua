@@ -53,6 +53,7 @@
 -- {-1, stored_epoch} when the epoch is stale; or the error "TRYAGAIN ...",
 -- nothing written, while the shard's slot is being migrated and a list it
 -- needs is not on this node.
+local qn = queue_names(KEYS[2])
 local ok, stored = fence(KEYS[9], KEYS[10], ARGV[1])
 if not ok then
   return {-1, stored}
@@ -107,8 +108,8 @@ local retried, buried, redelivered, trimmed = 0, 0, 0, 0
 -- once its retries are spent. Returns true when rescheduled.
 local function fail(id, why)
   local blob = redis.call("HGET", KEYS[2], id)
-  local queue = blob_queue(blob)
-  local task, bad = decode(blob)
+  local queue = blob_queue(blob, qn)
+  local task, bad = decode(blob, qn)
   if not task then
     bury(KEYS[6], KEYS[7], id, now, bad, "", KEYS[12], queue)
     return false
@@ -142,7 +143,7 @@ end
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
-  count(KEYS[12], "l", blob_queue(redis.call("HGET", KEYS[2], id)), -1)
+  count(KEYS[12], "l", blob_queue(redis.call("HGET", KEYS[2], id), qn), -1)
   if fail(id, "lease expired") then
     retried = retried + 1
   else
@@ -194,7 +195,7 @@ end
 
 -- 3. dead-letter retention
 local function drop(id)
-  count(KEYS[12], "d", blob_queue(redis.call("HGET", KEYS[2], id)), -1)
+  count(KEYS[12], "d", blob_queue(redis.call("HGET", KEYS[2], id), qn), -1)
   redis.call("ZREM", KEYS[6], id)
   redis.call("HDEL", KEYS[7], id)
   redis.call("HDEL", KEYS[2], id)
@@ -245,7 +246,7 @@ end
 local function bury_corrupt(lo, hi)
   for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
     if id ~= "|far" then
-      local q = blob_queue(redis.call("HGET", KEYS[2], id))
+      local q = blob_queue(redis.call("HGET", KEYS[2], id), qn)
       redis.call("ZREM", KEYS[1], id)
       if q ~= "" then count(KEYS[12], "s", q, -1) end
       bury(KEYS[6], KEYS[7], id, now, "corrupt due time", "", KEYS[12], q)

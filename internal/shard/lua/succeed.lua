@@ -29,9 +29,10 @@
 -- 0 when the token is not the task's current one (nothing changed); or
 -- the error "TRYAGAIN ...", nothing written, while the shard's slot is
 -- being migrated and a key it names is not on this node.
+local qn = queue_names(KEYS[1])
 local id = ARGV[2]
 local blob = redis.call("HGET", KEYS[1], id)
-local queue = blob_queue(blob)
+local queue = blob_queue(blob, qn)
 local keep = queue ~= "" and keep_of(KEYS[6], queue)
 local pk = ARGV[4] ~= "" and ARGV[1] .. ARGV[4] or nil
 local undeclared = {}

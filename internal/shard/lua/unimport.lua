@@ -24,10 +24,11 @@
 -- ARGV[2..] pairs: task id, the outbox entry it was imported from
 --
 -- Returns the number of tasks removed.
+local qn = queue_names(KEYS[2])
 local plan, pending = {}, {}
 for i = 2, #ARGV, 2 do
   local e = cmsgpack.unpack(ARGV[i + 1])
-  local q = blob_queue(e[3])
+  local q = blob_queue(e[3], qn)
   plan[#plan + 1] = {id = ARGV[i], kind = e[1], blob = e[3], queue = q}
   if q ~= "" then pending[#pending + 1] = ARGV[1] .. q end
 end

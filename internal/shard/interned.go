@@ -1,0 +1,148 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
+)
+
+// TaskEncoding says which encoding enqueues write (docs/protocol.md,
+// "Task data"). Every reader reads both; a process of a version before
+// encoding 2 reads only version 1, so a namespace turns version 2 on once
+// every process that reads it runs a version that reads it.
+type TaskEncoding int
+
+const (
+	// EncodingAuto keeps the namespace's choice: version 2 for a
+	// namespace whose first registration was made by a version that
+	// writes it, version 1 for one registered before (until set to
+	// EncodingCompact).
+	EncodingAuto TaskEncoding = iota
+	// EncodingText writes version 1, the text header with the queue's
+	// name ("1|queue|attempts|..."); data already written in version 2
+	// stays readable.
+	EncodingText
+	// EncodingCompact writes version 2: a 24-byte binary header with the
+	// queue's interned number, so that a task's value falls in a smaller
+	// allocation class (docs/performance.md, "Memory").
+	EncodingCompact
+)
+
+// ParseTaskEncoding reads "auto", "1" or "2".
+func ParseTaskEncoding(s string) (TaskEncoding, error) {
+	switch s {
+	case "auto", "":
+		return EncodingAuto, nil
+	case "1":
+		return EncodingText, nil
+	case "2":
+		return EncodingCompact, nil
+	}
+	return 0, fmt.Errorf("%w: task encoding %q (want auto, 1 or 2)", ErrInvalidArgument, s)
+}
+
+// String returns the form ParseTaskEncoding reads.
+func (e TaskEncoding) String() string {
+	switch e {
+	case EncodingText:
+		return "1"
+	case EncodingCompact:
+		return "2"
+	}
+	return "auto"
+}
+
+// Fields of a shard's queues hash that intern queue names (they start
+// with "|", which no queue name holds): "|id|<queue>" the queue's number
+// (present while enqueues write version 2), "|q|<number>" its name (kept
+// for as long as data may name it), and in shard 0 "|ids", the last
+// number given, and "|encoding", the namespace's encoding ("1" or "2").
+const (
+	queueIDPrefix   = "|id|"
+	queueNamePrefix = "|q|"
+)
+
+// namespaceField reports whether f is a field of shard 0's queues hash
+// that speaks for the namespace ("|encoding", "|ids", "|num|<queue>"),
+// which other shards do not copy.
+func namespaceField(f string) bool {
+	return f == "|encoding" || f == "|ids" || strings.HasPrefix(f, "|num|")
+}
+
+// queueNames caches the names of interned queue numbers, read from shard
+// 0's queues hash on first use. Numbers are never reused, so an entry
+// never goes stale.
+type queueNames struct {
+	mu sync.RWMutex
+	m  map[uint16]string
+}
+
+// queueName returns the name of queue number qid (reading shard 0 on a
+// miss), and whether there is one.
+func (s *Store) queueName(qid uint16) (string, bool) {
+	s.names.mu.RLock()
+	n, ok := s.names.m[qid]
+	s.names.mu.RUnlock()
+	if ok {
+		return n, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := s.rdb.HGet(ctx, s.k.Queues(0), queueNamePrefix+strconv.Itoa(int(qid))).Result()
+	if err != nil || n == "" {
+		return "", false
+	}
+	s.names.mu.Lock()
+	if s.names.m == nil {
+		s.names.m = map[uint16]string{}
+	}
+	s.names.m[qid] = n
+	s.names.mu.Unlock()
+	return n, true
+}
+
+// Decode parses stored task data of either version (DecodeWith), reading
+// interned queue names through the store.
+func (s *Store) Decode(id string, blob []byte) (Task, error) {
+	return DecodeWith(id, blob, s.queueName)
+}
+
+// SetTaskEncoding sets the encoding the store's RegisterQueues asks for
+// (EncodingAuto unless set). Set it before the store is used.
+func (s *Store) SetTaskEncoding(e TaskEncoding) { s.encoding = e }
+
+// internQueues settles the namespace's encoding in shard 0 (one call of
+// registry.lua's "intern") and, when it is version 2, the numbers of
+// queues (new ones get the next free number); it returns the encoding in
+// force and the numbers by queue (nil for version 1).
+func (s *Store) internQueues(ctx context.Context, queues []string) (TaskEncoding, map[string]string, error) {
+	args := append([]any{"intern", s.encoding.String()}, toAny(queues)...)
+	v, err := registryScript.Run(ctx, s.rdb, []string{s.k.Queues(0)}, args...).StringSlice()
+	if err != nil {
+		return 0, nil, errtext.Errorf("intern queue names: %w", err)
+	}
+	if len(v) != 1+len(queues) && len(v) != 1 {
+		return 0, nil, fmt.Errorf("intern queue names: %d values for %d queues", len(v), len(queues))
+	}
+	if v[0] != "2" {
+		return EncodingText, nil, nil
+	}
+	ids := make(map[string]string, len(queues))
+	for i, q := range queues {
+		ids[q] = v[1+i]
+	}
+	return EncodingCompact, ids, nil
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,224 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestTaskEncodings: a namespace registered by a version that wrote only
+// version 1 stays on it under "auto"; set to 2, enqueues write the
+// 24-byte header with the queue's number while the version 1 tasks stay
+// readable, and every script and Go reader handles both side by side (a
+// nacked task keeps its version); set back to 1, enqueues write version 1
+// again and version 2 data stays readable. A namespace registered for
+// the first time under "auto" writes version 2.
+func TestTaskEncodings(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, err := NewLayout("hgenc", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]QueuePolicy{"default": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}
+	register := func(e TaskEncoding) *Store {
+		t.Helper()
+		s := NewStore(rdb, l)
+		s.SetTaskEncoding(e)
+		if err := s.RegisterQueues(ctx, policies); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	payload := bytes.Repeat([]byte("p"), 100)
+	enqueue := func(s *Store, id string, wantVersion byte) {
+		t.Helper()
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Payload: payload, MaxRetries: -1}); r.Err != nil {
+			t.Fatalf("enqueue %s: %v", id, r.Err)
+		}
+		blob, err := rdb.HGet(ctx, l.Tasks(0), id).Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case wantVersion == 1 && !bytes.HasPrefix(blob, []byte("1|default|0|3|30000|")):
+			t.Fatalf("%s stored as %q, want version 1", id, blob)
+		case wantVersion == 2 && (blob[0] != 2 || len(blob) != v2Header+len(payload)):
+			t.Fatalf("%s stored as %q (%d bytes), want version 2: %d bytes", id, blob, len(blob), v2Header+len(payload))
+		}
+	}
+
+	s := register(EncodingText)
+	enqueue(s, "v1a", 1)
+	enqueue(register(EncodingAuto), "v1b", 1) // registered before: stays on version 1
+	s = register(EncodingCompact)
+	enqueue(s, "v2a", 2)
+	enqueue(register(EncodingAuto), "v2b", 2) // the namespace's choice is kept
+
+	if r, err := s.Move(ctx, 0, 1, 100); err != nil || r.Moved != 4 {
+		t.Fatalf("move: %+v, %v", r, err)
+	}
+	var ds []Delivery
+	for len(ds) < 4 {
+		_, entries, err := s.Pop(ctx, l.ReadyKeys([]string{"default"}), 10, time.Second)
+		if err != nil || len(entries) == 0 {
+			t.Fatalf("pop: %v, %v", entries, err)
+		}
+		refs := make([]string, len(entries))
+		for i, e := range entries {
+			refs[i] = EntryRef(e)
+			if d, ok := s.Popped(0, e, time.Now(), 0); !ok || d.Task.Queue != "default" || !bytes.Equal(d.Task.Payload, payload) {
+				t.Fatalf("popped entry %q read as %+v, %v", e, d.Task, ok)
+			}
+		}
+		got, err := s.Claim(ctx, 0, "default", refs, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	byID := map[string]Delivery{}
+	for _, d := range ds {
+		if d.DecodeErr != nil || d.Task.Queue != "default" || d.Task.Attempts != 0 || d.Task.MaxRetries != 3 ||
+			d.Task.Timeout != 30*time.Second || !bytes.Equal(d.Task.Payload, payload) || d.Task.Due.IsZero() {
+			t.Fatalf("claimed %+v (%v)", d.Task, d.DecodeErr)
+		}
+		byID[d.Task.ID] = d
+	}
+	// One task of each version fails and is retried: it keeps its version.
+	for _, id := range []string{"v1a", "v2a"} {
+		if _, err := s.Nack(ctx, byID[id].NackArgs(false, "boom")); err != nil {
+			t.Fatalf("nack %s: %v", id, err)
+		}
+		info, err := s.Lookup(ctx, id)
+		if err != nil || info.State != "scheduled" || info.Task.Attempts != 1 || info.Task.Queue != "default" || !bytes.Equal(info.Task.Payload, payload) {
+			t.Fatalf("lookup of retried %s: %+v, %v", id, info, err)
+		}
+		blob := rdb.HGet(ctx, l.Tasks(0), id).Val()
+		if v := map[bool]string{true: "2", false: "1"}[blob[0] == 2]; v != id[1:2] {
+			t.Fatalf("retried %s stored in version %s: %q", id, v, blob)
+		}
+	}
+	for _, id := range []string{"v1b", "v2b"} {
+		if err := s.AckBatch(ctx, []AckArgs{byID[id].AckArgs(false)})[0]; err != nil {
+			t.Fatalf("ack %s: %v", id, err)
+		}
+	}
+	if c := countsOf(t, ctx, rdb, l, 0); c["s|default"] != 2 || c["l|default"] != 0 {
+		t.Fatalf("counts %v: want the two retried tasks scheduled and none leased", c)
+	}
+	es, _, _, err := s.PageSet(ctx, 0, SetDelayed, Cursor{}, 100, Filter{})
+	if err != nil || len(es) != 2 {
+		t.Fatalf("delayed page: %v, %v", es, err)
+	}
+	for _, e := range es {
+		if v := e.View("scheduled", 0); v.Queue != "default" || v.Attempts != 1 {
+			t.Fatalf("listed %s as %+v", e.ID, v)
+		}
+	}
+
+	s = register(EncodingText) // back to version 1: version 2 data stays readable
+	enqueue(s, "v1c", 1)
+	if info, err := s.Lookup(ctx, "v2a"); err != nil || info.Task.Queue != "default" || info.DecodeErr != nil {
+		t.Fatalf("lookup of v2a after turning version 2 off: %+v, %v", info, err)
+	}
+
+	fresh, err := NewLayout("hgenc2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = NewStore(rdb, fresh)
+	if err := s.RegisterQueues(ctx, policies); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: "new", Queue: "default", Payload: payload, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if blob := rdb.HGet(ctx, fresh.Tasks(0), "new").Val(); blob[0] != 2 {
+		t.Fatalf("a new namespace under auto stored %q, want version 2", blob)
+	}
+}
+
+// TestQueueNumbersAreGlobal: schedulers registering different sets of
+// queues concurrently give each queue one number in every shard, and an
+// unknown number in task data is reported, not misread.
+func TestQueueNumbersAreGlobal(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, err := NewLayout("hgnum", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 10}
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			qs := map[string]QueuePolicy{}
+			for j := 0; j < 8; j++ {
+				qs[fmt.Sprintf("q%d", (i+j)%12)] = p
+			}
+			errs <- NewStore(rdb, l).RegisterQueues(ctx, qs)
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]string{}
+	for sh := 0; sh < 4; sh++ {
+		reg := rdb.HGetAll(ctx, l.Queues(sh)).Val()
+		for f, v := range reg {
+			q, ok := strings.CutPrefix(f, queueIDPrefix)
+			if !ok {
+				continue
+			}
+			if reg[queueNamePrefix+v] != q {
+				t.Errorf("shard %d: %s has number %s, whose name is %q", sh, q, v, reg[queueNamePrefix+v])
+			}
+			if n, ok := seen[q]; ok && n != v {
+				t.Errorf("%s has numbers %s and %s", q, n, v)
+			}
+			seen[q] = v
+		}
+	}
+	if len(seen) != 12 {
+		t.Fatalf("%d queues numbered, want 12: %v", len(seen), seen)
+	}
+	s := NewStore(rdb, l)
+	blob := EncodeV2(Task{Queue: "?", Payload: []byte("x"), Due: time.Now(), Enqueued: time.Now()}, 999)
+	if _, err := s.Decode("x", blob); err == nil || !strings.Contains(err.Error(), "unknown queue number 999") {
+		t.Fatalf("decode of an unknown number: %v", err)
+	}
+	if _, err := s.Decode("x", blob[:10]); err == nil {
+		t.Fatal("decode of a cut version 2 header succeeded")
+	}
+}
+
+// TestEncodeV2RoundTrip: Go reads what EncodeV2 writes (the layout
+// enqueue.lua writes with struct.pack), the largest numbers the enqueue
+// script accepts included.
+func TestEncodeV2RoundTrip(t *testing.T) {
+	t.Parallel()
+	in := Task{ID: "x", Queue: "mail", Attempts: 1001, MaxRetries: 1000, Timeout: 9999999999 * time.Millisecond,
+		Due: time.UnixMilli(9999999999999), Enqueued: time.UnixMilli(1764290000123), Payload: []byte("a|b\x00c")}
+	blob := EncodeV2(in, 65535)
+	if len(blob) != v2Header+len(in.Payload) || blob[0] != 2 {
+		t.Fatalf("encoded %q", blob)
+	}
+	names := func(qid uint16) (string, bool) { return "mail", qid == 65535 }
+	out, err := DecodeWith("x", blob, names)
+	if err != nil || out.Queue != in.Queue || out.Attempts != in.Attempts || out.MaxRetries != in.MaxRetries ||
+		out.Timeout != in.Timeout || !out.Due.Equal(in.Due) || !out.Enqueued.Equal(in.Enqueued) || !bytes.Equal(out.Payload, in.Payload) {
+		t.Fatalf("decoded %+v, %v; want %+v", out, err, in)
+	}
+	if _, err := Decode("x", blob); err == nil {
+		t.Fatal("Decode without queue names read version 2 data")
+	}
+}
