@@ -99,7 +99,10 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   local blob = redis.call("HGET", KEYS[2], id)
   local q = blob_queue(blob or nil, qn)
   if q == "" then q = nil end
-  if q and KEYS[11] and redis.call("HEXISTS", KEYS[11], q) == 0 then
+  -- A version 2 number has a name only once its queue was registered,
+  -- and the registration stays while the shard holds its tasks: only
+  -- a name read from version 1 data needs the check.
+  if q and KEYS[11] and string.byte(blob, 1) ~= 2 and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
   end
   if q then
@@ -188,14 +191,16 @@ if KEYS[11] and #ids > 0 then
   local names, seen = {}, {}
   for i in ipairs(ids) do
     local q = blob_queue(blobs[i] or nil, qn)
-    if q ~= "" and not seen[q] then
+    if q ~= "" and string.byte(blobs[i], 1) == 2 then
+      known[q] = true -- registered, as in the one-task case above
+    elseif q ~= "" and not seen[q] then
       seen[q] = true
       names[#names + 1] = q
     end
   end
   if #names > 0 then
     local reg = redis.call("HMGET", KEYS[11], unpack(names))
-    for k, q in ipairs(names) do known[q] = reg[k] ~= false end
+    for k, q in ipairs(names) do known[q] = known[q] or reg[k] ~= false end
   end
 end
 for i in ipairs(ids) do
