@@ -121,15 +121,16 @@ end
 -- queue), or nil when the shard has no queue of that number (the data is
 -- corrupt). A queues hash missing from this node (it exists in every
 -- registered shard) means the shard's slot is being migrated and the
--- hash has not arrived yet, or has left: the call fails with TRYAGAIN,
--- before it wrote anything (scripts read their task data before they
--- write), and the caller retries it.
+-- hash has not arrived yet, or has left, or that the registry was lost
+-- (the schedulers write it again within a minute): the call fails with
+-- TRYAGAIN, before it wrote anything (scripts read their task data
+-- before they write), and the caller retries it.
 local function queue_name(qn, qid)
   local n = qn[qid]
   if n == nil then
     local r = redis.pcall("HGET", qn.key, "|q|" .. qid)
     if type(r) == "table" and r.err or not r and redis.pcall("EXISTS", qn.key) ~= 1 then
-      error({err = "TRYAGAIN the queues of this shard are being migrated between cluster nodes; nothing was written"})
+      error({err = "TRYAGAIN the shard's queues hash is not on this node (its slot is migrating, or the registry was lost and is being written again); nothing was written"})
     end
     n = r or false
     qn[qid] = n
