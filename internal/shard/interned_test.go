@@ -222,3 +222,89 @@ func TestEncodeV2RoundTrip(t *testing.T) {
 		t.Fatal("Decode without queue names read version 2 data")
 	}
 }
+
+// TestNoQueuesHashWritesNothing: a script that would read a version 2
+// task's queue name while the shard's queues hash is missing (a slot
+// migration, or a lost registry) fails with TRYAGAIN having written
+// nothing, whatever it would have written first: the claim does not take
+// the entry, the nack, release and ack do not end the lease. Once the
+// registry is written again each succeeds.
+func TestNoQueuesHashWritesNothing(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t) // a new namespace: version 2
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	sh := 0
+	ids := idsIn(s, sh, 4, "nq")
+	for _, id := range ids {
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "default", Payload: []byte("x"), MaxRetries: -1}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if r, err := s.Move(ctx, sh, 1, 100); err != nil || r.Moved != 4 {
+		t.Fatalf("move: %+v, %v", r, err)
+	}
+	_, entries, err := s.Pop(ctx, []string{l.Ready(sh, "default")}, 4, time.Second)
+	if err != nil || len(entries) != 4 {
+		t.Fatalf("pop: %v, %v", entries, err)
+	}
+	refs := make([]string, len(entries))
+	for i, e := range entries {
+		refs[i] = EntryRef(e)
+	}
+	reg := rdb.HGetAll(ctx, l.Queues(sh)).Val()
+	drop := func() {
+		t.Helper()
+		if err := rdb.Del(ctx, l.Queues(sh)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore := func() {
+		t.Helper()
+		if err := rdb.HSet(ctx, l.Queues(sh), reg).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tryagain := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "TRYAGAIN") {
+			t.Fatalf("%s without the queues hash: %v, want TRYAGAIN", what, err)
+		}
+	}
+	drop()
+	before := rdb.ZCard(ctx, l.Pending(sh, "default")).Val()
+	_, err = s.Claim(ctx, sh, "default", refs, time.Minute)
+	tryagain("claim", err)
+	if n := rdb.ZCard(ctx, l.Pending(sh, "default")).Val(); n != before || rdb.HLen(ctx, l.Leases(sh)).Val() != 0 {
+		t.Fatalf("the refused claim changed the pending set (%d -> %d) or leased", before, n)
+	}
+	restore()
+	ds, err := s.Claim(ctx, sh, "default", refs, time.Minute)
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("claim: %v, %v", ds, err)
+	}
+	drop()
+	_, err = s.Nack(ctx, ds[0].NackArgs(false, "boom"))
+	tryagain("nack", err)
+	tryagain("release", s.Release(ctx, ds[1]))
+	tryagain("ack", s.AckBatch(ctx, []AckArgs{ds[2].AckArgs(false)})[0])
+	tryagain("ack of two", s.AckBatch(ctx, []AckArgs{ds[2].AckArgs(false), ds[3].AckArgs(false)})[1])
+	if n := rdb.HLen(ctx, l.Leases(sh)).Val(); n != 4 {
+		t.Fatalf("%d leases left after the refused calls, want 4", n)
+	}
+	restore()
+	if _, err := s.Nack(ctx, ds[0].NackArgs(false, "boom")); err != nil {
+		t.Fatalf("nack: %v", err)
+	}
+	if err := s.Release(ctx, ds[1]); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	for _, err := range s.AckBatch(ctx, []AckArgs{ds[2].AckArgs(false), ds[3].AckArgs(false)}) {
+		if err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	if c := countsOf(t, ctx, rdb, l, sh); c["l|default"] != 0 || c["s|default"] != 1 {
+		t.Fatalf("counts %v: want none leased and the nacked task scheduled", c)
+	}
+}

@@ -32,13 +32,16 @@ if #ARGV == 4 then
     local moving = served_here(KEYS[1], {pk})
     if moving then return moving end
   end
+  -- The queue of a lease ended here: the one the worker names (a task
+  -- leased after its pop, of that queue's list), else its data's, read
+  -- before anything is written (lib.lua's queue_name may fail).
+  local q = ARGV[4]
+  if not pk then q = blob_queue(redis.call("HGET", KEYS[1], ARGV[2]), qn) end
   local ended = end_delivery(KEYS[2], KEYS[3], pk, ARGV[2], ARGV[3])
   if not ended then
     return {0}
   end
-  if ended == "lease" then
-    count(KEYS[5], "l", blob_queue(redis.call("HGET", KEYS[1], ARGV[2]), qn), -1)
-  end
+  if ended == "lease" then count(KEYS[5], "l", q, -1) end
   redis.call("HDEL", KEYS[1], ARGV[2])
   redis.call("HDEL", KEYS[4], ARGV[2])
   return {1}
@@ -64,6 +67,20 @@ local pks = {}
 for q in pairs(byq) do pks[#pks + 1] = ARGV[1] .. q end
 local moving = served_here(KEYS[1], pks)
 if moving then return moving end
+-- The queue of each delivery: the one the worker names, else (leased
+-- first) its data's, read before anything is written (lib.lua's
+-- queue_name may fail).
+local queue_of = {}
+if #leased > 0 then
+  local ids = {}
+  for j, k in ipairs(leased) do ids[j] = ARGV[3 * k - 1] end
+  for j, blob in ipairs(bulk_read("HMGET", KEYS[1], ids)) do
+    queue_of[leased[j]] = blob_queue(blob or nil, qn)
+  end
+end
+for q, ks in pairs(byq) do
+  for _, k in ipairs(ks) do queue_of[k] = q end
+end
 for q, ks in pairs(byq) do
   local pk = ARGV[1] .. q
   local ids, gone = {}, {}
@@ -80,13 +97,14 @@ for q, ks in pairs(byq) do
   if #gone > 0 then bulk("ZREM", pk, gone) end
   for _, id in ipairs(gone) do done[#done + 1] = id end
 end
-local held, lids = {}, {}
+local held, held_k, lids = {}, {}, {}
 for j, k in ipairs(leased) do lids[j] = ARGV[3 * k - 1] end
 for j, tok in ipairs(bulk_read("HMGET", KEYS[3], lids)) do
   local k = leased[j]
   if tok and tok == ARGV[3 * k] then
     out[k] = 1
     held[#held + 1] = lids[j]
+    held_k[#held_k + 1] = k
   else
     out[k] = 0
   end
@@ -94,12 +112,12 @@ end
 if #held > 0 then
   bulk("ZREM", KEYS[2], held)
   bulk("HDEL", KEYS[3], held)
-  local byq = {}
-  for _, blob in ipairs(bulk_read("HMGET", KEYS[1], held)) do
-    local q = blob_queue(blob or nil, qn)
-    byq[q] = (byq[q] or 0) + 1
+  local nq = {}
+  for _, k in ipairs(held_k) do
+    local q = queue_of[k]
+    nq[q] = (nq[q] or 0) + 1
   end
-  for q, c in pairs(byq) do count(KEYS[5], "l", q, -c) end
+  for q, c in pairs(nq) do count(KEYS[5], "l", q, -c) end
   for _, id in ipairs(held) do done[#done + 1] = id end
 end
 if #done > 0 then

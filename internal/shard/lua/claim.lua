@@ -65,9 +65,11 @@ if #rest > 0 then
   end
 end
 if #live == 0 then return out end
-bulk("ZREM", KEYS[4], live)
-
 local blobs = bulk_read("HMGET", KEYS[1], live)
+-- Every name read before anything is written (lib.lua's queue_name may
+-- fail with TRYAGAIN).
+for _, blob in ipairs(blobs) do blob_queue(blob or nil, qn) end
+bulk("ZREM", KEYS[4], live)
 -- The delivery token is the entry's own sequence number: unique in the
 -- shard, and consumed here (the pending entry is gone), so no delivery
 -- ever shares it. With a fixed lease every deadline is the same.

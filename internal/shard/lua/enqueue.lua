@@ -116,21 +116,37 @@ local function queue_names(key)
   return {key = (string.match(key, "^{[^}]*}") or "") .. ":queues"}
 end
 
+-- queues_here fails the call with TRYAGAIN when the shard's queues hash
+-- is not on this node: it exists in every registered shard, so its slot
+-- is being migrated and the hash has not arrived yet, or has left, or
+-- the registry was lost (the schedulers write it again within a
+-- minute). queue_name checks it when a name is missing; a script whose
+-- writes come before a name read calls it before its first write, so
+-- that the call fails having written nothing, and the caller retries
+-- it. One EXISTS per call at most.
+local function queues_here(qn)
+  if not qn.here then
+    if redis.pcall("EXISTS", qn.key) ~= 1 then
+      error({err = "TRYAGAIN the shard's queues hash is not on this node (its slot is migrating, or the registry was lost and is being written again); nothing was written"})
+    end
+    qn.here = true
+  end
+end
+
 -- queue_name returns the name of queue number qid from the shard's queues
 -- hash (field "|q|<qid>", written by the registration that interned the
 -- queue), or nil when the shard has no queue of that number (the data is
--- corrupt). A queues hash missing from this node (it exists in every
--- registered shard) means the shard's slot is being migrated and the
--- hash has not arrived yet, or has left, or that the registry was lost
--- (the schedulers write it again within a minute): the call fails with
--- TRYAGAIN, before it wrote anything (scripts read their task data
--- before they write), and the caller retries it.
+-- corrupt). Without the hash the call fails (queues_here). Every script
+-- reads its task data, and so the names, before it writes, or calls
+-- queues_here first.
 local function queue_name(qn, qid)
   local n = qn[qid]
   if n == nil then
     local r = redis.pcall("HGET", qn.key, "|q|" .. qid)
-    if type(r) == "table" and r.err or not r and redis.pcall("EXISTS", qn.key) ~= 1 then
-      error({err = "TRYAGAIN the shard's queues hash is not on this node (its slot is migrating, or the registry was lost and is being written again); nothing was written"})
+    if type(r) == "table" and r.err then r = nil end
+    if not r then
+      qn.here = false
+      queues_here(qn)
     end
     n = r or false
     qn[qid] = n

@@ -36,6 +36,7 @@ local qn = queue_names(KEYS[3])
 local ok, stored = fence(KEYS[6], KEYS[7], ARGV[1])
 if not ok then return {-10, stored} end
 if redis.call("GET", KEYS[8]) ~= ARGV[2] then return {-11, 0} end
+queues_here(qn) -- the names are read between writes below
 local now = now_ms()
 local tomb = "|exported"
 local out, taken = {1}, 0

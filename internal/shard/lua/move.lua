@@ -127,6 +127,7 @@ end
 local function promote(fh)
   local far_key, n = KEYS[9], 0
   if fh[2] and tonumber(fh[2]) <= cut then
+    queues_here(qn) -- the entries' names are read after they are popped
     local entries = redis.call("LPOP", far_key .. ":" .. fh[1], limit)
     if not entries or #entries < limit then
       redis.call("ZREM", far_key, fh[1])

@@ -27,15 +27,17 @@
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
 local qn = queue_names(KEYS[2])
 local id, err = ARGV[1], ARGV[3]
+-- The task is read before anything is written: reading a version 2
+-- queue's name may fail with TRYAGAIN (lib.lua's queue_name).
+local blob = redis.call("HGET", KEYS[2], id)
+local queue = blob_queue(blob, qn)
+local task, why = decode(blob, qn)
 local ended = end_delivery(KEYS[3], KEYS[4], KEYS[10], id, ARGV[2])
 if not ended then
   return {0, 0, 0}
 end
 local now = now_ms()
-local blob = redis.call("HGET", KEYS[2], id)
-local queue = blob_queue(blob, qn)
 if ended == "lease" then count(KEYS[9], "l", queue, -1) end
-local task, why = decode(blob, qn)
 if not task then
   bury(KEYS[6], KEYS[7], id, now, why, err, KEYS[9], queue)
   return {-1, 0, 0}

@@ -140,6 +140,7 @@ local expired = {}
 if next_deadline[2] and tonumber(next_deadline[2]) <= now then
   expired = redis.call("ZRANGE", KEYS[3], "-inf", now, "BYSCORE", "LIMIT", 0, limit)
 end
+if #expired > 0 then queues_here(qn) end -- names are read between writes below
 for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[3], id)
   redis.call("HDEL", KEYS[4], id)
@@ -162,6 +163,7 @@ for i = 12, #ARGV do
         -- Its worker may have run it (workers run popped tasks before
         -- leasing them) and died: a failed attempt, as for an expired
         -- lease, so a task that kills its workers cannot loop forever.
+        queues_here(qn) -- fail reads its name after this write
         redis.call("ZREM", pk, id)
         fail(id, "worker lost the task before leasing it")
         redelivered = redelivered + 1
@@ -246,6 +248,7 @@ end
 local function bury_corrupt(lo, hi)
   for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
     if id ~= "|far" then
+      queues_here(qn)
       local q = blob_queue(redis.call("HGET", KEYS[2], id), qn)
       redis.call("ZREM", KEYS[1], id)
       if q ~= "" then count(KEYS[12], "s", q, -1) end

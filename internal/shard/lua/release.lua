@@ -16,11 +16,13 @@
 -- Publishes: on channel KEYS[5] when the ready list was empty (lib.lua's
 -- ready_pushed).
 local qn = queue_names(KEYS[6])
+-- Read before anything is written (lib.lua's queue_name may fail).
+local blob = redis.call("HGET", KEYS[6], ARGV[1])
+local queue = blob_queue(blob, qn)
 local ended = end_delivery(KEYS[1], KEYS[2], KEYS[4], ARGV[1], ARGV[2])
 if not ended then
   return 0
 end
-local blob = redis.call("HGET", KEYS[6], ARGV[1])
-if ended == "lease" then count(KEYS[7], "l", blob_queue(blob, qn), -1) end
+if ended == "lease" then count(KEYS[7], "l", queue, -1) end
 make_ready(KEYS[3], KEYS[4], KEYS[5], ARGV[1], blob or "")
 return 1
