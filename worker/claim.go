@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -85,9 +86,14 @@ func (w *Worker) claim(ctx context.Context, q *queue, sh int, refs []string, pop
 	for _, sd := range ds {
 		d := newDelivery(w.deps, q, sd, sent)
 		unreserve-- // the delivery's finish frees this slot
-		if sd.DecodeErr != nil {
-			// Data this binary cannot read: never run it, dead-letter it.
-			_ = d.finish(context.Background(), NoRetry(sd.DecodeErr))
+		if err := sd.DecodeErr; err != nil {
+			// Data this binary cannot read: never run it, dead-letter
+			// it. A queue name that could not be read (Redis did not
+			// answer) is not the data's fault: a failed attempt, retried.
+			if errors.Is(err, shard.ErrUndecodable) {
+				err = NoRetry(err)
+			}
+			_ = d.finish(context.Background(), err)
 			continue
 		}
 		run.start(ctx, d)

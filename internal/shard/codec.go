@@ -121,13 +121,14 @@ func getUint(b []byte) uint64 {
 // version 2 data, whose queue is a number, needs DecodeWith.
 func Decode(id string, blob []byte) (Task, error) { return DecodeWith(id, blob, nil) }
 
-// QueueNameFunc returns the name of the queue with interned number qid,
-// and whether there is one.
-type QueueNameFunc func(qid uint16) (string, bool)
+// QueueNameFunc returns the name of the queue with interned number qid:
+// "" when there is none, an error when it could not be read (Redis
+// unreachable), which is not the data's fault.
+type QueueNameFunc func(qid uint16) (string, error)
 
 // DecodeWith parses a stored task of version 1 or 2, reading the queue
 // of version 2 data through names (nil: version 2 is undecodable).
-// Errors wrap ErrUndecodable.
+// Errors wrap ErrUndecodable, but for a name that could not be read.
 func DecodeWith(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	if len(blob) > 0 && blob[0] == 2 {
 		return decodeV2(id, blob, names)
@@ -173,11 +174,13 @@ func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	}
 	qid := binary.BigEndian.Uint16(blob[1:])
 	var q string
-	ok := false
 	if names != nil {
-		q, ok = names(qid)
+		var err error
+		if q, err = names(qid); err != nil {
+			return Task{}, fmt.Errorf("task %q: read the name of queue number %d: %w", id, qid, err)
+		}
 	}
-	if !ok {
+	if q == "" {
 		return Task{}, fmt.Errorf("%w: %q: unknown queue number %d", ErrUndecodable, id, qid)
 	}
 	return Task{

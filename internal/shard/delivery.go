@@ -169,7 +169,9 @@ type Delivery struct {
 	Shard int
 	// DecodeErr is set when the leased data cannot be decoded here (a
 	// newer encoding than this binary knows); Task then holds only ID and
-	// Queue. The delivery should be failed without retry.
+	// Queue. The delivery should be failed without retry when it wraps
+	// ErrUndecodable; otherwise (the queue's name could not be read) the
+	// data may be fine, and the delivery is failed as an attempt.
 	DecodeErr error
 	// Token identifies this delivery; ack, nack, extend and release must
 	// present it.

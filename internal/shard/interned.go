@@ -2,11 +2,16 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
@@ -83,19 +88,22 @@ type queueNames struct {
 }
 
 // queueName returns the name of queue number qid (reading shard 0 on a
-// miss), and whether there is one.
-func (s *Store) queueName(qid uint16) (string, bool) {
+// miss): "" when there is none, an error when it could not be read.
+func (s *Store) queueName(qid uint16) (string, error) {
 	s.names.mu.RLock()
 	n, ok := s.names.m[qid]
 	s.names.mu.RUnlock()
 	if ok {
-		return n, true
+		return n, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	n, err := s.rdb.HGet(ctx, s.k.Queues(0), queueNamePrefix+strconv.Itoa(int(qid))).Result()
-	if err != nil || n == "" {
-		return "", false
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
 	}
 	s.names.mu.Lock()
 	if s.names.m == nil {
@@ -103,7 +111,7 @@ func (s *Store) queueName(qid uint16) (string, bool) {
 	}
 	s.names.m[qid] = n
 	s.names.mu.Unlock()
-	return n, true
+	return n, nil
 }
 
 // Decode parses stored task data of either version (DecodeWith), reading
@@ -119,9 +127,20 @@ func (s *Store) SetTaskEncoding(e TaskEncoding) { s.encoding = e }
 // internQueues settles the namespace's encoding in shard 0 (one call of
 // registry.lua's "intern") and, when it is version 2, the numbers of
 // queues (new ones get the next free number); it returns the encoding in
-// force and the numbers by queue (nil for version 1).
+// force and the numbers by queue (nil for version 1; "" for a queue
+// left on version 1). What the other shards hold goes with the call
+// (namesInShards), so that a shard 0 that lost its queues hash gives
+// each queue the number its tasks carry elsewhere.
 func (s *Store) internQueues(ctx context.Context, queues []string) (TaskEncoding, map[string]string, error) {
-	args := append([]any{"intern", s.encoding.String()}, toAny(queues)...)
+	known, hint, err := s.namesInShards(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	args := []any{"intern", s.encoding.String(), hint, len(known)}
+	for _, n := range slices.Sorted(maps.Keys(known)) {
+		args = append(args, n, known[n])
+	}
+	args = append(args, toAny(queues)...)
 	v, err := registryScript.Run(ctx, s.rdb, []string{s.k.Queues(0)}, args...).StringSlice()
 	if err != nil {
 		return 0, nil, errtext.Errorf("intern queue names: %w", err)
@@ -137,6 +156,49 @@ func (s *Store) internQueues(ctx context.Context, queues []string) (TaskEncoding
 		ids[q] = v[1+i]
 	}
 	return EncodingCompact, ids, nil
+}
+
+// namesInShards reads the interned names every shard holds (fields
+// "|q|<number>"), and what the shards say of the encoding: "new" when no
+// shard has a queues hash, "2" when one has an interned number in use
+// (a field "|id|<queue>"), else "1". Two shards that give one number
+// different names are an error: the registry was written by hand.
+func (s *Store) namesInShards(ctx context.Context) (map[int]string, string, error) {
+	l := s.Layout()
+	pipe := s.rdb.Pipeline()
+	regs := make([]*redis.MapStringStringCmd, l.Shards())
+	for sh := range regs {
+		regs[sh] = pipe.HGetAll(ctx, s.k.Queues(sh))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, "", errtext.Errorf("read the queue registry: %w", err)
+	}
+	known := map[int]string{}
+	hint := "new"
+	for sh, c := range regs {
+		reg := c.Val()
+		if len(reg) > 0 && hint == "new" {
+			hint = "1"
+		}
+		for f, v := range reg {
+			if strings.HasPrefix(f, queueIDPrefix) {
+				hint = "2"
+			}
+			ns, ok := strings.CutPrefix(f, queueNamePrefix)
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(ns)
+			if err != nil || n < 1 || n > 65535 || !ValidQueue(v) {
+				continue // not ours
+			}
+			if prev, ok := known[n]; ok && prev != v {
+				return nil, "", fmt.Errorf("%w: queue number %d names %q in one shard and %q in shard %d", ErrInvalidArgument, n, prev, v, sh)
+			}
+			known[n] = v
+		}
+	}
+	return known, hint, nil
 }
 
 func toAny(ss []string) []any {

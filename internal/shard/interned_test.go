@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -212,14 +213,26 @@ func TestEncodeV2RoundTrip(t *testing.T) {
 	if len(blob) != v2Header+len(in.Payload) || blob[0] != 2 {
 		t.Fatalf("encoded %q", blob)
 	}
-	names := func(qid uint16) (string, bool) { return "mail", qid == 65535 }
+	names := func(qid uint16) (string, error) {
+		if qid != 65535 {
+			return "", nil
+		}
+		return "mail", nil
+	}
 	out, err := DecodeWith("x", blob, names)
 	if err != nil || out.Queue != in.Queue || out.Attempts != in.Attempts || out.MaxRetries != in.MaxRetries ||
 		out.Timeout != in.Timeout || !out.Due.Equal(in.Due) || !out.Enqueued.Equal(in.Enqueued) || !bytes.Equal(out.Payload, in.Payload) {
 		t.Fatalf("decoded %+v, %v; want %+v", out, err, in)
 	}
-	if _, err := Decode("x", blob); err == nil {
-		t.Fatal("Decode without queue names read version 2 data")
+	if _, err := Decode("x", blob); !errors.Is(err, ErrUndecodable) {
+		t.Fatalf("Decode without queue names: %v, want ErrUndecodable", err)
+	}
+	// A name that cannot be read is not the data's fault: the error does
+	// not say undecodable, so that a worker retries the task instead of
+	// dead-lettering it.
+	down := errors.New("connection refused")
+	if _, err := DecodeWith("x", blob, func(uint16) (string, error) { return "", down }); !errors.Is(err, down) || errors.Is(err, ErrUndecodable) {
+		t.Fatalf("decode while the name cannot be read: %v", err)
 	}
 }
 
@@ -306,5 +319,57 @@ func TestNoQueuesHashWritesNothing(t *testing.T) {
 	}
 	if c := countsOf(t, ctx, rdb, l, sh); c["l|default"] != 0 || c["s|default"] != 1 {
 		t.Fatalf("counts %v: want none leased and the nacked task scheduled", c)
+	}
+}
+
+// TestShardZeroLosesItsRegistry: a shard 0 whose queues hash is lost (its
+// node restarted without its data, a hand edit) while other shards keep
+// theirs and their tasks gets every queue's number again from them, and
+// the namespace's encoding; a task of another shard keeps its queue.
+func TestShardZeroLosesItsRegistry(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, err := NewLayout("hglost", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 10}
+	register := func(qs ...string) {
+		t.Helper()
+		m := map[string]QueuePolicy{}
+		for _, q := range qs {
+			m[q] = p
+		}
+		if err := NewStore(rdb, l).RegisterQueues(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("b")
+	register("a") // b is 1, a is 2
+	s := NewStore(rdb, l)
+	id := idsIn(s, 1, 1, "lost")[0]
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "a", Payload: []byte("x"), Delay: time.Hour, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if err := rdb.Del(ctx, l.Queues(0)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	register("a", "b") // sorted: a first, which would get 1 on an empty registry
+	reg := rdb.HGetAll(ctx, l.Queues(0)).Val()
+	if reg["|num|a"] != "2" || reg["|num|b"] != "1" || reg["|encoding"] != "2" || reg["|ids"] != "2" {
+		t.Fatalf("shard 0's registry after the loss: %v", reg)
+	}
+	info, err := NewStore(rdb, l).Lookup(ctx, id)
+	if err != nil || info.Task.Queue != "a" {
+		t.Fatalf("the task of queue a reads as %+v, %v", info.Task, err)
+	}
+	// A shard that names a number otherwise than shard 0 stops the
+	// registration instead of relabelling tasks.
+	if err := rdb.HSet(ctx, l.Queues(1), "|q|1", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewStore(rdb, l).RegisterQueues(ctx, map[string]QueuePolicy{"a": p}); err == nil {
+		t.Fatal("registration over conflicting numbers succeeded")
 	}
 }

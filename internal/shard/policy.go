@@ -204,7 +204,7 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 		var unkept []string
 		for q, p := range policies {
 			vals = append(vals, q, p.encode())
-			if enc == EncodingCompact {
+			if enc == EncodingCompact && ids[q] != "" {
 				// One HSET with the policy: a shard never has the
 				// number without its name.
 				vals = append(vals, queueNamePrefix+ids[q], q, queueIDPrefix+q, ids[q])
