@@ -159,7 +159,13 @@ func (s *Store) SetQueue(ctx context.Context, queue string, p QueuePolicy) (bool
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
-	v, err := s.registry(ctx, "set", queue, p.encode())
+	// A queue added at run time gets its number, as at registration, when
+	// the namespace writes encoding version 2.
+	_, ids, err := s.internQueues(ctx, []string{queue})
+	if err != nil {
+		return false, err
+	}
+	v, err := s.registry(ctx, "set", queue, p.encode(), ids[queue])
 	if err != nil {
 		return false, err
 	}
@@ -184,11 +190,16 @@ func (s *Store) RemoveQueue(ctx context.Context, queue string) error {
 	return nil
 }
 
-// registry runs registry.lua on every shard (one pipelined round trip).
-func (s *Store) registry(ctx context.Context, op, queue, policy string) ([]int64, error) {
+// registry runs registry.lua on every shard (one pipelined round trip);
+// number, if not "", is the queue's interned number ("set").
+func (s *Store) registry(ctx context.Context, op, queue, policy string, number ...string) ([]int64, error) {
+	args := []any{op, queue, policy}
+	if len(number) == 1 && number[0] != "" {
+		args = append(args, number[0])
+	}
 	calls := make([]scriptCall, s.Layout().Existing())
 	for sh := range calls {
-		calls[sh] = scriptCall{keys: []string{s.k.Queues(sh)}, args: []any{op, queue, policy}}
+		calls[sh] = scriptCall{keys: []string{s.k.Queues(sh)}, args: args}
 	}
 	cmds, err := registryScript.runPipelined(ctx, s.rdb, calls)
 	if err != nil {

@@ -373,3 +373,38 @@ func TestShardZeroLosesItsRegistry(t *testing.T) {
 		t.Fatal("registration over conflicting numbers succeeded")
 	}
 }
+
+// TestQueueAddedAtRunTimeGetsANumber: a queue added at run time
+// (SetQueue, inspect's queue set) is numbered as at registration and its
+// tasks are written in version 2; once removed and without tasks in a
+// shard, its name and number go with its registration there.
+func TestQueueAddedAtRunTimeGetsANumber(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t) // a new namespace: version 2
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	if _, err := s.SetQueue(ctx, "late", QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 10}); err != nil {
+		t.Fatal(err)
+	}
+	id := idsIn(s, 0, 1, "late")[0]
+	if r := s.Enqueue(ctx, EnqueueArgs{ID: id, Queue: "late", Payload: []byte("x"), Delay: time.Hour, MaxRetries: -1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if blob := rdb.HGet(ctx, l.Tasks(0), id).Val(); blob[0] != 2 {
+		t.Fatalf("a task of a queue added at run time stored as %q, want version 2", blob)
+	}
+	n := rdb.HGet(ctx, l.Queues(0), "|num|late").Val()
+	if _, err := s.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveQueue(ctx, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 100}); err != nil {
+		t.Fatal(err)
+	}
+	reg := rdb.HGetAll(ctx, l.Queues(1)).Val()
+	if _, ok := reg["late"]; ok || reg["|q|"+n] != "" || reg["|id|late"] != "" {
+		t.Fatalf("shard 1's registry after the removed queue drained: %v", reg)
+	}
+}

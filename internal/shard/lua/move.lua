@@ -99,9 +99,9 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   local blob = redis.call("HGET", KEYS[2], id)
   local q = blob_queue(blob or nil, qn)
   if q == "" then q = nil end
-  -- A version 2 number has a name only once its queue was registered,
-  -- and the registration stays while the shard holds its tasks: only
-  -- a name read from version 1 data needs the check.
+  -- A version 2 number has a name in the shard only while its queue is
+  -- registered there (the registration writes both, recovery deletes
+  -- both): only a name read from version 1 data needs the check.
   if q and KEYS[11] and string.byte(blob, 1) ~= 2 and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
   end

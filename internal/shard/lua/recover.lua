@@ -14,7 +14,8 @@
 --   3. Dead-letter retention: entries older than the age bound or beyond
 --      the size bound are deleted with their data.
 --   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
---      left in this shard lose their registration and counters here.
+--      left in this shard lose their registration (their interned name
+--      and number included) and counters here.
 --   5. Corrupt due times: delayed-set members scored beyond the latest
 --      due time enqueue.lua accepts (inf included), which never come due,
 --      are buried with the reason "corrupt due time" (counted in
@@ -226,6 +227,17 @@ end
 -- 4. removed queues without tasks left in this shard (parts 1 to 3 change
 -- neither KEYS[8] nor KEYS[11])
 local qs = policies
+-- A removed queue's interned name goes with it (task data version 2):
+-- data of its number that arrives later (an import) is buried as of an
+-- unknown queue, as version 1 data naming it is by the mover.
+local numbers = {}
+for i = 1, #qs, 2 do
+  if string.sub(qs[i], 1, 3) == "|q|" then
+    local l = numbers[qs[i + 1]] or {}
+    l[#l + 1] = qs[i]
+    numbers[qs[i + 1]] = l
+  end
+end
 for i = 1, #qs, 2 do
   local q = qs[i]
   if string.sub(qs[i + 1], 1, 6) == "drain|" then
@@ -234,7 +246,7 @@ for i = 1, #qs, 2 do
     for _, v in ipairs(c) do left = left + math.max(0, tonumber(v or "0") or 0) end
     left = left + redis.call("LLEN", ARGV[5] .. q) + redis.call("ZCARD", ARGV[6] .. q)
     if left == 0 then
-      redis.call("HDEL", KEYS[8], q)
+      redis.call("HDEL", KEYS[8], q, "|id|" .. q, unpack(numbers[q] or {}))
       redis.call("HDEL", KEYS[12], "s|" .. q, "l|" .. q, "d|" .. q)
       redis.call("SREM", KEYS[11], q)
     end

@@ -10,7 +10,9 @@
 -- ARGV[3] policy (set); intern: what the other shards say when this
 --         hash does not exist: "new" (no shard is registered), "1" or "2"
 --         (some are: with interned numbers, "2")
--- ARGV[4] intern: k, the number of numbers the other shards name; then
+-- ARGV[4] set: optional, the queue's interned number (written with its
+--         name, as "|q|<number>" and "|id|<queue>"); intern: k, the
+--         number of numbers the other shards name; then
 --         k pairs (number, queue name); then the queue names to intern
 --
 -- intern (on shard 0's queues hash only) settles the namespace's task
@@ -75,6 +77,9 @@ end
 local cur = redis.call("HGET", KEYS[1], ARGV[2])
 if ARGV[1] == "set" then
   redis.call("HSET", KEYS[1], ARGV[2], ARGV[3])
+  if ARGV[4] then -- its interned number: enqueues write version 2
+    redis.call("HSET", KEYS[1], "|q|" .. ARGV[4], ARGV[2], "|id|" .. ARGV[2], ARGV[4])
+  end
   if not cur or string.sub(cur, 1, 6) == "drain|" then return 1 end
   return 0
 end
