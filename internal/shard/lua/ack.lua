@@ -1,5 +1,10 @@
 -- ack.lua: deliveries succeeded; delete their tasks.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] tasks      HASH  task id -> encoded task
 -- KEYS[2] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[3] leases     HASH  task id -> delivery token

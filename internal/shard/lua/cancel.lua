@@ -1,5 +1,10 @@
 -- cancel.lua: delete a task that has not started running.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
 -- KEYS[3] inflight   ZSET  task id -> lease deadline ms

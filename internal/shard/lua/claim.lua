@@ -1,6 +1,11 @@
 -- claim.lua: lease ids a worker popped from one ready list (at once, or
 -- when a handler it started without a lease runs longer than that allows).
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] tasks      HASH  task id -> encoded task
 -- KEYS[2] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[3] leases     HASH  task id -> delivery token
@@ -18,7 +23,7 @@
 -- skipped. An entry already leased under its own number (the caller's
 -- earlier claim ran but its reply was lost) is returned again with that
 -- lease, unchanged, so a claim can be retried. Data that is not a whole
--- version 1 header (lib.lua's header) is buried with decode's reason. Returns {now, id_1, token_1, deadline_1, blob_1,
+-- header of either version (lib.lua's header) is buried with decode's reason. Returns {now, id_1, token_1, deadline_1, blob_1,
 -- id_2, ...} for the leased ids only; token_i is the entry's sequence
 -- number (a string), deadline_i unix ms.
 local qn = queue_names(KEYS[1])

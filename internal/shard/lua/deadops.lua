@@ -1,6 +1,11 @@
 -- deadops.lua: replay or purge dead letters of one shard: one by id, or
 -- those matching a filter, a bounded page at a time.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] dead       ZSET  task id -> time buried
 -- KEYS[2] dead info  HASH  task id -> JSON {reason, error, at}
 -- KEYS[3] tasks      HASH  task id -> encoded task

@@ -1,6 +1,10 @@
 -- depth.lua: a shard's task counts per queue, read-only. Bounded by the
 -- number of queues (those registered, and those the counts name).
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name of a ready list's head from KEYS[2] (lib.lua's
+-- queue_name).
+--
 -- KEYS[1] counts   HASH  "s|<queue>", "l|<queue>", "d|<queue>" (see lib.lua's count)
 -- KEYS[2] queues   HASH  queue -> policy (field "|far" is not a queue)
 -- ARGV[1] ready-list key prefix of the shard (the queue name is appended)

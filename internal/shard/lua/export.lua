@@ -3,6 +3,11 @@
 -- export -> import (import.lua, on the new shard) -> commit (commit.lua,
 -- here). Run by the shard's owner, fenced by its epoch.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- A task that is scheduled (in the delayed set or the far tier) or dead
 -- leaves its indexes and its data: its entry goes to the outbox, where
 -- dedupe, cancel and lookup still find it until commit.lua drops it. A

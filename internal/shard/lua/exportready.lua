@@ -9,6 +9,11 @@
 -- attempts, last error and data are kept, and so nothing is lost; only
 -- its place in the queue's order changes.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- An entry is taken only if it is still at the index given and its id
 -- is still pending under its number: an entry a worker popped meanwhile
 -- is in flight, and stays. Taken entries are replaced by a tombstone,

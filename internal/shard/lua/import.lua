@@ -7,6 +7,11 @@
 -- without data (empty data in its entry) is stored as one unless its id
 -- has a task or a dead letter here: it must not make that task look dead.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
 -- KEYS[3] queues     HASH  queue policies; field "|far" is the far tier's

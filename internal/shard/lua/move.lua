@@ -2,6 +2,11 @@
 -- Run only by the shard's owner; fenced by epoch; bounded by LIMIT. Each
 -- ready entry is "seq|id|encoded task" (see make_ready in lib.lua).
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash (KEYS[11]'s key, read even
+-- when KEYS[11] is not given; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] delayed    ZSET  task id -> due ms
 -- KEYS[2] tasks      HASH  task id -> encoded task
 -- KEYS[3] epoch      STRING fencing epoch of the current owner

@@ -2,6 +2,11 @@
 -- the in-flight set or the dead-letter set), read-only, for listings.
 -- Bounded: at most LIMIT members are examined.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] set        ZSET  task id -> score (due, lease deadline or burial ms)
 -- KEYS[2] tasks      HASH  task id -> encoded task
 -- KEYS[3] dead info  HASH  task id -> JSON {reason, error, at}
@@ -18,7 +23,7 @@
 --
 -- Returns {next_score, next_member, done, then per matching task: id,
 -- score, encoded task with at most ARGV[9] bytes of payload or "", the
--- payload's whole length (-1: no data, or not version 1), dead info or
+-- payload's whole length (-1: no data, or in neither encoding), dead info or
 -- "", last error or ""}. done is 1 when the set holds nothing after this
 -- page; the member "|far" (the far tier's marker in the delayed set) is
 -- never listed. Task data is read one task at a time, so a call holds one

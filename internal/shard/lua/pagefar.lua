@@ -2,6 +2,11 @@
 -- in time buckets; see enqueue.lua), read-only, for listings. Bounded:
 -- at most LIMIT entries and LIMIT buckets are examined.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] far      ZSET  bucket start ms -> promotion ms; bucket b's entries
 --                        "id|enqueued_ms" are in the LIST KEYS[1] .. ":" .. b
 -- KEYS[2] tasks    HASH  task id -> encoded task
@@ -15,7 +20,7 @@
 --
 -- Returns {next_score, next_bucket, next_index, done, then per live
 -- matching task: id, encoded task with at most ARGV[6] bytes of payload,
--- the payload's whole length (-1: not version 1), last error or ""}.
+-- the payload's whole length (-1: in neither encoding), last error or ""}.
 -- Task data is read one task at a time. An entry whose task
 -- is gone or was enqueued anew (another enqueued_ms) is stale, not listed.
 -- The bucket lists are not declared: before reading one the script checks

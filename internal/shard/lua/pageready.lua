@@ -14,7 +14,7 @@
 --
 -- Returns {next_index, last_seq, done, then per live entry: id, seq,
 -- encoded task with at most ARGV[4] bytes of payload or "", the
--- payload's whole length (-1: no data, or not version 1), last error or
+-- payload's whole length (-1: no data, or in neither encoding), last error or
 -- ""}. A leftover duplicate entry (its id is
 -- pending under another number) is not listed.
 local idx, last = tonumber(ARGV[1]), tonumber(ARGV[2])

@@ -26,6 +26,11 @@
 --   A task buried in part 1 or 2a whose queue keeps records is published
 --   "dead" on its done channel (Client.Wait).
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] delayed  KEYS[2] tasks  KEYS[3] inflight  KEYS[4] leases
 -- KEYS[5] errors   KEYS[6] dead   KEYS[7] dead info KEYS[8] queues
 -- KEYS[9] epoch    KEYS[10] stats KEYS[11] ready queues

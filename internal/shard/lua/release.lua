@@ -1,6 +1,11 @@
 -- release.lua: give a delivery back without counting an attempt (the
 -- worker is shutting down); the task is ready again at once.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- KEYS[1] inflight   ZSET  task id -> lease deadline ms
 -- KEYS[2] leases     HASH  task id -> delivery token
 -- KEYS[3] seq        STRING sequence counter

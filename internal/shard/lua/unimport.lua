@@ -3,6 +3,11 @@
 -- if they are still as imported: scheduled or dead, with the same data.
 -- A task that changed (it became due and ran) is left as it is.
 --
+-- Task data of encoding version 2 names its queue by number: the script
+-- reads the name from the shard's queues hash ({tag}:queues, not
+-- declared, in the shard's slot; lib.lua's queue_name), and fails with
+-- "TRYAGAIN ...", nothing written, while that hash is not on the node.
+--
 -- Each id is also recorded as imported in this change (KEYS[8]), whether
 -- or not a copy was there: an owner paused between its export and its
 -- import (its lease expired, the next owner resumed the batch) may still
