@@ -142,7 +142,7 @@ func (s *Store) Popped(sh int, entry string, poppedAt time.Time, lease time.Dura
 	if !ok || !ValidStoredID(id) {
 		return Delivery{}, false
 	}
-	t, err := s.Decode(id, []byte(blob))
+	t, err := s.DecodeIn(sh, id, []byte(blob))
 	if err != nil {
 		return Delivery{}, false
 	}
@@ -225,7 +225,7 @@ func (s *Store) Claim(ctx context.Context, sh int, queue string, entries []strin
 		// The script read only the lease's fields; Go's decoder may still
 		// refuse the rest (a newer encoding, a number out of range):
 		// report, don't drop.
-		if d.Task, d.DecodeErr = s.Decode(id, []byte(blob)); d.DecodeErr != nil {
+		if d.Task, d.DecodeErr = s.DecodeIn(sh, id, []byte(blob)); d.DecodeErr != nil {
 			d.Task = Task{ID: id, Queue: queue}
 		}
 		out = append(out, d)

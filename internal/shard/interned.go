@@ -87,37 +87,51 @@ type queueNames struct {
 	m  map[uint16]string
 }
 
-// queueName returns the name of queue number qid (reading shard 0 on a
-// miss): "" when there is none, an error when it could not be read.
-func (s *Store) queueName(qid uint16) (string, error) {
-	s.names.mu.RLock()
-	n, ok := s.names.m[qid]
-	s.names.mu.RUnlock()
-	if ok {
+// namesIn returns the QueueNameFunc of data read from shard sh: a cached
+// name, else the one shard sh's queues hash holds ("" when none, an
+// error when it could not be read). Names are read from the data's own
+// shard, whose node served the data, not from another node.
+func (s *Store) namesIn(sh int) QueueNameFunc {
+	return func(qid uint16) (string, error) {
+		s.names.mu.RLock()
+		n, ok := s.names.m[qid]
+		s.names.mu.RUnlock()
+		if ok {
+			return n, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := s.rdb.HGet(ctx, s.k.Queues(sh), queueNamePrefix+strconv.Itoa(int(qid))).Result()
+		if errors.Is(err, redis.Nil) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		s.names.mu.Lock()
+		if s.names.m == nil {
+			s.names.m = map[uint16]string{}
+		}
+		s.names.m[qid] = n // numbers are never given to another queue
+		s.names.mu.Unlock()
 		return n, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, err := s.rdb.HGet(ctx, s.k.Queues(0), queueNamePrefix+strconv.Itoa(int(qid))).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	s.names.mu.Lock()
-	if s.names.m == nil {
-		s.names.m = map[uint16]string{}
-	}
-	s.names.m[qid] = n
-	s.names.mu.Unlock()
-	return n, nil
 }
 
+// queueName reads a name as namesIn(0) does.
+func (s *Store) queueName(qid uint16) (string, error) { return s.namesIn(0)(qid) }
+
 // Decode parses stored task data of either version (DecodeWith), reading
-// interned queue names through the store.
+// interned queue names through the store (shard 0's registry on a miss;
+// DecodeIn reads the data's own shard's).
 func (s *Store) Decode(id string, blob []byte) (Task, error) {
 	return DecodeWith(id, blob, s.queueName)
+}
+
+// DecodeIn parses task data read from shard sh (DecodeWith), reading a
+// name missing from the cache from that shard's queues hash.
+func (s *Store) DecodeIn(sh int, id string, blob []byte) (Task, error) {
+	return DecodeWith(id, blob, s.namesIn(sh))
 }
 
 // SetTaskEncoding sets the encoding the store's RegisterQueues asks for

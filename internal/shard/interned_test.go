@@ -355,6 +355,10 @@ func TestShardZeroLosesItsRegistry(t *testing.T) {
 	if err := rdb.Del(ctx, l.Queues(0)).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Go reads a name from the data's own shard, not shard 0.
+	if info, err := NewStore(rdb, l).Lookup(ctx, id); err != nil || info.DecodeErr != nil || info.Task.Queue != "a" {
+		t.Fatalf("the task of queue a, with shard 0's registry lost, reads as %+v, %v", info, err)
+	}
 	register("a", "b") // sorted: a first, which would get 1 on an empty registry
 	reg := rdb.HGetAll(ctx, l.Queues(0)).Val()
 	if reg["|num|a"] != "2" || reg["|num|b"] != "1" || reg["|encoding"] != "2" || reg["|ids"] != "2" {

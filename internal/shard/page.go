@@ -104,7 +104,7 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	out := make([]Entry, 0, (len(v)-3)/6)
 	for i := 3; i < len(v); i += 6 {
 		size, _ := v[i+3].(int64)
-		e := Entry{names: s.queueName, ID: str(v[i]), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])}
+		e := Entry{names: s.namesIn(sh), ID: str(v[i]), Blob: str(v[i+2]), PayloadSize: size, DeadInfo: str(v[i+4]), LastError: str(v[i+5])}
 		if score, err := strconv.ParseFloat(str(v[i+1]), 64); err != nil || !ValidDue(score) {
 			e.BadScore = kind == SetDelayed
 		} else {
@@ -153,7 +153,7 @@ func (s *Store) PageFar(ctx context.Context, sh int, cur FarCursor, limit int, q
 	out := make([]Entry, 0, (len(v)-4)/4)
 	for i := 4; i < len(v); i += 4 {
 		size, _ := v[i+2].(int64)
-		out = append(out, Entry{names: s.queueName, ID: str(v[i]), Blob: str(v[i+1]), PayloadSize: size, LastError: str(v[i+3])})
+		out = append(out, Entry{names: s.namesIn(sh), ID: str(v[i]), Blob: str(v[i+1]), PayloadSize: size, LastError: str(v[i+3])})
 	}
 	return out, next, v[3] == int64(1), nil
 }
@@ -187,7 +187,7 @@ func (s *Store) PageReady(ctx context.Context, sh int, queue string, cur ReadyCu
 	for i := 3; i < len(v); i += 5 {
 		seq, _ := v[i+1].(int64)
 		size, _ := v[i+3].(int64)
-		out = append(out, Entry{names: s.queueName, ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), PayloadSize: size, LastError: str(v[i+4])})
+		out = append(out, Entry{names: s.namesIn(sh), ID: str(v[i]), Seq: seq, Blob: str(v[i+2]), PayloadSize: size, LastError: str(v[i+4])})
 	}
 	return out, next, v[2] == int64(1), nil
 }

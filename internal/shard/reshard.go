@@ -165,7 +165,7 @@ func (s *Store) ReadyWindow(ctx context.Context, sh int, queue string, start int
 			out[i].ID = f[1]
 		}
 		if len(f) == 3 {
-			if t, err := s.Decode(out[i].ID, []byte(f[2])); err == nil {
+			if t, err := s.DecodeIn(sh, out[i].ID, []byte(f[2])); err == nil {
 				out[i].Due = t.Due
 			}
 		}

@@ -413,7 +413,7 @@ func (s *Store) lookupIn(ctx context.Context, p Place, id string) (Info, error) 
 	}
 	info := Info{State: v[0], Shard: sh, DeadInfo: v[3], LastError: v[4], Task: Task{ID: id}}
 	if v[1] != "" {
-		info.Task, info.DecodeErr = s.Decode(id, []byte(v[1]))
+		info.Task, info.DecodeErr = s.DecodeIn(sh, id, []byte(v[1]))
 		if info.DecodeErr != nil {
 			info.Task = Task{ID: id}
 		}
