@@ -192,7 +192,7 @@ func trueCounts(t *testing.T, e *shardtest.Env, q string) inspect.Counts {
 	var c inspect.Counts
 	queueOf := func(sh int, id string) string {
 		blob, _ := e.RDB.HGet(ctx, l.Tasks(sh), id).Result()
-		d, err := e.Store.Decode(id, []byte(blob))
+		d, err := e.Store.DecodeIn(sh, id, []byte(blob))
 		if err != nil {
 			return ""
 		}

@@ -1138,7 +1138,7 @@ var conformanceCases = []confCase{
 					t.Errorf("[%s] %s: %s not listed", pBehaviour, what, id)
 					return
 				}
-				d, err := DecodeWith(id, []byte(es[i].Blob), f.s.queueName)
+				d, err := f.s.DecodeIn(f.sh, id, []byte(es[i].Blob))
 				if err != nil || d.Queue == "" || len(d.Payload) != PagePreview || es[i].PayloadSize != 1000 {
 					t.Errorf("[%s] %s: %s with %d payload bytes of %d (%v), want %d of 1000", pBehaviour, what, id, len(d.Payload), es[i].PayloadSize, err, PagePreview)
 				}

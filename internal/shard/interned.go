@@ -118,16 +118,6 @@ func (s *Store) namesIn(sh int) QueueNameFunc {
 	}
 }
 
-// queueName reads a name as namesIn(0) does.
-func (s *Store) queueName(qid uint16) (string, error) { return s.namesIn(0)(qid) }
-
-// Decode parses stored task data of either version (DecodeWith), reading
-// interned queue names through the store (shard 0's registry on a miss;
-// DecodeIn reads the data's own shard's).
-func (s *Store) Decode(id string, blob []byte) (Task, error) {
-	return DecodeWith(id, blob, s.queueName)
-}
-
 // DecodeIn parses task data read from shard sh (DecodeWith), reading a
 // name missing from the cache from that shard's queues hash.
 func (s *Store) DecodeIn(sh int, id string, blob []byte) (Task, error) {
@@ -154,7 +144,9 @@ func (s *Store) internQueues(ctx context.Context, queues []string) (TaskEncoding
 	for _, n := range slices.Sorted(maps.Keys(known)) {
 		args = append(args, n, known[n])
 	}
-	args = append(args, toAny(queues)...)
+	for _, q := range queues {
+		args = append(args, q)
+	}
 	v, err := registryScript.Run(ctx, s.rdb, []string{s.k.Queues(0)}, args...).StringSlice()
 	if err != nil {
 		return 0, nil, errtext.Errorf("intern queue names: %w", err)
@@ -213,12 +205,4 @@ func (s *Store) namesInShards(ctx context.Context) (map[int]string, string, erro
 		}
 	}
 	return known, hint, nil
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }

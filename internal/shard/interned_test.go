@@ -194,10 +194,10 @@ func TestQueueNumbersAreGlobal(t *testing.T) {
 	}
 	s := NewStore(rdb, l)
 	blob := EncodeV2(Task{Queue: "?", Payload: []byte("x"), Due: time.Now(), Enqueued: time.Now()}, 999)
-	if _, err := s.Decode("x", blob); err == nil || !strings.Contains(err.Error(), "unknown queue number 999") {
+	if _, err := s.DecodeIn(0, "x", blob); err == nil || !strings.Contains(err.Error(), "unknown queue number 999") {
 		t.Fatalf("decode of an unknown number: %v", err)
 	}
-	if _, err := s.Decode("x", blob[:10]); err == nil {
+	if _, err := s.DecodeIn(0, "x", blob[:10]); err == nil {
 		t.Fatal("decode of a cut version 2 header succeeded")
 	}
 }

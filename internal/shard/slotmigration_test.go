@@ -602,7 +602,7 @@ func (f *migFixture) checkNoneLost(t *testing.T, ctx context.Context) {
 // blobQueue returns the queue of encoded task data.
 func blobQueue(s *Store, blob string) string {
 	if len(blob) >= v2Header && blob[0] == 2 {
-		q, _ := s.queueName(binary.BigEndian.Uint16([]byte(blob[1:3])))
+		q, _ := s.namesIn(0)(binary.BigEndian.Uint16([]byte(blob[1:3])))
 		return q
 	}
 	parts := strings.SplitN(blob, "|", 3)

@@ -54,13 +54,15 @@ end
 local n = (#ARGV - 1) / 3
 local out, done = {}, {}
 local leased = {} -- indexes to check against the leases hash
--- Deliveries without a lease: by queue, one ZMSCORE each.
-local byq = {}
+-- Deliveries without a lease: by queue, one ZMSCORE each. queue_of: the
+-- queue of each delivery (the one the worker names, else its data's).
+local byq, queue_of = {}, {}
 for k = 1, n do
   local q = ARGV[3 * k + 1]
   if q == "" then
     leased[#leased + 1] = k
   else
+    queue_of[k] = q
     byq[q] = byq[q] or {}
     local l = byq[q]
     l[#l + 1] = k
@@ -72,19 +74,14 @@ local pks = {}
 for q in pairs(byq) do pks[#pks + 1] = ARGV[1] .. q end
 local moving = served_here(KEYS[1], pks)
 if moving then return moving end
--- The queue of each delivery: the one the worker names, else (leased
--- first) its data's, read before anything is written (lib.lua's
--- queue_name may fail).
-local queue_of = {}
+-- The queue of a delivery leased first: its data's, read before anything
+-- is written (lib.lua's queue_name may fail).
 if #leased > 0 then
   local ids = {}
   for j, k in ipairs(leased) do ids[j] = ARGV[3 * k - 1] end
   for j, blob in ipairs(bulk_read("HMGET", KEYS[1], ids)) do
     queue_of[leased[j]] = blob_queue(blob or nil, qn)
   end
-end
-for q, ks in pairs(byq) do
-  for _, k in ipairs(ks) do queue_of[k] = q end
 end
 for q, ks in pairs(byq) do
   local pk = ARGV[1] .. q

@@ -154,6 +154,15 @@ local function queue_name(qn, qid)
   return n or nil
 end
 
+-- v2_fields reads the fixed header of task data version 2 after its
+-- first byte (2): the interned queue number, attempts, max_retries,
+-- timeout_ms, due_ms and enqueued_ms, big-endian, 23 bytes (the payload
+-- starts at byte 25); nothing when blob is shorter.
+local function v2_fields(blob)
+  if #blob < 24 then return end
+  return struct.unpack(">I2I2I2I5I6I6", blob, 2)
+end
+
 -- header reads the fields of encoded task data (version 1 or 2, the
 -- queue of version 2 read through qn, see queue_names) as text: queue,
 -- attempts, max_retries, timeout_ms, due_ms, enqueued_ms, and the
@@ -163,9 +172,8 @@ end
 local function header(blob, qn)
   if not blob then return nil end
   if string.byte(blob, 1) == 2 then
-    if #blob < 24 then return nil end
-    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
-    local q = queue_name(qn, qid)
+    local qid, att, mr, to, due, enq = v2_fields(blob)
+    local q = qid and queue_name(qn, qid)
     if not q then return nil end
     return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
       string.format("%d", due), string.format("%d", enq), 25

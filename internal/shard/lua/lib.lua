@@ -95,9 +95,14 @@ local function queue_name(qn, qid)
   return n or nil
 end
 
--- The fixed header of task data version 2, after its first byte (2): the
--- interned queue number, attempts, max_retries, timeout_ms, due_ms and
--- enqueued_ms, big-endian, 23 bytes; the payload starts at byte 25.
+-- v2_fields reads the fixed header of task data version 2 after its
+-- first byte (2): the interned queue number, attempts, max_retries,
+-- timeout_ms, due_ms and enqueued_ms, big-endian, 23 bytes (the payload
+-- starts at byte 25); nothing when blob is shorter.
+local function v2_fields(blob)
+  if #blob < 24 then return end
+  return struct.unpack(">I2I2I2I5I6I6", blob, 2)
+end
 
 -- decode parses encoded task data, version 1 or 2 (docs/protocol.md), the
 -- queue name of version 2 read through qn (queue_names). It returns nil
@@ -107,8 +112,8 @@ end
 local function decode(blob, qn)
   if not blob then return nil, "no task data" end
   if string.byte(blob, 1) == 2 then
-    if #blob < 24 then return nil, "undecodable task data" end
-    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
+    local qid, att, mr, to, due, enq = v2_fields(blob)
+    if not qid then return nil, "undecodable task data" end
     local q = queue_name(qn, qid)
     if not q then return nil, "unknown queue number " .. qid end
     return {v = 2, qid = qid, queue = q, attempts = att, max_retries = mr,
@@ -173,9 +178,8 @@ end
 local function header(blob, qn)
   if not blob then return nil end
   if string.byte(blob, 1) == 2 then
-    if #blob < 24 then return nil end
-    local qid, att, mr, to, due, enq = struct.unpack(">I2I2I2I5I6I6", blob, 2)
-    local q = queue_name(qn, qid)
+    local qid, att, mr, to, due, enq = v2_fields(blob)
+    local q = qid and queue_name(qn, qid)
     if not q then return nil end
     return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
       string.format("%d", due), string.format("%d", enq), 25
@@ -190,8 +194,8 @@ end
 local function blob_queue(blob, qn)
   if not blob then return "" end
   if string.byte(blob, 1) == 2 then
-    if #blob < 24 then return "" end
-    return queue_name(qn, (struct.unpack(">I2", blob, 2))) or ""
+    local qid = v2_fields(blob)
+    return qid and queue_name(qn, qid) or ""
   end
   return string.match(blob, "^1|([^|]+)|") or ""
 end

@@ -7,9 +7,9 @@
 -- ARGV[1] "set", "remove" or "intern"
 -- ARGV[2] queue name (set, remove); the encoding asked for (intern):
 --         "auto", "1" or "2"
--- ARGV[3] policy (set); intern: what the other shards say when this
---         hash does not exist: "new" (no shard is registered), "1" or "2"
---         (some are: with interned numbers, "2")
+-- ARGV[3] policy (set); intern: what the shards' registries say, shard
+--         0's included (Store.namesInShards): "new" when none exists, "2"
+--         when one has an interned number in use, else "1"
 -- ARGV[4] set: optional, the queue's interned number (written with its
 --         name, as "|q|<number>" and "|id|<queue>"); intern: k, the
 --         number of numbers the other shards name; then
@@ -51,7 +51,7 @@ if ARGV[1] == "intern" then
   elseif ARGV[2] ~= "auto" then
     return redis.error_reply("registry: unknown encoding " .. ARGV[2])
   elseif not enc then
-    enc = ARGV[3] == "1" and "1" or (ARGV[3] == "2" or redis.call("EXISTS", KEYS[1]) == 0) and "2" or "1"
+    enc = ARGV[3] == "1" and "1" or "2"
   end
   redis.call("HSET", KEYS[1], "|encoding", enc)
   local last = tonumber(redis.call("HGET", KEYS[1], "|ids") or "0") or 0
