@@ -26,7 +26,7 @@ func newCombiner(store *shard.Store, met *Metrics) *combiner {
 		met.observeShared(len(reqs))
 		if len(reqs) == 1 {
 			r := reqs[0]
-			res, err := store.MoveAhead(ctx, r.Shard, r.Epoch, r.Limit, r.Prefetch)
+			res, err := store.MoveShard(ctx, r)
 			return []shard.MoveOutcome{{Result: res, Err: err}}
 		}
 		for i := range reqs {

@@ -13,6 +13,7 @@ type Metrics struct {
 	moved       *prometheus.CounterVec
 	buried      *prometheus.CounterVec
 	promoted    *prometheus.CounterVec
+	staged      *prometheus.CounterVec
 	batch       prometheus.Histogram
 	shared      prometheus.Histogram
 	duration    prometheus.Histogram
@@ -34,6 +35,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shard"}),
 		promoted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hourglass_far_promoted_total", Help: "Far-tier entries taken from their bucket into the delayed set (stale ones included).",
+		}, []string{"shard"}),
+		staged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hourglass_scan_staged_total", Help: "Mover calls planned ahead of half the prefetch to stage a dense batch (many tasks due within one prefetch window) before it is due.",
 		}, []string{"shard"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hourglass_scan_moved", Help: "Tasks moved per mover call.",
@@ -65,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.moved, m.buried, m.promoted, m.batch, m.shared, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
+		reg.MustRegister(m.moved, m.buried, m.promoted, m.staged, m.batch, m.shared, m.duration, m.stale, m.lateness, m.scanErrors, m.wakeups, m.subscribers)
 	}
 	return m
 }
@@ -80,7 +84,7 @@ func (m *Metrics) initShard(sh int) {
 		return
 	}
 	l := label(sh)
-	for _, v := range []*prometheus.CounterVec{m.moved, m.buried, m.promoted, m.stale, m.scanErrors} {
+	for _, v := range []*prometheus.CounterVec{m.moved, m.buried, m.promoted, m.staged, m.stale, m.scanErrors} {
 		v.WithLabelValues(l)
 	}
 }

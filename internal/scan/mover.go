@@ -56,16 +56,22 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	more := false
 	subscribed := func() bool { return s.Subscribed != nil && s.Subscribed() }
 	var idle idleCheck
+	// plan: when to call before the next due time, and how far ahead that
+	// call moves (a dense batch is staged; see plan).
+	plan := stagePlan{lead: m.cfg.Prefetch / 2, horizon: m.cfg.Prefetch}
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
 		if wait, ok := idle.skip(ctx, m, sh, subscribed()); ok {
 			return owner.Wait{For: wait, Wake: s.Wake}, nil
 		}
 		start := time.Now()
-		req := shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: m.cfg.Prefetch}
+		req := shard.MoveRequest{Shard: sh, Epoch: epoch, Limit: m.cfg.Limit, Prefetch: plan.horizon}
+		if m.store.StagingAllowed() {
+			req.Window = m.cfg.Prefetch // how dense the next batch is (plan)
+		}
 		var res shard.MoveResult
 		var err error
 		if more {
-			res, err = m.store.MoveAhead(ctx, sh, epoch, req.Limit, req.Prefetch)
+			res, err = m.store.MoveShard(ctx, req)
 		} else {
 			res, err = m.comb.move(ctx, req)
 		}
@@ -74,6 +80,8 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 			idle = idleCheck{}
 			return owner.Wait{Wake: s.Wake}, err
 		}
+		plan = m.plan(res)
+		m.observeStage(sh, plan)
 		m.observe(sh, time.Since(start), res)
 		if res.Buried > 0 {
 			log.Warn("buried undecodable delayed members", "count", res.Buried)
@@ -86,9 +94,12 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		}
 		// At once after a full batch, promoted far-tier tasks, or the
 		// next task due; else until then or a wake-up.
-		wait := m.next(res, subscribed())
+		wait := m.next(res, plan, subscribed())
 		more = wait <= 0
-		idle.called(m, res, wait, subscribed())
+		if more {
+			plan = plan.goOn(res)
+		}
+		idle.called(m, res, plan, wait, subscribed())
 		return owner.Wait{For: wait, Wake: s.Wake}, nil
 	}
 	return owner.Repeat(ctx, st)
@@ -108,11 +119,12 @@ type idleCheck struct {
 	due     time.Time // local time of the next due call; zero: none
 }
 
-// called records a move call's result and the wait that follows it.
-func (c *idleCheck) called(m *Mover, res shard.MoveResult, wait time.Duration, subscribed bool) {
+// called records a move call's result, its plan and the wait that
+// follows it.
+func (c *idleCheck) called(m *Mover, res shard.MoveResult, p stagePlan, wait time.Duration, subscribed bool) {
 	now := time.Now()
 	*c = idleCheck{head: float64(res.NextDue), hasHead: res.NextDue >= 0}
-	if d, ok := m.untilDue(res); ok {
+	if d, ok := untilDue(res, p); ok {
 		c.due = now.Add(d)
 	}
 	if subscribed && wait == m.cfg.IdleRecheck {
@@ -145,10 +157,10 @@ func (c *idleCheck) skip(ctx context.Context, m *Mover, sh int, subscribed bool)
 
 // next returns how long to sleep after a successful call: 0 or less to
 // call again at once (a full batch, or far-tier tasks promoted: more may
-// be due now), else until the next task is due (ahead by half the
-// prefetch), at most the safety re-check, or the idle re-check while the
+// be due now), else until the next task is due (ahead by the plan's
+// lead), at most the safety re-check, or the idle re-check while the
 // shard's wake-ups are subscribed.
-func (m *Mover) next(res shard.MoveResult, subscribed bool) time.Duration {
+func (m *Mover) next(res shard.MoveResult, p stagePlan, subscribed bool) time.Duration {
 	if res.Moved+res.Buried >= m.cfg.Limit || res.Promoted > 0 {
 		return 0
 	}
@@ -156,23 +168,21 @@ func (m *Mover) next(res shard.MoveResult, subscribed bool) time.Duration {
 	if subscribed {
 		wait = m.cfg.IdleRecheck
 	}
-	if d, ok := m.untilDue(res); ok {
+	if d, ok := untilDue(res, p); ok {
 		wait = min(wait, d)
 	}
 	return wait
 }
 
 // untilDue returns how long after a call the next one is due for the
-// next task (ahead by half the prefetch), if there is one.
-func (m *Mover) untilDue(res shard.MoveResult) (time.Duration, bool) {
+// next task (ahead by the plan's lead), if there is one.
+func untilDue(res shard.MoveResult, p stagePlan) (time.Duration, bool) {
 	if res.NextDue < 0 {
 		return 0, false
 	}
 	// Microseconds: a sleep in whole ms of the truncated clock would wake
-	// up to 1 ms late. With a prefetch, wake when the next task is half of
-	// it from due: the call then moves it, and what is due in the half
-	// after it, still ahead of time.
-	wake := res.NextDue*1000 - (m.cfg.Prefetch / 2).Microseconds()
+	// up to 1 ms late.
+	wake := res.NextDue*1000 - p.lead.Microseconds()
 	return time.Duration(wake-res.NowMicros) * time.Microsecond, true
 }
 

@@ -128,6 +128,15 @@ func (s *Store) DecodeIn(sh int, id string, blob []byte) (Task, error) {
 // (EncodingAuto unless set). Set it before the store is used.
 func (s *Store) SetTaskEncoding(e TaskEncoding) { s.encoding = e }
 
+// StagingAllowed reports whether movers may stage a dense batch up to
+// MaxStage ahead of its due time: the namespace writes encoding version
+// 2, as this store's last RegisterQueues found it. A worker older than
+// staging holds a popped task only up to 300 ms ahead and would start a
+// task staged further ahead early; every process that reads version 2
+// holds up to MaxHold, so a namespace on version 2 (new, or switched by
+// the operator once every process reads it) has no such worker.
+func (s *Store) StagingAllowed() bool { return s.compact.Load() }
+
 // internQueues settles the namespace's encoding in shard 0 (one call of
 // registry.lua's "intern") and, when it is version 2, the numbers of
 // queues (new ones get the next free number); it returns the encoding in
@@ -154,6 +163,7 @@ func (s *Store) internQueues(ctx context.Context, queues []string) (TaskEncoding
 	if len(v) != 1+len(queues) && len(v) != 1 {
 		return 0, nil, fmt.Errorf("intern queue names: %d values for %d queues", len(v), len(queues))
 	}
+	s.compact.Store(v[0] == "2")
 	if v[0] != "2" {
 		return EncodingText, nil, nil
 	}

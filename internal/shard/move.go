@@ -26,6 +26,10 @@ type MoveResult struct {
 	// Promoted counts far-tier entries taken into the delayed set; when
 	// it is positive the caller should call again at once.
 	Promoted int
+	// Ahead counts the tasks due from NextDue to NextDue plus the
+	// request's Window, both included (0 without a Window or a NextDue):
+	// how dense the next batch is.
+	Ahead int
 }
 
 // Move moves at most limit due tasks of shard sh into their ready lists,
@@ -40,18 +44,26 @@ func (s *Store) Move(ctx context.Context, sh int, epoch int64, limit int) (MoveR
 // a task until its due time (see worker.Task.Due); the mover calls again
 // before the next remaining task is within prefetch of being due.
 func (s *Store) MoveAhead(ctx context.Context, sh int, epoch int64, limit int, prefetch time.Duration) (MoveResult, error) {
-	c := s.moveCall(MoveRequest{Shard: sh, Epoch: epoch, Limit: limit, Prefetch: prefetch})
-	v, err := moveScript.Run(ctx, s.rdb, c.keys, c.args...).Int64Slice()
-	return moveReply(sh, epoch, v, err)
+	return s.MoveShard(ctx, MoveRequest{Shard: sh, Epoch: epoch, Limit: limit, Prefetch: prefetch})
 }
 
-// MoveRequest is one shard's part of a MoveMany call: MoveAhead's
-// arguments.
+// MoveShard is MoveAhead for the request r, which may also ask how dense
+// the next batch is (r.Window, MoveResult.Ahead).
+func (s *Store) MoveShard(ctx context.Context, r MoveRequest) (MoveResult, error) {
+	c := s.moveCall(r)
+	v, err := moveScript.Run(ctx, s.rdb, c.keys, c.args...).Int64Slice()
+	return moveReply(r.Shard, r.Epoch, v, err)
+}
+
+// MoveRequest is one shard's move call: MoveAhead's arguments, and
+// Window, the span after the next due time whose tasks the reply counts
+// (MoveResult.Ahead; 0 counts none).
 type MoveRequest struct {
 	Shard    int
 	Epoch    int64
 	Limit    int
 	Prefetch time.Duration
+	Window   time.Duration
 }
 
 // MoveOutcome is one shard's outcome of a MoveMany call: what MoveAhead
@@ -92,7 +104,7 @@ func (s *Store) MoveMany(ctx context.Context, reqs []MoveRequest) []MoveOutcome 
 		}
 		return out
 	}
-	args := make([]any, 0, 1+16*len(reqs))
+	args := make([]any, 0, 1+17*len(reqs))
 	args = append(args, len(reqs))
 	for _, c := range calls {
 		for _, k := range c.keys {
@@ -141,7 +153,7 @@ func (s *Store) moveCall(r MoveRequest) scriptCall {
 	sh := r.Shard
 	return scriptCall{
 		keys: []string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Epoch(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Stats(sh), s.k.Seq(sh), s.k.ReadyQueues(sh), s.k.Far(sh), s.k.Counts(sh), s.k.Queues(sh)},
-		args: []any{r.Epoch, r.Limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), r.Prefetch.Milliseconds()},
+		args: []any{r.Epoch, r.Limit, s.k.ReadyPrefix(sh), s.k.PendingPrefix(sh), r.Prefetch.Milliseconds(), r.Window.Milliseconds()},
 	}
 }
 
@@ -154,10 +166,10 @@ func moveReply(sh int, epoch int64, v []int64, err error) (MoveResult, error) {
 	if len(v) >= 2 && v[0] == -1 {
 		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
 	}
-	if len(v) < 6 {
+	if len(v) < 7 {
 		return MoveResult{}, errtext.Errorf("move shard %d: unexpected reply %v", sh, v)
 	}
-	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Late: v[6:]}, nil
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Ahead: int(v[6]), Late: v[7:]}, nil
 }
 
 // DelayedHead returns the lowest score in shard sh's delayed set (the far

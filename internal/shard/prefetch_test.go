@@ -74,3 +74,56 @@ func TestMoveAhead(t *testing.T) {
 		t.Fatalf("far task not promoted into the delayed set: %v", err)
 	}
 }
+
+// TestMoveCountsTheBatchAhead: with a window, a move call reports how many
+// tasks are due from the next due time to that time plus the window (the
+// mover's measure of a dense batch), on the one-task path, on the batch
+// path and in a combined call; without a window, none.
+func TestMoveCountsTheBatchAhead(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l := s.Layout()
+	const sh = 2
+	base := time.Now().Truncate(time.Millisecond)
+	// One task due now, then 7 due at one instant a minute out, 2 more
+	// 30 ms after them and 1 a second after that.
+	ids := shardIDs(l, sh, "dense", 11)
+	dues := []time.Time{base.Add(-time.Second)}
+	for range 7 {
+		dues = append(dues, base.Add(time.Minute))
+	}
+	dues = append(dues, base.Add(time.Minute+30*time.Millisecond), base.Add(time.Minute+30*time.Millisecond), base.Add(time.Minute+time.Second))
+	for i, due := range dues {
+		if r := s.Enqueue(ctx, EnqueueArgs{ID: ids[i], Queue: "default", Due: due}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	next := base.Add(time.Minute).UnixMilli()
+	// The one-task path: one task due.
+	res, err := s.MoveShard(ctx, MoveRequest{Shard: sh, Epoch: 1, Limit: 100, Window: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved != 1 || res.NextDue != next || res.Ahead != 9 || len(res.Late) != 1 {
+		t.Fatalf("one-task move: %+v, want 1 moved, next due %d and 9 tasks within 50 ms of it", res, next)
+	}
+	// Nothing due (the batch path's reply): a narrower window counts the
+	// 7 due at the next due time alone.
+	res, err = s.MoveShard(ctx, MoveRequest{Shard: sh, Epoch: 1, Limit: 100, Window: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Moved != 0 || res.NextDue != next || res.Ahead != 7 || len(res.Late) != 0 {
+		t.Fatalf("move with nothing due: %+v, want next due %d and 7 ahead", res, next)
+	}
+	// A combined call reports each shard's own count.
+	out := s.MoveMany(ctx, []MoveRequest{{Shard: sh, Epoch: 1, Limit: 100, Window: 2 * time.Second}, {Shard: sh + 1, Epoch: 1, Limit: 100, Window: time.Second}})
+	if out[0].Err != nil || out[1].Err != nil || out[0].Result.Ahead != 10 || out[1].Result.Ahead != 0 || out[1].Result.NextDue != -1 {
+		t.Fatalf("combined move: %+v, want 10 ahead in shard %d and none in the empty shard", out, sh)
+	}
+	// Without a window nothing is counted.
+	if res, err := s.MoveAhead(ctx, sh, 1, 100, 0); err != nil || res.Ahead != 0 {
+		t.Fatalf("move without a window: %+v, %v", res, err)
+	}
+}

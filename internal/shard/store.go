@@ -32,6 +32,9 @@ type Store struct {
 	// for (SetTaskEncoding).
 	names    *queueNames
 	encoding TaskEncoding
+	// compact is set while the namespace writes encoding version 2, as
+	// the last registration found it (StagingAllowed).
+	compact *atomic.Bool
 }
 
 // Durability asks Redis to confirm that the enqueues of a call, stored or
@@ -79,7 +82,7 @@ func (s *Store) WithDurability(d Durability) *Store {
 
 // NewStore returns a Store for layout l on rdb.
 func NewStore(rdb redis.UniversalClient, l Layout) *Store {
-	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower]), names: &queueNames{}}
+	s := &Store{rdb: rdb, k: l.Keys, base: &l, cur: new(atomic.Pointer[Layout]), follower: new(atomic.Pointer[Follower]), names: &queueNames{}, compact: new(atomic.Bool)}
 	s.cur.Store(&l)
 	return s
 }

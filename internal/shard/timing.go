@@ -15,7 +15,8 @@ import "time"
 //	pop sent ──LeaseAfter (≤ MaxLeaseAfter)──► late lease, retried until
 //	    UnleasedGrace − LeaseMargin ──► the worker gives the task up
 //	pop ──handler done ≤ MaxLeaseAfter──► ack waits ≤ MaxAckLinger ──► sent
-//	pop ──held until due (≤ MaxHold)──► handler starts; leased as above
+//	pop ──held until due (≤ MaxHold)──► handler starts; leased as above,
+//	    at MaxLeaseAfter after the pop when held longer (a staged batch)
 //	recovery: a popped, unleased id seen at two checks StrandedMinAge apart
 //	    is taken back (a failed attempt); StrandedMinAge ≥ UnleasedGrace
 const (
@@ -44,18 +45,26 @@ const (
 	MaxAckLinger = 50 * time.Millisecond
 
 	// MaxPrefetch bounds how far ahead of their due time tasks are moved
-	// (Store.MoveAhead). A worker holds such a task, popped and unleased,
-	// until it is due.
+	// (scheduler.prefetch, Store.MoveAhead), but for a dense batch (see
+	// MaxStage). A worker holds such a task, popped and unleased, until it
+	// is due.
 	MaxPrefetch = 250 * time.Millisecond
 
+	// MaxStage bounds how far ahead of their due time a mover moves the
+	// tasks of a dense batch (internal/scan: many tasks due within one
+	// prefetch window, a burst): it starts early enough for the batch to
+	// be in its ready lists when it is due, and its tasks are moved at
+	// most this long ahead. Only with a prefetch (scheduler.prefetch > 0).
+	MaxStage = time.Second
+
 	// HoldSlack is the clock jitter between a worker and Redis that a hold
-	// tolerates beyond MaxPrefetch.
+	// tolerates beyond MaxStage.
 	HoldSlack = 50 * time.Millisecond
 
 	// MaxHold is the furthest ahead of a worker's clock that a popped
 	// task's due time may lie and the worker still hold it; beyond it the
 	// worker's clock is behind Redis's and the task runs at once.
-	MaxHold = MaxPrefetch + HoldSlack
+	MaxHold = MaxStage + HoldSlack
 
 	// ClockDrift bounds how fast a worker's clock and a Redis server's
 	// may run apart between two readings (ClockReading): 100 µs a second,

@@ -22,7 +22,8 @@ func TestTimingBoundsCompose(t *testing.T) {
 		{"an unleased ack lands before the worker would give up", MaxLeaseAfter + MaxAckLinger, giveUp},
 		{"the worker gives up before recovery may take the task back", giveUp, StrandedMinAge},
 		{"recovery waits at least the grace", UnleasedGrace, StrandedMinAge},
-		{"a hold covers every prefetch", MaxPrefetch, MaxHold},
+		{"a staged batch covers every prefetch", MaxPrefetch, MaxStage},
+		{"a hold covers every staged batch", MaxStage + HoldSlack, MaxHold},
 	} {
 		if c.took > c.may || c.took <= 0 {
 			t.Errorf("%s: %s, must be at most %s", c.path, c.took, c.may)

@@ -33,8 +33,11 @@
 --         long after now. Their ready entries carry their due time, and
 --         workers hold each until then (see scheduler.prefetch in
 --         docs/operations.md); 0 moves only tasks already due.
+-- ARGV[6] dense window ms (optional, default 0): with next_due, also count
+--         the members due within this long after it (internal/scan stages
+--         a dense batch, many tasks due at about one time, ahead of it)
 --
--- Returns {1, moved, next_due, now_us, buried, promoted, lateness_1, ...}
+-- Returns {1, moved, next_due, now_us, buried, promoted, ahead, lateness_1, ...}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
 --   next_due  due ms of the earliest remaining member, -1 if none (the far
 --             tier's member "|far" counts: its score is the earliest
@@ -46,6 +49,8 @@
 --             an unknown queue, a corrupt due time)
 --   promoted  far-tier entries taken from a due bucket into KEYS[1] (at
 --             most LIMIT per call); the owner calls again at once
+--   ahead     members due from next_due to next_due + ARGV[6] ms, both
+--             included (one ZCOUNT); 0 without ARGV[6] or a next_due
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch;
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
@@ -68,6 +73,13 @@ local t = redis.call("TIME")
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local limit = tonumber(ARGV[2])
+local window = tonumber(ARGV[6] or "0") or 0
+-- ahead_of returns how many members are due within the window after the
+-- next due time nd (the reply's ahead).
+local function ahead_of(nd)
+  if window <= 0 or nd < 0 then return 0 end
+  return redis.call("ZCOUNT", KEYS[1], string.format("%d", nd), string.format("%d", nd + window))
+end
 -- cut: the latest due time moved by this call.
 local cut = now
 if ARGV[5] and ARGV[5] ~= "0" then
@@ -118,7 +130,7 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
     make_ready(KEYS[7], pk, rk, id, blob)
     redis.call("SADD", KEYS[8], q)
     redis.call("HINCRBY", KEYS[10], "s|" .. q, -1)
-    return {1, 1, next_due, now_us, 0, 0, now - due[2]}
+    return {1, 1, next_due, now_us, 0, 0, ahead_of(next_due), now - due[2]}
   end
 end
 
@@ -169,7 +181,7 @@ local function promote(fh)
   return n
 end
 
-local out = {1, 0, -1, now_us, 0, 0}
+local out = {1, 0, -1, now_us, 0, 0, 0} -- [7]: ahead, set last
 local moved, buried, promoted = 0, 0, 0
 local far_due = false
 -- The due members other than "|far", and their due times.
@@ -292,4 +304,5 @@ out[3] = next_due
 out[2] = moved
 out[5] = buried
 out[6] = promoted
+out[7] = ahead_of(next_due)
 return out

@@ -14,9 +14,9 @@
 -- KEYS[1] the first shard's delayed set (move.lua's KEYS[1]), declared
 --         so that the call has a key; it is read again from ARGV
 -- ARGV[1] n: the number of shards in the call, 1 or more
--- ARGV[2 ..] per shard, 16 values: move.lua's KEYS[1] .. KEYS[11], then
---         its ARGV[1] .. ARGV[5] (epoch, LIMIT, ready-list prefix,
---         pending prefix, prefetch ms)
+-- ARGV[2 ..] per shard, 17 values: move.lua's KEYS[1] .. KEYS[11], then
+--         its ARGV[1] .. ARGV[6] (epoch, LIMIT, ready-list prefix,
+--         pending prefix, prefetch ms, dense window ms)
 --
 -- Returns one element per shard, in order: move.lua's reply for it
 -- ({1, moved, ...}, {-1, stored_epoch}) or the error reply it returned
@@ -30,14 +30,14 @@
 -- caller treats as it treats the error of a move.lua call (it calls
 -- again; moving twice is harmless).
 local n = tonumber(ARGV[1])
-if not n or n < 1 or #ARGV ~= 1 + 16 * n then
-  return redis.error_reply("ERR movemany: want 1 + 16 * n arguments for n shards, got " .. #ARGV)
+if not n or n < 1 or #ARGV ~= 1 + 17 * n then
+  return redis.error_reply("ERR movemany: want 1 + 17 * n arguments for n shards, got " .. #ARGV)
 end
 local out = {}
 for i = 0, n - 1 do
-  local base = 1 + 16 * i
+  local base = 1 + 17 * i
   local keys = {unpack(ARGV, base + 1, base + 11)}
-  local argv = {unpack(ARGV, base + 12, base + 16)}
+  local argv = {unpack(ARGV, base + 12, base + 17)}
   out[i + 1] = move_shard(keys, argv)
 end
 return out
