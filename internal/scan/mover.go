@@ -80,6 +80,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 			idle = idleCheck{}
 			return owner.Wait{Wake: s.Wake}, err
 		}
+		prev := plan
 		plan = m.plan(res)
 		m.observeStage(sh, plan)
 		m.observe(sh, time.Since(start), res)
@@ -97,7 +98,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 		wait := m.next(res, plan, subscribed())
 		more = wait <= 0
 		if more {
-			plan = plan.goOn(res)
+			plan = m.goOn(prev, plan, res)
 		}
 		idle.called(m, res, plan, wait, subscribed())
 		return owner.Wait{For: wait, Wake: s.Wake}, nil

@@ -45,15 +45,21 @@ func (m *Mover) plan(res shard.MoveResult) stagePlan {
 	return p
 }
 
-// goOn returns p for a call made at once after res, which left tasks
-// due within its horizon (a full batch): the horizon still covers the
-// next due task, so that a batch whose staging began keeps moving when
-// what is left of it plans a shorter lead.
-func (p stagePlan) goOn(res shard.MoveResult) stagePlan {
-	if res.NextDue >= 0 {
-		p.horizon = max(p.horizon, min(time.Duration(res.NextDue-res.Now)*time.Millisecond, shard.MaxStage))
+// goOn returns next, the plan after res, for a call made at once because
+// res came back full: a call planned with prev stopped at its LIMIT
+// before the next due task, which prev's horizon covered. The horizon
+// keeps covering it, so that a staged batch goes on moving when what is
+// left of it plans a shorter lead; it never reaches further than prev's.
+// Only where plan stages at all (a prefetch, StagingAllowed): elsewhere
+// and after a promotion of far-tier tasks, next as it is.
+func (m *Mover) goOn(prev, next stagePlan, res shard.MoveResult) stagePlan {
+	if m.cfg.Prefetch <= 0 || !m.store.StagingAllowed() || res.NextDue < 0 || res.Moved+res.Buried < m.cfg.Limit {
+		return next
 	}
-	return p
+	if d := time.Duration(res.NextDue-res.Now) * time.Millisecond; d <= prev.horizon {
+		next.horizon = max(next.horizon, d)
+	}
+	return next
 }
 
 // observeStage counts a plan that stages a dense batch: one whose lead

@@ -14,9 +14,10 @@ import (
 // TestStagePlan: a mover calls half its prefetch before the next due time
 // and moves a whole prefetch ahead; a dense batch (res.Ahead) moves the
 // call earlier by stageCost per task and shard, up to shard.MaxStage; a
-// call made at once after a full batch keeps covering the next due task.
-// Without a prefetch, or in a namespace on encoding version 1 (whose
-// workers may hold a task only 300 ms), nothing is staged.
+// call made at once after a full staged batch keeps covering the next due
+// task. Without a prefetch, or in a namespace on encoding version 1
+// (whose workers may hold a task only 300 ms), nothing is staged and no
+// call reaches further than the prefetch.
 func TestStagePlan(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t) // two shards, encoding version 2
@@ -44,13 +45,27 @@ func TestStagePlan(t *testing.T) {
 			t.Errorf("ahead %d: plan %+v, want lead %s, horizon %s", c.ahead, got, c.lead, c.horizon)
 		}
 	}
-	// A full batch left tasks due 400 ms on: the next call covers them.
-	p := m.plan(shard.MoveResult{NextDue: 1400, Now: 1000, Ahead: 10}).goOn(shard.MoveResult{NextDue: 1400, Now: 1000})
-	if p.horizon != 400*time.Millisecond {
-		t.Errorf("going on after a full batch: horizon %s, want 400ms", p.horizon)
+	// A full batch (LIMIT 512, the default) stopped before tasks due 400
+	// ms on, which the staged call's horizon covered: the next call covers
+	// them too, however short the lead left of the batch plans. Tasks the
+	// call's horizon did not cover, a call that was not full and a
+	// promotion keep the plan.
+	full := shard.MoveResult{Moved: DefaultLimit, NextDue: 1400, Now: 1000, Ahead: 10}
+	staged := stagePlan{lead: 500 * time.Millisecond, horizon: 525 * time.Millisecond}
+	short := m.plan(full)
+	if p := m.goOn(staged, short, full); p.horizon != 400*time.Millisecond {
+		t.Errorf("going on after a full staged batch: horizon %s, want 400ms", p.horizon)
 	}
-	if p := (stagePlan{horizon: time.Millisecond}).goOn(shard.MoveResult{NextDue: 1e6, Now: 0}); p.horizon != shard.MaxStage {
-		t.Errorf("going on: horizon %s, want at most %s", p.horizon, shard.MaxStage)
+	if p := m.goOn(stagePlan{horizon: 50 * time.Millisecond}, short, full); p != short {
+		t.Errorf("going on past the last call's horizon: %+v, want %+v", p, short)
+	}
+	notFull := full
+	notFull.Moved, notFull.Promoted = 3, 1
+	if p := m.goOn(staged, short, notFull); p != short {
+		t.Errorf("going on after a promotion: %+v, want %+v", p, short)
+	}
+	if p := mover(0, f.Store).goOn(staged, stagePlan{}, full); p != (stagePlan{}) {
+		t.Errorf("no prefetch: going on gives %+v, want the plan unchanged", p)
 	}
 	if got := mover(0, f.Store).plan(shard.MoveResult{NextDue: 5000, Ahead: 1000}); got != (stagePlan{}) {
 		t.Errorf("no prefetch: plan %+v, want none", got)
@@ -64,8 +79,12 @@ func TestStagePlan(t *testing.T) {
 	if err := v1.RegisterQueues(testenv.Ctx(t, 10*time.Second), map[string]shard.QueuePolicy{"q": {Timeout: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := mover(50*time.Millisecond, v1).plan(shard.MoveResult{NextDue: 5000, Ahead: 1_000_000}); got.lead != 25*time.Millisecond || got.horizon != 50*time.Millisecond {
+	m1 := mover(50*time.Millisecond, v1)
+	if got := m1.plan(shard.MoveResult{NextDue: 5000, Ahead: 1_000_000}); got.lead != 25*time.Millisecond || got.horizon != 50*time.Millisecond {
 		t.Errorf("encoding version 1: plan %+v, want no staging", got)
+	}
+	if got := m1.goOn(staged, stagePlan{lead: 25 * time.Millisecond, horizon: 50 * time.Millisecond}, full); got.horizon != 50*time.Millisecond {
+		t.Errorf("encoding version 1: going on gives %+v, want the prefetch's horizon", got)
 	}
 }
 
