@@ -51,6 +51,13 @@ func (s *Scheduler) watchSchedules(ctx context.Context) {
 			return
 		case <-changed:
 			_ = s.checkLayout(ctx)
+			// Staging follows the namespace's encoding, which another
+			// scheduler's registration may have changed (StagingAllowed).
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			if err := s.store.RefreshEncoding(cctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not read the namespace's task encoding; staging keeps its last setting", "error", err)
+			}
+			cancel()
 			select {
 			case s.registryPoke <- struct{}{}:
 			default:

@@ -137,6 +137,20 @@ func (s *Store) SetTaskEncoding(e TaskEncoding) { s.encoding = e }
 // the operator once every process reads it) has no such worker.
 func (s *Store) StagingAllowed() bool { return s.compact.Load() }
 
+// RefreshEncoding reads the namespace's encoding from shard 0 again (one
+// HGET), for StagingAllowed: a scheduler calls it when the control
+// channel announces a change, such as another scheduler's registration
+// that switched the namespace back to version 1. A namespace without a
+// recorded encoding reads as version 1.
+func (s *Store) RefreshEncoding(ctx context.Context) error {
+	v, err := s.rdb.HGet(ctx, s.k.Queues(0), "|encoding").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return errtext.Errorf("read the namespace's encoding: %w", err)
+	}
+	s.compact.Store(v == "2")
+	return nil
+}
+
 // internQueues settles the namespace's encoding in shard 0 (one call of
 // registry.lua's "intern") and, when it is version 2, the numbers of
 // queues (new ones get the next free number); it returns the encoding in

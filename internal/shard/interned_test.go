@@ -412,3 +412,29 @@ func TestQueueAddedAtRunTimeGetsANumber(t *testing.T) {
 		t.Fatalf("shard 1's registry after the removed queue drained: %v", reg)
 	}
 }
+
+// TestStagingFollowsTheEncoding: movers may stage (StagingAllowed) while
+// the namespace writes version 2, as the store's registration found it,
+// and RefreshEncoding sees another process switch it back to version 1.
+func TestStagingFollowsTheEncoding(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t) // a new namespace: version 2
+	ctx := testenv.Ctx(t, 10*time.Second)
+	if !s.StagingAllowed() {
+		t.Fatal("a namespace registered on version 2: staging not allowed")
+	}
+	other := NewStore(rdb, s.Layout())
+	other.SetTaskEncoding(EncodingText)
+	if err := other.RegisterQueues(ctx, map[string]QueuePolicy{"default": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	if other.StagingAllowed() {
+		t.Error("the store that switched the namespace to version 1 allows staging")
+	}
+	if err := s.RefreshEncoding(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.StagingAllowed() {
+		t.Error("after RefreshEncoding of a namespace switched to version 1: staging allowed")
+	}
+}
