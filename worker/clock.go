@@ -79,6 +79,10 @@ func (c *redisClock) startAt(ctx context.Context, sh int, due time.Time) time.Ti
 	return r.Local(due)
 }
 
+// hasReading reports whether startAt had a reading of shard sh's server
+// clock to go by.
+func (c *redisClock) hasReading(sh int) bool { return c.source(sh).reading.Load() != nil }
+
 // refresh returns src's reading for a task of shard sh due at due,
 // reading the clock again unless another delivery just did or a read
 // failed less than clockRetryAfter ago; nil when there is none. The

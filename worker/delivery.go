@@ -200,10 +200,12 @@ func (d *delivery) settleWith(ctx context.Context, err error) (_ error, open boo
 // holdUntil returns when the handler may start: now, or, for a task the
 // scheduler moved ahead of its due time (scheduler.prefetch), when the
 // clock of the Redis server that holds it shows that time (redisClock).
-// A start further ahead than any prefetch moves a task (the clock could
-// not be read and this worker's clock is behind Redis's, or the task was
-// put in its ready list by hand) is not waited for: it would delay the
-// task by the skew.
+// A start further ahead than any mover moves a task, on Redis's clock
+// (the task was put in its ready list by hand), is not waited for. Without
+// a reading of Redis's clock it is held the hold limit instead: this
+// worker's clock may be behind Redis's, and the task, staged up to
+// shard.MaxStage ahead, is then due no later than that (never early);
+// waiting out the whole skew would delay it by the skew.
 func (d *delivery) holdUntil(ctx context.Context) time.Time {
 	at := d.clock.startAt(ctx, d.sd.Shard, d.sd.Task.Due)
 	now := d.now()
@@ -214,6 +216,9 @@ func (d *delivery) holdUntil(ctx context.Context) time.Time {
 		return at
 	}
 	d.q.met.clockBehind.Inc()
+	if !d.clock.hasReading(d.sd.Shard) {
+		return now.Add(d.maxHold)
+	}
 	return now
 }
 

@@ -25,7 +25,8 @@
 // bracketed by its own clock: never early however far its own clock is
 // off), then runs it as above; a task
 // still unleased MaxLeaseAfter after its pop is leased then. A due time
-// further ahead than any prefetch is not waited for. While it waits, a
+// further ahead than any mover moves a task (shard.MaxHold) is not
+// waited for, or, when Redis's clock could not be read, only that long. While it waits, a
 // held task gives its handler slot back (except in a queue under flow
 // control), so up to Concurrency held tasks do not keep the worker from
 // popping due ones (more are held in their slots); it takes a slot back

@@ -330,3 +330,43 @@ func TestHeldOnRedisClock(t *testing.T) {
 		})
 	}
 }
+
+// TestStagedHeldWithoutClockReading: a worker that cannot read Redis's
+// clock, and whose own runs 300 ms behind it, holds a task staged a full
+// shard.MaxStage ahead for the hold limit instead of running it at once:
+// on its own clock the task looks further ahead than any mover moves one,
+// but it must not start before its due time.
+func TestStagedHeldWithoutClockReading(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
+	type start struct{ at, due time.Time }
+	started := make(chan start, 1)
+	w, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
+		started <- start{time.Now(), task.Due}
+		return nil
+	}, func(w *Worker) {
+		w.deps.now = func() time.Time { return time.Now().Add(-300 * time.Millisecond) }
+	})
+	src := w.deps.clock.source(0)
+	src.mu.Lock()
+	src.failedAt = time.Now().Add(time.Hour) // no read is tried: as after a failed one
+	src.mu.Unlock()
+	e.Schedule("q", shard.MaxStage, "staged")
+	if moved := e.MoveAhead(shard.MaxStage); moved != 1 {
+		t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
+	}
+	select {
+	case s := <-started:
+		if early := s.due.Sub(s.at); early > time.Millisecond {
+			t.Fatalf("started %s before its due time", early)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not run")
+	}
+	if src.reading.Load() != nil {
+		t.Fatal("the worker read Redis's clock: the test's premise does not hold")
+	}
+	if n := counter(t, reg, "hourglass_worker_clock_behind_total"); n != 1 {
+		t.Fatalf("clock_behind %v, want 1", n)
+	}
+}
