@@ -145,7 +145,7 @@ var settings = concat(
 			Doc: "how long before its start a far-tier bucket is moved into the delayed set"},
 		{Key: "scheduler.prefetch", Min: time.Duration(0), Max: shard.MaxPrefetch, Unit: time.Millisecond, Zero: "tasks move when due",
 			Lib: []string{"scan.Prefetch"},
-			Doc: "move tasks into ready lists this long before they are due; workers hold each until then (see Prefetch below)"},
+			Doc: "move tasks into ready lists this long before they are due (a dense batch up to 1s: staged); workers hold each until then (see Prefetch below)"},
 		{Key: "scheduler.reshard_rate", Min: 0, Max: reshard.MaxRate, Zero: "no bound",
 			Lib: []string{"reshard.Rate"},
 			Doc: "most tasks this replica moves per second while the shard count changes (docs/resharding.md)"},
