@@ -293,7 +293,6 @@ func TestHeldOnRedisClock(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
-			type start struct{ at, due time.Time }
 			started := make(chan start, 1)
 			w, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 				started <- start{time.Now(), task.Due} // the true clock: Redis runs on this host
@@ -311,19 +310,7 @@ func TestHeldOnRedisClock(t *testing.T) {
 				return src.reading.Load() != nil, "every read failed"
 			})
 			e.Schedule("q", 250*time.Millisecond, "skewed")
-			if moved := e.MoveAhead(shard.MaxHold); moved != 1 {
-				t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
-			}
-			select {
-			case s := <-started:
-				// Redis's TIME has microseconds, due times milliseconds.
-				if early := s.due.Sub(s.at); early > time.Millisecond {
-					t.Fatalf("started %s before its due time on Redis's clock", early)
-				}
-				t.Logf("started %s after its due time", s.at.Sub(s.due))
-			case <-time.After(10 * time.Second):
-				t.Fatal("the task did not run")
-			}
+			moveAheadAndStart(t, e, shard.MaxHold, started)
 			if n := counter(t, reg, "hourglass_worker_clock_behind_total"); n != 0 {
 				t.Fatalf("clock_behind %v, want 0: the skew was measured", n)
 			}
@@ -339,7 +326,6 @@ func TestHeldOnRedisClock(t *testing.T) {
 func TestStagedHeldWithoutClockReading(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second})
-	type start struct{ at, due time.Time }
 	started := make(chan start, 1)
 	w, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		started <- start{time.Now(), task.Due}
@@ -352,21 +338,35 @@ func TestStagedHeldWithoutClockReading(t *testing.T) {
 	src.failedAt = time.Now().Add(time.Hour) // no read is tried: as after a failed one
 	src.mu.Unlock()
 	e.Schedule("q", shard.MaxStage, "staged")
-	if moved := e.MoveAhead(shard.MaxStage); moved != 1 {
-		t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
-	}
-	select {
-	case s := <-started:
-		if early := s.due.Sub(s.at); early > time.Millisecond {
-			t.Fatalf("started %s before its due time", early)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the task did not run")
-	}
+	moveAheadAndStart(t, e, shard.MaxStage, started)
 	if src.reading.Load() != nil {
 		t.Fatal("the worker read Redis's clock: the test's premise does not hold")
 	}
 	if n := counter(t, reg, "hourglass_worker_clock_behind_total"); n != 1 {
 		t.Fatalf("clock_behind %v, want 1", n)
+	}
+}
+
+// start is when a handler started (the true clock: Redis runs on this
+// host) and the due time of its task.
+type start struct{ at, due time.Time }
+
+// moveAheadAndStart moves the one scheduled task up to ahead before its
+// due time and waits for its handler's start on started, which must not
+// come before the due time.
+func moveAheadAndStart(t *testing.T, e *env, ahead time.Duration, started <-chan start) {
+	t.Helper()
+	if moved := e.MoveAhead(ahead); moved != 1 {
+		t.Fatalf("moved %d tasks ahead of their due time, want 1", moved)
+	}
+	select {
+	case s := <-started:
+		// Redis's TIME has microseconds, due times milliseconds.
+		if early := s.due.Sub(s.at); early > time.Millisecond {
+			t.Fatalf("started %s before its due time on Redis's clock", early)
+		}
+		t.Logf("started %s after its due time", s.at.Sub(s.due))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not run")
 	}
 }
