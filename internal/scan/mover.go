@@ -58,7 +58,7 @@ func (m *Mover) Run(ctx context.Context, s owner.Shard) error {
 	var idle idleCheck
 	// plan: when to call before the next due time, and how far ahead that
 	// call moves (a dense batch is staged; see plan).
-	plan := stagePlan{lead: m.cfg.Prefetch / 2, horizon: m.cfg.Prefetch}
+	plan := m.plan(shard.MoveResult{})
 	st.Step = func(ctx context.Context) (owner.Wait, error) {
 		if wait, ok := idle.skip(ctx, m, sh, subscribed()); ok {
 			return owner.Wait{For: wait, Wake: s.Wake}, nil

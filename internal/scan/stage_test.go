@@ -2,6 +2,7 @@ package scan
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -127,7 +128,7 @@ func TestMoverStagesADenseBatch(t *testing.T) {
 			}
 			first = tm
 		}
-		return l == n, "ready: " + time.Duration(l).String()
+		return l == n, fmt.Sprintf("%d of %d ready", l, n)
 	})
 	if ahead := due.Sub(first); ahead < 100*time.Millisecond {
 		t.Errorf("the first task of the batch was ready %s before its due time, want at least 100ms (staged)", ahead)

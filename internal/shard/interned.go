@@ -70,13 +70,14 @@ func (e TaskEncoding) String() string {
 const (
 	queueIDPrefix   = "|id|"
 	queueNamePrefix = "|q|"
+	encodingField   = "|encoding"
 )
 
 // namespaceField reports whether f is a field of shard 0's queues hash
 // that speaks for the namespace ("|encoding", "|ids", "|num|<queue>"),
 // which other shards do not copy.
 func namespaceField(f string) bool {
-	return f == "|encoding" || f == "|ids" || strings.HasPrefix(f, "|num|")
+	return f == encodingField || f == "|ids" || strings.HasPrefix(f, "|num|")
 }
 
 // queueNames caches the names of interned queue numbers, read from shard
@@ -143,7 +144,7 @@ func (s *Store) StagingAllowed() bool { return s.compact.Load() }
 // that switched the namespace back to version 1. A namespace without a
 // recorded encoding reads as version 1.
 func (s *Store) RefreshEncoding(ctx context.Context) error {
-	v, err := s.rdb.HGet(ctx, s.k.Queues(0), "|encoding").Result()
+	v, err := s.rdb.HGet(ctx, s.k.Queues(0), encodingField).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return errtext.Errorf("read the namespace's encoding: %w", err)
 	}
