@@ -246,7 +246,9 @@ func TestUnknownQueueExplained(t *testing.T) {
 	}
 	ctx := testenv.Ctx(t, 30*time.Second)
 	var wrongShards error
-	for i := 0; wrongShards == nil && i < 100; i++ { // some id lands in shards 4..15
+	// Some id lands in shards 4..15: generated ids come in runs of
+	// shard.RunLength, a shard at a time.
+	for i := 0; wrongShards == nil && i < 16*shard.RunLength; i++ {
 		_, wrongShards = c.Enqueue(ctx, client.Task{Queue: "emails"})
 	}
 	if !errors.Is(wrongShards, client.ErrUnknownQueue) || !strings.Contains(wrongShards.Error(), "registered in 4 of this process's 16 shards") {
@@ -255,5 +257,70 @@ func TestUnknownQueueExplained(t *testing.T) {
 	_, err = c.Enqueue(ctx, client.Task{Queue: "nobody"})
 	if !errors.Is(err, client.ErrUnknownQueue) || !strings.Contains(err.Error(), `not registered by any scheduler in namespace "hourglass"`) {
 		t.Errorf("enqueue to an unregistered queue: %v", err)
+	}
+}
+
+// TestGeneratedIDsGoInRuns: ids the client generates come shard.RunLength
+// in a row in one shard, then as many in the next: a batch of one run's
+// tasks is one script call in one shard, where ids spread by hash would
+// be a call in each of the 16 shards.
+func TestGeneratedIDsGoInRuns(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, _ := shard.NewLayout("hourglass", 16)
+	if err := shard.NewStore(rdb, l).RegisterQueues(ctx, map[string]shard.QueuePolicy{"emails": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rdb, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scriptCalls := func() int {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(info, "\n") {
+			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+				if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
+					var k int
+					fmt.Sscanf(rest, "%d", &k)
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	batch := func() []client.Result {
+		tasks := make([]client.Task, shard.RunLength)
+		for i := range tasks {
+			tasks[i] = client.Task{Queue: "emails", Delay: time.Hour}
+		}
+		before := scriptCalls()
+		res, err := c.EnqueueBatch(ctx, tasks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A cold script cache adds the EVAL that loads it.
+		if n := scriptCalls() - before; n < 1 || n > 2 {
+			t.Fatalf("a batch of one run's tasks took %d script calls, want 1", n)
+		}
+		return res
+	}
+	first, second := batch(), batch()
+	sh := l.ShardOf(first[0].ID)
+	for i, res := range [][]client.Result{first, second} {
+		want := (sh + i) % 16
+		for _, r := range res {
+			if got := l.ShardOf(r.ID); got != want {
+				t.Fatalf("run %d: id %q in shard %d, want %d", i, r.ID, got, want)
+			}
+		}
+		if n := rdb.ZCard(ctx, l.Delayed(want)).Val(); n != shard.RunLength {
+			t.Fatalf("shard %d holds %d tasks, want %d", want, n, shard.RunLength)
+		}
 	}
 }

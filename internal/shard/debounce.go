@@ -2,8 +2,6 @@ package shard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"time"
@@ -125,25 +123,6 @@ func (s *Store) Debounce(ctx context.Context, a DebounceArgs) (DebounceResult, e
 			return DebounceResult{}, fmt.Errorf("%w: the queue allows %s bytes", ErrPayloadTooLarge, detail)
 		default:
 			return DebounceResult{}, fmt.Errorf("%w: debounce %q: %s", ErrInvalidArgument, a.Key, detail)
-		}
-	}
-}
-
-// NewID returns a random task id: 16 characters of URL-safe base64 (12
-// random bytes), the form of the ids the client generates.
-func NewID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(errtext.Errorf("crypto/rand failed: %w", err)) // never fails on Linux
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// freshID returns a NewID whose shard under l is sh.
-func freshID(l Layout, sh int) string {
-	for {
-		if id := NewID(); l.ShardOf(id) == sh {
-			return id
 		}
 	}
 }

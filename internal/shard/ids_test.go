@@ -1,0 +1,118 @@
+package shard
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestRunsPlaceIDsInRuns: generated ids come RunLength in a row in one
+// shard, the shards in turn, every shard its share; each id is a fresh,
+// legal id of NewID's form.
+func TestRunsPlaceIDsInRuns(t *testing.T) {
+	for _, n := range []int{2, 3, 16, 100, MaxRunShards} {
+		l, err := NewLayout("ns", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Runs
+		seen := map[string]bool{}
+		per := make([]int, n)
+		prev := -1
+		for i := 0; i < 2*n*RunLength; i++ {
+			id := r.NewID(l)
+			if len(id) != 16 || !ValidID(id) || seen[id] {
+				t.Fatalf("%d shards: id %d %q: want a fresh, legal 16-character id", n, i, id)
+			}
+			seen[id] = true
+			sh := l.ShardOf(id)
+			per[sh]++
+			switch {
+			case i%RunLength != 0 && sh != prev:
+				t.Fatalf("%d shards: id %d in shard %d, in the middle of a run in shard %d", n, i, sh, prev)
+			case i > 0 && i%RunLength == 0 && sh != (prev+1)%n:
+				t.Fatalf("%d shards: run after shard %d is in shard %d, want the next", n, prev, sh)
+			}
+			prev = sh
+		}
+		for sh, c := range per {
+			if c != 2*RunLength {
+				t.Fatalf("%d shards: shard %d got %d ids, want %d", n, sh, c, 2*RunLength)
+			}
+		}
+	}
+}
+
+// TestRunsFollowTheLayout: a run is placed by the layout of each call; a
+// smaller shard count ends the run, and one shard or more than
+// MaxRunShards places by hash alone.
+func TestRunsFollowTheLayout(t *testing.T) {
+	big, _ := NewLayout("ns", 16)
+	small, _ := NewLayout("ns", 4)
+	var r Runs
+	for r.next(16) < 4 {
+	}
+	for i := 0; i < 10; i++ {
+		if sh := small.ShardOf(r.NewID(small)); sh >= 4 {
+			t.Fatalf("shard %d of 4", sh)
+		}
+	}
+	for _, n := range []int{1, MaxRunShards + 1} {
+		l, _ := NewLayout("ns", n)
+		shards := map[int]bool{}
+		for i := 0; i < 200; i++ {
+			id := r.NewID(l)
+			if !ValidID(id) || len(id) != 16 {
+				t.Fatalf("%d shards: id %q", n, id)
+			}
+			shards[l.ShardOf(id)] = true
+		}
+		if n > 1 && len(shards) < 100 {
+			t.Fatalf("%d shards: 200 ids in %d shards, want them spread by hash", n, len(shards))
+		}
+	}
+	if sh := big.ShardOf(r.NewID(big)); sh < 0 || sh >= 16 {
+		t.Fatalf("shard %d", sh)
+	}
+}
+
+// TestRunsConcurrent: ids generated from many goroutines at once are all
+// distinct, and the runs still give each shard its share.
+func TestRunsConcurrent(t *testing.T) {
+	l, _ := NewLayout("ns", 8)
+	var r Runs
+	const workers, each = 8, 8 * RunLength
+	ids := make([][]string, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				ids[w] = append(ids[w], r.NewID(l))
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	per := make([]int, 8)
+	for _, list := range ids {
+		for _, id := range list {
+			if seen[id] {
+				t.Fatalf("id %q generated twice", id)
+			}
+			seen[id] = true
+			per[l.ShardOf(id)]++
+		}
+	}
+	for sh, c := range per {
+		if c != workers*each/8 {
+			t.Fatalf("shard %d got %d ids, want %d", sh, c, workers*each/8)
+		}
+	}
+}
+
+func BenchmarkRunsNewID(b *testing.B) {
+	l, _ := NewLayout("ns", DefaultShards)
+	var r Runs
+	for b.Loop() {
+		r.NewID(l)
+	}
+}
