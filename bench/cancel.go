@@ -22,6 +22,8 @@ import (
 // end (cause worker.ErrCancelled), p50/p99/max, with the Redis cost of
 // one cancel.
 func runCancel(ctx context.Context, hg *hgSystem, n int, logf func(string, ...any)) *scenario {
+	hg.named = true // tasks are looked at by id
+	defer func() { hg.named = false }()
 	sc := &scenario{Name: "cancel", Title: fmt.Sprintf("Cancel of running tasks: %d handlers waiting on their ctx, each cancelled by client.Cancel", n),
 		Cols: []col{{"p50", "cancel → ctx done p50 ms", "%.2f"}, {"p99", "p99 ms", "%.2f"}, {"max", "max ms", "%.2f"},
 			{"cmds", "redis cmds/cancel", "%.1f"}, {"rcpu_per_1k", "redis CPU µs/cancel", "%.1f"}}}

@@ -64,6 +64,8 @@ func (w *epochWatch) after(t time.Time) (epochChange, bool) {
 }
 
 func runFailover(ctx context.Context, o sizes, hg *hgSystem, logf func(string, ...any)) *scenario {
+	hg.named = true // tasks are looked at by id
+	defer func() { hg.named = false }()
 	e := hg.e
 	sc := &scenario{Name: "failover", Title: fmt.Sprintf("Failover: 3 schedulers, %d tasks/s due 1 s after production, lease TTL %s; the owner of shard 0 is stopped", o.steadyRate, e.ttl),
 		Cols: []col{{"takeover", "shard scanned again after (ms)", "%.0f"}, {"gap", "gap in deliveries of shard (ms)", "%.0f"},

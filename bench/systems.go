@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,12 +87,17 @@ func payloadOf(n int, head string) []byte {
 // ---- Hourglass ----
 
 type hgSystem struct {
-	e        *env
-	prefix   string
-	prodRdb  redis.UniversalClient
-	prodN    *cmdCounter
-	cli      *client.Client
-	workN    *cmdCounter
+	e       *env
+	prefix  string
+	prodRdb redis.UniversalClient
+	prodN   *cmdCounter
+	cli     *client.Client
+	workN   *cmdCounter
+	// named: tasks carry the ids id() gives (scenarios that look tasks
+	// up by id or by shard); else the client generates them, as it does
+	// for most callers (shard.Runs), and the payload's head carries the
+	// task's index.
+	named    bool
 	label    string // row name: "hourglass", or with its shard count when not the default, or its cluster
 	lastReg  *prometheus.Registry
 	lastLate promread.Histogram
@@ -118,10 +124,31 @@ func (h *hgSystem) name() string       { return h.label }
 func (h *hgSystem) setPrefix(p string) { h.prefix = p }
 func (h *hgSystem) id(i int) string    { return h.prefix + "-" + strconv.Itoa(i) }
 
+// task returns the client task of t.
+func (h *hgSystem) task(t btask) client.Task {
+	if h.named {
+		return client.Task{ID: h.id(t.idx), Queue: hgQueue, Payload: payloadOf(t.payload, ""), At: t.due}
+	}
+	return client.Task{Queue: hgQueue, Payload: payloadOf(t.payload, strconv.Itoa(t.idx)+":"), At: t.due}
+}
+
+// index returns the index of the task a handler runs: its payload's head,
+// or its id's tail for a named task.
+func index(t *worker.Task) int {
+	if i := bytes.IndexByte(t.Payload, ':'); i > 0 {
+		n, err := strconv.Atoi(string(t.Payload[:i]))
+		if err == nil {
+			return n
+		}
+	}
+	n, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
+	return n
+}
+
 func (h *hgSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
 	batch := make([]client.Task, len(ts))
 	for i, t := range ts {
-		batch[i] = client.Task{ID: h.id(t.idx), Queue: hgQueue, Payload: payloadOf(t.payload, ""), At: t.due}
+		batch[i] = h.task(t)
 	}
 	res, err := h.cli.EnqueueBatch(ctx, batch)
 	ok := 0
@@ -135,7 +162,7 @@ func (h *hgSystem) enqueue(ctx context.Context, ts []btask) (int, error) {
 
 func (h *hgSystem) enqueueEach(ctx context.Context, ts []btask) (int, error) {
 	for i, t := range ts {
-		if _, err := h.cli.Enqueue(ctx, client.Task{ID: h.id(t.idx), Queue: hgQueue, Payload: payloadOf(t.payload, ""), At: t.due}); err != nil {
+		if _, err := h.cli.Enqueue(ctx, h.task(t)); err != nil {
 			return i, err
 		}
 	}
@@ -156,8 +183,7 @@ func (h *hgSystem) warmUp(ctx context.Context) error {
 func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), error) {
 	reg := prometheus.NewRegistry()
 	stop, err := h.runWorker(ctx, reg, func(_ context.Context, t *worker.Task) error {
-		i, _ := strconv.Atoi(t.ID[strings.LastIndexByte(t.ID, '-')+1:])
-		rec.record(i, t.Due.UnixNano())
+		rec.record(index(t), t.Due.UnixNano())
 		return nil
 	})
 	if err == nil {
