@@ -263,7 +263,7 @@ func runSteady(ctx context.Context, o sizes, systems []system, logf func(string,
 	sc := &scenario{Name: "steady", Title: fmt.Sprintf("Steady: %d tasks/s for %s, each due 1 s after it is produced", o.steadyRate, o.steadyDur),
 		Cols: append(latCols(), col{"absp99", "|late| p99 ms", "%.1f"}, col{"lost", "lost", "%.0f"}, col{"dups", "dups", "%.0f"},
 			col{"cmds", "redis cmds/task", "%.1f"}, col{"top", "top-level/task", "%.2f"}, col{"reads", "round trips/task", "%.2f"}, col{"wakes", "redis wake-ups/task", "%.2f"}, col{"rcpu_per_1k", "redis CPU µs/task", "%.1f"})}
-	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; early = started before the due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch (up to 4 in flight), asynq spreads them over 8 goroutines, BullMQ over 4 addBulk calls", *steadyTick))
+	sc.Notes = append(sc.Notes, fmt.Sprintf("lost = never handled within 10 s after the last due time; early = started before the due time; the producer ticks every %s (flag -tick): Hourglass enqueues each tick's tasks in one EnqueueBatch (up to 4 in flight), asynq spreads them over 8 goroutines, BullMQ over 4 addBulk calls; every system's tasks carry the ids its client generates (Hourglass's client places them 64 in a row in one shard, shard.Runs)", *steadyTick))
 	for _, sys := range systems {
 		r := sc.row(sys.name())
 		s, w, ok := steadyOnce(ctx, sys, o.steadyRate, o.steadyDur, r, true)
