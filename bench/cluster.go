@@ -114,6 +114,7 @@ func putNodes(r *row, w window, n int) {
 		r.set(p+"rcpu_per_1k", 1e6*nw.cpu/float64(n))
 		r.set(p+"cpu_share", 100*nw.cpu/cpu)
 		r.set(p+"cmd_share", 100*float64(nw.processed)/float64(cmds))
+		r.note("node %d: commands (the most called): %s", i+1, nw.topCmds(6, 0))
 	}
 }
 
