@@ -118,7 +118,8 @@ func Retries(n int) *int { return hourglass.Retries(n) }
 
 // Result is the outcome of enqueueing one task.
 type Result struct {
-	// ID is the task's id (generated when the Task had none).
+	// ID is the task's id (generated when the Task had none; empty for
+	// such a task that the client's checks refused).
 	ID string
 	// Due is when the task is due. For a duplicate it is the live task's
 	// due time if it is still scheduled, else zero.
@@ -244,13 +245,22 @@ func (c *Client) explainUnknownQueues(ctx context.Context, tasks []Task, out []R
 	}
 }
 
+// toArgs checks t and returns its enqueue arguments, with a generated id
+// (the next of c.runs) when t has none and passes the checks.
 func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
-	a := shard.EnqueueArgs{ID: t.ID, Queue: t.Queue, Payload: t.Payload, Due: t.At, Delay: t.Delay, MaxRetries: -1, Timeout: t.Timeout}
-	if a.ID == "" {
+	a, err := c.check(t)
+	if err == nil && a.ID == "" {
 		a.ID = c.runs.NewID(c.store.Layout())
 	}
+	return a, err
+}
+
+// check checks t and returns its enqueue arguments, the id as t has it
+// (empty: one is to be generated).
+func (c *Client) check(t Task) (shard.EnqueueArgs, error) {
+	a := shard.EnqueueArgs{ID: t.ID, Queue: t.Queue, Payload: t.Payload, Due: t.At, Delay: t.Delay, MaxRetries: -1, Timeout: t.Timeout}
 	switch {
-	case !shard.ValidID(a.ID):
+	case a.ID != "" && !shard.ValidID(a.ID):
 		return a, fmt.Errorf("%w: task id %q must be %s", ErrInvalidArgument, truncate(a.ID), shard.IDRule)
 	case !shard.ValidQueue(t.Queue):
 		return a, fmt.Errorf("%w: queue name %q must match %s", ErrInvalidArgument, truncate(t.Queue), shard.QueueRule)

@@ -324,3 +324,34 @@ func TestGeneratedIDsGoInRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsSkipDebounceAndRefusedTasks: a Throttle (Debounce) call and a task the
+// client refuses take no generated id, so the ids around them stay in one
+// run (one shard); before, each took one from the run.
+func TestRunsSkipDebounceAndRefusedTasks(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	l, _ := shard.NewLayout("hourglass", 16)
+	var ids []string
+	for i := 0; i < shard.RunLength; i++ {
+		if i%8 == 4 {
+			if _, err := c.Throttle(ctx, fmt.Sprint("key-", i), time.Minute, client.Task{Queue: "emails"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Enqueue(ctx, client.Task{Queue: "bad queue name"}); !errors.Is(err, client.ErrInvalidArgument) {
+				t.Fatalf("a bad queue name: %v", err)
+			}
+		}
+		res, err := c.Enqueue(ctx, client.Task{Queue: "emails", Delay: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	for _, id := range ids {
+		if l.ShardOf(id) != l.ShardOf(ids[0]) {
+			t.Fatalf("ids %q and %q of one run in shards %d and %d", ids[0], id, l.ShardOf(ids[0]), l.ShardOf(id))
+		}
+	}
+}

@@ -103,7 +103,7 @@ func (c *Client) debounce(ctx context.Context, a shard.DebounceArgs, t Task) (De
 	if t.ID != "" || !t.At.IsZero() || t.Delay != 0 || t.OnConflict != ConflictIgnore {
 		return DebounceResult{}, fmt.Errorf("%w: a debounced task takes no ID, At, Delay or OnConflict: its key's window decides them", ErrInvalidArgument)
 	}
-	checked, err := c.toArgs(t) // the queue, payload size, retries and timeout
+	checked, err := c.check(t) // the queue, payload size, retries and timeout; no id
 	if err != nil {
 		return DebounceResult{}, err
 	}

@@ -87,10 +87,10 @@ type Runs struct {
 }
 
 // NewID returns a random id (NewID's form) whose shard under l is the
-// current run's.
+// current run's; with one shard, or more than MaxRunShards, NewID's.
 func (r *Runs) NewID(l Layout) string {
 	n := l.Shards()
-	if n == 1 || n > MaxRunShards {
+	if n < 2 || n > MaxRunShards {
 		return NewID()
 	}
 	return idIn(n, r.next(n))

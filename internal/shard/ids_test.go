@@ -42,37 +42,49 @@ func TestRunsPlaceIDsInRuns(t *testing.T) {
 	}
 }
 
-// TestRunsFollowTheLayout: a run is placed by the layout of each call; a
-// smaller shard count ends the run, and one shard or more than
-// MaxRunShards places by hash alone.
+// TestRunsFollowTheLayout: a run is placed by the layout of each call: a
+// run in a shard that a smaller count lacks ends, and the next run is in
+// the shard after it, modulo the new count, for RunLength ids; one shard,
+// more than MaxRunShards or the zero Layout place by hash alone.
 func TestRunsFollowTheLayout(t *testing.T) {
 	big, _ := NewLayout("ns", 16)
 	small, _ := NewLayout("ns", 4)
 	var r Runs
-	for r.next(16) < 4 {
+	sh := big.ShardOf(r.NewID(big))
+	for sh < 4 {
+		sh = big.ShardOf(r.NewID(big))
 	}
-	for i := 0; i < 10; i++ {
-		if sh := small.ShardOf(r.NewID(small)); sh >= 4 {
-			t.Fatalf("shard %d of 4", sh)
+	want := (sh + 1) % 4
+	for i := 0; i < RunLength; i++ {
+		if got := small.ShardOf(r.NewID(small)); got != want {
+			t.Fatalf("id %d after a run in shard %d of 16: shard %d of 4, want %d", i, sh, got, want)
 		}
 	}
-	for _, n := range []int{1, MaxRunShards + 1} {
-		l, _ := NewLayout("ns", n)
+	if got := small.ShardOf(r.NewID(small)); got != (want+1)%4 {
+		t.Fatalf("after a run in shard %d of 4: shard %d, want the next", want, got)
+	}
+	for _, l := range []Layout{must(NewLayout("ns", 1)), must(NewLayout("ns", MaxRunShards+1)), {}} {
 		shards := map[int]bool{}
 		for i := 0; i < 200; i++ {
 			id := r.NewID(l)
 			if !ValidID(id) || len(id) != 16 {
-				t.Fatalf("%d shards: id %q", n, id)
+				t.Fatalf("%d shards: id %q", l.Shards(), id)
 			}
-			shards[l.ShardOf(id)] = true
+			if l.Shards() > 0 {
+				shards[l.ShardOf(id)] = true
+			}
 		}
-		if n > 1 && len(shards) < 100 {
-			t.Fatalf("%d shards: 200 ids in %d shards, want them spread by hash", n, len(shards))
+		if l.Shards() > 1 && len(shards) < 100 {
+			t.Fatalf("%d shards: 200 ids in %d shards, want them spread by hash", l.Shards(), len(shards))
 		}
 	}
-	if sh := big.ShardOf(r.NewID(big)); sh < 0 || sh >= 16 {
-		t.Fatalf("shard %d", sh)
+}
+
+func must(l Layout, err error) Layout {
+	if err != nil {
+		panic(err)
 	}
+	return l
 }
 
 // TestRunsConcurrent: ids generated from many goroutines at once are all
