@@ -36,7 +36,8 @@ type btask struct {
 // system is a scheduler under test: Hourglass, or asynq with a config.
 type system interface {
 	name() string
-	// setPrefix names the task ids of the next scenario.
+	// setPrefix names the task ids of the next scenario (Hourglass's
+	// only where its tasks are named: hgSystem.named).
 	setPrefix(p string)
 	// enqueue sends tasks from the calling goroutine: Hourglass in one
 	// pipelined batch, asynq one EnqueueContext call after the other. It

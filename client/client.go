@@ -75,11 +75,11 @@ type Task struct {
 	// and the like are refused, as enqueue.lua refuses them). Empty
 	// means a random 16-character id, chosen so that the client's
 	// generated ids go to one shard in runs of 64, one shard after the
-	// other (shard.Runs): tasks enqueued together then share their
-	// script calls in Redis at every step, which is what makes a steady
-	// stream cheap on many shards. While a task with the same ID is
-	// live (scheduled, ready, running or dead-lettered) a second enqueue
-	// does nothing and reports ErrDuplicate.
+	// other (shard.Runs, for 2 to 256 shards): tasks enqueued together
+	// then share their script calls in Redis at every step, which is
+	// what makes a steady stream cheap on many shards. While a task with
+	// the same ID is live (scheduled, ready, running or dead-lettered) a
+	// second enqueue does nothing and reports ErrDuplicate.
 	ID string
 	// Queue names the queue; it must be registered by the schedulers.
 	Queue string
