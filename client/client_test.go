@@ -11,19 +11,25 @@ import (
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
+
+// emailsRedis starts a Redis whose namespace "hourglass" has 16 shards
+// and the queue "emails" registered with policy p, and returns a client
+// of it and the layout.
+func emailsRedis(t *testing.T, p shard.QueuePolicy) (*redis.Client, shard.Layout) {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client(t)
+	l, _ := shard.NewLayout("hourglass", 16)
+	if err := shard.NewStore(rdb, l).RegisterQueues(context.Background(), map[string]shard.QueuePolicy{"emails": p}); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, l
+}
 
 func newClient(t *testing.T, maxPayload int64) *client.Client {
 	t.Helper()
-	r := testenv.StartRedis(t)
-	rdb := r.Client(t)
-	l, _ := shard.NewLayout("hourglass", 16)
-	err := shard.NewStore(rdb, l).RegisterQueues(context.Background(), map[string]shard.QueuePolicy{
-		"emails": {MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb, _ := emailsRedis(t, shard.QueuePolicy{MaxRetries: 25, Timeout: 30 * time.Second, MaxPayload: 1 << 20})
 	c, err := client.New(rdb, client.Config{MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatal(err)
@@ -79,14 +85,9 @@ func TestEnqueueLookupCancel(t *testing.T) {
 // said ErrNotFound, and the task ran.
 func TestCancelAndLookupFindATaskMovedSinceTheLayoutWasRead(t *testing.T) {
 	t.Parallel()
-	r := testenv.StartRedis(t)
-	rdb := r.Client(t)
+	rdb, l := emailsRedis(t, shard.QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	l, _ := shard.NewLayout("hourglass", 16)
 	st := shard.NewStore(rdb, l)
-	if err := st.RegisterQueues(ctx, map[string]shard.QueuePolicy{"emails": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
-		t.Fatal(err)
-	}
 	// Two clients that read the layout before the change, one to look
 	// up, one to cancel: neither learns of the change from the other's
 	// calls.
@@ -266,13 +267,8 @@ func TestUnknownQueueExplained(t *testing.T) {
 // be a call in each of the 16 shards.
 func TestGeneratedIDsGoInRuns(t *testing.T) {
 	t.Parallel()
-	r := testenv.StartRedis(t)
-	rdb := r.Client(t)
+	rdb, l := emailsRedis(t, shard.QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	l, _ := shard.NewLayout("hourglass", 16)
-	if err := shard.NewStore(rdb, l).RegisterQueues(ctx, map[string]shard.QueuePolicy{"emails": {MaxRetries: 1, Timeout: time.Second, MaxPayload: 1024}}); err != nil {
-		t.Fatal(err)
-	}
 	c, err := client.New(rdb, client.Config{})
 	if err != nil {
 		t.Fatal(err)
