@@ -20,10 +20,15 @@ import (
 // are not exported, they finish where they are). So:
 //
 //   - a read visits the old home, then the new home, then the old home's
-//     outbox (Homes.Reads): it cannot miss an id that exists throughout,
-//     whenever it moves, and it prefers the imported copy, which is the
-//     task from then on (a change made to it, such as a replay, is not in
-//     the outbox entry), to the entry that records its way;
+//     outbox, then the new home once more (Homes.Reads): it prefers the
+//     imported copy, which is the task from then on (a change made to
+//     it, such as a replay, is not in the outbox entry), to the entry
+//     that records its way; and it cannot miss an id that exists
+//     throughout, whenever it moves: an id in the outbox when the read
+//     left the old home, and imported and committed between the read's
+//     visits of the new home and the outbox, is found by the last visit
+//     (without it, such a read answered "not found" while the task lived
+//     on; the last visit costs one call, on a miss only);
 //   - a write that must leave no copy behind (cancel) visits the old home
 //     with its outbox, then the new home (Homes.Writes): a copy on its way
 //     is marked cancelled in the outbox, and the reshard's commit removes
@@ -76,12 +81,13 @@ func (h Homes) Order() []int {
 }
 
 // Reads returns the places a read visits, in order: the old home, the new
-// home, then the old home's outbox (see the top of locate.go).
+// home, the old home's outbox, then the new home again (see the top of
+// locate.go).
 func (h Homes) Reads() []Place {
 	if !h.Moving() {
 		return []Place{{Shard: h.New}}
 	}
-	return []Place{{Shard: h.Old}, {Shard: h.New}, {Shard: h.Old, Outbox: true}}
+	return []Place{{Shard: h.Old}, {Shard: h.New}, {Shard: h.Old, Outbox: true}, {Shard: h.New}}
 }
 
 // Writes returns the places a write that must leave no copy visits, in

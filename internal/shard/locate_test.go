@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ import (
 )
 
 // TestHomesOrder: an id the change does not move has one home; one it
-// moves is read in its old home, its new home, then the old home's
-// outbox, and written in the old home with its outbox, then the new one.
+// moves is read in its old home, its new home, the old home's outbox,
+// then its new home again, and written in the old home with its outbox, then the new one.
 func TestHomesOrder(t *testing.T) {
 	t.Parallel()
 	stable, err := NewLayout("loc", 4)
@@ -36,7 +37,7 @@ func TestHomesOrder(t *testing.T) {
 		reads, writes string
 	}{
 		{stable, moving, []int{1}, "[{1 false}]", "[{1 false}]"},
-		{changing, moving, []int{1, nw}, fmt.Sprintf("[{1 false} {%d false} {1 true}]", nw), fmt.Sprintf("[{1 true} {%d false}]", nw)},
+		{changing, moving, []int{1, nw}, fmt.Sprintf("[{1 false} {%d false} {1 true} {%d false}]", nw, nw), fmt.Sprintf("[{1 true} {%d false}]", nw)},
 		{changing, staying, []int{testenv.ShardOf(staying, 8)}, fmt.Sprintf("[{%d false}]", testenv.ShardOf(staying, 8)), fmt.Sprintf("[{%d false}]", testenv.ShardOf(staying, 8))},
 	} {
 		h := c.l.Homes(c.id)
@@ -276,6 +277,53 @@ func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
 			}
 			if !f.s.Layout().Resharding() {
 				t.Fatal("the change ended")
+			}
+		})
+	}
+}
+
+// TestLocatorFindsATaskCommittedBetweenItsNewHomeAndItsOutbox: a read
+// visits the old home, the new home, then the outbox. A task already in
+// the outbox when the read visited the old home, and imported and
+// committed after it visited the new home, is in neither place the read
+// has left: the read visits the new home once more after the outbox.
+// Before, it answered ErrNotFound (Reschedule of a far-tier task in
+// TestRescheduleUnderRaces, on a starved machine).
+func TestLocatorFindsATaskCommittedBetweenItsNewHomeAndItsOutbox(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	ops := map[string]func(ctx context.Context, s *Store, id string) error{
+		"exists": func(ctx context.Context, s *Store, id string) error {
+			ok, err := s.Exists(ctx, id)
+			if err == nil && !ok {
+				err = ErrNotFound
+			}
+			return err
+		},
+		"lookup": func(ctx context.Context, s *Store, id string) error { _, err := s.Lookup(ctx, id); return err },
+		"change": func(ctx context.Context, s *Store, id string) error {
+			_, err := s.Change(ctx, id, Change{SetDue: true, Due: time.Now().Add(time.Hour)})
+			return err
+		},
+	}
+	var n atomic.Int64
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Ctx(t, 30*time.Second)
+			f := newLocateFixture(t, ctx, rdb, fmt.Sprint("nb", n.Add(1)), kSched, stageSetUp)
+			exported := exportAll(t, ctx, f.s, 1, f.id)
+			l := f.changing.Layout()
+			newTag := fmt.Sprintf("{%s:%d}", l.Namespace(), l.Homes(f.id).New)
+			h := &testenv.AfterCommand{Match: func(args []any) bool { return strings.Contains(fmt.Sprint(args), newTag) }, Fn: func() {
+				importAll(t, ctx, f.s, l, exported)
+				if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
+					t.Errorf("commit: %v, %v", c, err)
+				}
+			}}
+			caller := NewStore(testenv.HookedClient(t, f.rdb, h), l)
+			if err := op(ctx, caller, f.id); err != nil {
+				t.Fatalf("%s of a task committed after the read of its new home: %v", name, err)
 			}
 		})
 	}
