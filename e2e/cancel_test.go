@@ -22,7 +22,10 @@ func TestCancelRunningCommand(t *testing.T) {
 	c := newCluster(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "worker.yaml")
-	script := `echo start >> ` + dir + `/$HOURGLASS_TASK_ID; trap 'echo term >> ` + dir + `/$HOURGLASS_TASK_ID; exit 0' TERM; sleep 60 & wait`
+	// The trap is set before "start" is written: the test cancels a task
+	// once it reads "start", and a SIGTERM before the trap killed the
+	// shell without "term" (a flaky failure in make test).
+	script := `trap 'echo term >> ` + dir + `/$HOURGLASS_TASK_ID; exit 0' TERM; echo start >> ` + dir + `/$HOURGLASS_TASK_ID; sleep 60 & wait`
 	yaml := fmt.Sprintf("queues:\n  default:\n    timeout: 2m\n    concurrency: 16\n    command: [sh, -c, %q]\n", script)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
