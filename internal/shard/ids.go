@@ -29,31 +29,45 @@ func freshID(l Layout, sh int) string { return idIn(l.Shards(), sh) }
 
 // idIn returns a random id of NewID's form whose shard among n is sh
 // (0 <= sh < n). Its first 12 characters are those of 9 random bytes; the
-// last 4 encode 3 more random bytes, varied until crc32 of the id modulo
-// n is sh. The crc32 of the first 12 is computed once, so that each of
-// the n tries (on average) costs a 4-byte update, some 10 ns.
+// last 4 start as those of 3 more and are varied until crc32 of the id
+// modulo n is sh, the last character fastest. The crc32 of the first 12
+// is computed once, and of the next 3 once per 64 tries, so that each of
+// the n tries (on average) costs one step of the CRC, about 2 ns.
 func idIn(n, sh int) string {
 	var b [12]byte
 	randomBytes(b[:])
 	var s [16]byte
-	enc := base64.RawURLEncoding
-	enc.Encode(s[:], b[:])
-	head := crc32.Update(0, crc32.IEEETable, s[:12])
-	var tail [3]byte
-	for k := uint32(0); k < 1<<24; k++ {
-		tail[0], tail[1], tail[2] = b[9]^byte(k>>16), b[10]^byte(k>>8), b[11]^byte(k)
-		enc.Encode(s[12:], tail[:])
-		if crc32.Update(head, crc32.IEEETable, s[12:])%uint32(n) == uint32(sh) {
-			return string(s[:])
+	base64.RawURLEncoding.Encode(s[:], b[:])
+	tab := crc32.IEEETable
+	// crc32.Update returns the complement of its running state.
+	head := ^crc32.Update(0, tab, s[:12])
+	mod, want := uint32(n), uint32(sh)
+	start := uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11])
+	for k := uint32(0); k < 1<<18; k++ {
+		v := start>>6 ^ k
+		c0, c1, c2 := b64URL[v>>12&63], b64URL[v>>6&63], b64URL[v&63]
+		c := head
+		c = tab[byte(c)^c0] ^ c>>8
+		c = tab[byte(c)^c1] ^ c>>8
+		c = tab[byte(c)^c2] ^ c>>8
+		for j := range uint32(64) {
+			c3 := b64URL[(start+j)&63]
+			if ^(tab[byte(c)^c3]^c>>8)%mod == want {
+				s[12], s[13], s[14], s[15] = c0, c1, c2, c3
+				return string(s[:])
+			}
 		}
 	}
 	// Not reached for n <= MaxShards: 2^24 tails cover every residue.
 	for {
-		if id := NewID(); int(crc32.ChecksumIEEE([]byte(id))%uint32(n)) == sh {
+		if id := NewID(); int(crc32.ChecksumIEEE([]byte(id))%mod) == sh {
 			return id
 		}
 	}
 }
+
+// b64URL is the alphabet of base64.RawURLEncoding.
+const b64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 // RunLength is how many ids in a row Runs places in one shard.
 const RunLength = 64

@@ -128,3 +128,17 @@ func BenchmarkRunsNewID(b *testing.B) {
 		r.NewID(l)
 	}
 }
+
+// TestIDInEveryShardCount: idIn finds an id of the asked shard for any
+// shard count up to MaxShards (freshID uses it for every count).
+func TestIDInEveryShardCount(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 64, 1000, MaxShards} {
+		for _, sh := range []int{0, n / 2, n - 1} {
+			id := idIn(n, sh)
+			l, _ := NewLayout("ns", n)
+			if len(id) != 16 || !ValidID(id) || l.ShardOf(id) != sh {
+				t.Fatalf("idIn(%d, %d) = %q, in shard %d", n, sh, id, l.ShardOf(id))
+			}
+		}
+	}
+}
