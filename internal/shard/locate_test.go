@@ -217,6 +217,12 @@ func TestLocatorFindsAnIdInEveryStageOfAChange(t *testing.T) {
 	}
 }
 
+// movedOp is an operation by id, and whether it removes the task.
+type movedOp struct {
+	run     func(ctx context.Context, s *Store, id string) error
+	removes bool
+}
+
 // TestLocatorFindsATaskMovedBetweenTwoVisits: the reshard may move a task
 // to its new home at any moment. Moved right after the first command an
 // operation sends, whatever it is, the task is still found, and a cancel
@@ -230,10 +236,7 @@ func TestLocatorFindsAnIdInEveryStageOfAChange(t *testing.T) {
 func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
 	t.Parallel()
 	rdb := testenv.StartRedis(t).Client(t)
-	ops := map[string]struct {
-		run     func(ctx context.Context, s *Store, id string) error
-		removes bool
-	}{
+	ops := map[string]movedOp{
 		"exists": {run: func(ctx context.Context, s *Store, id string) error {
 			ok, err := s.Exists(ctx, id)
 			if err == nil && !ok {
@@ -244,42 +247,36 @@ func TestLocatorFindsATaskMovedBetweenTwoVisits(t *testing.T) {
 		"lookup": {run: func(ctx context.Context, s *Store, id string) error { _, err := s.Lookup(ctx, id); return err }},
 		"cancel": {run: func(ctx context.Context, s *Store, id string) error { _, err := s.Cancel(ctx, id); return err }, removes: true},
 	}
-	var n atomic.Int64
-	for name, op := range ops {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := testenv.Ctx(t, 30*time.Second)
-			f := newLocateFixture(t, ctx, rdb, fmt.Sprint("mv", n.Add(1)), kSched, stageSetUp)
-			// After the first command the operation sends that Redis runs
-			// (not a new connection's handshake, not an EVALSHA refused
-			// for a script not loaded yet).
-			h := &testenv.AfterCommand{Match: func([]any) bool { return true }, Fn: func() {
-				l := f.s.Layout()
-				r, err := f.s.Export(ctx, l, 1, rsEpoch, time.Second, []string{f.id})
-				if err != nil || len(r.Tasks) != 1 && !op.removes {
-					t.Errorf("export: %+v, %v", r, err)
-					return
-				}
-				if len(r.Tasks) == 0 {
-					return // removed by the operation already
-				}
-				importAll(t, ctx, f.s, l, r.Tasks)
-				if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
-					t.Errorf("commit: %v, %v", c, err)
-				}
-			}}
-			caller := NewStore(testenv.HookedClient(t, f.rdb, h), f.changing.Layout())
-			if err := op.run(ctx, caller, f.id); err != nil {
-				t.Fatalf("%s of a task moved after the first command: %v", name, err)
+	forEachOnAFixture(t, rdb, "mv", ops, func(t *testing.T, ctx context.Context, f locateFixture, name string, op movedOp) {
+		// After the first command the operation sends that Redis runs
+		// (not a new connection's handshake, not an EVALSHA refused
+		// for a script not loaded yet).
+		h := &testenv.AfterCommand{Match: func([]any) bool { return true }, Fn: func() {
+			l := f.s.Layout()
+			r, err := f.s.Export(ctx, l, 1, rsEpoch, time.Second, []string{f.id})
+			if err != nil || len(r.Tasks) != 1 && !op.removes {
+				t.Errorf("export: %+v, %v", r, err)
+				return
 			}
-			if ok, err := f.s.Exists(ctx, f.id); err != nil || ok == op.removes {
-				t.Fatalf("after the %s, Exists = %v, %v", name, ok, err)
+			if len(r.Tasks) == 0 {
+				return // removed by the operation already
 			}
-			if !f.s.Layout().Resharding() {
-				t.Fatal("the change ended")
+			importAll(t, ctx, f.s, l, r.Tasks)
+			if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
+				t.Errorf("commit: %v, %v", c, err)
 			}
-		})
-	}
+		}}
+		caller := NewStore(testenv.HookedClient(t, f.rdb, h), f.changing.Layout())
+		if err := op.run(ctx, caller, f.id); err != nil {
+			t.Fatalf("%s of a task moved after the first command: %v", name, err)
+		}
+		if ok, err := f.s.Exists(ctx, f.id); err != nil || ok == op.removes {
+			t.Fatalf("after the %s, Exists = %v, %v", name, ok, err)
+		}
+		if !f.s.Layout().Resharding() {
+			t.Fatal("the change ended")
+		}
+	})
 }
 
 // TestLocatorFindsATaskCommittedBetweenItsNewHomeAndItsOutbox: a read
@@ -306,25 +303,33 @@ func TestLocatorFindsATaskCommittedBetweenItsNewHomeAndItsOutbox(t *testing.T) {
 			return err
 		},
 	}
+	forEachOnAFixture(t, rdb, "nb", ops, func(t *testing.T, ctx context.Context, f locateFixture, name string, op func(ctx context.Context, s *Store, id string) error) {
+		exported := exportAll(t, ctx, f.s, 1, f.id)
+		l := f.changing.Layout()
+		newTag := fmt.Sprintf("{%s:%d}", l.Namespace(), l.Homes(f.id).New)
+		h := &testenv.AfterCommand{Match: func(args []any) bool { return strings.Contains(fmt.Sprint(args), newTag) }, Fn: func() {
+			importAll(t, ctx, f.s, l, exported)
+			if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
+				t.Errorf("commit: %v, %v", c, err)
+			}
+		}}
+		caller := NewStore(testenv.HookedClient(t, f.rdb, h), l)
+		if err := op(ctx, caller, f.id); err != nil {
+			t.Fatalf("%s of a task committed after the read of its new home: %v", name, err)
+		}
+	})
+}
+
+// forEachOnAFixture runs body as a parallel subtest for each of ops, on a
+// fixture of its own: a task of kSched in shard 1 of 4, a change to 8
+// shards set up, in a namespace named prefix and a number.
+func forEachOnAFixture[Op any](t *testing.T, rdb *redis.Client, prefix string, ops map[string]Op, body func(t *testing.T, ctx context.Context, f locateFixture, name string, op Op)) {
 	var n atomic.Int64
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Ctx(t, 30*time.Second)
-			f := newLocateFixture(t, ctx, rdb, fmt.Sprint("nb", n.Add(1)), kSched, stageSetUp)
-			exported := exportAll(t, ctx, f.s, 1, f.id)
-			l := f.changing.Layout()
-			newTag := fmt.Sprintf("{%s:%d}", l.Namespace(), l.Homes(f.id).New)
-			h := &testenv.AfterCommand{Match: func(args []any) bool { return strings.Contains(fmt.Sprint(args), newTag) }, Fn: func() {
-				importAll(t, ctx, f.s, l, exported)
-				if c, err := f.s.Commit(ctx, 1, rsEpoch, []string{f.id}); err != nil || len(c) != 0 {
-					t.Errorf("commit: %v, %v", c, err)
-				}
-			}}
-			caller := NewStore(testenv.HookedClient(t, f.rdb, h), l)
-			if err := op(ctx, caller, f.id); err != nil {
-				t.Fatalf("%s of a task committed after the read of its new home: %v", name, err)
-			}
+			body(t, ctx, newLocateFixture(t, ctx, rdb, fmt.Sprint(prefix, n.Add(1)), kSched, stageSetUp), name, op)
 		})
 	}
 }
