@@ -273,7 +273,6 @@ func (h *hgSystem) clear(ctx context.Context) error { return h.e.clearHG(ctx) }
 
 func (h *hgSystem) close() { h.prodRdb.Close() }
 
-
 // enqueueAll sends ts in chunks of chunk through send from g goroutines until done or
 // the deadline; it returns how many were enqueued and the first error (a
 // failed task does not stop the others).
