@@ -273,22 +273,9 @@ func TestGeneratedIDsGoInRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scriptCalls := func() int {
-		info, err := rdb.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, line := range strings.Split(info, "\n") {
-			for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-				if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
-					var k int
-					fmt.Sscanf(rest, "%d", &k)
-					n += k
-				}
-			}
-		}
-		return n
+	scriptCalls := func() int64 {
+		calls := testenv.CommandCalls(t, rdb)
+		return calls["evalsha"] + calls["eval"]
 	}
 	batch := func() []client.Result {
 		tasks := make([]client.Task, shard.RunLength)

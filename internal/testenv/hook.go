@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -92,4 +94,25 @@ func (h *AfterCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		}
 		return err
 	}
+}
+
+// CommandCalls returns the calls Redis counted for each command (INFO
+// commandstats, lower case: "evalsha", "config|get"); commands run by
+// scripts are counted too.
+func CommandCalls(t testing.TB, rdb redis.UniversalClient) map[string]int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("testenv: INFO commandstats: %v", err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+		out[name] = n
+	}
+	return out
 }
