@@ -14,9 +14,10 @@ import (
 // fetch loop of its own that takes one task at a time: it waits for a
 // local slot, pops (blocking until a task is ready), leases the task, and
 // starts its delivery, which waits for admission (a semaphore permit,
-// then a rate token) and only then calls the handler. The loop pops the
-// next task once this one is admitted (or settled), so each worker holds
-// at most one task per queue waiting for admission.
+// then the rate limiter's, QueueOptions.Limiter) and only then calls the
+// handler. The loop pops the next task once this one is admitted (or
+// settled), so each worker holds at most one task per queue waiting for
+// admission.
 //
 // Admission is taken right before the handler starts, never before the
 // wait for a task: a token taken before a blocking pop would be spent when
@@ -68,8 +69,9 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 
 // admit waits for the delivery's admission under its queue's flow
 // control: a semaphore permit (blocking until one is released or
-// expires), then a rate token (sleeping the time the limiter names, never
-// polling). A failed call is retried after a pause; the lease is kept
+// expires), then the rate limiter's admission (sleeping the time the
+// limiter names, never polling; for a LeakyBucket also the admitted
+// task's wait for its turn). A failed call is retried after a pause; the lease is kept
 // meanwhile by the watchdog. It returns the error to settle the delivery
 // with instead of running it when ctx ends first (ErrShuttingDown: the
 // worker is stopping, the task goes back).
@@ -102,6 +104,14 @@ func (d *delivery) admit(ctx context.Context) error {
 	for q.limit != nil {
 		res, err := q.limit.Allow(ctx)
 		if err == nil && res.Allowed {
+			// A LeakyBucket admits ahead of the task's turn: it waits
+			// for it here (the slot is booked; it is not given back if
+			// the worker stops meanwhile).
+			if res.Delay > 0 {
+				if err := d.flowPause(ctx, nil, "", res.Delay); err != nil {
+					return err
+				}
+			}
 			break
 		}
 		var wait time.Duration

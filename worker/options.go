@@ -2,6 +2,7 @@ package worker
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -110,7 +111,7 @@ func DefaultConfig() Config {
 func DefaultQueueOptions() QueueOptions {
 	return QueueOptions{
 		Concurrency: DefaultConcurrency, HandlerTimeout: DefaultHandlerTimeout, LeaseAfter: DefaultLeaseAfter,
-		RatePeriod: DefaultRatePeriod, Burst: DefaultBurst,
+		RatePeriod: DefaultRatePeriod, Burst: DefaultBurst, Limiter: TokenBucket,
 	}
 }
 
@@ -269,11 +270,54 @@ type QueueOptions struct {
 	// cluster-wide cap.
 	MaxConcurrency int
 	// Rate caps dispatches of this queue across every worker process to
-	// Rate per RatePeriod (default 1s, at least 1ms), with bursts of up to
-	// Burst (default 1), on a GCRA token bucket; 0: no rate limit.
+	// Rate per RatePeriod (default 1s, at least 1ms), by the limiter that
+	// Limiter names (default TokenBucket: bursts of up to Burst, default
+	// 1); 0: no rate limit.
 	Rate       int
 	RatePeriod time.Duration
 	Burst      int
+	// Limiter is the algorithm that holds Rate (one of coord's four
+	// limiters, keyed by the queue's name, so every worker of the queue
+	// must use the same one); "" means TokenBucket. Burst applies to
+	// TokenBucket and LeakyBucket; with a window limiter it must be 0 or
+	// 1 (the window's Rate is its burst).
+	Limiter LimiterKind
+}
+
+// LimiterKind names the algorithm of a queue's rate limit
+// (QueueOptions.Limiter; config queues.<q>.rate_limit.kind). Each is the
+// coord limiter of that name, in Redis, shared by every worker process.
+type LimiterKind string
+
+// The limiters a queue can use. Tokens and slots are taken right before
+// a handler starts (docs/coordination.md, "Flow control of a queue").
+const (
+	// TokenBucket (GCRA): Rate per RatePeriod on average, bursts of up
+	// to Burst after an idle time.
+	TokenBucket LimiterKind = "token_bucket"
+	// SlidingWindow: at most Rate starts in any RatePeriod, however the
+	// window is placed; no burst beyond that.
+	SlidingWindow LimiterKind = "sliding_window"
+	// FixedWindow: at most Rate starts in each RatePeriod window aligned
+	// on Redis's clock (window i covers [i·P, (i+1)·P) since the unix
+	// epoch); up to 2·Rate around a window boundary. The cheapest.
+	FixedWindow LimiterKind = "fixed_window"
+	// LeakyBucket: starts spaced evenly, RatePeriod/Rate apart (at least
+	// 1µs); a task admitted ahead of its turn waits for it before its
+	// handler starts, and Burst is how many tasks may wait so across the
+	// cluster (the bucket's capacity).
+	LeakyBucket LimiterKind = "leaky_bucket"
+)
+
+// LimiterKinds lists the values of LimiterKind, TokenBucket (the
+// default) first.
+func LimiterKinds() []LimiterKind {
+	return []LimiterKind{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket}
+}
+
+// valid reports whether k is a known kind or "" (the default).
+func (k LimiterKind) valid() bool {
+	return k == "" || slices.Contains(LimiterKinds(), k)
 }
 
 // Validate reports every option Handle cannot use, each error a
@@ -301,6 +345,14 @@ func (o QueueOptions) Validate() error {
 	if o.Burst != 0 {
 		p.IntRange("Burst", int64(o.Burst), 1, MaxBurst)
 	}
+	switch {
+	case !o.Limiter.valid():
+		p.Field("Limiter", "%q is not one of %v", o.Limiter, LimiterKinds())
+	case (o.Limiter == SlidingWindow || o.Limiter == FixedWindow) && o.Burst > 1:
+		p.Field("Burst", "%d has no meaning for a %s: the window's Rate is its burst (0 or 1)", o.Burst, o.Limiter)
+	case o.Limiter == LeakyBucket && o.Rate > 0 && leakInterval(o) < time.Microsecond:
+		p.Field("Rate", "%d per %s spaces starts less than 1µs apart, the least a leaky bucket keeps", o.Rate, o.RatePeriod)
+	}
 	return p.Err()
 }
 
@@ -319,7 +371,20 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	if o.Rate > 0 && o.Burst == 0 {
 		o.Burst = DefaultBurst
 	}
+	if o.Limiter == "" {
+		o.Limiter = TokenBucket
+	}
 	return o
+}
+
+// leakInterval is the spacing of a LeakyBucket's starts: RatePeriod (or
+// its default) over Rate.
+func leakInterval(o QueueOptions) time.Duration {
+	period := o.RatePeriod
+	if period == 0 {
+		period = DefaultRatePeriod
+	}
+	return period / time.Duration(o.Rate)
 }
 
 // flowControlled reports whether the queue has a cluster-wide limit.

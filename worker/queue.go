@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/coord"
 )
@@ -52,7 +53,7 @@ type queue struct {
 	// Cluster-wide flow control (nil when not configured).
 	sem         *coord.Semaphore
 	permitLease time.Duration // the lease a permit is acquired with
-	limit       *coord.TokenBucket
+	limit       coord.Limiter // the queue's rate limit (QueueOptions.Limiter)
 }
 
 // defaultPermitLease is a permit's lease between its acquisition and the
@@ -87,13 +88,28 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 		q.sem = sem
 	}
 	if opts.Rate > 0 {
-		lim, err := coord.NewTokenBucket(w.rdb, flow, opts.Rate, opts.RatePeriod, opts.Burst)
+		lim, err := newLimiter(w.rdb, flow, opts)
 		if err != nil {
 			return nil, invalid("queue %q: %w", name, err)
 		}
 		q.limit = lim
 	}
 	return q, nil
+}
+
+// newLimiter returns the coord limiter named flow that holds opts.Rate
+// (defaults applied) by opts.Limiter.
+func newLimiter(rdb redis.UniversalClient, flow string, opts QueueOptions) (coord.Limiter, error) {
+	switch opts.Limiter {
+	case SlidingWindow:
+		return coord.NewSlidingWindow(rdb, flow, opts.Rate, opts.RatePeriod)
+	case FixedWindow:
+		return coord.NewFixedWindow(rdb, flow, opts.Rate, opts.RatePeriod)
+	case LeakyBucket:
+		return coord.NewLeakyBucket(rdb, flow, leakInterval(opts), opts.Burst)
+	default:
+		return coord.NewTokenBucket(rdb, flow, opts.Rate, opts.RatePeriod, opts.Burst)
+	}
 }
 
 // free returns how many handler slots are free: none while the queue is

@@ -50,15 +50,20 @@ type QueueConfig struct {
 	Command []string `koanf:"command"`
 }
 
-// RateLimitConfig is a cluster-wide token bucket (GCRA): Rate dispatches
-// per Period, bursts of up to Burst.
+// RateLimitConfig is a cluster-wide rate limit: Rate dispatches per
+// Period, held by the limiter Kind names (worker.LimiterKind; by default
+// a GCRA token bucket with bursts of up to Burst).
 type RateLimitConfig struct {
 	// Rate is the number of dispatches per Period.
 	Rate int `koanf:"rate"`
 	// Period is the rate's period.
 	Period time.Duration `koanf:"period"`
-	// Burst is the most dispatches admitted at once.
+	// Burst is the most dispatches admitted at once (token_bucket), or
+	// the most admitted ahead of their turn (leaky_bucket).
 	Burst int `koanf:"burst"`
+	// Kind is the limiter: token_bucket, sliding_window, fixed_window or
+	// leaky_bucket.
+	Kind string `koanf:"kind"`
 }
 
 // BackoffConfig is an exponential retry delay: failed attempt n waits
@@ -98,7 +103,7 @@ func DefaultQueue() QueueConfig {
 		HandlerTimeout: worker.DefaultHandlerTimeout,
 		LeaseAfter:     worker.DefaultLeaseAfter,
 		RetentionCount: shard.DefaultRetentionCount,
-		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst},
+		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst, Kind: string(worker.TokenBucket)},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
 }
@@ -196,6 +201,7 @@ func (q QueueConfig) ForWorker() worker.QueueOptions {
 		Rate:           q.RateLimit.Rate,
 		RatePeriod:     q.RateLimit.Period,
 		Burst:          q.RateLimit.Burst,
+		Limiter:        worker.LimiterKind(q.RateLimit.Kind),
 		Backoff:        worker.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
 	}
 }

@@ -421,18 +421,41 @@ func TestFlowControlKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := cfg.Queues["partner"]
-	if q.MaxConcurrency != 5 || q.RateLimit.Rate != 200 || q.RateLimit.Burst != 20 || q.RateLimit.Period != time.Second {
+	if q.MaxConcurrency != 5 || q.RateLimit.Rate != 200 || q.RateLimit.Burst != 20 || q.RateLimit.Period != time.Second || q.RateLimit.Kind != "token_bucket" {
 		t.Fatalf("partner queue: %+v", q)
+	}
+	for _, kind := range worker.LimiterKinds() {
+		cfg, err := config.Load([]string{"-set", "queues.partner.rate_limit.rate=10", "-set", "queues.partner.rate_limit.kind=" + string(kind)}, nil)
+		if err != nil {
+			t.Fatalf("kind %s: %v", kind, err)
+		}
+		if got := cfg.Queues["partner"].ForWorker().Limiter; got != kind {
+			t.Errorf("kind %s: the worker gets limiter %q", kind, got)
+		}
 	}
 	for key, val := range map[string]string{
 		"queues.partner.max_concurrency":   "-1",
 		"queues.partner.rate_limit.rate":   "-5",
 		"queues.partner.rate_limit.burst":  "-1",
 		"queues.partner.rate_limit.period": "-1s",
+		"queues.partner.rate_limit.kind":   "gcra",
 	} {
 		_, err := config.Load([]string{"-set", key + "=" + val}, nil)
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s=%s: error %v does not name the key", key, val, err)
+		}
+	}
+	// A burst means nothing to a window limiter; a leaky bucket cannot
+	// space starts closer than 1µs.
+	for _, c := range []struct{ kind, burst, rate, period, key string }{
+		{"sliding_window", "5", "10", "1s", "queues.partner.rate_limit.burst"},
+		{"fixed_window", "2", "10", "1s", "queues.partner.rate_limit.burst"},
+		{"leaky_bucket", "1", "1000000", "100ms", "queues.partner.rate_limit.rate"},
+	} {
+		_, err := config.Load([]string{"-set", "queues.partner.rate_limit.kind=" + c.kind, "-set", "queues.partner.rate_limit.burst=" + c.burst,
+			"-set", "queues.partner.rate_limit.rate=" + c.rate, "-set", "queues.partner.rate_limit.period=" + c.period}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s with burst %s, %s per %s: error %v does not name %s", c.kind, c.burst, c.rate, c.period, err, c.key)
 		}
 	}
 }

@@ -206,13 +206,16 @@ var settings = concat(
 			Doc: "handlers of the queue running at once across every worker process"},
 		{Key: "queues.<q>.rate_limit.rate", Min: 0, Max: worker.MaxRate, Zero: "no rate limit",
 			Lib: []string{"worker.QueueOptions.Rate"},
-			Doc: "dispatches of the queue per period across every worker process (a GCRA token bucket)"},
+			Doc: "dispatches of the queue per period across every worker process, by rate_limit.kind"},
 		{Key: "queues.<q>.rate_limit.period", Min: worker.MinRatePeriod, Zero: ZeroDefault,
 			Lib: []string{"worker.QueueOptions.RatePeriod"},
 			Doc: "period of rate_limit.rate"},
 		{Key: "queues.<q>.rate_limit.burst", Min: 1, Max: worker.MaxBurst, Zero: ZeroDefault,
 			Lib: []string{"worker.QueueOptions.Burst"},
-			Doc: "most dispatches admitted at once"},
+			Doc: "most dispatches admitted at once (token_bucket), or admitted ahead of their turn (leaky_bucket); 0 or 1 with a window"},
+		{Key: "queues.<q>.rate_limit.kind", Allowed: limiterKinds(), Zero: ZeroDefault,
+			Lib: []string{"worker.QueueOptions.Limiter"},
+			Doc: "the limiter that holds rate_limit.rate (docs/coordination.md, \"Flow control of a queue\")"},
 		{Key: "queues.<q>.http.url", Rule: "http:// or https:// URL; not with command", Zero: "no HTTP target",
 			Doc: "the worker binary sends each task to this URL; a password in it is secret"},
 		{Key: "queues.<q>.http.headers", Rule: "only with http.url", Zero: "none",
@@ -289,6 +292,16 @@ func concat(parts ...[]Setting) []Setting {
 	var out []Setting
 	for _, p := range parts {
 		out = append(out, p...)
+	}
+	return out
+}
+
+// limiterKinds returns worker.LimiterKinds as strings, for
+// queues.<q>.rate_limit.kind.
+func limiterKinds() []string {
+	var out []string
+	for _, k := range worker.LimiterKinds() {
+		out = append(out, string(k))
 	}
 	return out
 }

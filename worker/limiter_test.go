@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shardtest"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// Every limiter a queue can use holds its rate across worker processes:
+// two workers share a queue, a spell of ready tasks exceeds the limit,
+// and the handlers' starts keep to what the limiter promises.
+func TestEveryLimiterHoldsTheQueueRate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		opts  QueueOptions
+		want  coord.Limiter // the type of limiter the queue must get
+		check func(t *testing.T, starts []time.Time) float64
+	}{
+		{QueueOptions{Rate: 4, Burst: 2, Limiter: TokenBucket}, &coord.TokenBucket{}, func(t *testing.T, s []time.Time) float64 { return checkRate(t, s, 4, 2) }},
+		// One start per 200 ms, evenly: a bucket of burst 1.
+		{QueueOptions{Rate: 5, Burst: 1, Limiter: LeakyBucket}, &coord.LeakyBucket{}, func(t *testing.T, s []time.Time) float64 { return checkRate(t, s, 5, 1) }},
+		{QueueOptions{Rate: 3, Limiter: SlidingWindow}, &coord.SlidingWindow{}, func(t *testing.T, s []time.Time) float64 { return checkSliding(t, s, 3, time.Second) }},
+		{QueueOptions{Rate: 3, Limiter: FixedWindow}, &coord.FixedWindow{}, func(t *testing.T, s []time.Time) float64 { return checkFixed(t, s, 3, time.Second) }},
+	} {
+		t.Run(string(c.opts.Limiter), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, shardtest.Policy())
+			var mu sync.Mutex
+			var starts []time.Time
+			h := func(context.Context, *Task) error {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+				return nil
+			}
+			c.opts.Concurrency = 4
+			w, _, _ := e.start(e.RDB, c.opts, h)
+			e.start(e.RDB, c.opts, h)
+			if got := w.queues["q"].limit; reflect.TypeOf(got) != reflect.TypeOf(c.want) {
+				t.Fatalf("limiter %s made a %T, want a %T", c.opts.Limiter, got, c.want)
+			}
+			const n = 9
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("t%d", i)
+			}
+			e.Schedule("q", 0, ids...)
+			testenv.WaitFor(t, 30*time.Second, "every task started", func() (bool, string) {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(starts) == n, fmt.Sprint(len(starts))
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			worst := c.check(t, starts)
+			t.Logf("%d starts on two workers, %d per %s by %s: spread over %v; worst window held %.2f of its allowance",
+				n, c.opts.Rate, DefaultRatePeriod, c.opts.Limiter, starts[n-1].Sub(starts[0]).Round(time.Millisecond), worst)
+		})
+	}
+}
+
+// checkSliding fails t if a window shorter than period holds more than
+// limit starts. A start comes at most slack after its admission (as in
+// checkRate: 0.8 of the interval limit/period allows on average), so
+// starts less than period − slack apart were admitted less than period
+// apart. It returns the largest count / limit seen in such windows.
+func checkSliding(t *testing.T, starts []time.Time, limit int, period time.Duration) float64 {
+	t.Helper()
+	slack := time.Duration(0.8 * float64(period) / float64(limit))
+	worst := 0.0
+	for i := range starts {
+		for j := i; j < len(starts); j++ {
+			span := starts[j].Sub(starts[i])
+			if span+slack >= period {
+				break
+			}
+			count := j - i + 1
+			worst = max(worst, float64(count)/float64(limit))
+			if count > limit {
+				t.Errorf("starts %d..%d (%d) within %v: more than %d in a window of %v", i, j, count, span.Round(time.Millisecond), limit, period)
+			}
+		}
+	}
+	return worst
+}
+
+// checkFixed fails t if a window [k·period, (k+1)·period) of the clock
+// (Redis's is this machine's) holds more than limit starts, leaving out
+// the starts in its first slack, which its predecessor may have
+// admitted. It returns the largest count / limit seen.
+func checkFixed(t *testing.T, starts []time.Time, limit int, period time.Duration) float64 {
+	t.Helper()
+	slack := time.Duration(0.8 * float64(period) / float64(limit))
+	counts := map[int64]int{}
+	for _, s := range starts {
+		if time.Duration(s.UnixNano()%int64(period)) >= slack {
+			counts[s.UnixNano()/int64(period)]++
+		}
+	}
+	worst := 0.0
+	for k, count := range counts {
+		worst = max(worst, float64(count)/float64(limit))
+		if count > limit {
+			t.Errorf("window %d of %v: %d starts after its first %v, more than %d", k, period, count, slack.Round(time.Millisecond), limit)
+		}
+	}
+	return worst
+}
+
+// QueueOptions.Validate refuses a limiter it does not know, a burst
+// given to a window limiter, and a leaky bucket spacing starts below
+// 1µs; each error names the field and wraps ErrInvalidConfig.
+func TestLimiterOptionsValidate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		opts  QueueOptions
+		field string
+	}{
+		{QueueOptions{Rate: 10, Limiter: "gcra"}, "Limiter"},
+		{QueueOptions{Rate: 10, Burst: 5, Limiter: SlidingWindow}, "Burst"},
+		{QueueOptions{Rate: 10, Burst: 2, Limiter: FixedWindow}, "Burst"},
+		{QueueOptions{Rate: MaxRate, RatePeriod: 100 * time.Millisecond, Limiter: LeakyBucket}, "Rate"},
+	} {
+		err := c.opts.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%+v: error %v, want one naming %s", c.opts, err, c.field)
+		}
+	}
+	for _, k := range append(LimiterKinds(), "") {
+		o := QueueOptions{Rate: 10, Burst: 1, Limiter: k}
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+		if got := o.withDefaults().Limiter; got == "" || (k != "" && got != k) {
+			t.Errorf("limiter %q becomes %q with the defaults", k, got)
+		}
+	}
+}
