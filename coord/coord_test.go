@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,7 +15,12 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if role := os.Getenv(condRoleEnv); role != "" {
+		os.Exit(condHelper(role)) // a process of TestCondAcrossProcesses
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // setup starts a redis-server for the test and returns a client and a
 // context bounded to the test.

@@ -1,8 +1,8 @@
 // Package coord provides coordination primitives on Redis for processes
 // that share one Redis: a Lock, a Semaphore with expiring permits, a
-// writer-preferring RWLock, and four rate limiters (TokenBucket,
-// SlidingWindow, FixedWindow, LeakyBucket). docs/coordination.md explains
-// when to use which.
+// writer-preferring RWLock, a condition variable of a Lock (Cond), and
+// four rate limiters (TokenBucket, SlidingWindow, FixedWindow,
+// LeakyBucket). docs/coordination.md explains when to use which.
 //
 // Each operation is one Lua script (embedded from lua/*.lua; the token
 // bucket uses the redis_rate library's GCRA script) that runs atomically
@@ -19,8 +19,9 @@
 //
 // # Blocking acquisition and connections
 //
-// Lock.Acquire, Semaphore.Acquire and RWLock.AcquireRead/AcquireWrite
-// never poll Redis in a loop. A blocked acquirer waits for a wake-up
+// Lock.Acquire, Semaphore.Acquire, RWLock.AcquireRead/AcquireWrite and
+// Cond.Wait never poll Redis in a loop (a Cond's waiter refreshes its
+// liveness, see Cond). A blocked acquirer waits for a wake-up
 // published by the release script on the primitive's pub/sub channel,
 // and at the latest until the blocker could have expired without a
 // release (the holder's remaining lease, the earliest permit expiry), then

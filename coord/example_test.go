@@ -203,3 +203,54 @@ func ExampleWait() {
 	}
 	fmt.Println("call the partner")
 }
+
+// A bounded job buffer shared by processes: consumers wait on "ready"
+// while the buffer is empty, releasing the lock as they wait; a producer
+// appends under the lock and signals one consumer. A consumer that dies
+// while waiting passes the Signal on after the liveness period.
+func ExampleCond() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	lock, err := coord.NewLock(rdb, "jobs", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ready, err := coord.NewCond(lock, "ready", 0) // 0: coord.DefaultLiveness
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Consumer.
+	lease, err := lock.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for {
+		job, err := rdb.LPop(ctx, "jobs:buffer").Result()
+		if err == nil {
+			fmt.Println("got", job)
+			break
+		}
+		if err != redis.Nil {
+			log.Fatal(err)
+		}
+		// Releases the lock while it waits, holds it again on return.
+		if lease, _, err = ready.Wait(ctx, lease, time.Minute); err != nil {
+			log.Fatal(err)
+		}
+	}
+	_ = lease.Release(ctx)
+
+	// Producer (another process).
+	p, err := lock.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb.RPush(ctx, "jobs:buffer", "job-1")
+	if _, err := ready.Signal(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_ = p.Release(ctx)
+}

@@ -24,6 +24,11 @@ import (
 //	           {name}:rw:waiting      ZSET waiting writer -> marker expiry ms
 //	           {name}:rw:fence        STRING fencing counter (WithFencing)
 //	           {name}:rw:wake         pub/sub channel
+//	Cond       {lock}:cond:<c>:q      ZSET waiter -> arrival number
+//	           {lock}:cond:<c>:alive  ZSET waiter -> liveness deadline ms
+//	           {lock}:cond:<c>:sig    HASH waiter -> wake-up not yet taken
+//	           {lock}:cond:<c>:seq    STRING arrival counter
+//	           {lock}:cond:<c>:wake   pub/sub channel (payload: a waiter)
 //	limiters   {name}:fw, {name}:sw, {name}:lb, rate:{name}:tb
 func key(name, suffix string) string { return "{" + name + "}:" + suffix }
 

@@ -98,10 +98,7 @@ func (le *Lease) markLost() { le.lostOnce.Do(func() { close(le.lost) }) }
 // release after expiry, a second release, or a release of a lease that
 // another owner now holds changes nothing and returns ErrNotHeld.
 func (le *Lease) Release(ctx context.Context) error {
-	if le.stopWatch != nil {
-		le.stopWatch()
-		<-le.watchDone
-	}
+	le.stopWatchdog()
 	var n int64
 	var err error
 	if le.kind == readLease {
@@ -121,6 +118,16 @@ func (le *Lease) Release(ctx context.Context) error {
 		return errtext.Errorf("release %s: %w", le.what, ErrNotHeld)
 	}
 	return nil
+}
+
+// stopWatchdog stops the watchdog, if any, and waits for it to end. It
+// may be called more than once (Cond.Wait gives the lease up in its own
+// script).
+func (le *Lease) stopWatchdog() {
+	if le.stopWatch != nil {
+		le.stopWatch()
+		<-le.watchDone
+	}
 }
 
 // Extend sets the lease to expire ttl from now (Redis server time), if

@@ -30,4 +30,7 @@ var (
 	fixedWindowScript   = newScript("fixed_window.lua")
 	slidingWindowScript = newScript("sliding_window.lua")
 	leakyBucketScript   = newScript("leaky_bucket.lua")
+	condWaitScript      = newScript("cond_wait.lua")
+	condCheckScript     = newScript("cond_check.lua")
+	condSignalScript    = newScript("cond_signal.lua")
 )

@@ -22,6 +22,8 @@ import (
 //     waiter that has no wake-up pending. One waiter per process retries,
 //     not all of them.
 //   - wakeAll ("*", a read-write lock changed): every local waiter.
+//   - anything else is a waiter's id (a Cond's Signal or Broadcast): that
+//     waiter, if it is in this process.
 //
 // A subscription confirmation (the first one, and each one after go-redis
 // reconnected and re-subscribed) wakes every waiter of the channel, so a
@@ -72,6 +74,7 @@ type wakeChan struct {
 type waiter struct {
 	h       *hub
 	channel string
+	id      string // set for a Cond's waiter: the wake-ups addressed to it
 	c       chan struct{}
 	pending bool
 }
@@ -79,6 +82,12 @@ type waiter struct {
 // newWaiter registers a waiter on channel, subscribing the client's hub
 // to it if needed. The caller must close the waiter.
 func newWaiter(rdb redis.UniversalClient, channel string) *waiter {
+	return newAddressedWaiter(rdb, channel, "")
+}
+
+// newAddressedWaiter is newWaiter for a waiter that the messages naming
+// id wake (a Cond's); id "" takes the wakeOne messages instead.
+func newAddressedWaiter(rdb redis.UniversalClient, channel, id string) *waiter {
 	hubs.Lock()
 	h := hubs.m[rdb]
 	if h == nil {
@@ -88,7 +97,7 @@ func newWaiter(rdb redis.UniversalClient, channel string) *waiter {
 	h.refs++
 	hubs.Unlock()
 
-	w := &waiter{h: h, channel: channel, c: make(chan struct{}, 1)}
+	w := &waiter{h: h, channel: channel, id: id, c: make(chan struct{}, 1)}
 	h.sub.Lock()
 	defer h.sub.Unlock()
 	h.mu.Lock()
@@ -103,7 +112,14 @@ func newWaiter(rdb redis.UniversalClient, channel string) *waiter {
 		// The confirmation (the first one, and each one after go-redis
 		// reconnected) wakes every waiter of the channel.
 		wc.sub = h.ps.Subscribe(context.Background(), channel, func(e fanout.Event) {
-			h.wake(channel, e.Subscribed || e.Payload == wakeAll)
+			switch {
+			case e.Subscribed || e.Payload == wakeAll:
+				h.wake(channel, true)
+			case e.Payload == wakeOne:
+				h.wake(channel, false)
+			default:
+				h.wakeID(channel, e.Payload)
+			}
 		})
 	}
 	return w
@@ -118,12 +134,30 @@ func (h *hub) wake(channel string, all bool) {
 		return
 	}
 	for _, w := range wc.waiters {
-		if !w.pending {
+		if !w.pending && (all || w.id == "") {
 			w.pending = true
 			w.c <- struct{}{} // cannot block: c is empty while !pending
 			if !all {
 				return
 			}
+		}
+	}
+}
+
+// wakeID signals the waiter of channel whose id is id, if it is here
+// and idle.
+func (h *hub) wakeID(channel, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	wc := h.chans[channel]
+	if wc == nil {
+		return
+	}
+	for _, w := range wc.waiters {
+		if w.id == id && !w.pending {
+			w.pending = true
+			w.c <- struct{}{} // cannot block: c is empty while !pending
+			return
 		}
 	}
 }
@@ -144,7 +178,9 @@ func (w *waiter) close(passOn bool) {
 	h.mu.Lock()
 	wc := h.chans[w.channel]
 	wc.waiters = slices.DeleteFunc(wc.waiters, func(x *waiter) bool { return x == w })
-	passOn = passOn || w.pending
+	// A Cond's waiter passes nothing on: its wake-ups are its own, and
+	// Redis holds them (cond_check.lua passes on a Signal's).
+	passOn = (passOn || w.pending) && w.id == ""
 	last := len(wc.waiters) == 0
 	if last {
 		delete(h.chans, w.channel)
