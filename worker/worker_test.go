@@ -472,7 +472,10 @@ func TestShutdownReleasesAtOnce(t *testing.T) {
 
 func TestManualAck(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 200 * time.Millisecond})
+	// A lease of 1 s: the watchdog extends it every third of that, and a
+	// shorter one (200 ms) lapsed on a CI machine busy with the whole
+	// suite, the extension coming too late.
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: time.Second})
 	tasks := make(chan *Task, 1)
 	_, reg, _ := e.start(e.RDB, QueueOptions{ManualAck: true}, func(ctx context.Context, task *Task) error {
 		tasks <- task
@@ -481,9 +484,9 @@ func TestManualAck(t *testing.T) {
 	e.enqueue("m", 0)
 	task := <-tasks
 	// Hold it past its lease: the watchdog keeps it.
-	testenv.WaitFor(t, 5*time.Second, "lease extended twice", func() (bool, string) {
+	testenv.WaitFor(t, 10*time.Second, "lease extended twice", func() (bool, string) {
 		info, _ := e.Lookup("m")
-		return info.State == "active" && time.Until(info.At) > 0 && time.Since(task.Due) > 600*time.Millisecond, info.State
+		return info.State == "active" && time.Until(info.At) > 0 && time.Since(task.Due) > 2200*time.Millisecond, info.State
 	})
 	if err := task.Ack(context.Background()); err != nil {
 		t.Fatalf("manual ack: %v", err)
