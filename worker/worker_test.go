@@ -276,12 +276,14 @@ func TestRetryAfter(t *testing.T) {
 
 func TestWatchdogKeepsLongHandlerLease(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 300 * time.Millisecond})
+	// 800 ms leases: a busy CI machine delayed 200 ms ones' extensions
+	// past their end (TestManualAck).
+	e := newEnv(t, shard.QueuePolicy{MaxRetries: 3, Timeout: 800 * time.Millisecond})
 	var runs atomic.Int32
 	_, reg, _ := e.start(e.RDB, QueueOptions{}, func(ctx context.Context, task *Task) error {
 		runs.Add(1)
 		select { // four leases long
-		case <-time.After(1200 * time.Millisecond):
+		case <-time.After(3200 * time.Millisecond):
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
