@@ -70,6 +70,23 @@ func TestCondSignalOldestFirstAndBroadcast(t *testing.T) {
 	t.Parallel()
 	rdb, ctx := setup(t)
 	l, c := newCond(t, rdb, 0)
+	out := signalThenBroadcast(t, ctx, l, c)
+	// A waiter that came after the Broadcast is not woken by it.
+	startWaiter(t, ctx, l, c, 4, 300*time.Millisecond, out)
+	if r := <-out; r.woken || r.err != nil {
+		t.Fatalf("late waiter: woken %v, %v; want a timeout", r.woken, r.err)
+	}
+	if ok, err := c.Signal(ctx); ok || err != nil {
+		t.Fatalf("Signal with no waiter = %v, %v; want false", ok, err)
+	}
+	noHub(t, rdb)
+}
+
+// signalThenBroadcast starts three waiters, one after the other, and
+// checks that a Signal wakes the first and a Broadcast the other two;
+// it returns the channel their results came on.
+func signalThenBroadcast(t *testing.T, ctx context.Context, l *Lock, c *Cond) chan waitResult {
+	t.Helper()
 	out := make(chan waitResult, 4)
 	for i := 1; i <= 3; i++ {
 		startWaiter(t, ctx, l, c, i, 0, out)
@@ -96,15 +113,7 @@ func TestCondSignalOldestFirstAndBroadcast(t *testing.T) {
 	if !got[2] || !got[3] {
 		t.Fatalf("Broadcast woke %v, want 2 and 3", got)
 	}
-	// A waiter that came after the Broadcast is not woken by it.
-	startWaiter(t, ctx, l, c, 4, 300*time.Millisecond, out)
-	if r := <-out; r.woken || r.err != nil {
-		t.Fatalf("late waiter: woken %v, %v; want a timeout", r.woken, r.err)
-	}
-	if ok, err := c.Signal(ctx); ok || err != nil {
-		t.Fatalf("Signal with no waiter = %v, %v; want false", ok, err)
-	}
-	noHub(t, rdb)
+	return out
 }
 
 // A Wait that times out takes the lock again and reports false; a Wait
@@ -294,25 +303,6 @@ func TestCondOnCluster(t *testing.T) {
 	rdb := cl.Client(t)
 	ctx := testenv.Ctx(t, time.Minute)
 	l, c := newCond(t, rdb, 0)
-	out := make(chan waitResult, 3)
-	for i := 1; i <= 3; i++ {
-		startWaiter(t, ctx, l, c, i, 0, out)
-		waitWaiters(t, ctx, c, int64(i))
-	}
-	if ok, err := c.Signal(ctx); !ok || err != nil {
-		t.Fatalf("Signal = %v, %v", ok, err)
-	}
-	if r := <-out; r.who != 1 || !r.woken || r.err != nil {
-		t.Fatalf("after Signal: waiter %d, woken %v, %v; want waiter 1, woken", r.who, r.woken, r.err)
-	}
-	waitWaiters(t, ctx, c, 2)
-	if n, err := c.Broadcast(ctx); n != 2 || err != nil {
-		t.Fatalf("Broadcast = %d, %v; want 2", n, err)
-	}
-	for range 2 {
-		if r := <-out; !r.woken || r.err != nil {
-			t.Fatalf("waiter %d: woken %v, %v", r.who, r.woken, r.err)
-		}
-	}
+	signalThenBroadcast(t, ctx, l, c)
 	noHub(t, rdb)
 }

@@ -283,7 +283,7 @@ func TestWakePassedOnByLeavingWaiter(t *testing.T) {
 		w2.woken()
 	default:
 	}
-	w1.h.wake(ch, false) // a release: the oldest waiter gets it
+	w1.h.wake(ch, false, unaddressed) // a release: the oldest waiter gets it
 	w1.h.mu.Lock()
 	picked := w1.pending
 	w1.h.mu.Unlock()

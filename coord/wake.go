@@ -114,19 +114,20 @@ func newAddressedWaiter(rdb redis.UniversalClient, channel, id string) *waiter {
 		wc.sub = h.ps.Subscribe(context.Background(), channel, func(e fanout.Event) {
 			switch {
 			case e.Subscribed || e.Payload == wakeAll:
-				h.wake(channel, true)
+				h.wake(channel, true, anyWaiter)
 			case e.Payload == wakeOne:
-				h.wake(channel, false)
+				h.wake(channel, false, unaddressed)
 			default:
-				h.wakeID(channel, e.Payload)
+				h.wake(channel, false, func(w *waiter) bool { return w.id == e.Payload })
 			}
 		})
 	}
 	return w
 }
 
-// wake signals the oldest idle waiter of channel, or all of them.
-func (h *hub) wake(channel string, all bool) {
+// wake signals the idle waiters of channel that match: the oldest one,
+// or all of them.
+func (h *hub) wake(channel string, all bool, match func(*waiter) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	wc := h.chans[channel]
@@ -134,7 +135,7 @@ func (h *hub) wake(channel string, all bool) {
 		return
 	}
 	for _, w := range wc.waiters {
-		if !w.pending && (all || w.id == "") {
+		if !w.pending && match(w) {
 			w.pending = true
 			w.c <- struct{}{} // cannot block: c is empty while !pending
 			if !all {
@@ -144,23 +145,11 @@ func (h *hub) wake(channel string, all bool) {
 	}
 }
 
-// wakeID signals the waiter of channel whose id is id, if it is here
-// and idle.
-func (h *hub) wakeID(channel, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	wc := h.chans[channel]
-	if wc == nil {
-		return
-	}
-	for _, w := range wc.waiters {
-		if w.id == id && !w.pending {
-			w.pending = true
-			w.c <- struct{}{} // cannot block: c is empty while !pending
-			return
-		}
-	}
-}
+// anyWaiter and unaddressed select the waiters a message wakes: every
+// one, or those of Lock, Semaphore and RWLock (not a Cond's, whose
+// wake-ups name them).
+func anyWaiter(*waiter) bool     { return true }
+func unaddressed(w *waiter) bool { return w.id == "" }
 
 // woken must be called after receiving from w.c, before retrying.
 func (w *waiter) woken() {
@@ -187,7 +176,7 @@ func (w *waiter) close(passOn bool) {
 	}
 	h.mu.Unlock()
 	if passOn {
-		h.wake(w.channel, false)
+		h.wake(w.channel, false, unaddressed)
 	}
 	h.sub.Unlock()
 	if last {
