@@ -305,23 +305,7 @@ func TestFarTierThroughScheduler(t *testing.T) {
 // commandCalls reads INFO commandstats: calls per command.
 func (c *cluster) commandCalls(t *testing.T) map[string]int64 {
 	t.Helper()
-	info, err := c.rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				out[name], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			}
-		}
-	}
-	return out
+	return testenv.CommandCalls(t, c.rdb)
 }
 
 // TestIdleCostsAlmostNothing: an idle scheduler owning 16 shards sends

@@ -1,10 +1,7 @@
 package depth
 
 import (
-	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -53,28 +50,8 @@ func gather(t *testing.T, c *Collector) (map[string]float64, map[string]float64,
 // HGETALL so far (INFO commandstats).
 func cost(t *testing.T, e *shardtest.Env) (calls, usec int64) {
 	t.Helper()
-	info, err := e.RDB.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_hgetall:") {
-			continue
-		}
-		for _, kv := range strings.Split(strings.TrimSpace(line[strings.Index(line, ":")+1:]), ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				if strings.HasPrefix(line, "cmdstat_evalsha") {
-					calls += n
-				}
-			case "usec":
-				usec += n
-			}
-		}
-	}
-	return calls, usec
+	st := testenv.CommandStats(t, e.RDB)
+	return st["evalsha"].Calls, st["evalsha"].Usec + st["hgetall"].Usec
 }
 
 // TestGaugesEqualTrueCounts: 16 shards × 10 queues after a known

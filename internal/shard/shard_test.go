@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -693,15 +692,7 @@ func TestMoveProbe(t *testing.T) {
 	if r := s.Enqueue(ctx, EnqueueArgs{ID: shardIDs(l, sh, "f", 1)[0], Queue: "default", Due: time.UnixMilli(future)}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	zranges := func() int64 {
-		for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_zrange:calls="); ok {
-				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				return n
-			}
-		}
-		return 0
-	}
+	zranges := func() int64 { return testenv.CommandCalls(t, rdb)["zrange"] }
 	for _, step := range []struct {
 		limit, moved int
 		nextDue      func(MoveResult) bool

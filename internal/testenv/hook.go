@@ -101,18 +101,45 @@ func (h *AfterCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // scripts are counted too.
 func CommandCalls(t testing.TB, rdb redis.UniversalClient) map[string]int64 {
 	t.Helper()
+	out := map[string]int64{}
+	for name, st := range CommandStats(t, rdb) {
+		out[name] = st.Calls
+	}
+	return out
+}
+
+// CommandStat is one command's counters in INFO commandstats.
+type CommandStat struct {
+	Calls int64 // calls since the last CONFIG RESETSTAT
+	Usec  int64 // Redis's time in the command, µs
+}
+
+// CommandStats reads INFO commandstats once: each command's calls and
+// time, by the name Redis gives it ("evalsha", "client|setname").
+func CommandStats(t testing.TB, rdb redis.UniversalClient) map[string]CommandStat {
+	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatalf("testenv: INFO commandstats: %v", err)
 	}
-	out := map[string]int64{}
+	out := map[string]CommandStat{}
 	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-		if !ok {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(line), "cmdstat_") {
 			continue
 		}
-		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
-		out[name] = n
+		var st CommandStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.Calls = n
+			case "usec":
+				st.Usec = n
+			}
+		}
+		out[name] = st
 	}
 	return out
 }
