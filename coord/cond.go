@@ -34,10 +34,12 @@ import (
 //     the oldest live waiter then, at the next call of any waiter's
 //     heartbeat, Wait, Signal or Broadcast on the Cond. So a waiter that
 //     dies swallows no Signal while another waiter lives, at the cost of
-//     up to one liveness period of delay. A waiter that took it late
-//     finds it gone and waits again, last in line.
-//   - A waiter whose Wait gives up (its ctx ended) passes a Signal's
-//     wake-up it got meanwhile on at once.
+//     a delay of up to about 4/3 of the liveness period (the period, and
+//     the next heartbeat). The waiter it passes to may have started
+//     waiting after the Signal was sent. A waiter that took it late finds
+//     it gone and waits again, last in line.
+//   - A Wait that gives up (its ctx ended, before or while it takes the
+//     lock again) passes a Signal's wake-up it took on at once.
 //   - Broadcast wakes the live waiters there are when it runs, and only
 //     those; a dead one's wake-up is dropped.
 //
@@ -88,9 +90,12 @@ func (c *Cond) what() string { return fmt.Sprintf("condition %q of lock %q", c.n
 // the new lease, and whether it was woken (false: timed out). held is
 // given up in every case.
 //
-// When ctx ends first it returns ctx's error and holds nothing (a
-// Signal it got meanwhile goes to another waiter). ErrNotHeld: held was
-// not held (nothing changed; the caller holds nothing).
+// When ctx ends first it returns ctx's error and holds nothing; a
+// Signal it took and can no longer act on goes to another waiter. It
+// also returns an error, holding nothing, when Redis does not answer its
+// heartbeats for a liveness period (it counts as dead by then).
+// ErrNotHeld: held was not held (nothing changed; the caller holds
+// nothing).
 func (c *Cond) Wait(ctx context.Context, held *Lease, timeout time.Duration) (*Lease, bool, error) {
 	if held == nil || held.key != c.lock.key {
 		return nil, false, fmt.Errorf("%w: wait on %s: the lease is not of its lock", hourglass.ErrInvalidArgument, c.what())
@@ -106,33 +111,36 @@ func (c *Cond) Wait(ctx context.Context, held *Lease, timeout time.Duration) (*L
 	n, err := condWaitScript.Run(ctx, c.lock.rdb, keys, held.token, id, ms(c.liveness), c.lock.channel, c.channel).Int64()
 	if err != nil {
 		// The script may have run: leave as a waiter that gives up, and
-		// release the lease, in case it did not.
-		cleanup(ctx, func(ctx context.Context) error {
-			if _, err := c.check(ctx, id, "give"); err != nil {
-				return err
-			}
-			return held.Release(ctx)
-		})
+		// release the lease in case it did not.
+		c.giveUp(ctx, id)
+		cleanup(ctx, held.Release)
 		return nil, false, errtext.Errorf("wait on %s: %w", c.what(), err)
 	}
 	if n != 1 {
 		held.markLost()
 		return nil, false, errtext.Errorf("wait on %s: %w", c.what(), ErrNotHeld)
 	}
-	woken, err := c.await(ctx, w, id, timeout)
+	kind, err := c.await(ctx, w, id, timeout)
 	if err != nil {
 		return nil, false, err
 	}
 	le, err := c.lock.Acquire(ctx)
 	if err != nil {
-		return nil, woken, err
+		if kind == "1" {
+			// Taken but not acted on: another waiter gets it.
+			cleanup(ctx, func(ctx context.Context) error { _, err := c.Signal(ctx); return err })
+		}
+		return nil, kind != "", err
 	}
-	return le, woken, nil
+	return le, kind != "", nil
 }
 
 // await waits as waiter id until it is woken or timeout passes,
-// refreshing its liveness every third of the liveness period.
-func (c *Cond) await(ctx context.Context, w *waiter, id string, timeout time.Duration) (bool, error) {
+// refreshing its liveness every third of the liveness period, and
+// returns the kind of wake-up it took ("" when it timed out). A check
+// runs to its end even when ctx ends meanwhile (checkTimeout bounds it),
+// so that a wake-up it takes is not lost with its reply.
+func (c *Cond) await(ctx context.Context, w *waiter, id string, timeout time.Duration) (string, error) {
 	beat := time.NewTicker(c.liveness / 3)
 	defer beat.Stop()
 	var end <-chan time.Time
@@ -141,40 +149,52 @@ func (c *Cond) await(ctx context.Context, w *waiter, id string, timeout time.Dur
 		defer t.Stop()
 		end = t.C
 	}
+	lastOK := time.Now()
 	for {
 		op := "stay"
 		select {
 		case <-ctx.Done():
-			cleanup(ctx, func(ctx context.Context) error { _, err := c.check(ctx, id, "give"); return err })
-			return false, errtext.Errorf("wait on %s: %w", c.what(), ctx.Err())
+			c.giveUp(ctx, id)
+			return "", errtext.Errorf("wait on %s: %w", c.what(), ctx.Err())
 		case <-w.c:
 			w.woken()
 		case <-beat.C:
 		case <-end:
 			op = "leave"
 		}
-		woken, err := c.check(ctx, id, op)
+		kind, err := c.check(ctx, id, op)
 		switch {
-		case err != nil && op == "leave":
-			// Still registered, perhaps: go on until the check works.
-			end = time.After(c.liveness / 3)
-		case err != nil:
-			// The next heartbeat tries again; a liveness lapse meanwhile
-			// only puts this waiter last in line.
-		case woken || op == "leave":
-			return woken, nil
+		case err == nil && (kind != "" || op == "leave"):
+			return kind, nil
+		case err == nil:
+			lastOK = time.Now()
+		case op == "leave" || time.Since(lastOK) > c.liveness:
+			// Timed out, or counted as dead by now: stop here.
+			c.giveUp(ctx, id)
+			return "", err
 		}
 	}
 }
 
-// check runs cond_check.lua for waiter id with op.
-func (c *Cond) check(ctx context.Context, id, op string) (bool, error) {
-	n, err := condCheckScript.Run(ctx, c.lock.rdb, c.keys, id, ms(c.liveness), op, c.channel).Int64()
+// checkTimeout bounds one cond_check.lua call.
+const checkTimeout = 5 * time.Second
+
+// check runs cond_check.lua for waiter id with op, whether or not ctx
+// has ended, and returns the kind of wake-up it took.
+func (c *Cond) check(ctx context.Context, id, op string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+	defer cancel()
+	kind, err := condCheckScript.Run(ctx, c.lock.rdb, c.keys, id, ms(c.liveness), op, c.channel).Text()
 	if err != nil {
-		return false, errtext.Errorf("wait on %s: %w", c.what(), err)
+		return "", errtext.Errorf("wait on %s: %w", c.what(), err)
 	}
-	return n == 1, nil
+	return kind, nil
 }
+
+// giveUp ends waiter id's wait, passing a Signal it got on (best effort:
+// if Redis does not answer, the Signal passes on when the waiter's
+// liveness lapses).
+func (c *Cond) giveUp(ctx context.Context, id string) { _, _ = c.check(ctx, id, "give") }
 
 // Signal wakes the oldest live waiter, if there is one, and reports
 // whether there was. The caller need not hold the lock.

@@ -33,7 +33,10 @@ const (
 func condHelper(role string) int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(condAddrEnv)})
 	defer rdb.Close()
-	ctx := context.Background()
+	// A helper outlives no test: it ends after two minutes, and with the
+	// test process (Pdeathsig, startHelper).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	l, err := NewLock(rdb, "jobs", 5*time.Second)
 	if err != nil {
 		fmt.Println("error", err)
@@ -101,7 +104,8 @@ func startHelper(t *testing.T, addr, role string, env ...string) *helperProc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), append(env, condRoleEnv+"="+role, condAddrEnv+"="+addr)...)
+	cmd.Env = testenv.Environ(append(env, condRoleEnv+"="+role, condAddrEnv+"="+addr)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -218,10 +222,20 @@ func TestCondAcrossProcesses(t *testing.T) {
 
 	// Broadcast: exactly the waiters present.
 	testenv.WaitFor(t, 10*time.Second, "the killed consumers' waits dropped", func() (bool, string) {
-		// A Signal finds and drops the dead waiters; none is live.
-		ok, err := c.Signal(ctx)
-		n, _ := c.Waiters(ctx)
-		return err == nil && !ok && n == 0, fmt.Sprint(n, ok, err)
+		// A Broadcast drops the dead waiters once their liveness lapsed
+		// (a Signal would leave a wake-up to pass on to the next waiter,
+		// one of those started below); none is live.
+		n, err := c.Broadcast(ctx)
+		left, _ := c.Waiters(ctx)
+		return err == nil && n == 0 && left == 0, fmt.Sprint(n, left, err)
+	})
+	// Wake-ups the killed consumers did not take (a Signal's would pass
+	// to a waiter started below) are dropped by the first call after
+	// their liveness, there being no live waiter: wait for that.
+	testenv.WaitFor(t, 10*time.Second, "no wake-up left to take", func() (bool, string) {
+		_, err := c.Broadcast(ctx)
+		n := rdb.HLen(ctx, c.keys[2]).Val()
+		return err == nil && n == 0, fmt.Sprint(n, err)
 	})
 	var waiters []*helperProc
 	for i := range 3 {

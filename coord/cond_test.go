@@ -167,6 +167,9 @@ func TestCondWaitTimeoutAndMisuse(t *testing.T) {
 
 // register makes id a waiter of c (holding c's lock first) without a Go
 // waiter behind it: a process that died right after it began to wait.
+// Its liveness is a minute, so that it is still counted as live however
+// slowly the test goes on; a Signal it is sent passes on after c's own
+// liveness (the Signal's sender's), all the same.
 func register(t *testing.T, ctx context.Context, l *Lock, c *Cond, id string) {
 	t.Helper()
 	le, err := l.Acquire(ctx)
@@ -174,7 +177,7 @@ func register(t *testing.T, ctx context.Context, l *Lock, c *Cond, id string) {
 		t.Fatal(err)
 	}
 	keys := append([]string{l.key}, c.keys...)
-	if n, err := condWaitScript.Run(ctx, l.rdb, keys, le.token, id, ms(c.liveness), l.channel, c.channel).Int(); n != 1 || err != nil {
+	if n, err := condWaitScript.Run(ctx, l.rdb, keys, le.token, id, ms(time.Minute), l.channel, c.channel).Int(); n != 1 || err != nil {
 		t.Fatalf("register %s: %d, %v", id, n, err)
 	}
 }
@@ -192,11 +195,15 @@ func TestCondSignalIsNotSwallowed(t *testing.T) {
 	if ok, err := c.Signal(ctx); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if woken, err := c.check(ctx, "quitter", "give"); woken || err != nil {
-		t.Fatalf("give: %v, %v", woken, err)
+	if kind, err := c.check(ctx, "quitter", "give"); kind != "" || err != nil {
+		t.Fatalf("give: %q, %v", kind, err)
 	}
-	if woken, err := c.check(ctx, "next", "stay"); !woken || err != nil {
-		t.Fatalf("the next waiter did not get the Signal its predecessor gave up: %v, %v", woken, err)
+	// The hand-on made the wake-up hash anew: it expires all the same.
+	if ttl := rdb.PTTL(ctx, c.keys[2]).Val(); ttl <= 0 {
+		t.Fatalf("the wake-up hash after a hand-on: PTTL %v, want an expiry", ttl)
+	}
+	if kind, err := c.check(ctx, "next", "stay"); kind != "1" || err != nil {
+		t.Fatalf("the next waiter did not get the Signal its predecessor gave up: %q, %v", kind, err)
 	}
 
 	register(t, ctx, l, c, "dead")
@@ -218,6 +225,48 @@ func TestCondSignalIsNotSwallowed(t *testing.T) {
 		t.Logf("a Signal sent to a dead waiter reached the live one after %v (liveness %v)", time.Since(start).Round(time.Millisecond), c.liveness)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the Signal sent to a dead waiter never reached the live one")
+	}
+	noHub(t, rdb)
+}
+
+// A waiter whose ctx ends while it takes the lock again, after it took a
+// Signal, passes the Signal on: the next waiter is woken.
+func TestCondSignalPassedOnWhenRelockFails(t *testing.T) {
+	t.Parallel()
+	rdb, ctx := setup(t)
+	l, c := newCond(t, rdb, 0)
+	out := make(chan waitResult, 2)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	startWaiter(t, actx, l, c, 1, 0, out)
+	waitWaiters(t, ctx, c, 1)
+	startWaiter(t, ctx, l, c, 2, 0, out)
+	waitWaiters(t, ctx, c, 2)
+	held, err := l.Acquire(ctx) // waiter 1 cannot take the lock again
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.Signal(ctx); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "waiter 1 takes the Signal", func() (bool, string) {
+		n := rdb.HLen(ctx, c.keys[2]).Val() // the wake-ups not taken yet
+		return n == 0, fmt.Sprint(n)
+	})
+	cancel() // while waiter 1 waits for the lock
+	if r := <-out; r.who != 1 || r.err == nil {
+		t.Fatalf("waiter %d returned %v, %v; want waiter 1 and its ctx's error", r.who, r.woken, r.err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-out:
+		if r.who != 2 || !r.woken || r.err != nil {
+			t.Fatalf("waiter %d: woken %v, %v; want waiter 2 woken", r.who, r.woken, r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Signal waiter 1 could not act on never reached waiter 2")
 	}
 	noHub(t, rdb)
 }

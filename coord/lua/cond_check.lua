@@ -15,7 +15,8 @@
 -- ARGV[4] the condition's wake channel
 --
 -- Every call also passes on the wake-ups that dead waiters did not take.
--- Returns 1 when the waiter took a wake-up ("stay", "leave"), else 0.
+-- Returns the kind of the wake-up the waiter took ("1": a Signal's, "*":
+-- a Broadcast's; "stay", "leave"), else "" ("give" takes none).
 local w, live, op = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local function take()
@@ -24,7 +25,10 @@ local function take()
   return s
 end
 local s = op == "stay" and take()
-if s then return 1 end
+if s then
+  cond_expire(1, 3 * live)
+  return string.sub(s, 1, 1)
+end
 if op == "stay" then
   if redis.call("ZSCORE", KEYS[1], w) then
     redis.call("ZADD", KEYS[2], now + live, w)
@@ -37,12 +41,15 @@ else
   redis.call("ZREM", KEYS[2], w)
 end
 cond_reroute(KEYS[1], KEYS[2], KEYS[3], ARGV[4], now, live)
-cond_expire(1, 3 * live)
 s = take()
-if not s then return 0 end
-if op ~= "give" then return 1 end
-if string.sub(s, 1, 1) == "1" then
-  local next = cond_next_live(KEYS[1], KEYS[2], now)
-  if next then cond_deliver(KEYS[1], KEYS[2], KEYS[3], ARGV[4], next, "1", now, live) end
+local kind = s and string.sub(s, 1, 1) or ""
+if op == "give" then
+  if kind == "1" then
+    local next = cond_next_live(KEYS[1], KEYS[2], now)
+    if next then cond_deliver(KEYS[1], KEYS[2], KEYS[3], ARGV[4], next, "1", now, live) end
+  end
+  kind = ""
 end
-return 0
+-- Last: a hand-on above may have made the sig hash anew.
+cond_expire(1, 3 * live)
+return kind
