@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,10 +97,17 @@ func checkSliding(t *testing.T, starts []time.Time, limit int, period time.Durat
 // checkFixed fails t if a window [k·period, (k+1)·period) of the clock
 // (Redis's is this machine's) holds more than limit starts, leaving out
 // the starts in its first slack, which its predecessor may have
-// admitted. It returns the largest count / limit seen.
+// admitted; and if the starts span fewer windows than len(starts)/limit
+// need (the first start counted from slack earlier: it may have been
+// admitted then). It returns the largest count / limit seen.
 func checkFixed(t *testing.T, starts []time.Time, limit int, period time.Duration) float64 {
 	t.Helper()
 	slack := time.Duration(0.8 * float64(period) / float64(limit))
+	window := func(t time.Time) int64 { return t.UnixNano() / int64(period) }
+	first, last := slices.MinFunc(starts, time.Time.Compare), slices.MaxFunc(starts, time.Time.Compare)
+	if span, need := window(last)-window(first.Add(-slack)), int64((len(starts)+limit-1)/limit-1); span < need {
+		t.Errorf("%d starts over %d windows of %v after the first: %d per window allow no fewer than %d", len(starts), span, period, limit, need)
+	}
 	counts := map[int64]int{}
 	for _, s := range starts {
 		if time.Duration(s.UnixNano()%int64(period)) >= slack {
@@ -134,6 +142,11 @@ func TestLimiterOptionsValidate(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%+v: error %v, want one naming %s", c.opts, err, c.field)
 		}
+	}
+	// A leaky bucket keeps µs: its spacing is rounded up, never down
+	// (1.67µs down to 1µs would run at 1,000,000/s instead of 600,000).
+	if d := leakInterval(QueueOptions{Rate: 600000}); d != 2*time.Microsecond {
+		t.Errorf("600000 per second spaced %v apart, want 2µs", d)
 	}
 	for _, k := range append(LimiterKinds(), "") {
 		o := QueueOptions{Rate: 10, Burst: 1, Limiter: k}

@@ -303,7 +303,8 @@ const (
 	// epoch); up to 2·Rate around a window boundary. The cheapest.
 	FixedWindow LimiterKind = "fixed_window"
 	// LeakyBucket: starts spaced evenly, RatePeriod/Rate apart (at least
-	// 1µs); a task admitted ahead of its turn waits for it before its
+	// 1µs, rounded up to whole µs); a task admitted ahead of its turn
+	// waits for it before its
 	// handler starts, and Burst is how many tasks may wait so across the
 	// cluster (the bucket's capacity).
 	LeakyBucket LimiterKind = "leaky_bucket"
@@ -378,13 +379,18 @@ func (o QueueOptions) withDefaults() QueueOptions {
 }
 
 // leakInterval is the spacing of a LeakyBucket's starts: RatePeriod (or
-// its default) over Rate.
+// its default) over Rate, rounded up to whole µs (the bucket keeps µs:
+// rounding down would run faster than Rate, up to twice at 1.5µs).
 func leakInterval(o QueueOptions) time.Duration {
 	period := o.RatePeriod
 	if period == 0 {
 		period = DefaultRatePeriod
 	}
-	return period / time.Duration(o.Rate)
+	d := period / time.Duration(o.Rate)
+	if r := d % time.Microsecond; r != 0 && d > time.Microsecond {
+		d += time.Microsecond - r
+	}
+	return d
 }
 
 // flowControlled reports whether the queue has a cluster-wide limit.
