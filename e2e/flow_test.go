@@ -171,3 +171,55 @@ func TestClusterWideRateLimit(t *testing.T) {
 		return d == 1500, fmt.Sprintf("%d distinct, %d total", d, total)
 	})
 }
+
+// TestQueueLimitChangedAtRunTime: two worker processes consume a queue
+// under a rate limit too high to matter; `hourglass queue limit` sets 2
+// per second: tasks due 1 s after the command returned start no faster
+// than that, across both workers; `--clear` gives the workers their own
+// limit back.
+func TestQueueLimitChangedAtRunTime(t *testing.T) {
+	testenv.Parallel(t)
+	c := newCluster(t)
+	tg := newTarget(t)
+	args := append(workerArgs(tg.URL, 30*time.Second, 10), "-set", "queues.default.rate_limit.rate=1000", "-set", "queues.default.rate_limit.burst=1000")
+	c.start("lim-s", args...)
+	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("lim-s") })
+	c.startWorker("lim-w1", args...)
+	c.startWorker("lim-w2", args...)
+	cli := newCLI(t, c)
+	if out, errOut, code := cli.run("queue", "limit", "default", "--rate", "2", "--burst", "1"); code != 0 {
+		t.Fatalf("queue limit: exit %d: %s %s", code, out, errOut)
+	}
+	// Due 1 s after the change: the workers must have applied it by then.
+	ctx := testenv.Ctx(t, time.Minute)
+	var batch []client.Task
+	for i := range 8 {
+		batch = append(batch, client.Task{ID: fmt.Sprintf("slow%d", i), Queue: "default", Delay: time.Second})
+	}
+	if _, err := c.cli.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "8 tasks delivered", func() (bool, string) {
+		d, _ := tg.delivered()
+		return d == 8, fmt.Sprint(d)
+	})
+	starts := tg.arrived()
+	for i := range starts {
+		for j := i + 1; j < len(starts); j++ {
+			// 2 per second, burst 1, and 400 ms for the starts' own jitter.
+			if span, n := starts[j].Sub(starts[i]), j-i+1; float64(n) > 1+2*(span+400*time.Millisecond).Seconds() {
+				t.Errorf("%d starts within %v at 2 per second", n, span.Round(time.Millisecond))
+			}
+		}
+	}
+	t.Logf("8 tasks at 2 per second set at run time: started over %v", starts[len(starts)-1].Sub(starts[0]).Round(time.Millisecond))
+	if out, errOut, code := cli.run("queue", "limit", "default", "--clear"); code != 0 {
+		t.Fatalf("queue limit --clear: exit %d: %s %s", code, out, errOut)
+	}
+	// 30 tasks: 15 s at 2 per second; at the workers' own 1,000 a moment.
+	c.enqueueNow(t, "fast", 30)
+	testenv.WaitFor(t, 8*time.Second, "30 tasks delivered at the workers' own rate", func() (bool, string) {
+		d, _ := tg.delivered()
+		return d == 38, fmt.Sprint(d)
+	})
+}

@@ -226,7 +226,23 @@ type Queue struct {
 	// queue keeps (the schedulers' queues.<q>.retention and
 	// retention_count); nil when it keeps none.
 	Retention *Retention `json:"retention,omitempty"`
+	// Limits are the queue's flow-control limits set at run time
+	// (SetQueueLimits); nil when none are set and the workers use their
+	// own configuration.
+	Limits *QueueLimits `json:"limits,omitempty"`
 }
+
+// QueueLimits is a queue's cluster-wide flow control set at run time:
+// while it is set it replaces, in every worker that consumes the queue
+// under flow control (max_concurrency or rate_limit configured), the
+// limits of the worker's own configuration, all of them; a zero field is
+// off or the default, as in worker.QueueOptions: MaxConcurrency 0 no
+// cap, Rate 0 no rate limit, Period 0 one second, Burst 0 one, Kind ""
+// token_bucket (the others: sliding_window, fixed_window, leaky_bucket).
+// Workers apply it within a moment of the change (the control channel's
+// announcement). JSON: {"max_concurrency", "rate", "period_ms", "burst",
+// "kind"}.
+type QueueLimits = shard.QueueLimits
 
 // Retention bounds the records a queue keeps of its ended tasks (their
 // results, for client.Result and Wait, and Recent): each is kept for Age,

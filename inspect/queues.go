@@ -63,7 +63,7 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	if derr = partialOf(derr); derr != nil && !errors.Is(derr, ErrPartial) {
 		return nil, derr
 	}
-	paused, err := i.store.Paused(ctx)
+	paused, limits, err := i.store.Controls(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +105,9 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	for _, q := range byName {
 		if at, ok := paused[q.Name]; ok && q.State == QueueActive {
 			q.State, q.PausedAt = QueuePaused, at
+		}
+		if l, ok := limits[q.Name]; ok {
+			q.Limits = &l
 		}
 		if r := kept[q.Name]; r.Age > 0 {
 			q.Retention = &Retention{Age: r.Age, Count: r.Count}
@@ -223,6 +226,30 @@ func (i *Inspector) Resume(ctx context.Context, name string) error {
 		return mapErr(err)
 	}
 	return i.mustExist(ctx, name)
+}
+
+// SetQueueLimits sets queue's cluster-wide flow-control limits at run
+// time (QueueLimits says what they replace), for the whole deployment;
+// workers are told at once (an event, not a poll). ErrInvalidArgument
+// for limits out of bounds; ErrNotFound for a queue that is not
+// registered.
+func (i *Inspector) SetQueueLimits(ctx context.Context, name string, l QueueLimits) error {
+	if err := l.Validate(); err != nil {
+		return ofKind(ErrInvalidArgument, err)
+	}
+	if err := i.mustExist(ctx, name); err != nil {
+		return err
+	}
+	_, err := i.store.SetQueueLimits(ctx, name, &l)
+	return mapErr(err)
+}
+
+// ClearQueueLimits drops the limits SetQueueLimits set: the workers go
+// back to their own configuration. Idempotent; it does not require the
+// queue to be registered (a removed queue's limits can be cleared).
+func (i *Inspector) ClearQueueLimits(ctx context.Context, name string) error {
+	_, err := i.store.SetQueueLimits(ctx, name, nil)
+	return mapErr(err)
 }
 
 // PausedQueues returns the paused queues and when each was paused.

@@ -80,12 +80,21 @@ func (d *delivery) admit(ctx context.Context) error {
 		return nil
 	}
 	q := d.q
-	for q.sem != nil && d.permit.Load() == nil {
+	for d.permit.Load() == nil {
+		sem, changed := q.sem.Load(), q.changedCh()
+		if sem == nil {
+			break
+		}
 		start := d.now()
-		p, err := q.sem.TryAcquire(ctx)
+		actx, stop := untilChanged(ctx, changed)
+		p, err := sem.TryAcquire(actx)
 		if errors.Is(err, coord.ErrNotAcquired) {
 			q.met.flowWaits.Inc()
-			p, err = q.sem.Acquire(ctx)
+			p, err = sem.Acquire(actx)
+		}
+		stop()
+		if err != nil && ctx.Err() == nil && isClosed(changed) {
+			continue // the limits changed meanwhile: ask the new semaphore
 		}
 		if err != nil {
 			if err := d.flowPause(ctx, err, "semaphore", 0); err != nil {
@@ -101,8 +110,12 @@ func (d *delivery) admit(ctx context.Context) error {
 			q.refreshPermit(&p, d.lease, d.sd.Task.ID)
 		}
 	}
-	for q.limit != nil {
-		res, err := q.limit.Allow(ctx)
+	for {
+		lim := q.limit.Load()
+		if lim == nil {
+			break
+		}
+		res, err := lim.Allow(ctx)
 		if err == nil && res.Allowed {
 			// A LeakyBucket admits ahead of the task's turn: it waits
 			// for it here (the slot is booked; it is not given back if
@@ -129,7 +142,7 @@ func (d *delivery) admit(ctx context.Context) error {
 
 // flowPause waits before the next admission attempt: wait after a denied
 // one, or (err not nil) a moment after a failed call, which it counts and
-// logs. It returns the error to settle the delivery with if the worker
+// logs; a change of the queue's limits ends the wait at once. It returns the error to settle the delivery with if the worker
 // stops or ctx ends meanwhile.
 func (d *delivery) flowPause(ctx context.Context, err error, what string, wait time.Duration) error {
 	if ctx.Err() != nil {
@@ -144,6 +157,8 @@ func (d *delivery) flowPause(ctx context.Context, err error, what string, wait t
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-d.q.changedCh(): // the limits changed: ask the new ones now
 		return nil
 	case <-d.stopping:
 		return ErrShuttingDown

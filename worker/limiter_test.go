@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
@@ -46,7 +47,7 @@ func TestEveryLimiterHoldsTheQueueRate(t *testing.T) {
 			c.opts.Concurrency = 4
 			w, _, _ := e.start(e.RDB, c.opts, h)
 			e.start(e.RDB, c.opts, h)
-			if got := w.queues["q"].limit; reflect.TypeOf(got) != reflect.TypeOf(c.want) {
+			if got := w.queues["q"].limit.Load().Limiter; reflect.TypeOf(got) != reflect.TypeOf(c.want) {
 				t.Fatalf("limiter %s made a %T, want a %T", c.opts.Limiter, got, c.want)
 			}
 			const n = 9
@@ -157,4 +158,60 @@ func TestLimiterOptionsValidate(t *testing.T) {
 			t.Errorf("limiter %q becomes %q with the defaults", k, got)
 		}
 	}
+}
+
+// Limits set at run time (Store.SetQueueLimits, as inspect and the CLI
+// set them) replace the queue's own at once, hold, and give way to them
+// again when cleared.
+func TestLimitsSetAtRunTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	ctx := testenv.Ctx(t, time.Minute)
+	var mu sync.Mutex
+	var starts []time.Time
+	w, _, _ := e.start(e.RDB, QueueOptions{Concurrency: 4, Rate: 1000, Burst: 1000}, func(context.Context, *Task) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return nil
+	})
+	q := w.queues["q"]
+	own := q.limit.Load()
+	applied := func(what string, from *limiterRef) {
+		t.Helper()
+		set := time.Now()
+		testenv.WaitFor(t, 10*time.Second, what, func() (bool, string) { return q.limit.Load() != from, "" })
+		t.Logf("%s: applied %v after the write", what, time.Since(set).Round(time.Millisecond))
+	}
+	run := func(prefix string, n int) []time.Time {
+		t.Helper()
+		mu.Lock()
+		from := len(starts)
+		mu.Unlock()
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		e.Schedule("q", 0, ids...)
+		testenv.WaitFor(t, 10*time.Second, prefix+" tasks started", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(starts)-from == n, fmt.Sprint(len(starts) - from)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(starts[from:])
+	}
+	if _, err := e.Store.SetQueueLimits(ctx, "q", &shard.QueueLimits{Rate: 2, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	applied("2 per second set", own)
+	set := q.limit.Load()
+	checkRate(t, run("slow", 6), 2, 1)
+	if _, err := e.Store.SetQueueLimits(ctx, "q", nil); err != nil {
+		t.Fatal(err)
+	}
+	applied("cleared", set)
+	// 40 tasks: 20 s at 2 per second, well beyond run's deadline.
+	run("fast", 40)
 }

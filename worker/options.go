@@ -84,14 +84,14 @@ const (
 	MinLease = 10 * time.Millisecond
 
 	// MaxClusterConcurrency bounds QueueOptions.MaxConcurrency.
-	MaxClusterConcurrency = 100000
+	MaxClusterConcurrency = shard.MaxClusterConcurrency
 	// MaxRate and MaxBurst bound QueueOptions.Rate and Burst;
 	// DefaultRatePeriod and DefaultBurst apply when Rate is set and they
 	// are not; RatePeriod is at least MinRatePeriod.
-	MaxRate           = 1000000
-	MaxBurst          = 1000000
+	MaxRate           = shard.MaxRate
+	MaxBurst          = shard.MaxBurst
 	DefaultRatePeriod = time.Second
-	MinRatePeriod     = time.Millisecond
+	MinRatePeriod     = shard.MinRatePeriod
 	DefaultBurst      = 1
 )
 

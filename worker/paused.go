@@ -9,8 +9,8 @@ import (
 )
 
 // Pause and resume (inspect.Pause, hourglass queue pause): the paused
-// queues are a hash in Redis, and each change is announced on the
-// deployment's control channel. A worker reads the hash at start, then
+// queues are a hash in Redis (with the limits set at run time, limits.go),
+// and each change is announced on the deployment's control channel. A worker reads the hash at start, then
 // again on every announcement and every (re)subscription to the channel
 // (a reconnect may have lost announcements): no polling. A paused queue
 // has no free slot, so the fetch loops stop popping it; a delivery
@@ -27,17 +27,22 @@ func (w *Worker) checkLayout(ctx context.Context) {
 	}
 }
 
-// readPaused sets each queue's paused flag from Redis and reports
-// whether it could read them.
-func (w *Worker) readPaused(ctx context.Context, queues []*queue) bool {
+// readControls sets each queue's paused flag and its limits set at run
+// time (limits.go) from Redis, in one read, and reports whether it could
+// read them.
+func (w *Worker) readControls(ctx context.Context, queues []*queue) bool {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	paused, err := w.deps.store.Paused(ctx)
+	paused, limits, err := w.deps.store.Controls(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.deps.log.Warn("could not read the paused queues; retrying", "error", err)
 		}
 		return false
+	}
+	for _, q := range queues {
+		l, set := limits[q.name]
+		w.applyLimits(q, l, set)
 	}
 	for _, q := range queues {
 		_, now := paused[q.name]
@@ -113,7 +118,7 @@ func (w *Worker) watchPauses(ctx context.Context, queues []*queue, run *runState
 		// may have changed. Not with the periodic setup check, which an
 		// idle worker pays for.
 		w.readKeeps(ctx, queues)
-		if w.readPaused(ctx, queues) {
+		if w.readControls(ctx, queues) {
 			bo.Reset()
 			retry = make(<-chan time.Time)
 		} else {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/coord"
 )
@@ -50,10 +49,20 @@ type queue struct {
 
 	timeoutErr error // cause of a handler's ctx at HandlerTimeout, built once
 
-	// Cluster-wide flow control (nil when not configured).
-	sem         *coord.Semaphore
-	permitLease time.Duration // the lease a permit is acquired with
-	limit       coord.Limiter // the queue's rate limit (QueueOptions.Limiter)
+	// Cluster-wide flow control (limits.go): the semaphore and the rate
+	// limiter in effect (nil: none), swapped when the limits set at run
+	// time change; lastSem is the latest semaphore there was, which
+	// releases and refreshes the permits taken (one key, whatever the
+	// cap). conf is what they were built from, and ignored is set while
+	// limits set at run time are ignored (both only touched by
+	// readControls, and by newQueue before).
+	sem         atomic.Pointer[coord.Semaphore]
+	lastSem     atomic.Pointer[coord.Semaphore]
+	limit       atomic.Pointer[limiterRef]
+	changed     atomic.Pointer[chan struct{}] // closed by the next change (changedCh)
+	permitLease time.Duration                 // the lease a permit is acquired with
+	conf        flowConf
+	ignored     bool
 }
 
 // defaultPermitLease is a permit's lease between its acquisition and the
@@ -72,44 +81,17 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 		anyFreed:   w.freed,
 		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
 	}
-	flow := w.deps.store.Layout().FlowName(name)
-	if opts.MaxConcurrency > 0 {
-		// A permit starts with the queue's lease (or a default) and is set
-		// to each delivery's own lease once claimed, unless it has that
-		// lease already.
-		q.permitLease = opts.Lease
-		if q.permitLease == 0 {
-			q.permitLease = defaultPermitLease
-		}
-		sem, err := coord.NewSemaphore(w.rdb, flow, opts.MaxConcurrency, q.permitLease)
-		if err != nil {
-			return nil, invalid("queue %q: %w", name, err)
-		}
-		q.sem = sem
+	// A permit starts with the queue's lease (or a default) and is set to
+	// each delivery's own lease once claimed, unless it has that lease
+	// already.
+	q.permitLease = opts.Lease
+	if q.permitLease == 0 {
+		q.permitLease = defaultPermitLease
 	}
-	if opts.Rate > 0 {
-		lim, err := newLimiter(w.rdb, flow, opts)
-		if err != nil {
-			return nil, invalid("queue %q: %w", name, err)
-		}
-		q.limit = lim
+	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(name), confOf(opts)); err != nil {
+		return nil, invalid("queue %q: %w", name, err)
 	}
 	return q, nil
-}
-
-// newLimiter returns the coord limiter named flow that holds opts.Rate
-// (defaults applied) by opts.Limiter.
-func newLimiter(rdb redis.UniversalClient, flow string, opts QueueOptions) (coord.Limiter, error) {
-	switch opts.Limiter {
-	case SlidingWindow:
-		return coord.NewSlidingWindow(rdb, flow, opts.Rate, opts.RatePeriod)
-	case FixedWindow:
-		return coord.NewFixedWindow(rdb, flow, opts.Rate, opts.RatePeriod)
-	case LeakyBucket:
-		return coord.NewLeakyBucket(rdb, flow, leakInterval(opts), opts.Burst)
-	default:
-		return coord.NewTokenBucket(rdb, flow, opts.Rate, opts.RatePeriod, opts.Burst)
-	}
 }
 
 // free returns how many handler slots are free: none while the queue is
@@ -209,7 +191,7 @@ func (q *queue) releasePermit(p *coord.Permit) {
 	q.met.permits.Dec()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := q.sem.Release(ctx, *p); err != nil && !errors.Is(err, coord.ErrNotHeld) {
+	if err := q.lastSem.Load().Release(ctx, *p); err != nil && !errors.Is(err, coord.ErrNotHeld) {
 		// It expires with its lease.
 		q.log.Warn("could not release a concurrency permit; it expires with its lease", "queue", q.name, "error", err)
 	}
@@ -223,7 +205,7 @@ func (q *queue) refreshPermit(p *coord.Permit, lease time.Duration, task string)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := q.sem.Refresh(ctx, *p, lease); err != nil {
+	if err := q.lastSem.Load().Refresh(ctx, *p, lease); err != nil {
 		q.log.Warn("could not refresh a concurrency permit", "task", task, "queue", q.name, "error", err)
 	}
 }

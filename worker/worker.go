@@ -216,7 +216,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The shard count first, then paused queues, which start nothing from
 	// the first fetch on (paused.go).
 	w.checkLayout(ctx)
-	w.readPaused(ctx, queues)
+	w.readControls(ctx, queues)
 	w.readKeeps(ctx, queues)
 	followed := make(chan struct{})
 	go func() { defer close(followed); w.deps.layout.Run(ctx) }()

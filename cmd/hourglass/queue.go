@@ -15,8 +15,8 @@ import (
 )
 
 func (a *app) queueCmd() *cobra.Command {
-	return noun("queue", "List, inspect, pause, resume, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueSet(), a.queueRm())
+	return noun("queue", "List, inspect, pause, resume, limit, add, change and remove queues",
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueSet(), a.queueRm())
 }
 
 // recentResult bounds the bytes of a result the recent table shows; -o
@@ -184,6 +184,9 @@ func (a *app) queueShow() *cobra.Command {
 					row(w, "paused since", when(q.PausedAt))
 				}
 				row(w, "policy", policyText(q.Policy))
+				if q.Limits != nil {
+					row(w, "limits", limitsText(*q.Limits)+" (set at run time)")
+				}
 				row(w, "retention", retentionText(q.Retention))
 				row(w, "")
 				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
@@ -208,6 +211,8 @@ type actionResult struct {
 	Policy *inspect.Policy `json:"policy,omitempty"`
 	// Due is a rescheduled task's new due time.
 	Due time.Time `json:"due,omitzero"`
+	// Limits are the limits queue limit set.
+	Limits *inspect.QueueLimits `json:"limits,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {

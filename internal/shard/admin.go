@@ -242,18 +242,10 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 }
 
 // Paused returns the paused queues and when each was paused. It reads one
-// hash of at most one field per queue.
+// hash of at most two fields per queue (Controls).
 func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
-	m, err := s.rdb.HGetAll(ctx, s.k.Paused()).Result()
-	if err != nil && err != redis.Nil {
-		return nil, errtext.Errorf("read paused queues: %w", err)
-	}
-	out := make(map[string]time.Time, len(m))
-	for q, ms := range m {
-		n, _ := strconv.ParseInt(ms, 10, 64)
-		out[q] = time.UnixMilli(n)
-	}
-	return out, nil
+	paused, _, err := s.Controls(ctx)
+	return paused, err
 }
 
 // StoredEpochs returns the fencing epoch each shard's scripts last

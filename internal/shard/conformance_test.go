@@ -1171,7 +1171,7 @@ var conformanceCases = []confCase{
 			}
 			wantErr(t, pBehaviour, "remove an unknown queue", f.s.RemoveQueue(f.ctx, "q4"), ErrNotFound)
 		}},
-	{script: "pause.lua", name: "pause and resume", states: allStates, props: []confProp{pBehaviour},
+	{script: "pause.lua", name: "pause, resume, limit and unlimit", states: allStates, props: []confProp{pBehaviour},
 		run: func(t *testing.T, f *confFixture) {
 			for i, want := range []bool{true, false} {
 				if changed, err := f.s.SetPaused(f.ctx, "q1", true); err != nil || changed != want {
@@ -1183,6 +1183,27 @@ var conformanceCases = []confCase{
 			}
 			if changed, err := f.s.SetPaused(f.ctx, "q1", false); err != nil || !changed {
 				t.Errorf("resume: %v, %v", changed, err)
+			}
+			// Limits set at run time share the hash; Paused leaves them out.
+			l := QueueLimits{Rate: 50, Burst: 10, Kind: "sliding_window"}
+			if _, err := f.s.SetQueueLimits(f.ctx, "q1", &l); err == nil {
+				t.Errorf("a burst with a window limiter was stored")
+			}
+			l.Burst = 0
+			for i, want := range []bool{true, false} {
+				if changed, err := f.s.SetQueueLimits(f.ctx, "q1", &l); err != nil || changed != want {
+					t.Errorf("limit %d: %v, %v", i, changed, err)
+				}
+			}
+			paused, limits, err := f.s.Controls(f.ctx)
+			if err != nil || len(paused) != 0 || limits["q1"] != l {
+				t.Errorf("controls: %v, %+v, %v", paused, limits, err)
+			}
+			if changed, err := f.s.SetQueueLimits(f.ctx, "q1", nil); err != nil || !changed {
+				t.Errorf("unlimit: %v, %v", changed, err)
+			}
+			if _, limits, err := f.s.Controls(f.ctx); err != nil || len(limits) != 0 {
+				t.Errorf("limits after unlimit: %+v, %v", limits, err)
 			}
 		}},
 

@@ -1,12 +1,15 @@
--- pause.lua: pause or resume a queue for the whole deployment, and tell
--- the workers.
+-- pause.lua: pause or resume a queue for the whole deployment, or set or
+-- clear its flow-control limits, and tell the workers.
 --
--- KEYS[1] paused   HASH  queue -> unix ms when it was paused
--- ARGV[1] "pause" or "resume"
+-- KEYS[1] paused   HASH  queue -> unix ms when it was paused; field
+--                        "|lim|<queue>" -> the queue's limits set at run
+--                        time (JSON, see docs/operations.md)
+-- ARGV[1] "pause", "resume", "limit" or "unlimit"
 -- ARGV[2] queue name
 -- ARGV[3] control channel: "<op> <queue>" is PUBLISHed there (classic
 --         pub/sub: every worker subscribes, and re-reads KEYS[1] on each
 --         message and on each (re)subscription)
+-- ARGV[4] for "limit": the limits (JSON)
 --
 -- Returns 1 when the state changed, 0 when it already was so (the
 -- message is published in both cases: it is cheap and makes a worker that
@@ -18,6 +21,12 @@ if ARGV[1] == "pause" then
   changed = redis.call("HSETNX", KEYS[1], ARGV[2], now)
 elseif ARGV[1] == "resume" then
   changed = redis.call("HDEL", KEYS[1], ARGV[2])
+elseif ARGV[1] == "limit" then
+  local field = "|lim|" .. ARGV[2]
+  changed = redis.call("HGET", KEYS[1], field) == ARGV[4] and 0 or 1
+  redis.call("HSET", KEYS[1], field, ARGV[4])
+elseif ARGV[1] == "unlimit" then
+  changed = redis.call("HDEL", KEYS[1], "|lim|" .. ARGV[2])
 else
   return redis.error_reply("pause: unknown operation " .. ARGV[1])
 end

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+)
+
+// queueLimit is `hourglass queue limit QUEUE`: set or clear a queue's
+// flow-control limits at run time.
+func (a *app) queueLimit() *cobra.Command {
+	var (
+		l     inspect.QueueLimits
+		clear bool
+	)
+	cmd := &cobra.Command{
+		Use:   "limit QUEUE",
+		Short: "Set a queue's cluster-wide limits at run time, or --clear them",
+		Long: `Set a queue's cluster-wide flow control at run time, for every worker
+that consumes it under flow control (with max_concurrency or rate_limit
+in its configuration): the limits given here replace the workers' own,
+all of them (a flag not given is off or the default), within a moment.
+--clear returns the workers to their own configuration. A worker that
+consumes the queue without flow control ignores them, and logs that.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			set := f.Changed("max-concurrency") || f.Changed("rate") || f.Changed("period") || f.Changed("burst") || f.Changed("kind")
+			if set == clear {
+				return usagef("give limits (--max-concurrency, --rate, --period, --burst, --kind) or --clear, not both")
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if clear {
+				if err := in.ClearQueueLimits(ctx, args[0]); err != nil {
+					return err
+				}
+				return a.done(actionResult{Action: "cleared the limits of", Queue: args[0]})
+			}
+			if err := in.SetQueueLimits(ctx, args[0], l); err != nil {
+				return err
+			}
+			return a.emit(actionResult{Action: "limited", Queue: args[0], Limits: &l}, func(w io.Writer) {
+				fmt.Fprintf(w, "limited %s: %s\n", printable(args[0]), limitsText(l))
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&l.MaxConcurrency, "max-concurrency", 0, "handlers of the queue running at once in the whole cluster (0: no cap)")
+	f.IntVar(&l.Rate, "rate", 0, "handler starts per --period in the whole cluster (0: no rate limit)")
+	f.DurationVar(&l.Period, "period", 0, "period of --rate (0: 1s)")
+	f.IntVar(&l.Burst, "burst", 0, "starts at once (token_bucket) or admitted ahead of their turn (leaky_bucket) (0: 1)")
+	f.StringVar(&l.Kind, "kind", "", "limiter of --rate: token_bucket (default), sliding_window, fixed_window or leaky_bucket")
+	f.BoolVar(&clear, "clear", false, "drop the limits set at run time")
+	return cmd
+}
+
+// limitsText describes limits set at run time.
+func limitsText(l inspect.QueueLimits) string {
+	var parts []string
+	if l.MaxConcurrency > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxConcurrency))
+	}
+	if l.Rate > 0 {
+		period, kind, burst := l.Period, l.Kind, l.Burst
+		if period == 0 {
+			period = time.Second
+		}
+		if kind == "" {
+			kind = "token_bucket"
+		}
+		if burst == 0 {
+			burst = 1
+		}
+		parts = append(parts, fmt.Sprintf("%d per %s by %s, burst %d", l.Rate, period, kind, burst))
+	}
+	if len(parts) == 0 {
+		return "no cap and no rate limit"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// queue limit sets a queue's limits at run time (the workers read them
+// from the paused hash), queue show and the JSON listing show them,
+// --clear drops them; bad flags exit 2, an unknown queue 3.
+func TestQueueLimit(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "lim")
+	ctx := testenv.Ctx(t, 30*time.Second)
+	out, errOut, code := e.cli("queue", "limit", "q", "--rate", "50", "--burst", "10", "--max-concurrency", "5")
+	if code != exitOK || !strings.Contains(out, "limited q: at most 5 running; 50 per 1s by token_bucket, burst 10") {
+		t.Fatalf("queue limit: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, limits, err := e.store.Controls(ctx)
+	if l := limits["q"]; err != nil || l.Rate != 50 || l.Burst != 10 || l.MaxConcurrency != 5 {
+		t.Fatalf("stored limits %+v, %v", limits, err)
+	}
+	if out, _, code := e.cli("queue", "show", "q"); code != exitOK || !strings.Contains(out, "limits") || !strings.Contains(out, "(set at run time)") {
+		t.Errorf("queue show: exit %d\n%s", code, out)
+	}
+	out, _, code = e.cli("-o", "json", "queue", "ls")
+	var ls struct {
+		Queues []struct {
+			Name   string         `json:"name"`
+			Limits map[string]any `json:"limits"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(out), &ls); code != exitOK || err != nil || len(ls.Queues) != 1 || ls.Queues[0].Limits["rate"] != 50.0 {
+		t.Errorf("queue ls -o json: exit %d, %v\n%s", code, err, out)
+	}
+	for _, bad := range [][]string{
+		{"queue", "limit", "q"},
+		{"queue", "limit", "q", "--rate", "5", "--clear"},
+		{"queue", "limit", "q", "--rate", "5", "--kind", "gcra"},
+		{"queue", "limit", "q", "--rate", "5", "--burst", "3", "--kind", "sliding_window"},
+	} {
+		if _, errOut, code := e.cli(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)
+		}
+	}
+	if _, _, code := e.cli("queue", "limit", "nosuch", "--rate", "5"); code != exitNotFound {
+		t.Errorf("limit of an unknown queue: exit %d, want %d", code, exitNotFound)
+	}
+	if out, errOut, code := e.cli("queue", "limit", "q", "--clear"); code != exitOK || !strings.Contains(out, "cleared the limits of q") {
+		t.Fatalf("--clear: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, limits, err := e.store.Controls(ctx); err != nil || len(limits) != 0 {
+		t.Fatalf("limits after --clear: %+v, %v", limits, err)
+	}
+}

@@ -1,0 +1,154 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
+)
+
+// Bounds of a queue's cluster-wide flow control, the worker's
+// QueueOptions and the limits set at run time alike.
+const (
+	MaxClusterConcurrency = 100000
+	MaxRate               = 1000000
+	MaxBurst              = 1000000
+	MinRatePeriod         = time.Millisecond
+)
+
+// LimiterKinds are the rate limiters a queue can use (coord's), the
+// default first.
+var LimiterKinds = []string{"token_bucket", "sliding_window", "fixed_window", "leaky_bucket"}
+
+// QueueLimits is a queue's cluster-wide flow control set at run time
+// (inspect.SetQueueLimits, hourglass queue limit): while it is set it
+// replaces, in every worker that consumes the queue under flow control,
+// the limits of the worker's own configuration, all of them (a zero
+// field is off or the default, as in worker.QueueOptions). Stored as JSON
+// in field "|lim|<queue>" of the paused hash.
+type QueueLimits struct {
+	// MaxConcurrency caps the queue's handlers running at once across
+	// the workers; 0: no cap.
+	MaxConcurrency int
+	// Rate caps handler starts to Rate per Period (default 1s) by Kind
+	// (default token_bucket) with Burst (default 1); 0: no rate limit.
+	Rate   int
+	Period time.Duration
+	Burst  int
+	Kind   string
+}
+
+// limitsJSON is QueueLimits as stored: the period in whole ms.
+type limitsJSON struct {
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	Rate           int    `json:"rate,omitempty"`
+	PeriodMs       int64  `json:"period_ms,omitempty"`
+	Burst          int    `json:"burst,omitempty"`
+	Kind           string `json:"kind,omitempty"`
+}
+
+// MarshalJSON stores l as {"max_concurrency", "rate", "period_ms",
+// "burst", "kind"}, each left out when zero.
+func (l QueueLimits) MarshalJSON() ([]byte, error) {
+	return json.Marshal(limitsJSON{l.MaxConcurrency, l.Rate, l.Period.Milliseconds(), l.Burst, l.Kind})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *QueueLimits) UnmarshalJSON(b []byte) error {
+	var w limitsJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*l = QueueLimits{w.MaxConcurrency, w.Rate, time.Duration(w.PeriodMs) * time.Millisecond, w.Burst, w.Kind}
+	return nil
+}
+
+// Validate reports the first limit out of its bounds, wrapping
+// ErrInvalidArgument (the worker's QueueOptions.Validate has the same
+// rules, field by field).
+func (l QueueLimits) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: queue limits: "+format, append([]any{ErrInvalidArgument}, args...)...)
+	}
+	switch {
+	case l.MaxConcurrency < 0 || l.MaxConcurrency > MaxClusterConcurrency:
+		return bad("max concurrency %d not in 0..%d", l.MaxConcurrency, MaxClusterConcurrency)
+	case l.Rate < 0 || l.Rate > MaxRate:
+		return bad("rate %d not in 0..%d", l.Rate, MaxRate)
+	case l.Period < 0 || (l.Period != 0 && l.Period < MinRatePeriod) || l.Period%time.Millisecond != 0:
+		return bad("period %s: a whole number of ms, at least %s (0: the default)", l.Period, MinRatePeriod)
+	case l.Burst < 0 || l.Burst > MaxBurst:
+		return bad("burst %d not in 0..%d", l.Burst, MaxBurst)
+	case l.Kind != "" && !slices.Contains(LimiterKinds, l.Kind):
+		return bad("kind %q is not one of %s", l.Kind, strings.Join(LimiterKinds, ", "))
+	case (l.Kind == "sliding_window" || l.Kind == "fixed_window") && l.Burst > 1:
+		return bad("burst %d has no meaning for a %s: the window's rate is its burst", l.Burst, l.Kind)
+	case l.Kind == "leaky_bucket" && l.Rate > 0 && l.period()/time.Duration(l.Rate) < time.Microsecond:
+		return bad("%d per %s spaces starts less than 1µs apart, the least a leaky bucket keeps", l.Rate, l.period())
+	}
+	return nil
+}
+
+// period is Period or its default, 1s.
+func (l QueueLimits) period() time.Duration {
+	if l.Period == 0 {
+		return time.Second
+	}
+	return l.Period
+}
+
+// limitField is the paused hash's field of queue's limits.
+func limitField(queue string) string { return "|lim|" + queue }
+
+// SetQueueLimits sets queue's limits (nil clears them) for the
+// deployment and announces it on the control channel; it reports whether
+// they changed.
+func (s *Store) SetQueueLimits(ctx context.Context, queue string, l *QueueLimits) (bool, error) {
+	if !ValidQueue(queue) {
+		return false, fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	args := []any{"unlimit", queue, s.k.ControlChannel()}
+	if l != nil {
+		if err := l.Validate(); err != nil {
+			return false, err
+		}
+		b, _ := json.Marshal(l)
+		args = []any{"limit", queue, s.k.ControlChannel(), string(b)}
+	}
+	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k.Paused()}, args...).Int64()
+	if err != nil {
+		return false, errtext.Errorf("set the limits of queue %q: %w", queue, err)
+	}
+	return n == 1, nil
+}
+
+// Controls reads, in one HGETALL, the paused queues (and when each was
+// paused) and the limits set at run time. Limits that do not decode or
+// validate are left out, so that one corrupt field does not hide the
+// rest.
+func (s *Store) Controls(ctx context.Context) (paused map[string]time.Time, limits map[string]QueueLimits, err error) {
+	m, err := s.rdb.HGetAll(ctx, s.k.Paused()).Result()
+	if err != nil && err != redis.Nil {
+		return nil, nil, errtext.Errorf("read paused queues: %w", err)
+	}
+	paused, limits = map[string]time.Time{}, map[string]QueueLimits{}
+	for field, v := range m {
+		if q, ok := strings.CutPrefix(field, "|lim|"); ok {
+			var l QueueLimits
+			if json.Unmarshal([]byte(v), &l) == nil && l.Validate() == nil {
+				limits[q] = l
+			}
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		paused[field] = time.UnixMilli(n)
+	}
+	return paused, limits, nil
+}

@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+)
+
+// Limits set at run time (inspect.SetQueueLimits, hourglass queue
+// limit): stored beside the paused queues and announced on the control
+// channel, they replace the cluster-wide flow control of a queue that
+// this worker consumes under flow control (QueueOptions.MaxConcurrency
+// or Rate set: such a queue has a fetch loop of its own, flow.go), until
+// they are cleared. The semaphore and the limiter are swapped between
+// two admissions; permits already taken stay valid, and are released and
+// refreshed under the queue's one semaphore key. A queue without flow
+// control in this worker ignores them (logged).
+
+// flowConf is the cluster-wide flow control of a queue, defaults
+// applied: from its QueueOptions or from limits set at run time.
+type flowConf struct {
+	MaxConcurrency int
+	Rate           int
+	RatePeriod     time.Duration
+	Burst          int
+	Limiter        LimiterKind
+}
+
+// limiterRef holds a coord.Limiter for an atomic.Pointer.
+type limiterRef struct{ coord.Limiter }
+
+// confOf returns the flow control of o (defaults applied).
+func confOf(o QueueOptions) flowConf {
+	o = o.withDefaults()
+	return flowConf{MaxConcurrency: o.MaxConcurrency, Rate: o.Rate, RatePeriod: o.RatePeriod, Burst: o.Burst, Limiter: o.Limiter}
+}
+
+// confOfLimits returns the flow control limits set at run time ask for,
+// as QueueOptions with those fields would.
+func confOfLimits(l shard.QueueLimits) flowConf {
+	return confOf(QueueOptions{MaxConcurrency: l.MaxConcurrency, Rate: l.Rate, RatePeriod: l.Period, Burst: l.Burst, Limiter: LimiterKind(l.Kind)})
+}
+
+// setFlow builds c's semaphore and rate limiter, named flow, and puts
+// them in place of the queue's.
+func (q *queue) setFlow(rdb redis.UniversalClient, flow string, c flowConf) error {
+	var sem *coord.Semaphore
+	if c.MaxConcurrency > 0 {
+		var err error
+		if sem, err = coord.NewSemaphore(rdb, flow, c.MaxConcurrency, q.permitLease); err != nil {
+			return err
+		}
+	}
+	var lim *limiterRef
+	if c.Rate > 0 {
+		l, err := newLimiter(rdb, flow, c)
+		if err != nil {
+			return err
+		}
+		lim = &limiterRef{l}
+	}
+	q.sem.Store(sem)
+	if sem != nil {
+		q.lastSem.Store(sem)
+	}
+	q.limit.Store(lim)
+	q.conf = c
+	// Admissions waiting under the old limits ask the new ones.
+	ch := make(chan struct{})
+	if old := q.changed.Swap(&ch); old != nil {
+		close(*old)
+	}
+	return nil
+}
+
+// changedCh returns the channel that the next change of the queue's
+// limits closes.
+func (q *queue) changedCh() <-chan struct{} { return *q.changed.Load() }
+
+// untilChanged returns ctx, also cancelled when changed is closed, and
+// its stop, which must be called.
+func untilChanged(ctx context.Context, changed <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { // ends with ctx: stop cancels it
+		select {
+		case <-changed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// newLimiter returns the coord limiter named flow that holds c.Rate by
+// c.Limiter.
+func newLimiter(rdb redis.UniversalClient, flow string, c flowConf) (coord.Limiter, error) {
+	switch c.Limiter {
+	case SlidingWindow:
+		return coord.NewSlidingWindow(rdb, flow, c.Rate, c.RatePeriod)
+	case FixedWindow:
+		return coord.NewFixedWindow(rdb, flow, c.Rate, c.RatePeriod)
+	case LeakyBucket:
+		return coord.NewLeakyBucket(rdb, flow, leakInterval(QueueOptions{Rate: c.Rate, RatePeriod: c.RatePeriod}), c.Burst)
+	default:
+		return coord.NewTokenBucket(rdb, flow, c.Rate, c.RatePeriod, c.Burst)
+	}
+}
+
+// applyLimits puts in place the flow control that limits set at run time
+// (l, when set) or, without them, the queue's options ask for.
+func (w *Worker) applyLimits(q *queue, l shard.QueueLimits, set bool) {
+	want := confOf(q.opts)
+	if set {
+		want = confOfLimits(l)
+	}
+	if !q.opts.flowControlled() {
+		if set && !q.ignored {
+			w.deps.log.Warn("limits set at run time are ignored: this worker consumes the queue without flow control (set max_concurrency or rate_limit in its configuration)", "queue", q.name)
+		}
+		q.ignored = set
+		return
+	}
+	if want == q.conf {
+		return
+	}
+	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(q.name), want); err != nil {
+		w.deps.log.Warn("could not apply the queue's limits; keeping the current ones", "queue", q.name, "error", err)
+		return
+	}
+	w.deps.log.Info("queue limits changed", "queue", q.name, "set_at_run_time", set, "limits", fmt.Sprintf("%+v", want))
+}
