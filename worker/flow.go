@@ -81,7 +81,10 @@ func (d *delivery) admit(ctx context.Context) error {
 	}
 	q := d.q
 	for d.permit.Load() == nil {
-		sem, changed := q.sem.Load(), q.changedCh()
+		// The channel first: a change after it closes it, so the loads
+		// below are never older than the channel watched.
+		changed := q.changedCh()
+		sem := q.sem.Load()
 		if sem == nil {
 			break
 		}
@@ -97,7 +100,7 @@ func (d *delivery) admit(ctx context.Context) error {
 			continue // the limits changed meanwhile: ask the new semaphore
 		}
 		if err != nil {
-			if err := d.flowPause(ctx, err, "semaphore", 0); err != nil {
+			if err := d.flowPause(ctx, err, "semaphore", 0, changed); err != nil {
 				return err
 			}
 			continue
@@ -111,6 +114,7 @@ func (d *delivery) admit(ctx context.Context) error {
 		}
 	}
 	for {
+		changed := q.changedCh() // first, as above
 		lim := q.limit.Load()
 		if lim == nil {
 			break
@@ -118,10 +122,10 @@ func (d *delivery) admit(ctx context.Context) error {
 		res, err := lim.Allow(ctx)
 		if err == nil && res.Allowed {
 			// A LeakyBucket admits ahead of the task's turn: it waits
-			// for it here (the slot is booked; it is not given back if
-			// the worker stops meanwhile).
+			// for it here, whatever changes meanwhile (the slot is
+			// booked; it is not given back if the worker stops).
 			if res.Delay > 0 {
-				if err := d.flowPause(ctx, nil, "", res.Delay); err != nil {
+				if err := d.flowPause(ctx, nil, "", res.Delay, nil); err != nil {
 					return err
 				}
 			}
@@ -132,7 +136,7 @@ func (d *delivery) admit(ctx context.Context) error {
 			q.met.throttled.Inc()
 			wait = max(res.RetryAfter, time.Millisecond)
 		}
-		if err := d.flowPause(ctx, err, "rate limiter", wait); err != nil {
+		if err := d.flowPause(ctx, err, "rate limiter", wait, changed); err != nil {
 			return err
 		}
 	}
@@ -142,9 +146,10 @@ func (d *delivery) admit(ctx context.Context) error {
 
 // flowPause waits before the next admission attempt: wait after a denied
 // one, or (err not nil) a moment after a failed call, which it counts and
-// logs; a change of the queue's limits ends the wait at once. It returns the error to settle the delivery with if the worker
+// logs; changed (the queue's limits changed: nil for none) ends the wait
+// at once. It returns the error to settle the delivery with if the worker
 // stops or ctx ends meanwhile.
-func (d *delivery) flowPause(ctx context.Context, err error, what string, wait time.Duration) error {
+func (d *delivery) flowPause(ctx context.Context, err error, what string, wait time.Duration, changed <-chan struct{}) error {
 	if ctx.Err() != nil {
 		return stopCause(ctx)
 	}
@@ -158,7 +163,7 @@ func (d *delivery) flowPause(ctx context.Context, err error, what string, wait t
 	select {
 	case <-t.C:
 		return nil
-	case <-d.q.changedCh(): // the limits changed: ask the new ones now
+	case <-changed: // the limits changed: ask the new ones now
 		return nil
 	case <-d.stopping:
 		return ErrShuttingDown

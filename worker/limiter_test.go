@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hourglass-sched/hourglass/coord"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -214,4 +216,118 @@ func TestLimitsSetAtRunTime(t *testing.T) {
 	applied("cleared", set)
 	// 40 tasks: 20 s at 2 per second, well beyond run's deadline.
 	run("fast", 40)
+}
+
+// A change of the limits reaches the admissions that wait under the old
+// ones: a task waiting for a slow bucket's next token starts once faster
+// limits are set (a fresh bucket: the slow one's schedule is not
+// inherited), one waiting for a permit starts once the cap is raised,
+// and a leaky bucket's task admitted ahead of its turn still waits for
+// it.
+func TestLimitsChangeWakesWaitingAdmissions(t *testing.T) {
+	t.Parallel()
+	type started struct {
+		mu sync.Mutex
+		at map[string]time.Time
+	}
+	type run struct {
+		*env
+		s   *started
+		q   *queue
+		reg *prometheus.Registry
+		ctx context.Context
+	}
+	setup := func(t *testing.T, opts QueueOptions, block map[string]chan struct{}) run {
+		e := newEnv(t, shardtest.Policy())
+		s := &started{at: map[string]time.Time{}}
+		opts.Concurrency = 4
+		w, reg, _ := e.start(e.RDB, opts, func(ctx context.Context, task *Task) error {
+			s.mu.Lock()
+			s.at[task.ID] = time.Now()
+			s.mu.Unlock()
+			if c := block[task.ID]; c != nil {
+				<-c
+			}
+			return nil
+		})
+		return run{e, s, w.queues["q"], reg, testenv.Ctx(t, time.Minute)}
+	}
+	waitStart := func(t *testing.T, s *started, id string, within time.Duration) time.Time {
+		t.Helper()
+		testenv.WaitFor(t, within, id+" started", func() (bool, string) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, ok := s.at[id]
+			return ok, ""
+		})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.at[id]
+	}
+	// waiting waits until b waits for its admission, as the metric (a
+	// counter) or, with none, its state says, and checks that it has not
+	// started.
+	waiting := func(t *testing.T, r run, id, metric string) {
+		t.Helper()
+		testenv.WaitFor(t, 10*time.Second, id+" waits for its admission", func() (bool, string) {
+			if metric != "" {
+				return counter(t, r.reg, metric) >= 1, ""
+			}
+			info, err := r.Lookup(id)
+			return err == nil && info.State == "active", info.State
+		})
+		r.s.mu.Lock()
+		defer r.s.mu.Unlock()
+		if _, ok := r.s.at[id]; ok {
+			t.Fatalf("%s started before the change", id)
+		}
+	}
+	t.Run("rate", func(t *testing.T) {
+		t.Parallel()
+		r := setup(t, QueueOptions{Rate: 1000, Burst: 1000}, nil)
+		own := r.q.limit.Load()
+		if _, err := r.Store.SetQueueLimits(r.ctx, "q", &shard.QueueLimits{Rate: 1, Period: 20 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 10*time.Second, "the slow limits applied", func() (bool, string) {
+			return r.q.limit.Load() != own, ""
+		})
+		r.Schedule("q", 0, "a")
+		waitStart(t, r.s, "a", 10*time.Second)
+		r.Schedule("q", 0, "b") // its token is 20 s away
+		waiting(t, r, "b", "hourglass_worker_throttled_total")
+		if _, err := r.Store.SetQueueLimits(r.ctx, "q", &shard.QueueLimits{Rate: 100}); err != nil {
+			t.Fatal(err)
+		}
+		waitStart(t, r.s, "b", 10*time.Second)
+	})
+	t.Run("cap", func(t *testing.T) {
+		t.Parallel()
+		hold := make(chan struct{})
+		defer close(hold)
+		r := setup(t, QueueOptions{MaxConcurrency: 1}, map[string]chan struct{}{"a": hold})
+		r.Schedule("q", 0, "a")
+		waitStart(t, r.s, "a", 10*time.Second)
+		r.Schedule("q", 0, "b") // a holds the one permit
+		waiting(t, r, "b", "hourglass_worker_permit_waits_total")
+		if _, err := r.Store.SetQueueLimits(r.ctx, "q", &shard.QueueLimits{MaxConcurrency: 2}); err != nil {
+			t.Fatal(err)
+		}
+		waitStart(t, r.s, "b", 10*time.Second)
+	})
+	t.Run("leaky turn", func(t *testing.T) {
+		t.Parallel()
+		opts := QueueOptions{Rate: 1, RatePeriod: 3 * time.Second, Burst: 2, Limiter: LeakyBucket}
+		r := setup(t, opts, nil)
+		r.Schedule("q", 0, "a")
+		a := waitStart(t, r.s, "a", 10*time.Second)
+		r.Schedule("q", 0, "b") // admitted for a's slot + 3 s
+		waiting(t, r, "b", "")
+		if _, err := r.Store.SetQueueLimits(r.ctx, "q", &shard.QueueLimits{MaxConcurrency: 5, Rate: 1, Period: 3 * time.Second, Burst: 2, Kind: "leaky_bucket"}); err != nil {
+			t.Fatal(err)
+		}
+		if gap := waitStart(t, r.s, "b", 10*time.Second).Sub(a); gap < 2500*time.Millisecond {
+			t.Fatalf("b started %v after a: the change cut its booked turn (3 s) short", gap)
+		}
+	})
 }

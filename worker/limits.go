@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,8 +48,14 @@ func confOfLimits(l shard.QueueLimits) flowConf {
 }
 
 // setFlow builds c's semaphore and rate limiter, named flow, and puts
-// them in place of the queue's.
-func (q *queue) setFlow(rdb redis.UniversalClient, flow string, c flowConf) error {
+// them in place of the queue's. The limiter of limits set at run time
+// (runTime) is named for c as well: a token or leaky bucket keeps its
+// next free time in its key, and a faster bucket reading a slower one's
+// would admit nothing until that time, so each set of limits starts a
+// fresh bucket of its own, shared by the workers that apply the same
+// limits. The semaphore keeps its name: its permits are counted across
+// changes.
+func (q *queue) setFlow(rdb redis.UniversalClient, flow string, c flowConf, runTime bool) error {
 	var sem *coord.Semaphore
 	if c.MaxConcurrency > 0 {
 		var err error
@@ -58,7 +65,13 @@ func (q *queue) setFlow(rdb redis.UniversalClient, flow string, c flowConf) erro
 	}
 	var lim *limiterRef
 	if c.Rate > 0 {
-		l, err := newLimiter(rdb, flow, c)
+		name := flow
+		if runTime {
+			h := fnv.New32a()
+			fmt.Fprintf(h, "%+v", c)
+			name = fmt.Sprintf("%s#%08x", flow, h.Sum32())
+		}
+		l, err := newLimiter(rdb, name, c)
 		if err != nil {
 			return err
 		}
@@ -138,7 +151,7 @@ func (w *Worker) applyLimits(q *queue, l shard.QueueLimits, set bool) {
 	if want == q.conf {
 		return
 	}
-	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(q.name), want); err != nil {
+	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(q.name), want, set); err != nil {
 		w.deps.log.Warn("could not apply the queue's limits; keeping the current ones", "queue", q.name, "error", err)
 		return
 	}

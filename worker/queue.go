@@ -88,7 +88,7 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 	if q.permitLease == 0 {
 		q.permitLease = defaultPermitLease
 	}
-	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(name), confOf(opts)); err != nil {
+	if err := q.setFlow(w.rdb, w.deps.store.Layout().FlowName(name), confOf(opts), false); err != nil {
 		return nil, invalid("queue %q: %w", name, err)
 	}
 	return q, nil

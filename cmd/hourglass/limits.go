@@ -24,15 +24,23 @@ func (a *app) queueLimit() *cobra.Command {
 		Long: `Set a queue's cluster-wide flow control at run time, for every worker
 that consumes it under flow control (with max_concurrency or rate_limit
 in its configuration): the limits given here replace the workers' own,
-all of them (a flag not given is off or the default), within a moment.
---clear returns the workers to their own configuration. A worker that
-consumes the queue without flow control ignores them, and logs that.`,
+all of them (a flag not given is off or the default: --max-concurrency 5
+alone drops a configured rate limit), within a moment. --clear returns
+the workers to their own configuration. A worker that consumes the queue
+without flow control ignores them, and logs that.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
 			set := f.Changed("max-concurrency") || f.Changed("rate") || f.Changed("period") || f.Changed("burst") || f.Changed("kind")
-			if set == clear {
+			switch {
+			case set == clear:
 				return usagef("give limits (--max-concurrency, --rate, --period, --burst, --kind) or --clear, not both")
+			case set && l.Rate == 0 && l.MaxConcurrency == 0:
+				// Limits of neither kind would lift the queue's flow
+				// control in every worker: most likely a mistake.
+				return usagef("give --rate or --max-concurrency above 0 (--clear gives the workers their own limits back)")
+			case l.Rate == 0 && (f.Changed("period") || f.Changed("burst") || f.Changed("kind")):
+				return usagef("--period, --burst and --kind go with --rate")
 			}
 			in, ctx, done, err := a.session(cmd)
 			if err != nil {

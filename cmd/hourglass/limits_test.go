@@ -42,6 +42,8 @@ func TestQueueLimit(t *testing.T) {
 		{"queue", "limit", "q", "--rate", "5", "--clear"},
 		{"queue", "limit", "q", "--rate", "5", "--kind", "gcra"},
 		{"queue", "limit", "q", "--rate", "5", "--burst", "3", "--kind", "sliding_window"},
+		{"queue", "limit", "q", "--max-concurrency", "0"},
+		{"queue", "limit", "q", "--max-concurrency", "3", "--burst", "5"},
 	} {
 		if _, errOut, code := e.cli(bad...); code != exitUsage {
 			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)

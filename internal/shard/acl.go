@@ -122,7 +122,7 @@ func ACLUsers(ns string) []ACLUser {
 		{
 			Component: "worker",
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; " +
-				"reads pauses; runs cluster-wide concurrency and rate limits (coord's semaphore and token bucket)",
+				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
 			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lpop", "rpush", "incr",
@@ -132,7 +132,7 @@ func ACLUsers(ns string) []ACLUser {
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				rd(k.Paused()), rd(k.Record()),
-				wr(flow + ":sem"), wr("rate:" + flow + ":tb"),
+				wr(flow + ":sem"), wr("rate:" + flow + ":tb"), wr(flow + ":sw"), wr(flow + ":fw"), wr(flow + ":lb"),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake", done},
 		},
