@@ -237,6 +237,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") || !strings.Contains(cells, "1h, 10,000 a shard") {
 		t.Fatalf("queue row %q, want the queue, active, its retention (1h, 10,000 a shard)", cells)
 	}
+	// Limits set at run time show in the queue's row, and its button
+	// clears them.
+	if err := in.SetQueueLimits(ctx, "default", inspect.QueueLimits{Rate: 50, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	limits := `#queues tr[data-queue="default"] td[data-col="limits"]`
+	value(t, bctx, "see the limits", chromedp.Poll[bool](`document.querySelector('`+limits+`').textContent === "50 per 1s by token_bucket, burst 10"`))
+	if got := confirmClick(t, bctx, asked, "click Clear limits", `#queues button[data-action="unlimit"][data-queue="default"]`); !strings.HasPrefix(got, "Clear the limits set at run time on queue default?") {
+		t.Fatalf("clear limits asked %q", got)
+	}
+	value(t, bctx, "see the limits cleared", chromedp.Poll[bool](`document.querySelector('`+limits+`').textContent === "-"`))
+	if q, err := in.Queue(ctx, "default"); err != nil || q.Limits != nil {
+		t.Fatalf("limits after Clear limits: %+v, %v", q.Limits, err)
+	}
 	// The schedule's row, once the page has drawn a last occurrence (the
 	// schedule fires every second; the page refreshes every 3 s).
 	value(t, bctx, "see the schedule fired", chromedp.Poll[string](`(() => {

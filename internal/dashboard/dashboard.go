@@ -114,6 +114,9 @@ func New(o Options) http.Handler {
 	for path, do := range map[string]func(context.Context, string) error{
 		"queues/{target}/pause":  in.Pause,
 		"queues/{target}/resume": in.Resume,
+		// Clear takes any name, as the CLI's: a removed queue's limits
+		// can be cleared.
+		"queues/{target}/unlimit": in.ClearQueueLimits,
 		// Resume, as the CLI's, takes any name: it clears the pause of a
 		// schedule no longer fired.
 		"schedules/{target}/pause":  d.pauseSchedule,

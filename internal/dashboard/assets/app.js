@@ -121,8 +121,11 @@ async function loadQueues() {
     cell(row, q.state, q.state);
     counts(row, q.counts);
     cell(row, keptText(q.retention)).dataset.col = "kept";
+    cell(row, limitsText(q.limits)).dataset.col = "limits";
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
+    if (q.limits) button(act, "Clear limits", "unlimit", { queue: q.name }, () => post(path + "/unlimit"),
+      "Clear the limits set at run time on queue " + q.name + "? Its workers go back to their own.");
     if (q.state === "active") button(act, "Pause", "pause", { queue: q.name }, () => post(path + "/pause"),
       "Pause queue " + q.name + "? Workers start none of its tasks until it is resumed.");
     if (q.state === "paused") button(act, "Resume", "resume", { queue: q.name }, () => post(path + "/resume"),
@@ -137,6 +140,7 @@ async function loadQueues() {
   counts(row, data.total);
   cell(row, "");
   cell(row, "");
+  cell(row, "");
 }
 
 // keptText says what a queue keeps of its ended tasks (its retention, as
@@ -144,6 +148,17 @@ async function loadQueues() {
 function keptText(r) {
   if (!r) return "-";
   return span(r.age) + ", " + count(r.count) + " a shard";
+}
+
+// limitsText says what limits set at run time ask for (hourglass queue
+// limit), as `hourglass queue show` does: "at most 5 running; 50 per 1s
+// by token_bucket, burst 10", or "-" for none.
+function limitsText(l) {
+  if (!l) return "-";
+  const parts = [];
+  if (l.max_concurrency) parts.push("at most " + l.max_concurrency + " running");
+  if (l.rate) parts.push(l.rate + " per " + span((l.period_ms || 1000) * 1e6) + " by " + (l.kind || "token_bucket") + ", burst " + (l.burst || 1));
+  return parts.length ? parts.join("; ") : "no cap and no rate limit";
 }
 
 // span formats a duration in nanoseconds (a Go time.Duration) in the
