@@ -91,6 +91,10 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		"-set", "queues.default.backoff.base=100ms", "-set", "queues.default.lease_after=100ms",
 		"-set", "queues.limited.http.url=" + tg.URL, "-set", "queues.limited.max_concurrency=2",
 		"-set", "queues.limited.rate_limit.rate=50", "-set", "worker.shutdown_grace=2s",
+		// The other limiters' keys are the worker's too.
+		"-set", "queues.windowed.http.url=" + tg.URL, "-set", "queues.windowed.rate_limit.rate=50", "-set", "queues.windowed.rate_limit.kind=sliding_window",
+		"-set", "queues.fixed.http.url=" + tg.URL, "-set", "queues.fixed.rate_limit.rate=50", "-set", "queues.fixed.rate_limit.kind=fixed_window",
+		"-set", "queues.leaky.http.url=" + tg.URL, "-set", "queues.leaky.rate_limit.rate=50", "-set", "queues.leaky.rate_limit.kind=leaky_bucket",
 	}
 	s := c.start("acl-s", append(append(cred("scheduler"), queues...),
 		"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s", "-set", "dlq.max_age=1h")...)
@@ -112,6 +116,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		{ID: "bad-1", Queue: "default"}, {ID: "bad-2", Queue: "default"}, {ID: "slow-1", Queue: "default"},
 		{ID: "later-1", Queue: "default", Delay: time.Hour}, {ID: "far-1", Queue: "default", Delay: 48 * time.Hour},
 		{ID: "lim-1", Queue: "limited"}, {ID: "lim-2", Queue: "limited"}, {ID: "lim-3", Queue: "limited"},
+		{ID: "win-1", Queue: "windowed"}, {ID: "fix-1", Queue: "fixed"}, {ID: "leak-1", Queue: "leaky"},
 	}
 	for i := range 20 {
 		tasks = append(tasks, client.Task{ID: fmt.Sprintf("ok-%d", i), Queue: "default", Payload: []byte("x")},
@@ -147,7 +152,8 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 	testenv.WaitFor(t, 60*time.Second, "tasks delivered, the bad ones dead", func() (bool, string) {
 		tg.mu.Lock()
-		ok := tg.count["ok-19"] > 0 && tg.count["slow-1"] > 0 && tg.count["lim-3"] > 0 && tg.count["soon-1"] > 0 && tg.count["durable-1"] > 0
+		ok := tg.count["ok-19"] > 0 && tg.count["slow-1"] > 0 && tg.count["lim-3"] > 0 && tg.count["soon-1"] > 0 && tg.count["durable-1"] > 0 &&
+			tg.count["win-1"] > 0 && tg.count["fix-1"] > 0 && tg.count["leak-1"] > 0
 		tg.mu.Unlock()
 		q, err := admin.Queue(ctx, "default")
 		return ok && err == nil && q.Counts.Dead == 2, fmt.Sprintf("%+v %v", q.Counts, err)
