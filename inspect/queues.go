@@ -63,10 +63,11 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	if derr = partialOf(derr); derr != nil && !errors.Is(derr, ErrPartial) {
 		return nil, derr
 	}
-	paused, limits, err := i.store.Controls(ctx)
+	controls, err := i.store.Controls(ctx)
 	if err != nil {
 		return nil, err
 	}
+	paused, limits := controls.Paused, controls.Limits
 	byName := map[string]*Queue{}
 	for sh, ds := range depths {
 		for _, d := range ds {

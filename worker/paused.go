@@ -33,15 +33,19 @@ func (w *Worker) checkLayout(ctx context.Context) {
 func (w *Worker) readControls(ctx context.Context, queues []*queue) bool {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	paused, limits, err := w.deps.store.Controls(ctx)
+	c, err := w.deps.store.Controls(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.deps.log.Warn("could not read the paused queues; retrying", "error", err)
 		}
 		return false
 	}
+	paused := c.Paused
 	for _, q := range queues {
-		l, set := limits[q.name]
+		if err := c.BadLimits[q.name]; err != nil {
+			w.deps.log.Warn("limits set at run time cannot be used; the worker's own apply (clear or set them again)", "queue", q.name, "error", err)
+		}
+		l, set := c.Limits[q.name]
 		w.applyLimits(q, l, set)
 	}
 	for _, q := range queues {

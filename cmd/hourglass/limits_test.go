@@ -20,9 +20,9 @@ func TestQueueLimit(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "limited q: at most 5 running; 50 per 1s by token_bucket, burst 10") {
 		t.Fatalf("queue limit: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	_, limits, err := e.store.Controls(ctx)
-	if l := limits["q"]; err != nil || l.Rate != 50 || l.Burst != 10 || l.MaxConcurrency != 5 {
-		t.Fatalf("stored limits %+v, %v", limits, err)
+	c, err := e.store.Controls(ctx)
+	if l := c.Limits["q"]; err != nil || l.Rate != 50 || l.Burst != 10 || l.MaxConcurrency != 5 {
+		t.Fatalf("stored limits %+v, %v", c.Limits, err)
 	}
 	if out, _, code := e.cli("queue", "show", "q"); code != exitOK || !strings.Contains(out, "limits") || !strings.Contains(out, "(set at run time)") {
 		t.Errorf("queue show: exit %d\n%s", code, out)
@@ -55,7 +55,7 @@ func TestQueueLimit(t *testing.T) {
 	if out, errOut, code := e.cli("queue", "limit", "q", "--clear"); code != exitOK || !strings.Contains(out, "cleared the limits of q") {
 		t.Fatalf("--clear: exit %d, %q, %q", code, out, errOut)
 	}
-	if _, limits, err := e.store.Controls(ctx); err != nil || len(limits) != 0 {
-		t.Fatalf("limits after --clear: %+v, %v", limits, err)
+	if c, err := e.store.Controls(ctx); err != nil || len(c.Limits) != 0 {
+		t.Fatalf("limits after --clear: %+v, %v", c.Limits, err)
 	}
 }

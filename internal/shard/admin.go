@@ -244,8 +244,8 @@ func (s *Store) SetPaused(ctx context.Context, queue string, paused bool) (bool,
 // Paused returns the paused queues and when each was paused. It reads one
 // hash of at most two fields per queue (Controls).
 func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
-	paused, _, err := s.Controls(ctx)
-	return paused, err
+	c, err := s.Controls(ctx)
+	return c.Paused, err
 }
 
 // StoredEpochs returns the fencing epoch each shard's scripts last

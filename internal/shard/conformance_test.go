@@ -1195,15 +1195,24 @@ var conformanceCases = []confCase{
 					t.Errorf("limit %d: %v, %v", i, changed, err)
 				}
 			}
-			paused, limits, err := f.s.Controls(f.ctx)
-			if err != nil || len(paused) != 0 || limits["q1"] != l {
-				t.Errorf("controls: %v, %+v, %v", paused, limits, err)
+			c, err := f.s.Controls(f.ctx)
+			if err != nil || len(c.Paused) != 0 || c.Limits["q1"] != l {
+				t.Errorf("controls: %+v, %v", c, err)
 			}
+			// Limits that do not validate (written by hand, or by a newer
+			// release) are reported, not used.
+			if err := f.rdb.HSet(f.ctx, f.s.k.Paused(), "|lim|q2", `{"rate":5,"kind":"gcra"}`).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := f.s.Controls(f.ctx); err != nil || c.BadLimits["q2"] == nil || len(c.Limits) != 1 {
+				t.Errorf("controls with bad limits: %+v, %v", c, err)
+			}
+			f.rdb.HDel(f.ctx, f.s.k.Paused(), "|lim|q2")
 			if changed, err := f.s.SetQueueLimits(f.ctx, "q1", nil); err != nil || !changed {
 				t.Errorf("unlimit: %v, %v", changed, err)
 			}
-			if _, limits, err := f.s.Controls(f.ctx); err != nil || len(limits) != 0 {
-				t.Errorf("limits after unlimit: %+v, %v", limits, err)
+			if c, err := f.s.Controls(f.ctx); err != nil || len(c.Limits) != 0 {
+				t.Errorf("limits after unlimit: %+v, %v", c.Limits, err)
 			}
 		}},
 

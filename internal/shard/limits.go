@@ -129,26 +129,40 @@ func (s *Store) SetQueueLimits(ctx context.Context, queue string, l *QueueLimits
 	return n == 1, nil
 }
 
-// Controls reads, in one HGETALL, the paused queues (and when each was
-// paused) and the limits set at run time. Limits that do not decode or
-// validate are left out, so that one corrupt field does not hide the
-// rest.
-func (s *Store) Controls(ctx context.Context) (paused map[string]time.Time, limits map[string]QueueLimits, err error) {
+// Controls is what the paused hash holds: the paused queues (and when
+// each was paused), and the limits set at run time.
+type Controls struct {
+	Paused map[string]time.Time
+	Limits map[string]QueueLimits
+	// BadLimits holds, by queue, why limits set at run time could not be
+	// used (they do not decode or validate: written by a newer release,
+	// or by hand); they are left out of Limits.
+	BadLimits map[string]error
+}
+
+// Controls reads the paused hash in one HGETALL.
+func (s *Store) Controls(ctx context.Context) (Controls, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.Paused()).Result()
 	if err != nil && err != redis.Nil {
-		return nil, nil, errtext.Errorf("read paused queues: %w", err)
+		return Controls{}, errtext.Errorf("read paused queues: %w", err)
 	}
-	paused, limits = map[string]time.Time{}, map[string]QueueLimits{}
+	c := Controls{Paused: map[string]time.Time{}, Limits: map[string]QueueLimits{}, BadLimits: map[string]error{}}
 	for field, v := range m {
 		if q, ok := strings.CutPrefix(field, "|lim|"); ok {
 			var l QueueLimits
-			if json.Unmarshal([]byte(v), &l) == nil && l.Validate() == nil {
-				limits[q] = l
+			err := json.Unmarshal([]byte(v), &l)
+			if err == nil {
+				err = l.Validate()
+			}
+			if err != nil {
+				c.BadLimits[q] = err
+			} else {
+				c.Limits[q] = l
 			}
 			continue
 		}
 		n, _ := strconv.ParseInt(v, 10, 64)
-		paused[field] = time.UnixMilli(n)
+		c.Paused[field] = time.UnixMilli(n)
 	}
-	return paused, limits, nil
+	return c, nil
 }
