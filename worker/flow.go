@@ -71,8 +71,9 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 // control: a semaphore permit (blocking until one is released or
 // expires), then the rate limiter's admission (sleeping the time the
 // limiter names, never polling; for a LeakyBucket also the admitted
-// task's wait for its turn). A failed call is retried after a pause; the lease is kept
-// meanwhile by the watchdog. It returns the error to settle the delivery
+// task's wait for its turn), each under the limits in effect when it is
+// asked for (limits.go). A failed call is retried after a pause; the
+// lease is kept meanwhile by the watchdog. It returns the error to settle the delivery
 // with instead of running it when ctx ends first (ErrShuttingDown: the
 // worker is stopping, the task goes back).
 func (d *delivery) admit(ctx context.Context) error {
