@@ -2,7 +2,6 @@ package worker
 
 import (
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -294,31 +293,30 @@ type LimiterKind string
 const (
 	// TokenBucket (GCRA): Rate per RatePeriod on average, bursts of up
 	// to Burst after an idle time.
-	TokenBucket LimiterKind = "token_bucket"
+	TokenBucket LimiterKind = shard.LimiterTokenBucket
 	// SlidingWindow: at most Rate starts in any RatePeriod, however the
 	// window is placed; no burst beyond that.
-	SlidingWindow LimiterKind = "sliding_window"
+	SlidingWindow LimiterKind = shard.LimiterSlidingWindow
 	// FixedWindow: at most Rate starts in each RatePeriod window aligned
 	// on Redis's clock (window i covers [i·P, (i+1)·P) since the unix
 	// epoch); up to 2·Rate around a window boundary. The cheapest.
-	FixedWindow LimiterKind = "fixed_window"
+	FixedWindow LimiterKind = shard.LimiterFixedWindow
 	// LeakyBucket: starts spaced evenly, RatePeriod/Rate apart (at least
 	// 1µs, rounded up to whole µs); a task admitted ahead of its turn
 	// waits for it before its
 	// handler starts, and Burst is how many tasks may wait so across the
 	// cluster (the bucket's capacity).
-	LeakyBucket LimiterKind = "leaky_bucket"
+	LeakyBucket LimiterKind = shard.LimiterLeakyBucket
 )
 
 // LimiterKinds lists the values of LimiterKind, TokenBucket (the
 // default) first.
 func LimiterKinds() []LimiterKind {
-	return []LimiterKind{TokenBucket, SlidingWindow, FixedWindow, LeakyBucket}
-}
-
-// valid reports whether k is a known kind or "" (the default).
-func (k LimiterKind) valid() bool {
-	return k == "" || slices.Contains(LimiterKinds(), k)
+	out := make([]LimiterKind, len(shard.LimiterKinds))
+	for i, k := range shard.LimiterKinds {
+		out[i] = LimiterKind(k)
+	}
+	return out
 }
 
 // Validate reports every option Handle cannot use, each error a
@@ -346,13 +344,11 @@ func (o QueueOptions) Validate() error {
 	if o.Burst != 0 {
 		p.IntRange("Burst", int64(o.Burst), 1, MaxBurst)
 	}
-	switch {
-	case !o.Limiter.valid():
-		p.Field("Limiter", "%q is not one of %v", o.Limiter, LimiterKinds())
-	case (o.Limiter == SlidingWindow || o.Limiter == FixedWindow) && o.Burst > 1:
-		p.Field("Burst", "%d has no meaning for a %s: the window's Rate is its burst (0 or 1)", o.Burst, o.Limiter)
-	case o.Limiter == LeakyBucket && o.Rate > 0 && leakInterval(o) < time.Microsecond:
-		p.Field("Rate", "%d per %s spaces starts less than 1µs apart, the least a leaky bucket keeps", o.Rate, o.RatePeriod)
+	if field, why := shard.LimiterProblem(string(o.Limiter), o.Rate, o.RatePeriod, o.Burst); field != "" {
+		if field == "Kind" { // QueueLimits' name; QueueOptions' is Limiter
+			field = "Limiter"
+		}
+		p.Field(field, "%s", why)
 	}
 	return p.Err()
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,7 +55,7 @@ without flow control ignores them, and logs that.`,
 				return err
 			}
 			return a.emit(actionResult{Action: "limited", Queue: args[0], Limits: &l}, func(w io.Writer) {
-				fmt.Fprintf(w, "limited %s: %s\n", printable(args[0]), limitsText(l))
+				fmt.Fprintf(w, "limited %s: %s\n", printable(args[0]), l.String())
 			})
 		},
 	}
@@ -69,29 +67,4 @@ without flow control ignores them, and logs that.`,
 	f.StringVar(&l.Kind, "kind", "", "limiter of --rate: token_bucket (default), sliding_window, fixed_window or leaky_bucket")
 	f.BoolVar(&clear, "clear", false, "drop the limits set at run time")
 	return cmd
-}
-
-// limitsText describes limits set at run time.
-func limitsText(l inspect.QueueLimits) string {
-	var parts []string
-	if l.MaxConcurrency > 0 {
-		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxConcurrency))
-	}
-	if l.Rate > 0 {
-		period, kind, burst := l.Period, l.Kind, l.Burst
-		if period == 0 {
-			period = time.Second
-		}
-		if kind == "" {
-			kind = "token_bucket"
-		}
-		if burst == 0 {
-			burst = 1
-		}
-		parts = append(parts, fmt.Sprintf("%d per %s by %s, burst %d", l.Rate, period, kind, burst))
-	}
-	if len(parts) == 0 {
-		return "no cap and no rate limit"
-	}
-	return strings.Join(parts, "; ")
 }

@@ -185,7 +185,7 @@ func (a *app) queueShow() *cobra.Command {
 				}
 				row(w, "policy", policyText(q.Policy))
 				if q.Limits != nil {
-					row(w, "limits", limitsText(*q.Limits)+" (set at run time)")
+					row(w, "limits", q.Limits.String()+" (set at run time)")
 				}
 				row(w, "retention", retentionText(q.Retention))
 				row(w, "")

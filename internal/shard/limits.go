@@ -23,9 +23,37 @@ const (
 	MinRatePeriod         = time.Millisecond
 )
 
-// LimiterKinds are the rate limiters a queue can use (coord's), the
-// default first.
-var LimiterKinds = []string{"token_bucket", "sliding_window", "fixed_window", "leaky_bucket"}
+// The rate limiters a queue can use (coord's), as configured and stored.
+const (
+	LimiterTokenBucket   = "token_bucket"
+	LimiterSlidingWindow = "sliding_window"
+	LimiterFixedWindow   = "fixed_window"
+	LimiterLeakyBucket   = "leaky_bucket"
+)
+
+// LimiterKinds are the rate limiters a queue can use, the default first.
+var LimiterKinds = []string{LimiterTokenBucket, LimiterSlidingWindow, LimiterFixedWindow, LimiterLeakyBucket}
+
+// LimiterProblem checks the rules that tie a queue's rate limiter to its
+// rate (period 0 and burst 0 meaning their defaults): a known kind (""
+// is the default), no burst above 1 for a window, and a leaky bucket's
+// spacing of at least 1µs. It returns the field at fault ("Kind",
+// "Burst" or "Rate") and why, or "" when the rules hold. The worker's
+// QueueOptions.Validate and QueueLimits.Validate both ask it.
+func LimiterProblem(kind string, rate int, period time.Duration, burst int) (field, why string) {
+	if period == 0 {
+		period = time.Second
+	}
+	switch {
+	case kind != "" && !slices.Contains(LimiterKinds, kind):
+		return "Kind", fmt.Sprintf("%q is not one of %s", kind, strings.Join(LimiterKinds, ", "))
+	case (kind == LimiterSlidingWindow || kind == LimiterFixedWindow) && burst > 1:
+		return "Burst", fmt.Sprintf("%d has no meaning for a %s: the window's rate is its burst (0 or 1)", burst, kind)
+	case kind == LimiterLeakyBucket && rate > 0 && period/time.Duration(rate) < time.Microsecond:
+		return "Rate", fmt.Sprintf("%d per %s spaces starts less than 1µs apart, the least a leaky bucket keeps", rate, period)
+	}
+	return "", ""
+}
 
 // QueueLimits is a queue's cluster-wide flow control set at run time
 // (inspect.SetQueueLimits, hourglass queue limit): while it is set it
@@ -86,22 +114,34 @@ func (l QueueLimits) Validate() error {
 		return bad("period %s: a whole number of ms, at least %s (0: the default)", l.Period, MinRatePeriod)
 	case l.Burst < 0 || l.Burst > MaxBurst:
 		return bad("burst %d not in 0..%d", l.Burst, MaxBurst)
-	case l.Kind != "" && !slices.Contains(LimiterKinds, l.Kind):
-		return bad("kind %q is not one of %s", l.Kind, strings.Join(LimiterKinds, ", "))
-	case (l.Kind == "sliding_window" || l.Kind == "fixed_window") && l.Burst > 1:
-		return bad("burst %d has no meaning for a %s: the window's rate is its burst", l.Burst, l.Kind)
-	case l.Kind == "leaky_bucket" && l.Rate > 0 && l.period()/time.Duration(l.Rate) < time.Microsecond:
-		return bad("%d per %s spaces starts less than 1µs apart, the least a leaky bucket keeps", l.Rate, l.period())
+	}
+	if field, why := LimiterProblem(l.Kind, l.Rate, l.Period, l.Burst); field != "" {
+		return bad("%s %s", strings.ToLower(field), why)
 	}
 	return nil
 }
 
-// period is Period or its default, 1s.
-func (l QueueLimits) period() time.Duration {
-	if l.Period == 0 {
-		return time.Second
+// String says what l asks for, defaults spelled out: "at most 5 running;
+// 50 per 1s by token_bucket, burst 10" (the CLI's words).
+func (l QueueLimits) String() string {
+	var parts []string
+	if l.MaxConcurrency > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d running", l.MaxConcurrency))
 	}
-	return l.Period
+	if l.Rate > 0 {
+		period, kind, burst := l.Period, l.Kind, max(l.Burst, 1)
+		if period == 0 {
+			period = time.Second
+		}
+		if kind == "" {
+			kind = LimiterTokenBucket
+		}
+		parts = append(parts, fmt.Sprintf("%d per %s by %s, burst %d", l.Rate, period, kind, burst))
+	}
+	if len(parts) == 0 {
+		return "no cap and no rate limit"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // limitField is the paused hash's field of queue's limits.
