@@ -82,9 +82,9 @@ func (d *delivery) admit(ctx context.Context) error {
 	}
 	q := d.q
 	for d.permit.Load() == nil {
-		// The channel first: a change after it closes it, so the loads
-		// below are never older than the channel watched.
-		changed := q.changedCh()
+		// The change first: a later one ends it, so the loads below are
+		// never older than the change watched.
+		changed := q.changeNow()
 		sem := q.sem.Load()
 		if sem == nil {
 			break
@@ -97,11 +97,11 @@ func (d *delivery) admit(ctx context.Context) error {
 			p, err = sem.Acquire(actx)
 		}
 		stop()
-		if err != nil && ctx.Err() == nil && isClosed(changed) {
+		if err != nil && ctx.Err() == nil && changed.Err() != nil {
 			continue // the limits changed meanwhile: ask the new semaphore
 		}
 		if err != nil {
-			if err := d.flowPause(ctx, err, "semaphore", 0, changed); err != nil {
+			if err := d.flowPause(ctx, err, "semaphore", 0, changed.Done()); err != nil {
 				return err
 			}
 			continue
@@ -115,7 +115,7 @@ func (d *delivery) admit(ctx context.Context) error {
 		}
 	}
 	for {
-		changed := q.changedCh() // first, as above
+		changed := q.changeNow() // first, as above
 		lim := q.limit.Load()
 		if lim == nil {
 			break
@@ -137,7 +137,7 @@ func (d *delivery) admit(ctx context.Context) error {
 			q.met.throttled.Inc()
 			wait = max(res.RetryAfter, time.Millisecond)
 		}
-		if err := d.flowPause(ctx, err, "rate limiter", wait, changed); err != nil {
+		if err := d.flowPause(ctx, err, "rate limiter", wait, changed.Done()); err != nil {
 			return err
 		}
 	}

@@ -84,39 +84,28 @@ func (q *queue) setFlow(rdb redis.UniversalClient, flow string, c flowConf, runT
 	q.limit.Store(lim)
 	q.conf = c
 	// Admissions waiting under the old limits ask the new ones.
-	ch := make(chan struct{})
-	if old := q.changed.Swap(&ch); old != nil {
-		close(*old)
+	next, cancel := context.WithCancel(context.Background())
+	if old := q.changed.Swap(&change{next, cancel}); old != nil {
+		old.cancel()
 	}
 	return nil
 }
 
-// changedCh returns the channel that the next change of the queue's
-// limits closes.
-func (q *queue) changedCh() <-chan struct{} { return *q.changed.Load() }
-
-// untilChanged returns ctx, also cancelled when changed is closed, and
-// its stop, which must be called.
-func untilChanged(ctx context.Context, changed <-chan struct{}) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() { // ends with ctx: stop cancels it
-		select {
-		case <-changed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+// change is ended by the next change of a queue's limits.
+type change struct {
+	context.Context
+	cancel context.CancelFunc
 }
 
-// isClosed reports whether c is closed.
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+// changeNow returns what the next change of the queue's limits ends.
+func (q *queue) changeNow() change { return *q.changed.Load() }
+
+// untilChanged returns ctx, also cancelled when c ends, and its stop,
+// which must be called. It starts no goroutine (context.AfterFunc).
+func untilChanged(ctx context.Context, c change) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c, cancel)
+	return ctx, func() { unhook(); cancel() }
 }
 
 // newLimiter returns the coord limiter named flow that holds c.Rate by

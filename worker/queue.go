@@ -59,8 +59,8 @@ type queue struct {
 	sem         atomic.Pointer[coord.Semaphore]
 	lastSem     atomic.Pointer[coord.Semaphore]
 	limit       atomic.Pointer[limiterRef]
-	changed     atomic.Pointer[chan struct{}] // closed by the next change (changedCh)
-	permitLease time.Duration                 // the lease a permit is acquired with
+	changed     atomic.Pointer[change] // ended by the next change (changeNow)
+	permitLease time.Duration          // the lease a permit is acquired with
 	conf        flowConf
 	ignored     bool
 }
