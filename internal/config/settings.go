@@ -213,7 +213,7 @@ var settings = concat(
 		{Key: "queues.<q>.rate_limit.burst", Min: 1, Max: worker.MaxBurst, Zero: ZeroDefault,
 			Lib: []string{"worker.QueueOptions.Burst"},
 			Doc: "most dispatches admitted at once (token_bucket), or admitted ahead of their turn (leaky_bucket); 0 or 1 with a window"},
-		{Key: "queues.<q>.rate_limit.kind", Allowed: limiterKinds(), Zero: ZeroDefault,
+		{Key: "queues.<q>.rate_limit.kind", Allowed: shard.LimiterKinds, Zero: ZeroDefault,
 			Lib: []string{"worker.QueueOptions.Limiter"},
 			Doc: "the limiter that holds rate_limit.rate (docs/coordination.md, \"Flow control of a queue\")"},
 		{Key: "queues.<q>.http.url", Rule: "http:// or https:// URL; not with command", Zero: "no HTTP target",
@@ -296,12 +296,3 @@ func concat(parts ...[]Setting) []Setting {
 	return out
 }
 
-// limiterKinds returns worker.LimiterKinds as strings, for
-// queues.<q>.rate_limit.kind.
-func limiterKinds() []string {
-	var out []string
-	for _, k := range worker.LimiterKinds() {
-		out = append(out, string(k))
-	}
-	return out
-}
