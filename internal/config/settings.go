@@ -295,4 +295,3 @@ func concat(parts ...[]Setting) []Setting {
 	}
 	return out
 }
-
