@@ -142,7 +142,7 @@ func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Resul
 			}
 			// The live task finished in between: enqueue this one.
 			again := t
-			again.ID = out[i].ID
+			again.ID, again.Key = out[i].ID, "" // the id carries the key already
 			a, err := c.toArgs(again)
 			if err != nil {
 				out[i].Err = err

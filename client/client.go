@@ -81,6 +81,18 @@ type Task struct {
 	// the same ID is live (scheduled, ready, running or dead-lettered) a
 	// second enqueue does nothing and reports ErrDuplicate.
 	ID string
+	// Key, when set, is the task's key within its queue: a tenant, a
+	// customer, a partner. A fair queue (queues.<q>.fair) takes its due
+	// tasks in turns between their keys, so that one key's backlog does
+	// not hold the others behind it (docs/fairness.md). The key travels
+	// in the id as its hash tag: the task's id is "{" + Key + "}" + ID
+	// (+ a generated id when ID is empty), which Result.ID returns and
+	// by which the task is then looked up, cancelled or changed; an ID
+	// that already starts with a hash tag has that tag as its key
+	// without Key. A key is shard.KeyRule: 1..128 bytes of UTF-8
+	// without "{", "}", "|" and control characters. Empty: no key (a fair
+	// queue gives keyless tasks the turns of one key, "").
+	Key string
 	// Queue names the queue; it must be registered by the schedulers.
 	Queue string
 	// Payload is handed to the handler unchanged.
@@ -251,6 +263,12 @@ func (c *Client) toArgs(t Task) (shard.EnqueueArgs, error) {
 	a, err := c.check(t)
 	if err == nil && a.ID == "" {
 		a.ID = c.runs.NewID(c.store.Layout())
+	}
+	if err == nil && t.Key != "" {
+		a.ID, err = shard.KeyedID(t.Key, a.ID)
+		if err != nil {
+			err = fmt.Errorf("%w: key %q with id %q must make an id of %s, the key %s", ErrInvalidArgument, truncate(t.Key), truncate(t.ID), shard.IDRule, shard.KeyRule)
+		}
 	}
 	return a, err
 }

@@ -147,6 +147,31 @@ func TestGeneratedIDAndDelay(t *testing.T) {
 	}
 }
 
+// TestTaskKey: a task's key becomes its id's hash tag, given id or
+// generated, and the task is found by that id.
+func TestTaskKey(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, 0)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	res, err := c.Enqueue(ctx, client.Task{Queue: "emails", Key: "tenant-42", ID: "order-17", Delay: time.Hour})
+	if err != nil || res.ID != "{tenant-42}order-17" {
+		t.Fatalf("enqueue with a key and an id: %+v %v", res, err)
+	}
+	if info, err := c.Lookup(ctx, res.ID); err != nil || info.ID != res.ID {
+		t.Fatalf("lookup: %+v %v", info, err)
+	}
+	gen, err := c.Enqueue(ctx, client.Task{Queue: "emails", Key: "tenant-42", Delay: time.Hour})
+	if err != nil || !strings.HasPrefix(gen.ID, "{tenant-42}") || len(gen.ID) != len("{tenant-42}")+16 {
+		t.Fatalf("enqueue with a key and a generated id: %+v %v", gen, err)
+	}
+	if _, err := c.Enqueue(ctx, client.Task{Queue: "emails", Key: "tenant-42", ID: "order-17", Delay: time.Hour}); !errors.Is(err, client.ErrDuplicate) {
+		t.Fatalf("the same key and id again: %v, want ErrDuplicate", err)
+	}
+	if _, err := c.Debounce(ctx, client.Debounce{Key: "k", Delay: time.Second}, client.Task{Queue: "emails", Key: "tenant-42"}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("a debounced task with a key: %v", err)
+	}
+}
+
 func TestInvalidArguments(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, 100)
@@ -167,6 +192,9 @@ func TestInvalidArguments(t *testing.T) {
 		{"negative retries", client.Task{Queue: "emails", MaxRetries: client.Retries(-1)}, client.ErrInvalidArgument},
 		{"too many retries", client.Task{Queue: "emails", MaxRetries: client.Retries(1001)}, client.ErrInvalidArgument},
 		{"sub-ms timeout", client.Task{Queue: "emails", Timeout: time.Microsecond}, client.ErrInvalidArgument},
+		{"key with a brace", client.Task{Queue: "emails", Key: "a}b"}, client.ErrInvalidArgument},
+		{"key too long", client.Task{Queue: "emails", Key: strings.Repeat("k", 129)}, client.ErrInvalidArgument},
+		{"key and id too long together", client.Task{Queue: "emails", Key: "tenant", ID: strings.Repeat("x", 250)}, client.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -100,8 +100,8 @@ func (c *Client) Throttle(ctx context.Context, key string, window time.Duration,
 }
 
 func (c *Client) debounce(ctx context.Context, a shard.DebounceArgs, t Task) (DebounceResult, error) {
-	if t.ID != "" || !t.At.IsZero() || t.Delay != 0 || t.OnConflict != ConflictIgnore {
-		return DebounceResult{}, fmt.Errorf("%w: a debounced task takes no ID, At, Delay or OnConflict: its key's window decides them", ErrInvalidArgument)
+	if t.ID != "" || t.Key != "" || !t.At.IsZero() || t.Delay != 0 || t.OnConflict != ConflictIgnore {
+		return DebounceResult{}, fmt.Errorf("%w: a debounced task takes no ID, Key, At, Delay or OnConflict: its key's window decides them", ErrInvalidArgument)
 	}
 	checked, err := c.check(t) // the queue, payload size, retries and timeout; no id
 	if err != nil {

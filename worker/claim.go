@@ -21,6 +21,9 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, s
 	if !ok {
 		return
 	}
+	if q.fair.Load() {
+		w.refillAsync(ctx, q, sh, run)
+	}
 	fresh := w.deps.now().Sub(sent) <= shard.MaxLeaseAfter
 	refs := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -42,6 +45,23 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, s
 	go func() {
 		defer run.claims.Done()
 		w.claim(ctx, q, sh, refs, sent, run)
+	}()
+}
+
+// refillAsync asks for the window of fair queue q in shard sh, which a
+// pop just took entries from, to be refilled from its keys' lists
+// (Store.FairRefill), in the background: the window is refilled at the
+// pace workers take from it. A refill that fails is left to the next pop,
+// the mover and the recovery pass, which refill it too.
+func (w *Worker) refillAsync(ctx context.Context, q *queue, sh int, run *runState) {
+	run.claims.Add(1)
+	go func() {
+		defer run.claims.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		defer cancel()
+		if _, err := w.deps.store.FairRefill(ctx, sh, q.name); err != nil {
+			w.deps.log.Warn("could not refill a fair queue's window; the next pop or the scheduler will", "queue", q.name, "shard", sh, "error", err)
+		}
 	}()
 }
 

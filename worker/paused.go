@@ -65,7 +65,8 @@ func (w *Worker) readControls(ctx context.Context, queues []*queue) bool {
 }
 
 // readKeeps reads which queues keep records of their ended tasks
-// (queue.keeps); it reports whether it could.
+// (queue.keeps) and which are fair (queue.fair); it reports whether it
+// could.
 func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -80,8 +81,17 @@ func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 		}
 		return false
 	}
+	fair, err := w.deps.store.FairWindows(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.deps.log.Warn("could not read which queues are fair", "error", err)
+		}
+		return false
+	}
 	for _, q := range queues {
 		q.keeps.Store(kept[q.name].Age > 0)
+		_, isFair := fair[q.name]
+		q.fair.Store(isFair)
 	}
 	return true
 }

@@ -43,6 +43,10 @@ type queue struct {
 	// a confirmation of the subscription): a success is then acknowledged
 	// by Store.Succeed, which records it with the handler's result.
 	keeps atomic.Bool
+	// fair is set while the queue is fair (shard.QueuePolicy.FairWindow,
+	// read with keeps): after each pop of its ready list the worker asks
+	// for the window to be refilled (refillAsync).
+	fair atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).
 	freed, anyFreed chan struct{}

@@ -11,8 +11,8 @@ import (
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
-// QueueConfig configures one queue. MaxRetries, Timeout, Backoff and
-// Retention are registered in Redis by the schedulers; Concurrency, HandlerTimeout,
+// QueueConfig configures one queue. MaxRetries, Timeout, Backoff,
+// Retention and Fair are registered in Redis by the schedulers; Concurrency, HandlerTimeout,
 // LeaseAfter, HTTP and Command are read by the worker binary only.
 type QueueConfig struct {
 	// MaxRetries is how often a failed task is retried.
@@ -27,6 +27,11 @@ type QueueConfig struct {
 	// none. RetentionCount bounds them per shard.
 	Retention      time.Duration `koanf:"retention"`
 	RetentionCount int           `koanf:"retention_count"`
+	// Fair takes the queue's due tasks in turns between their keys (the
+	// hash tag of a task's id; docs/fairness.md) instead of in due order;
+	// FairWindow is the most entries of its ready list per shard.
+	Fair       bool `koanf:"fair"`
+	FairWindow int  `koanf:"fair_window"`
 	// Concurrency is the most tasks of this queue one worker process
 	// runs at once.
 	Concurrency int `koanf:"concurrency"`
@@ -103,6 +108,7 @@ func DefaultQueue() QueueConfig {
 		HandlerTimeout: worker.DefaultHandlerTimeout,
 		LeaseAfter:     worker.DefaultLeaseAfter,
 		RetentionCount: shard.DefaultRetentionCount,
+		FairWindow:     shard.DefaultFairWindow,
 		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst, Kind: string(worker.TokenBucket)},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
@@ -180,11 +186,15 @@ func validHeaderName(s string) bool {
 func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 	out := make(map[string]shard.QueuePolicy, len(c.Queues))
 	for name, q := range c.Queues {
-		out[name] = shard.QueuePolicy{
+		p := shard.QueuePolicy{
 			MaxRetries: q.MaxRetries, Timeout: q.Timeout, MaxPayload: c.MaxPayload,
 			Backoff:   shard.Backoff{Base: q.Backoff.Base, Cap: q.Backoff.Cap, Factor: q.Backoff.Factor},
 			Retention: shard.Retention{Age: q.Retention, Count: q.RetentionCount},
 		}
+		if q.Fair {
+			p.FairWindow = q.FairWindow
+		}
+		out[name] = p
 	}
 	return out
 }

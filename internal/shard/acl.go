@@ -89,6 +89,7 @@ func ACLUsers(ns string) []ACLUser {
 	far := func(s int) string { return k.FarBucket(s, "*") }
 	window := func(s int) string { return k.Window(s, "") }
 	reservation := func(s int) string { return k.Reservation(s, "") }
+	fair := func(s int) string { return k.Tag(s) + ":fair*" } // FairRing, FairList, FairWeights, FairTurn
 	imported := func(s int) string { return strings.TrimSuffix(k.Imported(s, 0), "0") + "*" }
 	r := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name)} }
 	w := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name), Write: true} }
@@ -108,11 +109,11 @@ func ACLUsers(ns string) []ACLUser {
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lpos", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
+				"lindex", "llen", "lmove", "lpop", "lpos", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
-				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq),
+				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq), w(fair),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
 				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()),
@@ -121,15 +122,15 @@ func ACLUsers(ns string) []ACLUser {
 		},
 		{
 			Component: "worker",
-			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; " +
+			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; refills fair queues' windows; " +
 				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
-			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua"},
-			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "exists", "get", "set", "time", "pexpire", "pexpireat",
-				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lpop", "rpush", "incr",
+			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
+			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
+				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "llen", "lmove", "lpop", "rpush", "incr", "incrby",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
-				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed),
+				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed), w(fair),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				rd(k.Paused()), rd(k.Record()),
 				wr(flow + ":sem"), wr("rate:" + flow + ":tb"), wr(flow + ":sw"), wr(flow + ":fw"), wr(flow + ":lb"),
@@ -163,7 +164,7 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
-				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic),
+				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, done},

@@ -1216,6 +1216,56 @@ var conformanceCases = []confCase{
 			}
 		}},
 
+	// fairrefill.lua and move.lua's fair path: a fair queue's window is
+	// filled in turns between the keys of its tasks' ids.
+	{script: "fairrefill.lua", also: []string{"move.lua"}, name: "a fair queue's window in turns between keys", states: []confState{stStable, stRedirecting, stResharding}, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			p := QueuePolicy{MaxRetries: 1, Timeout: time.Second, MaxPayload: 100, FairWindow: 2}
+			noErr(t, "register a fair queue", f.s.RegisterQueues(f.ctx, map[string]QueuePolicy{"qf": p}))
+			here := func(id string) bool {
+				return testenv.ShardOf(id, confShards) == confShard && testenv.ShardOf(id, confGrown) == confShard
+			}
+			f.next++
+			a := testenv.IDs("{a}"+strconv.Itoa(f.next)+"-", 3, here)
+			b := testenv.IDs("{b}"+strconv.Itoa(f.next)+"-", 1, here)
+			slices.Sort(a) // tasks due at one time move in id order
+			now := f.now()
+			f.enqueue(f.s, "qf", now.Add(-2*time.Second), a...)
+			f.enqueue(f.s, "qf", now.Add(-time.Second), b...)
+			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved != 5 { // and the seeded due task
+				t.Fatalf("move: %+v, %v", r, err)
+			}
+			take := func() []string {
+				v, err := f.rdb.LPopCount(f.ctx, f.s.k.Ready(f.sh, "qf"), 10).Result()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, e := range v {
+					ids = append(ids, strings.SplitN(e, "|", 3)[1])
+				}
+				return ids
+			}
+			if got, want := take(), []string{a[0], b[0]}; !slices.Equal(got, want) {
+				t.Errorf("[%s] window after the move %v, want %v", pBehaviour, got, want)
+			}
+			if n, err := f.s.FairRefill(f.ctx, f.sh, "qf"); err != nil || n != 2 {
+				t.Errorf("[%s] refill: %d, %v", pBehaviour, n, err)
+			}
+			if got, want := take(), a[1:]; !slices.Equal(got, want) {
+				t.Errorf("[%s] window after the refill %v, want %v", pBehaviour, got, want)
+			}
+			if n, err := f.s.FairRefill(f.ctx, f.sh, "qf"); err != nil || n != 0 {
+				t.Errorf("[%s] refill with nothing waiting: %d, %v", pBehaviour, n, err)
+			}
+			// The popped tasks are the worker's: acked, they leave.
+			for _, id := range append(a, b...) {
+				if _, err := f.s.Cancel(f.ctx, id); err != nil {
+					t.Errorf("cancel %s: %v", id, err)
+				}
+			}
+		}},
+
 	// time.lua: a worker reads the clock of a shard's server.
 	{script: "time.lua", name: "the shard's server's clock", states: allAndSlot, props: []confProp{pBehaviour},
 		run: func(t *testing.T, f *confFixture) {

@@ -74,6 +74,23 @@ func (k Keys) PendingPrefix(s int) string { return k.Tag(s) + ":pending:" }
 // leased, scored by their sequence number in the ready list.
 func (k Keys) Pending(s int, queue string) string { return k.PendingPrefix(s) + queue }
 
+// FairRing is the ring of a fair queue in shard s (docs/fairness.md): each
+// key that has tasks waiting for a turn, once, the key whose turn it is
+// first.
+func (k Keys) FairRing(s int, queue string) string { return k.Tag(s) + ":fair:" + queue }
+
+// FairList is the list of one key's tasks of a fair queue that wait for a
+// turn, as ready entries in due order. Queue names hold no "|".
+func (k Keys) FairList(s int, queue, key string) string { return k.FairRing(s, queue) + "|" + key }
+
+// FairWeights is the hash of a fair queue's key weights in shard s: key ->
+// turns per round (1 for a key without a field).
+func (k Keys) FairWeights(s int, queue string) string { return k.Tag(s) + ":fairw:" + queue }
+
+// FairTurn holds "left|key": the turn the last refill of a fair queue's
+// window cut short, which the next one goes on with.
+func (k Keys) FairTurn(s int, queue string) string { return k.Tag(s) + ":fairt:" + queue }
+
 // ReadyQueues is the set of queues that have had ready ids in the shard;
 // recovery looks for stranded ids in their pending sets.
 func (k Keys) ReadyQueues(s int) string { return k.Tag(s) + ":readyqueues" }

@@ -47,6 +47,10 @@ type QueuePolicy struct {
 	// Retention of the records of the queue's ended tasks; the zero value
 	// keeps none.
 	Retention Retention
+	// FairWindow, when above 0, makes the queue fair (fair.go): its
+	// ready list holds at most this many entries per shard, taken in
+	// turns between the tasks' keys. 0: in due order.
+	FairWindow int
 }
 
 // Retention says how long, and how many per shard, the records of a
@@ -189,6 +193,9 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 		if err := p.Retention.Validate(); err != nil {
 			return fmt.Errorf("queue %q: %w", q, err)
 		}
+		if p.FairWindow < 0 || p.FairWindow > MaxFairWindow {
+			return fmt.Errorf("%w: queue %q: fair window %d not in 0..%d", ErrInvalidArgument, q, p.FairWindow, MaxFairWindow)
+		}
 		names = append(names, q)
 	}
 	slices.Sort(names)
@@ -215,6 +222,11 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 				vals = append(vals, keepField(q), p.Retention.spec())
 			} else {
 				unkept = append(unkept, keepField(q))
+			}
+			if p.FairWindow > 0 {
+				vals = append(vals, fairField(q), p.FairWindow)
+			} else {
+				unkept = append(unkept, fairField(q))
 			}
 		}
 		pipe.HSet(ctx, s.k.Queues(sh), vals...)

@@ -368,6 +368,11 @@ func (s *Store) DropShard(ctx context.Context, sh int) error {
 	}
 	for _, q := range queues {
 		keys = append(keys, s.k.Ready(sh, q), s.k.Pending(sh, q))
+		fair, err := s.fairKeys(ctx, sh, q)
+		if err != nil {
+			return errtext.Errorf("drop shard %d: %w", sh, err)
+		}
+		keys = append(keys, fair...)
 	}
 	keys = append(keys, s.k.Far(sh))
 	pipe := s.rdb.Pipeline()

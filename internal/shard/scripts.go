@@ -61,6 +61,7 @@ var (
 	scanIDsScript     = newScript("scanids.lua")
 	exportScript      = newScript("export.lua")
 	exportReadyScript = newScript("exportready.lua")
+	fairRefillScript  = newScript("fairrefill.lua")
 	importScript      = newScript("import.lua")
 	commitScript      = newScript("commit.lua")
 	unimportScript    = newScript("unimport.lua")

@@ -15,7 +15,8 @@
 -- Returns, per queue, eight values: name, policy ("" when not registered:
 -- only counts name it, "" is the queue of dead data that names none),
 -- scheduled, ready, leased, popped, dead, oldest. ready is the length of the
--- queue's ready list; popped the ids pending but no longer in it (taken by a
+-- queue's ready list and, for a fair queue, the tasks waiting in its keys'
+-- lists (lib.lua's fair_wait); popped the ids pending but no longer in it (taken by a
 -- worker, not leased yet): pending minus ready, at least 0; oldest the due
 -- time (ms) of the ready list's head entry, the task that has waited
 -- longest, -1 when the list is empty or its head carries no task. Counters may
@@ -63,7 +64,13 @@ for _, q in ipairs(names) do
     local _, _, _, _, due = header(string.match(head, "^%d+|[^|]+|(.*)$"), queue_names(KEYS[2]))
     oldest = tonumber(due or "-1")
   end
-  local popped = redis.call("ZCARD", ARGV[2] .. q) - ready
+  local pend = redis.call("ZCARD", ARGV[2] .. q)
+  if pend > ready then
+    -- A fair queue's tasks waiting in their keys' lists are ready too
+    -- (lib.lua's fair_wait).
+    ready = ready + redis.call("ZCOUNT", ARGV[2] .. q, string.format("%d", fair_wait_base()), "+inf")
+  end
+  local popped = pend - ready
   if popped < 0 then popped = 0 end
   out[#out + 1] = q
   out[#out + 1] = policy[q]

@@ -309,6 +309,7 @@ end
 -- (popped by a worker): the list is empty or its head is numbered higher.
 -- A head without a number (written by hand) proves nothing: not popped.
 local function popped(ready_key, seq)
+  if seq >= 1125899906842624 then return false end -- waiting (fair_wait_base)
   local head = redis.call("LINDEX", ready_key, 0)
   if not head then return true end
   local hs = ready_entry(head)
@@ -365,6 +366,145 @@ local function bulk_read(cmd, key, args)
     end
   end
   return out
+end
+
+-- Fair queues (docs/fairness.md). A due task of a fair queue does not go
+-- straight to the queue's ready list: it waits in its key's list,
+-- "<tag>:fair:<queue>|<key>" (the key is the hash tag an id starts with,
+-- "{key}rest"; "" for an id without one), and the key waits on the
+-- queue's ring "<tag>:fair:<queue>" while its list has entries. The ready
+-- list is then a short window that fair_refill fills from the keys in
+-- weighted round-robin turns. A waiting task is pending under
+-- fair_wait_base() + its sequence number, above every number a ready
+-- entry gets: recovery never takes it for popped (lib.lua's popped), and
+-- fair_refill gives it a new number when it enters the window.
+
+-- fair_wait_base is 2^50, where waiting tasks' numbers start.
+local function fair_wait_base() return 1125899906842624 end
+
+-- fair_key returns the key of task id: the hash tag it starts with
+-- ("{key}rest", key not empty), or "".
+local function fair_key(id)
+  if string.byte(id, 1) ~= 123 then return "" end
+  local e = string.find(id, "}", 2, true)
+  if not e or e < 3 then return "" end
+  return string.sub(id, 2, e - 1)
+end
+
+-- fair_ring returns the ring of queue q of the shard of key (any key of
+-- the shard; its hash tag names the shard).
+local function fair_ring(key, q)
+  return (string.match(key, "^{[^}]*}") or "") .. ":fair:" .. q
+end
+
+-- fair_wait appends ready entries of fair queue q ("seq|id|blob", seq
+-- already above fair_wait_base(); pending recorded by the caller) to
+-- their keys' lists, grouped by key in order, and puts each key whose
+-- list was empty on the ring. keys[i] is the key of entries[i].
+local function fair_wait(ring, keys, entries)
+  local by, order = {}, {}
+  for i, k in ipairs(keys) do
+    local l = by[k]
+    if not l then
+      l = {}
+      by[k] = l
+      order[#order + 1] = k
+    end
+    l[#l + 1] = entries[i]
+  end
+  for _, k in ipairs(order) do
+    local l = by[k]
+    if bulk("RPUSH", ring .. "|" .. k, l) == #l then redis.call("RPUSH", ring, k) end
+  end
+end
+
+-- fair_refill tops the ready list ready_key of fair queue q up to window
+-- entries from the keys on its ring (ring: fair_ring), in turns: the key
+-- at the ring's head gives up to its weight (field of "<tag>:fairw:<q>",
+-- 1 if none) of its entries, then goes to the ring's tail; a key whose
+-- list runs out leaves the ring. A turn cut short by a full window goes on
+-- at the next refill ("<tag>:fairt:<q>" holds "left|key"). An entry whose
+-- id is no longer pending under its number (cancelled, changed, enqueued
+-- anew) is dropped. Entries enter the window with new sequence numbers
+-- (seq_key), pending under them, and a push that makes the window
+-- non-empty is announced (ready_pushed). The lists are not declared:
+-- a list that is not on this node (its slot is being migrated) ends the
+-- refill, having written what it took so far. Returns the number of
+-- entries added.
+local function fair_refill(ring, seq_key, pending_key, ready_key, window)
+  local room = window - redis.call("LLEN", ready_key)
+  if room <= 0 then return 0 end
+  local tag = string.match(ring, "^{[^}]*}") or ""
+  local q = string.sub(ring, #tag + 7)
+  local wkey, tkey = tag .. ":fairw:" .. q, tag .. ":fairt:" .. q
+  local weighted = redis.call("EXISTS", wkey) == 1
+  local turn = redis.call("GET", tkey)
+  local cur, left
+  if turn then
+    local l, k = string.match(turn, "^(%d+)|(.*)$")
+    cur, left = k, tonumber(l)
+  end
+  local rests, ids = {}, {}
+  local visits = 0
+  while room > 0 and visits < window + 64 do
+    visits = visits + 1
+    local k = redis.call("LINDEX", ring, 0)
+    if not k then break end
+    if k ~= cur or not left or left < 1 then
+      cur = k
+      left = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
+      left = math.max(1, math.floor(left))
+    end
+    local list = ring .. "|" .. k
+    local ask = math.min(left, room)
+    local got = redis.pcall("LPOP", list, ask)
+    if type(got) == "table" and got.err then break end
+    got = got or {}
+    local gids, gseqs = {}, {}
+    for i, e in ipairs(got) do
+      local s, id = ready_entry(e)
+      gids[i], gseqs[i] = id or "", s
+    end
+    if #gids > 0 then
+      for i, sc in ipairs(redis.call("ZMSCORE", pending_key, unpack(gids))) do
+        if sc and gseqs[i] and tonumber(sc) == gseqs[i] then
+          ids[#ids + 1] = gids[i]
+          rests[#rests + 1] = string.sub(got[i], (string.find(got[i], "|", 1, true)))
+          left, room = left - 1, room - 1
+        end
+      end
+    end
+    if #got < ask or redis.call("LLEN", list) == 0 then
+      redis.call("LPOP", ring)
+      cur, left = nil, nil
+    elseif left < 1 then
+      redis.call("LMOVE", ring, ring, "LEFT", "RIGHT")
+      cur, left = nil, nil
+    end
+  end
+  if cur then
+    redis.call("SET", tkey, string.format("%d", left) .. "|" .. cur)
+  elseif turn then
+    redis.call("DEL", tkey)
+  end
+  if #ids == 0 then return 0 end
+  local base = redis.call("INCRBY", seq_key, string.format("%d", #ids)) - #ids
+  local pend, entries = {}, {}
+  for i, id in ipairs(ids) do
+    local s = string.format("%d", base + i)
+    entries[i] = s .. rests[i]
+    pend[#pend + 1] = s
+    pend[#pend + 1] = id
+  end
+  bulk("ZADD", pending_key, pend)
+  ready_pushed(ready_key, bulk("RPUSH", ready_key, entries), #entries)
+  return #ids
+end
+
+-- fair_window returns the window of queue q if it is fair (the queues
+-- hash's field "|fair|<q>"), else nil.
+local function fair_window(queues_key, q)
+  return tonumber(redis.call("HGET", queues_key, "|fair|" .. q) or "")
 end
 
 -- page_start returns the rank at which a page of sorted set key starts,

@@ -55,6 +55,11 @@
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch;
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
 -- being migrated and a list it needs is not on this node.
+-- Fair queues (queues hash field "|fair|<queue>" holds the window; see
+-- docs/fairness.md): a moved task of such a queue goes to its key's list
+-- instead of the ready list (lib.lua's fair_wait), pending under a number
+-- above fair_wait_base(), and the ready list is then refilled up to the
+-- window in turns between the keys (fair_refill). It counts as moved.
 -- Publishes: a ready list this call makes non-empty is announced on the
 -- shard channel of the same name (lib.lua's ready_pushed).
 --
@@ -122,6 +127,7 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   if q and KEYS[11] and string.byte(blob, 1) ~= 2 and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
   end
+  if q and fair_window(qn.key, q) then q = nil end -- a fair queue's: the batch code
   if q then
     local pk, rk = ARGV[4] .. q, ARGV[3] .. q
     local moving = served_here(KEYS[1], {pk, rk})
@@ -239,6 +245,32 @@ for i in ipairs(ids) do
     end
   end
 end
+-- Fair queues (lib.lua's fair_wait): their tasks wait in their keys'
+-- lists, and the window is refilled from them.
+local fairw, fkeys = {}, {}
+if queued > 0 then
+  local names, fields = {}, {}
+  for q in pairs(listed) do
+    names[#names + 1] = q
+    fields[#fields + 1] = "|fair|" .. q
+  end
+  local v = redis.call("HMGET", qn.key, unpack(fields))
+  for k, q in ipairs(names) do
+    fairw[q] = tonumber(v[k] or "")
+    if fairw[q] then
+      local ring = fair_ring(KEYS[1], q)
+      local tag = string.match(ring, "^{[^}]*}") or ""
+      lists[#lists + 1] = ring
+      lists[#lists + 1] = tag .. ":fairw:" .. q
+      lists[#lists + 1] = tag .. ":fairt:" .. q
+      fkeys[q] = {}
+    end
+  end
+  for i, id in ipairs(ids) do
+    local q = queues[i]
+    if q and fairw[q] then lists[#lists + 1] = fair_ring(KEYS[1], q) .. "|" .. fair_key(id) end
+  end
+end
 local fh
 if far_due then
   fh = redis.call("ZRANGE", KEYS[9], 0, 0, "WITHSCORES")
@@ -272,7 +304,14 @@ if #ids > 0 then
       local q = queues[i]
       if q then
         seq = seq + 1
-        local s = string.format("%d", seq)
+        local s
+        if fairw[q] then
+          s = string.format("%d", seq + fair_wait_base())
+          local fk = fkeys[q]
+          fk[#fk + 1] = fair_key(id)
+        else
+          s = string.format("%d", seq)
+        end
         if not entries[q] then entries[q], pending[q] = {}, {} end
         local e, p = entries[q], pending[q]
         e[#e + 1] = s .. "|" .. id .. "|" .. blobs[i]
@@ -284,7 +323,13 @@ if #ids > 0 then
     end
     for q, e in pairs(entries) do
       bulk("ZADD", ARGV[4] .. q, pending[q])
-      ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
+      if fairw[q] then
+        local ring = fair_ring(KEYS[1], q)
+        fair_wait(ring, fkeys[q], e)
+        fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
+      else
+        ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
+      end
       redis.call("SADD", KEYS[8], q)
       redis.call("HINCRBY", KEYS[10], "s|" .. q, -#e)
     end

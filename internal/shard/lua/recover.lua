@@ -23,6 +23,9 @@
 --   6. Records of ended tasks (lib.lua's record_end) older than their
 --      queue's age (queues hash field "|rec|<queue>", which record_end
 --      writes) are deleted, and the field once the queue has none.
+--   2c. A fair queue's window (docs/fairness.md) that a worker left short
+--      (it died between a pop and the refill it sends after it) is
+--      refilled from its keys' lists (lib.lua's fair_refill).
 --   A task buried in part 1 or 2a whose queue keeps records is published
 --   "dead" on its done channel (Client.Wait).
 --
@@ -76,6 +79,11 @@ local function list(q)
     listed[q] = true
     lists[#lists + 1] = ARGV[6] .. q
     lists[#lists + 1] = ARGV[5] .. q
+    local ring = fair_ring(KEYS[1], q)
+    local tag = string.match(ring, "^{[^}]*}") or ""
+    lists[#lists + 1] = ring
+    lists[#lists + 1] = tag .. ":fairt:" .. q
+    lists[#lists + 1] = tag .. ":fairw:" .. q
   end
 end
 for i = 12, #ARGV do
@@ -189,14 +197,23 @@ for _, q in ipairs(ready_queues) do
   if n > 0 then
     pending = pending + n
     local hs = ready_entry(redis.call("LINDEX", rk, 0))
-    local bound = "+inf"
-    if hs then bound = "(" .. string.format("%d", hs) end
+    -- Never a task waiting in a fair queue's key list (lib.lua's
+    -- fair_wait): it is numbered from fair_wait_base() on.
+    local bound = "(" .. string.format("%d", fair_wait_base())
+    if hs and hs < fair_wait_base() then bound = "(" .. string.format("%d", hs) end
     if room > 0 then
       local c = redis.call("ZRANGE", pk, "-inf", bound, "BYSCORE", "LIMIT", 0, room, "WITHSCORES")
       for j = 1, #c, 2 do
         out[#out + 1] = q .. "|" .. string.format("%d", tonumber(c[j + 1])) .. "|" .. c[j]
         room = room - 1
       end
+    end
+    -- A fair queue's window left short (its worker died between a pop
+    -- and the refill it sends after it): refilled here.
+    local ring = fair_ring(KEYS[1], q)
+    if redis.call("LLEN", ring) > 0 then
+      local seq_key = (string.match(KEYS[1], "^{[^}]*}") or "") .. ":seq"
+      fair_refill(ring, seq_key, pk, rk, fair_window(KEYS[8], q) or 32)
     end
   end
 end

@@ -1,0 +1,196 @@
+package shard
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// newFairStore returns a one-shard store with the fair queue "t" (window
+// 4) and the plain queue "fifo".
+func newFairStore(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client(t)
+	l, err := NewLayout("hgfair", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	err = s.RegisterQueues(context.Background(), map[string]QueuePolicy{
+		"t":    {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: 4},
+		"fifo": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb
+}
+
+// enqueueDue enqueues ids to queue, due at due (in the past: due now).
+func enqueueDue(t *testing.T, s *Store, queue string, due time.Time, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if r := s.Enqueue(context.Background(), EnqueueArgs{ID: id, Queue: queue, Due: due, MaxRetries: -1}); r.Err != nil {
+			t.Fatalf("enqueue %s: %v", id, r.Err)
+		}
+	}
+}
+
+// takeWindow pops every entry of queue's ready list in shard 0 and
+// returns their ids in order.
+func takeWindow(t *testing.T, s *Store, rdb *redis.Client, queue string) []string {
+	t.Helper()
+	v, err := rdb.LPopCount(context.Background(), s.k.Ready(0, queue), 1000).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range v {
+		ids = append(ids, strings.SplitN(e, "|", 3)[1])
+	}
+	return ids
+}
+
+func TestFairQueueTakesKeysInTurns(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	now := time.Now()
+	// The big key's tasks are due first; in due order they would all go
+	// before the others.
+	var big []string
+	for i := range 10 {
+		big = append(big, "{big}"+string(rune('0'+i)))
+	}
+	enqueueDue(t, s, "t", now.Add(-10*time.Second), big...)
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{a}1", "{b}1", "{c}1", "plain")
+	enqueueDue(t, s, "fifo", now.Add(-time.Second), "{x}1", "{x}2")
+	res, err := s.Move(ctx, 0, 1, 1000)
+	if err != nil || res.Moved != 16 {
+		t.Fatalf("move: %+v %v", res, err)
+	}
+	// One turn each, in the order the keys first came due; the window
+	// holds 4. A plain queue is untouched.
+	if got := takeWindow(t, s, rdb, "fifo"); !slices.Equal(got, []string{"{x}1", "{x}2"}) {
+		t.Fatalf("plain queue's ready list %v", got)
+	}
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{big}0", "plain", "{a}1", "{b}1"}; !slices.Equal(got, want) {
+		t.Fatalf("first window %v, want %v", got, want)
+	}
+	// Every task is ready, in the window or waiting: depth counts them.
+	d, err := s.Depth(ctx, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, qd := range d[0] {
+		if qd.Queue == "t" && (qd.Ready != 10 || qd.Popped != 4) {
+			t.Fatalf("depth %+v, want 10 ready (waiting) and 4 popped", qd)
+		}
+	}
+	// A cancelled waiting task is skipped by the refill.
+	if _, err := s.Cancel(ctx, "{big}1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 4 {
+		t.Fatalf("refill: %d %v", n, err)
+	}
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{c}1", "{big}2", "{big}3", "{big}4"}; !slices.Equal(got, want) {
+		t.Fatalf("second window %v, want %v", got, want)
+	}
+	// Recovery takes the popped ones for stranded (popped and never
+	// leased), never the waiting ones.
+	popped := []string{"{big}0", "plain", "{a}1", "{b}1", "{c}1", "{big}2", "{big}3", "{big}4", "{x}1", "{x}2"}
+	r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Candidates) != len(popped) {
+		t.Fatalf("stranded candidates %v, want the %d popped", r.Candidates, len(popped))
+	}
+	for _, c := range r.Candidates {
+		if !slices.Contains(popped, c[strings.LastIndexByte(c, '|')+1:]) {
+			t.Fatalf("recovery took a waiting task for popped: %v", r.Candidates)
+		}
+	}
+	for _, id := range []string{"{big}5", "{big}9"} {
+		if info, err := s.Lookup(ctx, id); err != nil || info.State != "ready" {
+			t.Fatalf("%s: %+v %v, want ready", id, info, err)
+		}
+	}
+}
+
+func TestFairKeyWeight(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyWeight(ctx, "t", "heavy", 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		key string
+		w   int
+	}{{"heavy", 0}, {"heavy", MaxKeyWeight + 1}, {"a}b", 2}} {
+		if err := s.SetKeyWeight(ctx, "t", bad.key, bad.w); err == nil {
+			t.Errorf("SetKeyWeight(%q, %d) accepted", bad.key, bad.w)
+		}
+	}
+	now := time.Now()
+	enqueueDue(t, s, "t", now.Add(-3*time.Second), "{light}1", "{light}2", "{light}3")
+	enqueueDue(t, s, "t", now.Add(-2*time.Second), "{heavy}1", "{heavy}2", "{heavy}3", "{heavy}4", "{heavy}5", "{heavy}6")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for range 3 {
+		order = append(order, takeWindow(t, s, rdb, "t")...)
+		if _, err := s.FairRefill(ctx, 0, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Five turns of heavy per one of light; heavy's first turn, cut by
+	// the window's end after three, goes on for two at the next refill.
+	want := []string{"{light}1", "{heavy}1", "{heavy}2", "{heavy}3", "{heavy}4", "{heavy}5", "{light}2", "{heavy}6", "{light}3"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if w, err := s.KeyWeights(ctx, "t"); err != nil || w["heavy"] != 5 {
+		t.Fatalf("weights %v %v", w, err)
+	}
+	if err := s.SetKeyWeight(ctx, "t", "heavy", 1); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := s.KeyWeights(ctx, "t"); len(w) != 0 {
+		t.Fatalf("weight 1 left a field: %v", w)
+	}
+	// Nothing is left behind once every key's list ran out.
+	for _, k := range []string{s.k.FairRing(0, "t"), s.k.FairTurn(0, "t"), s.k.FairList(0, "t", "heavy")} {
+		if n, _ := rdb.Exists(ctx, k).Result(); n != 0 {
+			t.Errorf("%s left behind", k)
+		}
+	}
+}
+
+func TestKeyOf(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]string{
+		"{t-42}order": "t-42", "{t}": "t", "plain": "", "{}x": "", "{}x}": "", "{open": "", "x{a}": "", "{a}{b}": "a",
+	} {
+		if got := KeyOf(id); got != want {
+			t.Errorf("KeyOf(%q) = %q, want %q", id, got, want)
+		}
+	}
+	if id, err := KeyedID("tenant", "o-1"); err != nil || id != "{tenant}o-1" || KeyOf(id) != "tenant" {
+		t.Fatalf("KeyedID: %q %v", id, err)
+	}
+	for _, k := range []string{"", "a}b", "a{b", "a|b", "a\nb", strings.Repeat("k", MaxKeyLen+1)} {
+		if _, err := KeyedID(k, "x"); err == nil {
+			t.Errorf("KeyedID(%q) accepted", k)
+		}
+	}
+}

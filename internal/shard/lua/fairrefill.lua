@@ -1,0 +1,27 @@
+-- fairrefill.lua: top a fair queue's ready list (its window) up from its
+-- keys' lists, in turns (lib.lua's fair_refill; docs/fairness.md). A
+-- worker sends it after it popped entries of a fair queue, so that the
+-- window is refilled at the pace workers take from it; the mover and the
+-- recovery pass refill it too.
+--
+-- KEYS[1] ring     LIST  the keys with waiting tasks (Keys.FairRing)
+-- KEYS[2] seq      STRING the shard's sequence counter
+-- KEYS[3] pending  ZSET  the queue's pending ids -> their entry's number
+-- KEYS[4] ready    LIST  the queue's ready list
+-- KEYS[5] queues   HASH  field "|fair|<queue>": the window; the default
+--                        window when the queue is no longer fair (its
+--                        waiting tasks still drain)
+-- KEYS[6] weights  HASH  key -> turns per round (Keys.FairWeights)
+-- KEYS[7] turn     STRING "left|key" (Keys.FairTurn)
+-- ARGV[1] the default window
+--
+-- Returns the number of entries added to the window (0 when the ring is
+-- empty or the window full). Fails with "TRYAGAIN ...", nothing written,
+-- while the shard's slot is being migrated and a declared key is not on
+-- this node; a key's list that is not ends the refill (fair_refill).
+local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7]})
+if moving then return moving end
+if redis.call("LLEN", KEYS[1]) == 0 then return 0 end
+local q = string.sub(KEYS[1], #(string.match(KEYS[1], "^{[^}]*}") or "") + 7)
+local window = fair_window(KEYS[5], q) or tonumber(ARGV[1])
+return fair_refill(KEYS[1], KEYS[2], KEYS[3], KEYS[4], window)
