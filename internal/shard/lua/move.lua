@@ -266,9 +266,16 @@ if queued > 0 then
       fkeys[q] = {}
     end
   end
+  local seen = {}
   for i, id in ipairs(ids) do
     local q = queues[i]
-    if q and fairw[q] then lists[#lists + 1] = fair_ring(KEYS[1], q) .. "|" .. fair_key(id) end
+    if q and fairw[q] then
+      local l = fair_ring(KEYS[1], q) .. "|" .. fair_key(id)
+      if not seen[l] then
+        seen[l] = true
+        lists[#lists + 1] = l
+      end
+    end
   end
 end
 local fh

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/worker"
+)
+
+// ---- Noisy neighbour: fair turns between keys (#28) ----
+
+// The noisy scenario's queues, registered by the bench itself (as the
+// results scenario's): one fair, one in due order.
+const (
+	fairQueue = "noisy-fair"
+	fifoQueue = "noisy-fifo"
+	noisyConc = 64
+)
+
+// runNoisy enqueues, into each of a fair queue and a plain one, big
+// tasks of one key and one task of each of quiet other keys, all due at
+// one instant (the big key's ids sort first), and runs them with a
+// worker of concurrency 64 and no-op handlers. It reports the quiet
+// keys' handler-start lateness (start − due) and when the last task of
+// the big key started: with fair turns the quiet keys start within the
+// first turns; in due order, behind the backlog.
+func runNoisy(ctx context.Context, hg *hgSystem, big, quiet int, logf func(string, ...any)) *scenario {
+	sc := &scenario{Name: "noisy", Title: fmt.Sprintf("Noisy neighbour: one key with %d tasks and %d keys with one task each, all due at one instant, worker concurrency %d", big, quiet, noisyConc),
+		Cols: []col{{"q50", "quiet keys' lateness p50 ms", "%.1f"}, {"q99", "p99 ms", "%.1f"}, {"qmax", "max ms", "%.1f"},
+			{"drain", "backlog's last start s", "%.2f"}, {"rate", "tasks/s", "%.0f"}, {"rcpu", "redis CPU µs/task", "%.1f"}}}
+	sc.Notes = append(sc.Notes, "lateness = handler start − due (one host's clock); keys are the ids' hash tags (client.Task.Key); the big key's ids sort before the quiet keys', so in due order they go first; "+
+		fmt.Sprintf("fair: queues.<q>.fair with the default fair_window (%d per shard); FIFO: a plain queue; the same binary and Redis", shard.DefaultFairWindow))
+	rdb := hg.e.dial(hg.workN)
+	defer rdb.Close()
+	store := shard.NewStore(rdb, hg.e.layout)
+	p := shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: shard.DefaultMaxPayload}
+	fair := p
+	fair.FairWindow = shard.DefaultFairWindow
+	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{fairQueue: fair, fifoQueue: p}); err != nil {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("register: %v", err))
+		return sc
+	}
+	for _, m := range []struct{ name, queue string }{{"hourglass, fair", fairQueue}, {"hourglass, FIFO", fifoQueue}} {
+		r := sc.row(m.name)
+		if err := noisyRun(ctx, hg, r, m.queue, big, quiet); err != nil {
+			r.note("%v", err)
+		}
+		logf("noisy %s: quiet keys' lateness p50 %.1f ms p99 %.1f ms; backlog's last start %.2f s", m.name, r.M["q50"], r.M["q99"], r.M["drain"])
+	}
+	return sc
+}
+
+// noisyRun runs one row of runNoisy on queue.
+func noisyRun(ctx context.Context, hg *hgSystem, r *row, queue string, big, quiet int) error {
+	var mu sync.Mutex
+	var quietLate []float64
+	var lastBig, handled atomic.Int64
+	wrdb := hg.e.dial(hg.workN)
+	defer wrdb.Close()
+	w, err := worker.New(wrdb, workerConfig(hg.e.shards, prometheus.NewRegistry()))
+	if err != nil {
+		return err
+	}
+	err = w.Handle(queue, func(_ context.Context, t *worker.Task) error {
+		now := time.Now()
+		if shard.KeyOf(t.ID) == "big" {
+			for v := lastBig.Load(); now.UnixNano() > v && !lastBig.CompareAndSwap(v, now.UnixNano()); v = lastBig.Load() {
+			}
+		} else {
+			mu.Lock()
+			quietLate = append(quietLate, float64(now.Sub(t.Due).Microseconds())/1000)
+			mu.Unlock()
+		}
+		handled.Add(1)
+		return nil
+	}, queueOptions(noisyConc))
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { stop(); <-done }()
+
+	// Due a whole second after the enqueues can be done (about 100,000/s).
+	due := time.Now().Add(time.Duration(big+quiet)*10*time.Microsecond + 2*time.Second).Truncate(time.Second).Add(time.Second)
+	tasks := make([]client.Task, 0, big+quiet)
+	for range big {
+		tasks = append(tasks, client.Task{Queue: queue, Key: "big", At: due, Payload: payloadOf(16, "")})
+	}
+	for i := range quiet {
+		tasks = append(tasks, client.Task{Queue: queue, Key: fmt.Sprintf("quiet-%d", i), At: due, Payload: payloadOf(16, "")})
+	}
+	if err := enqueueChunks(ctx, hg.cli, tasks, 8, 1000); err != nil {
+		return err
+	}
+	if late := time.Since(due); late > 0 {
+		r.note("enqueue ended %s after the due time", late.Round(time.Millisecond))
+	}
+	a, _ := hg.snap(ctx)
+	if !waitUntil(ctx, 5*time.Minute, func() bool { return handled.Load() >= int64(big+quiet) }) {
+		return fmt.Errorf("only %d of %d handled", handled.Load(), big+quiet)
+	}
+	b, _ := hg.snap(ctx)
+	w2 := diff(a, b)
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Float64s(quietLate)
+	r.set("q50", quant(quietLate, 0.5))
+	r.set("q99", quant(quietLate, 0.99))
+	if len(quietLate) > 0 {
+		r.set("qmax", quietLate[len(quietLate)-1])
+	}
+	end := time.Unix(0, lastBig.Load())
+	r.set("drain", end.Sub(due).Seconds())
+	r.set("rate", float64(big+quiet)/end.Sub(due).Seconds())
+	r.set("rcpu", 1e6*w2.cpu/float64(big+quiet))
+	return nil
+}
+
+// enqueueChunks enqueues tasks in batches of chunk from senders
+// goroutines, in order of the batches' starts.
+func enqueueChunks(ctx context.Context, cli *client.Client, tasks []client.Task, senders, chunk int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Value
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(int64(chunk))) - chunk
+				if i >= len(tasks) || ctx.Err() != nil {
+					return
+				}
+				if _, err := cli.EnqueueBatch(ctx, tasks[i:min(i+chunk, len(tasks))]); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
