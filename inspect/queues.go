@@ -253,6 +253,35 @@ func (i *Inspector) ClearQueueLimits(ctx context.Context, name string) error {
 	return mapErr(err)
 }
 
+// SetKeyWeight sets the weight of key in fair queue name (docs/fairness.md):
+// the turns the key takes per round of the queue's ring in each shard,
+// 1..MaxKeyWeight; 1, the default, drops the key's own. The next refill
+// of each shard's window reads it (a refill follows every pop of the
+// queue). ErrInvalidArgument for a key or weight out of bounds;
+// ErrNotFound for a queue that is not registered.
+func (i *Inspector) SetKeyWeight(ctx context.Context, name, key string, weight int) error {
+	if key != "" && !shard.ValidKey(key) {
+		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
+	}
+	if weight < 1 || weight > MaxKeyWeight {
+		return errorf(ErrInvalidArgument, "weight %d not in 1..%d", weight, MaxKeyWeight)
+	}
+	if err := i.mustExist(ctx, name); err != nil {
+		return err
+	}
+	return mapErr(i.store.SetKeyWeight(ctx, name, key, weight))
+}
+
+// KeyWeights returns the keys of queue name that have a weight of their
+// own (SetKeyWeight); the others weigh 1.
+func (i *Inspector) KeyWeights(ctx context.Context, name string) (map[string]int, error) {
+	w, err := i.store.KeyWeights(ctx, name)
+	return w, mapErr(err)
+}
+
+// MaxKeyWeight is the largest weight of a key of a fair queue.
+const MaxKeyWeight = shard.MaxKeyWeight
+
 // PausedQueues returns the paused queues and when each was paused.
 func (i *Inspector) PausedQueues(ctx context.Context) (map[string]time.Time, error) {
 	return i.store.Paused(ctx)

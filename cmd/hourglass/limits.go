@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -67,4 +68,37 @@ without flow control ignores them, and logs that.`,
 	f.StringVar(&l.Kind, "kind", "", "limiter of --rate: token_bucket (default), sliding_window, fixed_window or leaky_bucket")
 	f.BoolVar(&clear, "clear", false, "drop the limits set at run time")
 	return cmd
+}
+
+// queueWeight is `hourglass queue weight QUEUE KEY WEIGHT`: set the
+// weight of a key of a fair queue at run time.
+func (a *app) queueWeight() *cobra.Command {
+	return &cobra.Command{
+		Use:   "weight QUEUE KEY WEIGHT",
+		Short: "Set the weight of a key of a fair queue: its turns per round",
+		Long: `Set the weight of a key (a task id's hash tag, client.Task.Key) of a fair
+queue (queues.<q>.fair): in each shard the key takes WEIGHT turns per
+round of the queue's ring, the keys without one 1 each. WEIGHT 1 drops
+the key's own weight. It takes effect at the next refill of each
+shard's window, which follows every pop of the queue. KEY "" is the
+keyless tasks' key.`,
+		Args: exactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			weight, err := strconv.Atoi(args[2])
+			if err != nil || weight < 1 || weight > inspect.MaxKeyWeight {
+				return usagef("WEIGHT must be a whole number from 1 to %d", inspect.MaxKeyWeight)
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := in.SetKeyWeight(ctx, args[0], args[1], weight); err != nil {
+				return err
+			}
+			return a.emit(actionResult{Action: "weighted", Queue: args[0], Key: args[1], Weight: weight}, func(w io.Writer) {
+				fmt.Fprintf(w, "weighted key %q of %s: %d turns per round\n", args[1], printable(args[0]), weight)
+			})
+		},
+	}
 }

@@ -59,3 +59,39 @@ func TestQueueLimit(t *testing.T) {
 		t.Fatalf("limits after --clear: %+v, %v", c.Limits, err)
 	}
 }
+
+// queue weight sets a key's weight in every shard; a bad weight exits 2,
+// an unknown queue 3.
+func TestQueueWeight(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "wt")
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if out, errOut, code := e.cli("queue", "weight", "q", "tenant-42", "5"); code != exitOK || !strings.Contains(out, `weighted key "tenant-42" of q: 5 turns per round`) {
+		t.Fatalf("queue weight: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if w, err := e.store.KeyWeights(ctx, "q"); err != nil || w["tenant-42"] != 5 {
+		t.Fatalf("stored weights %v, %v", w, err)
+	}
+	for _, bad := range [][]string{
+		{"queue", "weight", "q", "tenant-42"},
+		{"queue", "weight", "q", "tenant-42", "0"},
+		{"queue", "weight", "q", "tenant-42", "1001"},
+		{"queue", "weight", "q", "tenant-42", "x"},
+	} {
+		if _, errOut, code := e.cli(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)
+		}
+	}
+	if _, _, code := e.cli("queue", "weight", "q", "a}b", "2"); code != exitUsage {
+		t.Errorf("a key with a brace: exit %d, want %d", code, exitUsage)
+	}
+	if _, _, code := e.cli("queue", "weight", "nosuch", "k", "2"); code != exitNotFound {
+		t.Errorf("weight in an unknown queue: exit %d, want %d", code, exitNotFound)
+	}
+	if _, _, code := e.cli("queue", "weight", "q", "tenant-42", "1"); code != exitOK {
+		t.Fatalf("weight 1: exit %d", code)
+	}
+	if w, err := e.store.KeyWeights(ctx, "q"); err != nil || len(w) != 0 {
+		t.Fatalf("weights after weight 1: %v, %v", w, err)
+	}
+}

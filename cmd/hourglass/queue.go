@@ -16,7 +16,7 @@ import (
 
 func (a *app) queueCmd() *cobra.Command {
 	return noun("queue", "List, inspect, pause, resume, limit, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueSet(), a.queueRm())
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueSet(), a.queueRm())
 }
 
 // recentResult bounds the bytes of a result the recent table shows; -o
@@ -213,6 +213,9 @@ type actionResult struct {
 	Due time.Time `json:"due,omitzero"`
 	// Limits are the limits queue limit set.
 	Limits *inspect.QueueLimits `json:"limits,omitempty"`
+	// Key and Weight are what queue weight set.
+	Key    string `json:"key,omitempty"`
+	Weight int    `json:"weight,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {
