@@ -75,6 +75,10 @@ func KeyOf(id string) string {
 	return id[1 : 1+end]
 }
 
+// anyFairField is the field of the queues hash that says some queue of
+// the namespace is fair.
+const anyFairField = "|fair"
+
 // fairField is the field of the queues hash that holds a fair queue's
 // window.
 func fairField(queue string) string { return "|fair|" + queue }

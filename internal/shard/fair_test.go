@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func enqueueDue(t *testing.T, s *Store, queue string, due time.Time, ids ...stri
 // returns their ids in order.
 func takeWindow(t *testing.T, s *Store, rdb *redis.Client, queue string) []string {
 	t.Helper()
-	v, err := rdb.LPopCount(context.Background(), s.k.Ready(0, queue), 1000).Result()
+	v, err := rdb.LPopCount(context.Background(), s.k.Ready(0, queue), 100000).Result()
 	if err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
@@ -192,5 +193,52 @@ func TestKeyOf(t *testing.T) {
 		if _, err := KeyedID(k, "x"); err == nil {
 			t.Errorf("KeyedID(%q) accepted", k)
 		}
+	}
+}
+
+// TestMoverReachesEveryKeyOfAFairQueue: tasks due at one time move in id
+// order, which puts one key's run before the keys that sort after it; the
+// mover gives a fair queue's run at most its window a call and goes on
+// after the run, so that the first call reaches every key. A plain
+// queue's keyed tasks keep the id order.
+func TestMoverReachesEveryKeyOfAFairQueue(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	due := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var big, plain []string
+	for i := range 1000 {
+		big = append(big, fmt.Sprintf("{big}%04d", i))
+		plain = append(plain, fmt.Sprintf("{other}%04d", i))
+	}
+	quiet := []string{"{q1}x", "{q2}x", "{q3}x"}
+	enqueueDue(t, s, "t", due, big...)
+	enqueueDue(t, s, "t", due, quiet...)
+	res, err := s.Move(ctx, 0, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window (4) holds big's first and each quiet key's task.
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{big}0000", "{q1}x", "{q2}x", "{q3}x"}; !slices.Equal(got, want) {
+		t.Fatalf("window after the first move (%+v): %v, want %v", res, got, want)
+	}
+	if res.Moved != 4+3 {
+		t.Errorf("first move moved %d, want the window's 4 of big and the 3 quiet", res.Moved)
+	}
+	// Once only big is due, a call moves a whole batch of it.
+	if res, err := s.Move(ctx, 0, 1, 100); err != nil || res.Moved != 100 {
+		t.Fatalf("second move: %+v, %v", res, err)
+	}
+	// A plain queue's keyed tasks keep the order of their ids.
+	enqueueDue(t, s, "fifo", due, plain...)
+	enqueueDue(t, s, "fifo", due, "{zz}x")
+	for range 20 {
+		if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := takeWindow(t, s, rdb, "fifo")
+	if len(got) != len(plain)+1 || got[len(got)-1] != "{zz}x" || !slices.IsSorted(got) {
+		t.Fatalf("plain queue's order: %d tasks, last %q", len(got), got[len(got)-1])
 	}
 }

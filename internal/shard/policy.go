@@ -224,7 +224,9 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 				unkept = append(unkept, keepField(q))
 			}
 			if p.FairWindow > 0 {
-				vals = append(vals, fairField(q), p.FairWindow)
+				// "|fair": some queue of the namespace is fair (move.lua
+				// looks at keys' runs only then); never removed.
+				vals = append(vals, fairField(q), p.FairWindow, anyFairField, 1)
 			} else {
 				unkept = append(unkept, fairField(q))
 			}

@@ -109,8 +109,94 @@ for i = 1, n do
     break
   end
 end
+-- spread returns the batch to move from due, a full batch read from the
+-- head of the delayed set, so that one key's run of a fair queue does not
+-- fill it while other tasks are due behind it (docs/fairness.md, "The
+-- mover's order"). Tasks due at one time sort by id, so a key's tasks due
+-- at one time are one run of ranks (its ids share the prefix "{key}"): a
+-- run of a fair queue's key followed by other due members gives at most
+-- the queue's window of its tasks, and the batch goes on after the run's
+-- end, found by rank (binary search, one ZRANGE per probe). A run that
+-- reaches the end of what is due is not cut. Batches without an id that
+-- starts with "{" are returned as they are (one byte compare a task).
+local function spread(due)
+  if #due / 2 < limit then return due end
+  local keyed = false
+  for i = 1, #due, 2 do
+    if string.byte(due[i], 1) == 123 then
+      keyed = true
+      break
+    end
+  end
+  -- "|fair" in the queues hash: some queue is fair (RegisterQueues).
+  if not keyed or redis.call("HEXISTS", qn.key, "|fair") == 0 then return due end
+  local ndue = redis.call("ZCOUNT", KEYS[1], "-inf", string.format("%d", cut))
+  if ndue <= #due / 2 then return due end
+  local buf, bbase = due, 0 -- members read, the first at rank bbase
+  local function at(r) -- member and score at rank r, read LIMIT at a time
+    local i = 2 * (r - bbase) + 1
+    if i < 1 or i > #buf then
+      buf, bbase, i = redis.call("ZRANGE", KEYS[1], r, r + limit - 1, "WITHSCORES"), r, 1
+    end
+    return buf[i], buf[i + 1]
+  end
+  local function probe(r) -- the same, one member read when not at hand
+    local i = 2 * (r - bbase) + 1
+    if i >= 1 and i <= #buf then return buf[i], buf[i + 1] end
+    local m = redis.call("ZRANGE", KEYS[1], r, r, "WITHSCORES")
+    return m[1], m[2]
+  end
+  local windows = {} -- queue -> its window, false when not fair
+  local function window_of(id)
+    local q = blob_queue(redis.call("HGET", KEYS[2], id) or nil, qn)
+    if windows[q] == nil then windows[q] = q ~= "" and fair_window(qn.key, q) or false end
+    return windows[q]
+  end
+  local out, budget, pos, runs = {}, limit, 0, 0
+  while budget > 0 and pos < ndue do
+    local id, sc = at(pos)
+    if not id then break end
+    local k = string.byte(id, 1) == 123 and fair_key(id) or ""
+    local w = k ~= "" and runs < 1000 and window_of(id)
+    if w then
+      runs = runs + 1
+      local prefix = "{" .. k .. "}"
+      local function in_run(r)
+        local m, sr = probe(r)
+        return m ~= nil and sr == sc and string.sub(m, 1, #prefix) == prefix
+      end
+      -- The run's last rank: along what was read, then by binary search
+      -- between the last rank known in the run (lo) and the last due.
+      local lo, hi = pos, ndue - 1
+      while lo < hi and 2 * (lo + 1 - bbase) + 1 <= #buf and in_run(lo + 1) do lo = lo + 1 end
+      if lo < hi and 2 * (lo + 1 - bbase) + 1 > #buf then
+        while lo < hi do
+          local mid = math.floor((lo + hi + 1) / 2)
+          if in_run(mid) then lo = mid else hi = mid - 1 end
+        end
+      end
+      local take = lo - pos + 1
+      if lo < ndue - 1 then take = math.min(take, w) end
+      take = math.min(take, budget)
+      for r = pos, pos + take - 1 do
+        local m, s = at(r)
+        out[#out + 1] = m
+        out[#out + 1] = s
+      end
+      budget = budget - take
+      pos = lo + 1
+    else
+      out[#out + 1] = id
+      out[#out + 1] = sc
+      budget = budget - 1
+      pos = pos + 1
+    end
+  end
+  return out
+end
+
 if #due == 4 then -- both entries the probe read are due
-  due = redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES")
+  due = spread(redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES"))
   next_due = nil
 elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
