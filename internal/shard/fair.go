@@ -113,7 +113,7 @@ func (s *Store) FairWindows(ctx context.Context, queues []string) (map[string]in
 func (s *Store) FairRefill(ctx context.Context, sh int, queue string) (int, error) {
 	n, err := fairRefillScript.Run(ctx, s.rdb, []string{
 		s.k.FairRing(sh, queue), s.k.Seq(sh), s.k.Pending(sh, queue), s.k.Ready(sh, queue),
-		s.k.Queues(sh), s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue),
+		s.k.Queues(sh), s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue),
 	}, DefaultFairWindow).Int()
 	if err != nil {
 		return 0, errtext.Errorf("refill the window of fair queue %q in shard %d: %w", queue, sh, err)
@@ -173,7 +173,7 @@ func (s *Store) fairKeys(ctx context.Context, sh int, queue string) ([]string, e
 	if err != nil && err != redis.Nil {
 		return nil, errtext.Errorf("read the ring of queue %q in shard %d: %w", queue, sh, err)
 	}
-	out := []string{ring, s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue)}
+	out := []string{ring, s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue)}
 	for _, k := range keys {
 		out = append(out, s.k.FairList(sh, queue, k))
 	}

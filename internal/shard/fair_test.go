@@ -225,9 +225,35 @@ func TestMoverReachesEveryKeyOfAFairQueue(t *testing.T) {
 	if res.Moved != 4+3 {
 		t.Errorf("first move moved %d, want the window's 4 of big and the 3 quiet", res.Moved)
 	}
-	// Once only big is due, a call moves a whole batch of it.
-	if res, err := s.Move(ctx, 0, 1, 100); err != nil || res.Moved != 100 {
-		t.Fatalf("second move: %+v, %v", res, err)
+	// Once only big is due, a call moves it up to the park depth of its
+	// list (16 windows); the rest stays in the delayed set, parked, and
+	// the call reports no next due time: the owner sleeps instead of
+	// calling again at once.
+	res, err = s.Move(ctx, 0, 1, 100)
+	// (its refill took a window's 4 of them).
+	if n, _ := rdb.LLen(ctx, s.k.FairList(0, "t", "big")).Result(); err != nil || n != 64-4 || res.NextDue != -1 {
+		t.Fatalf("second move: %+v, %v; big's list %d, want 60", res, err, n)
+	}
+	if n, _ := rdb.ZCard(ctx, s.k.Delayed(0)).Result(); n != int64(len(big))-4-61 {
+		t.Fatalf("delayed set holds %d, want the %d parked", n, len(big)-4-61)
+	}
+	// Refills that bring the list below 4 windows wake the owner, once.
+	wakes := listenWakes(t, ctx, rdb, s.Layout(), 0)
+	for range 12 {
+		takeWindow(t, s, rdb, "t")
+		if _, err := s.FairRefill(ctx, 0, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := rdb.LLen(ctx, s.k.FairList(0, "t", "big")).Result(); n != 60-48 {
+		t.Fatalf("big's list after 12 refills: %d", n)
+	}
+	wakes.one()
+	if n, _ := rdb.Exists(ctx, s.k.FairParked(0, "t")).Result(); n != 0 {
+		t.Fatalf("the key is still parked")
+	}
+	if res, err := s.Move(ctx, 0, 1, 100); err != nil || res.Moved != 64-12 {
+		t.Fatalf("move after the wake-up: %+v, %v, want the 52 that fill the list again", res, err)
 	}
 	// A plain queue's keyed tasks keep the order of their ids.
 	enqueueDue(t, s, "fifo", due, plain...)
@@ -241,4 +267,13 @@ func TestMoverReachesEveryKeyOfAFairQueue(t *testing.T) {
 	if len(got) != len(plain)+1 || got[len(got)-1] != "{zz}x" || !slices.IsSorted(got) {
 		t.Fatalf("plain queue's order: %d tasks, last %q", len(got), got[len(got)-1])
 	}
+}
+
+// one fails the test unless exactly one wake-up is pending.
+func (w *wakes) one() {
+	w.t.Helper()
+	if _, err := w.sub.ReceiveMessage(w.ctx); err != nil {
+		w.t.Fatalf("no wake-up: %v", err)
+	}
+	w.none()
 }

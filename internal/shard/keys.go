@@ -87,6 +87,12 @@ func (k Keys) FairList(s int, queue, key string) string { return k.FairRing(s, q
 // turns per round (1 for a key without a field).
 func (k Keys) FairWeights(s int, queue string) string { return k.Tag(s) + ":fairw:" + queue }
 
+// FairParked is the hash of a fair queue's keys in shard s whose due
+// tasks the mover left in the delayed set (their lists are full enough):
+// key -> "1". A refill that brings such a key's list low wakes the
+// shard's owner to move more.
+func (k Keys) FairParked(s int, queue string) string { return k.Tag(s) + ":fairp:" + queue }
+
 // FairTurn holds "left|key": the turn the last refill of a fair queue's
 // window cut short, which the next one goes on with.
 func (k Keys) FairTurn(s int, queue string) string { return k.Tag(s) + ":fairt:" + queue }

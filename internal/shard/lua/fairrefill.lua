@@ -13,13 +13,16 @@
 --                        waiting tasks still drain)
 -- KEYS[6] weights  HASH  key -> turns per round (Keys.FairWeights)
 -- KEYS[7] turn     STRING "left|key" (Keys.FairTurn)
+-- KEYS[8] parked   HASH  keys whose due run the mover left in the delayed
+--                        set (Keys.FairParked); a refill that brings one's
+--                        list low wakes the owner on "<tag>:wake"
 -- ARGV[1] the default window
 --
 -- Returns the number of entries added to the window (0 when the ring is
 -- empty or the window full). Fails with "TRYAGAIN ...", nothing written,
 -- while the shard's slot is being migrated and a declared key is not on
 -- this node; a key's list that is not ends the refill (fair_refill).
-local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7]})
+local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8]})
 if moving then return moving end
 if redis.call("LLEN", KEYS[1]) == 0 then return 0 end
 local q = string.sub(KEYS[1], #(string.match(KEYS[1], "^{[^}]*}") or "") + 7)

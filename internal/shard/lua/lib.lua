@@ -380,7 +380,9 @@ end
 -- fair_refill gives it a new number when it enters the window.
 
 -- fair_wait_base is 2^50, where waiting tasks' numbers start.
-local function fair_wait_base() return 1125899906842624 end
+local function fair_wait_base()
+  return 1125899906842624
+end
 
 -- fair_key returns the key of task id: the hash tag it starts with
 -- ("{key}rest", key not empty), or "".
@@ -395,6 +397,25 @@ end
 -- the shard; its hash tag names the shard).
 local function fair_ring(key, q)
   return (string.match(key, "^{[^}]*}") or "") .. ":fair:" .. q
+end
+
+-- fair_park_depth is the most tasks the mover keeps in one key's list
+-- of a fair queue of window w: the rest of a due run stays in the
+-- delayed set, parked (fair_parked), until a refill brings the list
+-- below fair_wake_depth(w) and wakes the shard's owner.
+local function fair_park_depth(w)
+  return 16 * w
+end
+
+local function fair_wake_depth(w)
+  return 4 * w
+end
+
+-- fair_parked returns the hash of a fair queue's parked keys (key ->
+-- "1") for its ring.
+local function fair_parked(ring)
+  local tag = string.match(ring, "^{[^}]*}") or ""
+  return tag .. ":fairp:" .. string.sub(ring, #tag + 7)
 end
 
 -- fair_wait appends ready entries of fair queue q ("seq|id|blob", seq
@@ -429,8 +450,10 @@ end
 -- (seq_key), pending under them, and a push that makes the window
 -- non-empty is announced (ready_pushed). The lists are not declared:
 -- a list that is not on this node (its slot is being migrated) ends the
--- refill, having written what it took so far. Returns the number of
--- entries added.
+-- refill, having written what it took so far. A key the mover parked
+-- (fair_park_depth) whose list falls below fair_wake_depth is unparked
+-- and the shard's owner woken on "<tag>:wake", to move more of it.
+-- Returns the number of entries added.
 local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
@@ -438,6 +461,8 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local q = string.sub(ring, #tag + 7)
   local wkey, tkey = tag .. ":fairw:" .. q, tag .. ":fairt:" .. q
   local weighted = redis.call("EXISTS", wkey) == 1
+  local pkey = fair_parked(ring)
+  local parking = redis.call("EXISTS", pkey) == 1
   local turn = redis.call("GET", tkey)
   local cur, left
   if turn then
@@ -474,7 +499,13 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         end
       end
     end
-    if #got < ask or redis.call("LLEN", list) == 0 then
+    local n = 0
+    if #got == ask then n = redis.call("LLEN", list) end
+    -- A parked key whose list runs low: its owner moves more of its run.
+    if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
+      redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
+    end
+    if n == 0 then
       redis.call("LPOP", ring)
       cur, left = nil, nil
     elseif left < 1 then

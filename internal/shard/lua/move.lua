@@ -150,14 +150,15 @@ local function spread(due)
   local function window_of(id)
     local q = blob_queue(redis.call("HGET", KEYS[2], id) or nil, qn)
     if windows[q] == nil then windows[q] = q ~= "" and fair_window(qn.key, q) or false end
-    return windows[q]
+    return windows[q], q
   end
-  local out, budget, pos, runs = {}, limit, 0, 0
+  local out, budget, pos, runs, parked = {}, limit, 0, 0, false
   while budget > 0 and pos < ndue do
     local id, sc = at(pos)
     if not id then break end
     local k = string.byte(id, 1) == 123 and fair_key(id) or ""
-    local w = k ~= "" and runs < 1000 and window_of(id)
+    local w, q
+    if k ~= "" and runs < 1000 then w, q = window_of(id) end
     if w then
       runs = runs + 1
       local prefix = "{" .. k .. "}"
@@ -177,6 +178,16 @@ local function spread(due)
       end
       local take = lo - pos + 1
       if lo < ndue - 1 then take = math.min(take, w) end
+      -- A backlog is not moved faster than it is served: the key's list
+      -- holds at most fair_park_depth(w); the rest of the run stays in
+      -- the delayed set, parked, until a refill brings the list low.
+      local ring = fair_ring(KEYS[1], q)
+      local room = fair_park_depth(w) - redis.call("LLEN", ring .. "|" .. k)
+      if room < take then
+        take = math.max(room, 0)
+        redis.call("HSET", fair_parked(ring), k, "1")
+        parked = true
+      end
       take = math.min(take, budget)
       for r = pos, pos + take - 1 do
         local m, s = at(r)
@@ -192,12 +203,20 @@ local function spread(due)
       pos = pos + 1
     end
   end
+  -- Every due task was looked at and some were parked: the next due time
+  -- is that of the first task not yet due (the parked wait for a refill's
+  -- wake-up, not for a timer).
+  if parked and pos >= ndue then
+    local nd = redis.call("ZRANGE", KEYS[1], ndue, ndue, "WITHSCORES")
+    return out, tonumber(nd[2] or "-1")
+  end
   return out
 end
 
 if #due == 4 then -- both entries the probe read are due
-  due = spread(redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES"))
-  next_due = nil
+  local after
+  due, after = spread(redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES"))
+  next_due = after -- nil: read after moving
 elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
   -- writes what the batch code below writes for it, without the batch
@@ -349,6 +368,7 @@ if queued > 0 then
       lists[#lists + 1] = ring
       lists[#lists + 1] = tag .. ":fairw:" .. q
       lists[#lists + 1] = tag .. ":fairt:" .. q
+      lists[#lists + 1] = tag .. ":fairp:" .. q
       fkeys[q] = {}
     end
   end

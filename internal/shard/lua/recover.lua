@@ -84,6 +84,7 @@ local function list(q)
     lists[#lists + 1] = ring
     lists[#lists + 1] = tag .. ":fairt:" .. q
     lists[#lists + 1] = tag .. ":fairw:" .. q
+    lists[#lists + 1] = tag .. ":fairp:" .. q
   end
 end
 for i = 12, #ARGV do
