@@ -60,6 +60,13 @@
 -- instead of the ready list (lib.lua's fair_wait), pending under a number
 -- above fair_wait_base(), and the ready list is then refilled up to the
 -- window in turns between the keys (fair_refill). It counts as moved.
+-- While other tasks are due behind a fair queue's run of one key, the
+-- call takes at most the window of the run (spread, below), and a key's
+-- list holds at most fair_park_depth(window): the rest of its due run
+-- stays in the delayed set, parked (field of "<tag>:fairp:<queue>"),
+-- until a refill brings the list low and wakes the owner. When every due
+-- task left is parked, next_due is the due time of the first task not yet
+-- due (-1 if none), so that the owner sleeps instead of calling again.
 -- Publishes: a ready list this call makes non-empty is announced on the
 -- shard channel of the same name (lib.lua's ready_pushed).
 --
@@ -119,6 +126,7 @@ end
 -- end, found by rank (binary search, one ZRANGE per probe). A run that
 -- reaches the end of what is due is not cut. Batches without an id that
 -- starts with "{" are returned as they are (one byte compare a task).
+local park = {} -- pairs: a parked-keys hash and a key spread parked in it, written after the checks
 local function spread(due)
   if #due / 2 < limit then return due end
   local keyed = false
@@ -185,7 +193,8 @@ local function spread(due)
       local room = fair_park_depth(w) - redis.call("LLEN", ring .. "|" .. k)
       if room < take then
         take = math.max(room, 0)
-        redis.call("HSET", fair_parked(ring), k, "1")
+        park[#park + 1] = fair_parked(ring)
+        park[#park + 1] = k
         parked = true
       end
       take = math.min(take, budget)
@@ -389,8 +398,10 @@ if far_due then
   fh = redis.call("ZRANGE", KEYS[9], 0, 0, "WITHSCORES")
   if fh[2] and tonumber(fh[2]) <= cut then lists[#lists + 1] = KEYS[9] .. ":" .. fh[1] end
 end
+for i = 1, #park, 2 do lists[#lists + 1] = park[i] end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
+for i = 1, #park, 2 do redis.call("HSET", park[i], park[i + 1], "1") end
 if #ids > 0 then
   -- One command per kind for the whole batch (the HMGET above, ZREM,
   -- INCRBY), and per queue one RPUSH and one ZADD.
