@@ -77,6 +77,12 @@ func bars(r *report, ttl time.Duration, o sizes) []bar {
 		m, okm := s.get("hourglass", "mem")
 		add("Memory per task beyond payload", "≤ 150 bytes", fmt.Sprintf("%.0f bytes", m), okm && m <= 150, okm, fmt.Sprintf("%d tasks, not 1,000,000", o.idleN))
 	}
+	if s := r.find("noisy"); s != nil {
+		q, ok := s.get("hourglass, fair", "q99")
+		f, okf := s.get("hourglass, FIFO", "q99")
+		add("Noisy neighbour: quiet keys' lateness p99, fair queue (#28)", "≤ 50 ms", fmt.Sprintf("%.1f ms (in due order: %.0f ms)", q, f), ok && q <= 50, ok && okf,
+			fmt.Sprintf("%d tasks of one key and %d quiet keys, not 200,000 and 1,000", o.noisyBig, o.noisyQuiet))
+	}
 	if s := r.find("failover"); s != nil {
 		k, ok := s.get("hourglass SIGKILL", "takeover")
 		lim := float64((ttl + time.Second).Milliseconds())
