@@ -255,16 +255,17 @@ func (i *Inspector) ClearQueueLimits(ctx context.Context, name string) error {
 
 // SetKeyWeight sets the weight of key in fair queue name (docs/fairness.md):
 // the turns the key takes per round of the queue's ring in each shard,
-// 1..MaxKeyWeight; 1, the default, drops the key's own. The next refill
-// of each shard's window reads it (a refill follows every pop of the
-// queue). ErrInvalidArgument for a key or weight out of bounds;
-// ErrNotFound for a queue that is not registered.
+// 0..MaxKeyWeight; 1, the default, drops the key's own; 0 pauses the key
+// (its tasks wait, unclaimed, and its turns go to the other keys) until
+// a weight above 0 is set. Each shard's window is refilled at once.
+// ErrInvalidArgument for a key or weight out of bounds; ErrNotFound for
+// a queue that is not registered.
 func (i *Inspector) SetKeyWeight(ctx context.Context, name, key string, weight int) error {
 	if key != "" && !shard.ValidKey(key) {
 		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
 	}
-	if weight < 1 || weight > MaxKeyWeight {
-		return errorf(ErrInvalidArgument, "weight %d not in 1..%d", weight, MaxKeyWeight)
+	if weight < 0 || weight > MaxKeyWeight {
+		return errorf(ErrInvalidArgument, "weight %d not in 0..%d", weight, MaxKeyWeight)
 	}
 	if err := i.mustExist(ctx, name); err != nil {
 		return err

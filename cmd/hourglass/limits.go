@@ -75,18 +75,19 @@ without flow control ignores them, and logs that.`,
 func (a *app) queueWeight() *cobra.Command {
 	return &cobra.Command{
 		Use:   "weight QUEUE KEY WEIGHT",
-		Short: "Set the weight of a key of a fair queue: its turns per round",
+		Short: "Set the weight of a key of a fair queue: its turns per round (0 pauses the key)",
 		Long: `Set the weight of a key (a task id's hash tag, client.Task.Key) of a fair
 queue (queues.<q>.fair): in each shard the key takes WEIGHT turns per
 round of the queue's ring, the keys without one 1 each. WEIGHT 1 drops
-the key's own weight. It takes effect at the next refill of each
-shard's window, which follows every pop of the queue. KEY "" is the
+the key's own weight; WEIGHT 0 pauses the key: its tasks wait, unclaimed,
+and its turns go to the other keys, until a weight above 0 is set. It
+takes effect at once (every shard's window is refilled). KEY "" is the
 keyless tasks' key.`,
 		Args: exactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			weight, err := strconv.Atoi(args[2])
-			if err != nil || weight < 1 || weight > inspect.MaxKeyWeight {
-				return usagef("WEIGHT must be a whole number from 1 to %d", inspect.MaxKeyWeight)
+			if err != nil || weight < 0 || weight > inspect.MaxKeyWeight {
+				return usagef("WEIGHT must be a whole number from 0 to %d", inspect.MaxKeyWeight)
 			}
 			in, ctx, done, err := a.session(cmd)
 			if err != nil {
@@ -96,7 +97,11 @@ keyless tasks' key.`,
 			if err := in.SetKeyWeight(ctx, args[0], args[1], weight); err != nil {
 				return err
 			}
-			return a.emit(actionResult{Action: "weighted", Queue: args[0], Key: args[1], Weight: weight}, func(w io.Writer) {
+			return a.emit(actionResult{Action: "weighted", Queue: args[0], Key: args[1], Weight: &weight}, func(w io.Writer) {
+				if weight == 0 {
+					fmt.Fprintf(w, "paused key %q of %s\n", args[1], printable(args[0]))
+					return
+				}
 				fmt.Fprintf(w, "weighted key %q of %s: %d turns per round\n", args[1], printable(args[0]), weight)
 			})
 		},

@@ -74,7 +74,7 @@ func TestQueueWeight(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"queue", "weight", "q", "tenant-42"},
-		{"queue", "weight", "q", "tenant-42", "0"},
+		{"queue", "weight", "q", "tenant-42", "-1"},
 		{"queue", "weight", "q", "tenant-42", "1001"},
 		{"queue", "weight", "q", "tenant-42", "x"},
 	} {
@@ -87,6 +87,12 @@ func TestQueueWeight(t *testing.T) {
 	}
 	if _, _, code := e.cli("queue", "weight", "nosuch", "k", "2"); code != exitNotFound {
 		t.Errorf("weight in an unknown queue: exit %d, want %d", code, exitNotFound)
+	}
+	if out, _, code := e.cli("queue", "weight", "q", "tenant-42", "0"); code != exitOK || !strings.Contains(out, `paused key "tenant-42" of q`) {
+		t.Fatalf("weight 0: exit %d, %q", code, out)
+	}
+	if out, _, code := e.cli("-o", "json", "queue", "weight", "q", "tenant-42", "0"); code != exitOK || !strings.Contains(out, `"weight": 0`) {
+		t.Fatalf("weight 0 in JSON: exit %d, %q", code, out)
 	}
 	if _, _, code := e.cli("queue", "weight", "q", "tenant-42", "1"); code != exitOK {
 		t.Fatalf("weight 1: exit %d", code)

@@ -215,7 +215,7 @@ type actionResult struct {
 	Limits *inspect.QueueLimits `json:"limits,omitempty"`
 	// Key and Weight are what queue weight set.
 	Key    string `json:"key,omitempty"`
-	Weight int    `json:"weight,omitempty"`
+	Weight *int   `json:"weight,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {

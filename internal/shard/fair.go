@@ -122,9 +122,11 @@ func (s *Store) FairRefill(ctx context.Context, sh int, queue string) (int, erro
 }
 
 // SetKeyWeight sets the weight of key in fair queue: the turns it takes
-// per round of its queue's ring, 1..MaxKeyWeight; weight 1 (the default)
-// removes the key's own. It is written in every shard, and the next
-// refill of each window reads it.
+// per round of its queue's ring, 0..MaxKeyWeight; weight 1 (the default)
+// removes the key's own, weight 0 pauses the key (its tasks wait in its
+// lists, its turns go to the other keys). It is written in every shard,
+// and each shard's window is then refilled (FairRefill), so that a key
+// resumed while its queue's windows are empty runs at once.
 func (s *Store) SetKeyWeight(ctx context.Context, queue, key string, weight int) error {
 	if !ValidQueue(queue) {
 		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
@@ -132,8 +134,8 @@ func (s *Store) SetKeyWeight(ctx context.Context, queue, key string, weight int)
 	if key != "" && !ValidKey(key) {
 		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
 	}
-	if weight < 1 || weight > MaxKeyWeight {
-		return fmt.Errorf("%w: weight %d not in 1..%d", ErrInvalidArgument, weight, MaxKeyWeight)
+	if weight < 0 || weight > MaxKeyWeight {
+		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidArgument, weight, MaxKeyWeight)
 	}
 	pipe := s.rdb.Pipeline()
 	for sh := range s.Layout().Existing() {
@@ -145,6 +147,11 @@ func (s *Store) SetKeyWeight(ctx context.Context, queue, key string, weight int)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return errtext.Errorf("set the weight of key %q of queue %q: %w", key, queue, err)
+	}
+	for sh := range s.Layout().Existing() {
+		if _, err := s.FairRefill(ctx, sh, queue); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func TestFairKeyWeight(t *testing.T) {
 	for _, bad := range []struct {
 		key string
 		w   int
-	}{{"heavy", 0}, {"heavy", MaxKeyWeight + 1}, {"a}b", 2}} {
+	}{{"heavy", -1}, {"heavy", MaxKeyWeight + 1}, {"a}b", 2}} {
 		if err := s.SetKeyWeight(ctx, "t", bad.key, bad.w); err == nil {
 			t.Errorf("SetKeyWeight(%q, %d) accepted", bad.key, bad.w)
 		}
@@ -276,4 +276,34 @@ func (w *wakes) one() {
 		w.t.Fatalf("no wake-up: %v", err)
 	}
 	w.none()
+}
+
+// TestFairKeyPause: weight 0 pauses a key: its tasks wait while the other
+// keys take every turn, also when it is the only key left; a weight above
+// 0 resumes it and refills the window at once.
+func TestFairKeyPause(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyWeight(ctx, "t", "stop", 0); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	enqueueDue(t, s, "t", now.Add(-2*time.Second), "{stop}1", "{stop}2")
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{go}1", "{go}2")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{go}1", "{go}2"}; !slices.Equal(got, want) {
+		t.Fatalf("window with stop paused: %v, want %v", got, want)
+	}
+	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 0 {
+		t.Fatalf("refill with only the paused key waiting: %d, %v", n, err)
+	}
+	if err := s.SetKeyWeight(ctx, "t", "stop", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{stop}1", "{stop}2"}; !slices.Equal(got, want) {
+		t.Fatalf("window after the resume: %v, want %v", got, want)
+	}
 }

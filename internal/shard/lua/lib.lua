@@ -442,7 +442,8 @@ end
 -- fair_refill tops the ready list ready_key of fair queue q up to window
 -- entries from the keys on its ring (ring: fair_ring), in turns: the key
 -- at the ring's head gives up to its weight (field of "<tag>:fairw:<q>",
--- 1 if none) of its entries, then goes to the ring's tail; a key whose
+-- 1 if none; 0 pauses the key: its turn is skipped) of its entries, then
+-- goes to the ring's tail; a key whose
 -- list runs out leaves the ring. A turn cut short by a full window goes on
 -- at the next refill ("<tag>:fairt:<q>" holds "left|key"). An entry whose
 -- id is no longer pending under its number (cancelled, changed, enqueued
@@ -470,7 +471,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     cur, left = k, tonumber(l)
   end
   local rests, ids = {}, {}
-  local visits = 0
+  local visits, skipped, keys = 0, 0, nil
   while room > 0 and visits < window + 64 do
     visits = visits + 1
     local k = redis.call("LINDEX", ring, 0)
@@ -478,39 +479,50 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     if k ~= cur or not left or left < 1 then
       cur = k
       left = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
-      left = math.max(1, math.floor(left))
+      left = math.max(0, math.floor(left))
     end
     local list = ring .. "|" .. k
-    local ask = math.min(left, room)
-    local got = redis.pcall("LPOP", list, ask)
-    if type(got) == "table" and got.err then break end
-    got = got or {}
-    local gids, gseqs = {}, {}
-    for i, e in ipairs(got) do
-      local s, id = ready_entry(e)
-      gids[i], gseqs[i] = id or "", s
-    end
-    if #gids > 0 then
-      for i, sc in ipairs(redis.call("ZMSCORE", pending_key, unpack(gids))) do
-        if sc and gseqs[i] and tonumber(sc) == gseqs[i] then
-          ids[#ids + 1] = gids[i]
-          rests[#rests + 1] = string.sub(got[i], (string.find(got[i], "|", 1, true)))
-          left, room = left - 1, room - 1
-        end
-      end
-    end
-    local n = 0
-    if #got == ask then n = redis.call("LLEN", list) end
-    -- A parked key whose list runs low: its owner moves more of its run.
-    if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
-      redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
-    end
-    if n == 0 then
-      redis.call("LPOP", ring)
-      cur, left = nil, nil
-    elseif left < 1 then
+    if left == 0 then
+      -- Weight 0: the key is paused; its turn goes to the next key. Once
+      -- every key on the ring was skipped in a row, the refill ends.
+      keys = keys or redis.call("LLEN", ring)
+      skipped = skipped + 1
+      if skipped >= keys then break end
       redis.call("LMOVE", ring, ring, "LEFT", "RIGHT")
       cur, left = nil, nil
+    else
+      skipped = 0
+      local ask = math.min(left, room)
+      local got = redis.pcall("LPOP", list, ask)
+      if type(got) == "table" and got.err then break end
+      got = got or {}
+      local gids, gseqs = {}, {}
+      for i, e in ipairs(got) do
+        local s, id = ready_entry(e)
+        gids[i], gseqs[i] = id or "", s
+      end
+      if #gids > 0 then
+        for i, sc in ipairs(redis.call("ZMSCORE", pending_key, unpack(gids))) do
+          if sc and gseqs[i] and tonumber(sc) == gseqs[i] then
+            ids[#ids + 1] = gids[i]
+            rests[#rests + 1] = string.sub(got[i], (string.find(got[i], "|", 1, true)))
+            left, room = left - 1, room - 1
+          end
+        end
+      end
+      local n = 0
+      if #got == ask then n = redis.call("LLEN", list) end
+      -- A parked key whose list runs low: its owner moves more of its run.
+      if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
+        redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
+      end
+      if n == 0 then
+        redis.call("LPOP", ring)
+        cur, left = nil, nil
+      elseif left < 1 then
+        redis.call("LMOVE", ring, ring, "LEFT", "RIGHT")
+        cur, left = nil, nil
+      end
     end
   end
   if cur then
