@@ -284,6 +284,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("bad-2 should still be dead: %+v %v", tk, err)
 	}
 
+	// A key's weight: shown per queue, set by the form (0 would pause it).
+	if turns := value(t, bctx, "read the queue's turns", chromedp.Text(`#queues tr[data-queue="default"] td[data-col="turns"]`)); turns != "due order" {
+		t.Fatalf("turns of a plain queue %q, want due order", turns)
+	}
+	step(t, bctx, "show the queue's key weights", chromedp.SendKeys(`#weightsqueue input[name="queue"]`, "default"),
+		chromedp.Click(`#weightsqueue button[type="submit"]`), chromedp.WaitVisible(`#noweights`),
+		chromedp.SendKeys(`#keyweight input[name="key"]`, "tenant-42"), chromedp.SendKeys(`#keyweight input[name="weight"]`, "3"))
+	if got := confirmClick(t, bctx, asked, "click Set weight", `#keyweight button[type="submit"]`); !strings.HasPrefix(got, `Give key "tenant-42" of queue default 3 turns a round?`) {
+		t.Fatalf("Set weight asked %q", got)
+	}
+	step(t, bctx, "see the weight listed", chromedp.WaitVisible(`#weights tr[data-key="tenant-42"]`))
+	if w, err := in.KeyWeights(ctx, "default"); err != nil || w["tenant-42"] != 3 {
+		t.Fatalf("weights after Set weight: %v, %v", w, err)
+	}
+
 	step(t, bctx, "look up a task", chromedp.SendKeys(`#lookup input[name="id"]`, "later-0"),
 		chromedp.Click(`#lookup button[type="submit"]`), chromedp.WaitVisible(`#taskcancel`))
 	if shown := value(t, bctx, "read the task", chromedp.Text(`#task`)); !strings.Contains(shown, `"id": "later-0"`) ||

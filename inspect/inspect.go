@@ -230,6 +230,10 @@ type Queue struct {
 	// (SetQueueLimits); nil when none are set and the workers use their
 	// own configuration.
 	Limits *QueueLimits `json:"limits,omitempty"`
+	// FairWindow is the window of a fair queue (the schedulers'
+	// queues.<q>.fair and fair_window; docs/fairness.md): its due tasks
+	// are taken in turns between their keys. 0: in due order.
+	FairWindow int `json:"fair_window,omitempty"`
 }
 
 // QueueLimits is a queue's cluster-wide flow control set at run time:

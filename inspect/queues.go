@@ -102,6 +102,10 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	if err != nil {
 		return nil, err
 	}
+	fair, err := i.store.FairWindows(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Queue, 0, len(byName))
 	for _, q := range byName {
 		if at, ok := paused[q.Name]; ok && q.State == QueueActive {
@@ -113,6 +117,7 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 		if r := kept[q.Name]; r.Age > 0 {
 			q.Retention = &Retention{Age: r.Age, Count: r.Count}
 		}
+		q.FairWindow = fair[q.Name]
 		out = append(out, *q)
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return cmpString(a.Name, b.Name) })
@@ -276,6 +281,9 @@ func (i *Inspector) SetKeyWeight(ctx context.Context, name, key string, weight i
 // KeyWeights returns the keys of queue name that have a weight of their
 // own (SetKeyWeight); the others weigh 1.
 func (i *Inspector) KeyWeights(ctx context.Context, name string) (map[string]int, error) {
+	if !shard.ValidQueue(name) {
+		return nil, errorf(ErrInvalidArgument, "queue name %q must match %s", name, shard.QueueRule)
+	}
 	w, err := i.store.KeyWeights(ctx, name)
 	return w, mapErr(err)
 }

@@ -188,6 +188,7 @@ func (a *app) queueShow() *cobra.Command {
 					row(w, "limits", q.Limits.String()+" (set at run time)")
 				}
 				row(w, "retention", retentionText(q.Retention))
+				row(w, "turns", turnsText(q.FairWindow))
 				row(w, "")
 				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
 				for sh, c := range q.Shards {
@@ -388,6 +389,15 @@ func policyText(p inspect.Policy) string {
 }
 
 // retentionText describes what a queue keeps of its ended tasks.
+// turnsText says how a queue takes its due tasks: in turns between their
+// keys (a fair queue, with its window) or in due order.
+func turnsText(window int) string {
+	if window > 0 {
+		return fmt.Sprintf("fair between keys, window %d a shard", window)
+	}
+	return "in due order"
+}
+
 func retentionText(r *inspect.Retention) string {
 	if r == nil {
 		return "none: no records of ended tasks (set queues.<q>.retention)"

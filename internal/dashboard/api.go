@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hourglass-sched/hourglass"
@@ -145,6 +146,30 @@ func (d *dash) recent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, map[string]any{"tasks": ts})
+}
+
+// weights answers the keys of queue ?queue= that have a weight of their
+// own (a fair queue's; docs/fairness.md): {"weights": {"key": n, ...}}.
+func (d *dash) weights(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	ws, err := d.o.Inspector.KeyWeights(ctx, r.URL.Query().Get("queue"))
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"weights": ws})
+}
+
+// weight sets the weight of key ?key= of the queue to ?weight= (0
+// pauses the key), as hourglass queue weight does.
+func (d *dash) weight(ctx context.Context, r *http.Request, queue string) error {
+	q := r.URL.Query()
+	n, err := strconv.Atoi(q.Get("weight"))
+	if err != nil {
+		return fmt.Errorf("%w: weight %q is not a whole number", inspect.ErrInvalidArgument, q.Get("weight"))
+	}
+	return d.o.Inspector.SetKeyWeight(ctx, queue, q.Get("key"), n)
 }
 
 // TaskPayloadCap bounds the payload GET task answers (the page's task

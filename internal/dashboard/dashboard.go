@@ -127,6 +127,8 @@ func New(o Options) http.Handler {
 	} {
 		mux.HandleFunc("POST /ui/api/"+path, d.change(func(ctx context.Context, _ *http.Request, target string) error { return do(ctx, target) }))
 	}
+	mux.HandleFunc("GET /ui/api/weights", d.weights)
+	mux.HandleFunc("POST /ui/api/queues/{target}/weight", d.change(d.weight))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/reschedule", d.change(d.reschedule))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/replace", d.change(d.replace))
 	return securityHeaders(d.hostCheck(d.auth(mux)))

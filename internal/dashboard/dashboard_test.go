@@ -135,6 +135,19 @@ func TestReadsAndChanges(t *testing.T) {
 	if code, body := do(t, "GET", srv.URL+"/ui/api/stats", nil); code != 200 || json.Unmarshal([]byte(body), &st) != nil {
 		t.Fatalf("stats: %d %s", code, body)
 	}
+	// Keys' weights (fair queues): set, listed, refused out of bounds.
+	if code, body := do(t, "POST", srv.URL+"/ui/api/queues/q/weight?key=tenant-42&weight=0", ui); code != 200 {
+		t.Fatalf("weight: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"tenant-42":0`) {
+		t.Fatalf("weights: %d %s", code, body)
+	}
+	for path, want := range map[string]int{"queues/q/weight?key=k&weight=x": 400, "queues/q/weight?key=k&weight=1001": 400,
+		"queues/q/weight?key=a%7Db&weight=2": 400, "queues/nope/weight?key=k&weight=2": 404} {
+		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != want {
+			t.Errorf("%s: %d %s, want %d", path, code, body, want)
+		}
+	}
 }
 
 // TestRescheduleAndReplace: the task panel's changes, with the rules of
@@ -324,7 +337,7 @@ func TestReadOnly(t *testing.T) {
 	}
 	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/dead/d0/purge", "/ui/api/queues/q/pause",
 		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel", "/ui/api/tasks/s1/reschedule?at=1h", "/ui/api/tasks/s1/replace",
-		"/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume"} {
+		"/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume", "/ui/api/queues/q/weight?key=k&weight=2"} {
 		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
 			t.Errorf("%s in read-only mode: %d", path, code)
 		}

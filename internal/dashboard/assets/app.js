@@ -122,6 +122,7 @@ async function loadQueues() {
     counts(row, q.counts);
     cell(row, keptText(q.retention)).dataset.col = "kept";
     cell(row, limitsText(q.limits)).dataset.col = "limits";
+    cell(row, q.fair_window ? "fair, window " + q.fair_window : "due order").dataset.col = "turns";
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
     if (q.limits) button(act, "Clear limits", "unlimit", { queue: q.name }, () => post(path + "/unlimit"),
@@ -141,6 +142,28 @@ async function loadQueues() {
   cell(row, "");
   cell(row, "");
   cell(row, "");
+  cell(row, "");
+}
+
+// weightsQueue is the queue whose keys' weights the page shows.
+let weightsQueue = "";
+
+// loadWeights draws the keys of weightsQueue that have a weight of their
+// own (hourglass queue weight): 0 is a paused key.
+async function loadWeights() {
+  if (!weightsQueue) return;
+  const data = await api("weights?queue=" + encodeURIComponent(weightsQueue));
+  const body = $("#weights tbody");
+  body.replaceChildren();
+  const keys = Object.keys(data.weights || {}).sort();
+  for (const k of keys) {
+    const row = body.insertRow();
+    row.dataset.key = k;
+    cell(row, k === "" ? "(keyless)" : k);
+    const w = data.weights[k];
+    cell(row, w === 0 ? "0 (paused)" : w, "n");
+  }
+  $("#noweights").hidden = keys.length > 0;
 }
 
 // keptText says what a queue keeps of its ended tasks (its retention, as
@@ -441,6 +464,25 @@ async function start() {
     more.disabled = true;
     await guarded("more", () => loadDead(true));
     more.disabled = false;
+  });
+  $("#weightsqueue").addEventListener("submit", (e) => {
+    e.preventDefault();
+    weightsQueue = new FormData(e.target).get("queue");
+    guarded("weights", loadWeights);
+  });
+  $("#keyweight").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    const q = weightsQueue, key = f.get("key"), w = f.get("weight");
+    if (!q) { status("show a queue's weights first", true); return; }
+    const what = w === "0" ? "Pause key " + JSON.stringify(key) + " of queue " + q + "? Its tasks wait until it gets a weight above 0."
+      : "Give key " + JSON.stringify(key) + " of queue " + q + " " + w + " turns a round?";
+    if (!confirmed("Set weight", what)) return;
+    guarded("set weight", async () => {
+      await post("queues/" + encodeURIComponent(q) + "/weight?key=" + encodeURIComponent(key) + "&weight=" + encodeURIComponent(w));
+      status("set the weight of " + JSON.stringify(key) + " of " + q + " to " + w);
+      await loadWeights();
+    });
   });
   $("#lookup").addEventListener("submit", (e) => {
     e.preventDefault();
