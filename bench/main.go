@@ -24,7 +24,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/scan"
 )
 
-var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "deadletter", "cancel", "results", "noisy", "failover", "durable", "cluster", "periodic", "reshard"}
+var allScenarios = []string{"burst", "steady", "capacity", "enqueue", "idle", "cost", "deadletter", "cancel", "results", "noisy", "keys", "failover", "durable", "cluster", "periodic", "reshard"}
 
 func main() {
 	os.Exit(run())
@@ -205,6 +205,7 @@ func run() int {
 		rep.Scenarios = append(rep.Scenarios, runResults(ctx, hg, o.resultsN, 200, o.resultsRetention, logf))
 	})
 	step("noisy", func() { rep.Scenarios = append(rep.Scenarios, runNoisy(ctx, hg, o.noisyBig, o.noisyQuiet, logf)) })
+	step("keys", func() { rep.Scenarios = append(rep.Scenarios, runKeys(ctx, hg, o.keysN, logf)) })
 	step("failover", func() { rep.Scenarios = append(rep.Scenarios, runFailover(ctx, o, hg, logf)) })
 	step("durable", func() { rep.Scenarios = append(rep.Scenarios, runDurable(ctx, o, e, logf)) })
 	step("cluster", func() { rep.Scenarios = append(rep.Scenarios, runCluster(ctx, o, logf)) })

@@ -154,3 +154,113 @@ func enqueueChunks(ctx context.Context, cli *client.Client, tasks []client.Task,
 	}
 	return nil
 }
+
+// ---- Scale of keys (#28) ----
+
+// runKeys enqueues n tasks due at one instant into a plain queue without
+// keys (today's cost) and into a fair queue with n distinct keys, and
+// reports for each: Redis memory per task while every task waits
+// (moved, no worker yet), and once a worker of concurrency 200 ran them
+// all: the drain from the due time, Redis CPU and commands per task over
+// the whole run (enqueue, move, delivery). The fair row's memory beyond
+// the plain one's is what a key costs while it has a task waiting.
+func runKeys(ctx context.Context, hg *hgSystem, n int, logf func(string, ...any)) *scenario {
+	sc := &scenario{Name: "keys", Title: fmt.Sprintf("Scale of keys: %d tasks due at one instant, no keys in a plain queue against %d distinct keys in a fair queue", n, n),
+		Cols: []col{{"mem", "Redis bytes/task waiting", "%.0f"}, {"drain", "drain/s", "%.0f"}, {"rcpu", "Redis CPU µs/task", "%.1f"}, {"cmds", "Redis cmds/task", "%.1f"}}}
+	sc.Notes = append(sc.Notes, "memory = used_memory after the movers moved every task and before a worker runs, minus before the enqueue; drain = tasks / (last handler start − due); CPU and commands from the enqueue to the last ack")
+	rdb := hg.e.dial(hg.workN)
+	defer rdb.Close()
+	store := shard.NewStore(rdb, hg.e.layout)
+	p := shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: shard.DefaultMaxPayload}
+	fair := p
+	fair.FairWindow = shard.DefaultFairWindow
+	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{fairQueue: fair, fifoQueue: p}); err != nil {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("register: %v", err))
+		return sc
+	}
+	var perTask [2]float64
+	for i, m := range []struct {
+		name, queue string
+		keyed       bool
+	}{{"hourglass, plain queue, no keys", fifoQueue, false}, {"hourglass, fair queue, distinct keys", fairQueue, true}} {
+		r := sc.row(m.name)
+		if err := keysRun(ctx, hg, r, m.queue, n, m.keyed); err != nil {
+			r.note("%v", err)
+		}
+		perTask[i] = r.M["rcpu"]
+		logf("keys %s: %.0f bytes/task waiting, drain %.0f/s, Redis %.1f µs/task", m.name, r.M["mem"], r.M["drain"], r.M["rcpu"])
+	}
+	if perTask[0] > 0 {
+		sc.Notes = append(sc.Notes, fmt.Sprintf("Redis CPU per task with keys against without: %+.0f%%", 100*(perTask[1]/perTask[0]-1)))
+	}
+	return sc
+}
+
+// keysRun runs one row of runKeys.
+func keysRun(ctx context.Context, hg *hgSystem, r *row, queue string, n int, keyed bool) error {
+	due := time.Now().Add(time.Duration(n)*10*time.Microsecond + 2*time.Second).Truncate(time.Second).Add(time.Second)
+	tasks := make([]client.Task, n)
+	for i := range tasks {
+		tasks[i] = client.Task{Queue: queue, At: due, Payload: payloadOf(16, "")}
+		if keyed {
+			tasks[i].Key = fmt.Sprintf("k%d", i)
+		}
+	}
+	a, err := hg.snap(ctx)
+	if err != nil {
+		return err
+	}
+	if err := enqueueChunks(ctx, hg.cli, tasks, 8, 1000); err != nil {
+		return err
+	}
+	// Every task moved: the delayed sets hold none of them.
+	if !waitUntil(ctx, time.Minute, func() bool {
+		if time.Now().Before(due) {
+			return false
+		}
+		var left int64
+		for sh := range hg.e.shards {
+			left += hg.e.hgAdmin.ZCard(ctx, hg.e.layout.Delayed(sh)).Val()
+		}
+		return left == 0
+	}) {
+		return fmt.Errorf("tasks left in the delayed sets a minute after the due time")
+	}
+	moved, err := hg.snap(ctx)
+	if err != nil {
+		return err
+	}
+	r.set("mem", float64(moved.mem-a.mem)/float64(n))
+	var handled atomic.Int64
+	var last atomic.Int64
+	wrdb := hg.e.dial(hg.workN)
+	defer wrdb.Close()
+	w, err := worker.New(wrdb, workerConfig(hg.e.shards, prometheus.NewRegistry()))
+	if err == nil {
+		err = w.Handle(queue, func(_ context.Context, _ *worker.Task) error {
+			last.Store(time.Now().UnixNano())
+			handled.Add(1)
+			return nil
+		}, queueOptions(concurrency))
+	}
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { stop(); <-done }()
+	if !waitUntil(ctx, 5*time.Minute, func() bool { return handled.Load() >= int64(n) }) {
+		return fmt.Errorf("only %d of %d handled", handled.Load(), n)
+	}
+	time.Sleep(500 * time.Millisecond) // the last acks land
+	b, err := hg.snap(ctx)
+	if err != nil {
+		return err
+	}
+	win := diff(a, b)
+	r.set("drain", float64(n)/time.Unix(0, last.Load()).Sub(due).Seconds())
+	r.set("rcpu", 1e6*win.cpu/float64(n))
+	r.set("cmds", float64(win.total)/float64(n))
+	return nil
+}

@@ -31,6 +31,7 @@ type sizes struct {
 	resultsN              int           // tasks of the results scenario
 	resultsRetention      time.Duration // their queue's retention
 	noisyBig, noisyQuiet  int           // the noisy scenario's big key's tasks and quiet keys
+	keysN                 int           // the keys scenario's tasks, each with a key of its own
 }
 
 func sizesFor(quick bool) sizes {
@@ -39,13 +40,13 @@ func sizesFor(quick bool) sizes {
 			idleN: 100000, idleWin: 10 * time.Second, peerIdleWin: 5 * time.Second,
 			capRates: []int{2000, 4000, 8000, 12000, 16000}, capStep: 3 * time.Second, costN: 5000, satN: 10000, failoverAfter: time.Second,
 			benchN: 50000, hgBurstLead: 2 * time.Second, aqBurstL: 3 * time.Second, resultsN: 10000, resultsRetention: 10 * time.Second,
-			noisyBig: 20000, noisyQuiet: 100}
+			noisyBig: 20000, noisyQuiet: 100, keysN: 10000}
 	}
 	return sizes{burstN: 100000, steadyRate: 2000, steadyDur: 20 * time.Second, enqMax: 300000, enqBound: 6 * time.Second,
 		idleN: 1000000, idleWin: idleWindow, peerIdleWin: time.Minute,
 		capRates: []int{2000, 4000, 8000, 12000, 14000, 16000, 20000, 24000, 28000, 32000}, capStep: 10 * time.Second, costN: 50000, satN: 50000, failoverAfter: 2 * time.Second,
 		benchN: 200000, hgBurstLead: 4 * time.Second, aqBurstL: 12 * time.Second, resultsN: 100000, resultsRetention: time.Minute,
-		noisyBig: 200000, noisyQuiet: 1000}
+		noisyBig: 200000, noisyQuiet: 1000, keysN: 100000}
 }
 
 // set stores a finite value.

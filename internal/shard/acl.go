@@ -109,7 +109,7 @@ func ACLUsers(ns string) []ACLUser {
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lmove", "lpop", "lpos", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
@@ -126,7 +126,7 @@ func ACLUsers(ns string) []ACLUser {
 				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
 			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
-				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "lindex", "llen", "lmove", "lpop", "rpush", "incr", "incrby",
+				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "llen", "lpop", "lpush", "rpush", "incr", "incrby",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{

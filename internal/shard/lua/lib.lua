@@ -433,10 +433,12 @@ local function fair_wait(ring, keys, entries)
     end
     l[#l + 1] = entries[i]
   end
+  local new = {}
   for _, k in ipairs(order) do
     local l = by[k]
-    if bulk("RPUSH", ring .. "|" .. k, l) == #l then redis.call("RPUSH", ring, k) end
+    if bulk("RPUSH", ring .. "|" .. k, l) == #l then new[#new + 1] = k end
   end
+  if #new > 0 then bulk("RPUSH", ring, new) end
 end
 
 -- fair_refill tops the ready list ready_key of fair queue q up to window
@@ -461,87 +463,109 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local tag = string.match(ring, "^{[^}]*}") or ""
   local q = string.sub(ring, #tag + 7)
   local wkey, tkey = tag .. ":fairw:" .. q, tag .. ":fairt:" .. q
-  local weighted = redis.call("EXISTS", wkey) == 1
-  local pkey = fair_parked(ring)
-  local parking = redis.call("EXISTS", pkey) == 1
+  -- The keys whose turns come next, taken off the ring: room of them
+  -- are enough while each gives at least one entry. When that takes the
+  -- whole ring, the turns go round those keys here; else a key with
+  -- entries left goes back to the ring's tail. A turn cut short by the
+  -- window's end, and the keys not reached, go back to its head.
   local turn = redis.call("GET", tkey)
   local cur, left
   if turn then
     local l, k = string.match(turn, "^(%d+)|(.*)$")
     cur, left = k, tonumber(l)
   end
-  local rests, ids = {}, {}
-  local visits, skipped, keys = 0, 0, nil
-  while room > 0 and visits < window + 64 do
-    visits = visits + 1
-    local k = redis.call("LINDEX", ring, 0)
-    if not k then break end
-    if k ~= cur or not left or left < 1 then
-      cur = k
-      left = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
-      left = math.max(0, math.floor(left))
-    end
-    local list = ring .. "|" .. k
-    if left == 0 then
-      -- Weight 0: the key is paused; its turn goes to the next key. Once
-      -- every key on the ring was skipped in a row, the refill ends.
-      keys = keys or redis.call("LLEN", ring)
-      skipped = skipped + 1
-      if skipped >= keys then break end
-      redis.call("LMOVE", ring, ring, "LEFT", "RIGHT")
-      cur, left = nil, nil
-    else
-      skipped = 0
-      local ask = math.min(left, room)
-      local got = redis.pcall("LPOP", list, ask)
-      if type(got) == "table" and got.err then break end
-      got = got or {}
-      local gids, gseqs = {}, {}
-      for i, e in ipairs(got) do
-        local s, id = ready_entry(e)
-        gids[i], gseqs[i] = id or "", s
+  local weighted = redis.call("EXISTS", wkey) == 1
+  local pkey = fair_parked(ring)
+  local parking = redis.call("EXISTS", pkey) == 1
+  local got_all, cut, cut_left = {}, nil, nil
+  local rounds = 0
+  while room > 0 and not cut and rounds < 4 do
+    rounds = rounds + 1
+    local keys = redis.call("LPOP", ring, room)
+    if not keys then break end
+    local whole = #keys < room -- the ring is empty now: go round here
+    local back = {}
+    local h = 1
+    while h <= #keys and room > 0 do
+      local k = keys[h]
+      h = h + 1
+      local w
+      if k == cur and left and left > 0 then
+        w = left
+      else
+        w = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
+        w = math.max(0, math.floor(w))
       end
-      if #gids > 0 then
-        for i, sc in ipairs(redis.call("ZMSCORE", pending_key, unpack(gids))) do
-          if sc and gseqs[i] and tonumber(sc) == gseqs[i] then
-            ids[#ids + 1] = gids[i]
-            rests[#rests + 1] = string.sub(got[i], (string.find(got[i], "|", 1, true)))
-            left, room = left - 1, room - 1
+      cur = nil
+      if w == 0 then
+        back[#back + 1] = k -- paused: its turn goes to the next key
+      else
+        local list = ring .. "|" .. k
+        local ask = math.min(w, room)
+        local got = redis.pcall("LPOP", list, ask)
+        if type(got) == "table" and got.err then
+          h = h - 1 -- not on this node (a slot migration): back to the head
+          break
+        end
+        got = got or {}
+        for _, e in ipairs(got) do got_all[#got_all + 1] = e end
+        room = room - #got
+        local n = 0
+        if #got == ask then n = redis.call("LLEN", list) end
+        -- A parked key whose list runs low: its owner moves more of it.
+        if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
+          redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
+        end
+        if n > 0 then
+          if ask < w then
+            cut, cut_left = k, w - ask -- the window ended the turn
+            break
+          elseif whole then
+            keys[#keys + 1] = k
+          else
+            back[#back + 1] = k
           end
         end
       end
-      local n = 0
-      if #got == ask then n = redis.call("LLEN", list) end
-      -- A parked key whose list runs low: its owner moves more of its run.
-      if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
-        redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
-      end
-      if n == 0 then
-        redis.call("LPOP", ring)
-        cur, left = nil, nil
-      elseif left < 1 then
-        redis.call("LMOVE", ring, ring, "LEFT", "RIGHT")
-        cur, left = nil, nil
-      end
     end
+    for j = #keys, h, -1 do redis.call("LPUSH", ring, keys[j]) end
+    if cut then redis.call("LPUSH", ring, cut) end
+    if #back > 0 then redis.call("RPUSH", ring, unpack(back)) end
+    if whole then break end
   end
-  if cur then
-    redis.call("SET", tkey, string.format("%d", left) .. "|" .. cur)
+  if cut then
+    redis.call("SET", tkey, string.format("%d", cut_left) .. "|" .. cut)
   elseif turn then
     redis.call("DEL", tkey)
   end
-  if #ids == 0 then return 0 end
-  local base = redis.call("INCRBY", seq_key, string.format("%d", #ids)) - #ids
+  -- Entries whose id is still pending under their number enter the
+  -- window (a cancelled or changed task's entry is dropped).
+  local ids, rests, seqs = {}, {}, {}
+  for j, e in ipairs(got_all) do
+    local sq, id = ready_entry(e)
+    ids[j], seqs[j] = id or "", sq
+  end
+  local keep_ids, keep_rests = {}, {}
+  if #ids > 0 then
+    for j, sc in ipairs(bulk_read("ZMSCORE", pending_key, ids)) do
+      if sc and seqs[j] and tonumber(sc) == seqs[j] then
+        keep_ids[#keep_ids + 1] = ids[j]
+        keep_rests[#keep_rests + 1] = string.sub(got_all[j], (string.find(got_all[j], "|", 1, true)))
+      end
+    end
+  end
+  if #keep_ids == 0 then return 0 end
+  local base = redis.call("INCRBY", seq_key, string.format("%d", #keep_ids)) - #keep_ids
   local pend, entries = {}, {}
-  for i, id in ipairs(ids) do
-    local s = string.format("%d", base + i)
-    entries[i] = s .. rests[i]
-    pend[#pend + 1] = s
+  for j, id in ipairs(keep_ids) do
+    local sq = string.format("%d", base + j)
+    entries[j] = sq .. keep_rests[j]
+    pend[#pend + 1] = sq
     pend[#pend + 1] = id
   end
   bulk("ZADD", pending_key, pend)
   ready_pushed(ready_key, bulk("RPUSH", ready_key, entries), #entries)
-  return #ids
+  return #keep_ids
 end
 
 -- fair_window returns the window of queue q if it is fair (the queues
