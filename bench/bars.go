@@ -83,6 +83,14 @@ func bars(r *report, ttl time.Duration, o sizes) []bar {
 		add("Noisy neighbour: quiet keys' lateness p99, fair queue (#28)", "≤ 50 ms", fmt.Sprintf("%.1f ms (in due order: %.0f ms)", q, f), ok && q <= 50, ok && okf,
 			fmt.Sprintf("%d tasks of one key and %d quiet keys, not 200,000 and 1,000", o.noisyBig, o.noisyQuiet))
 	}
+	if s := r.find("keys"); s != nil {
+		k, ok1 := s.get("hourglass, fair queue, distinct keys", "rcpu")
+		p, ok2 := s.get("hourglass, plain queue, no keys", "rcpu")
+		m, okm := s.get("hourglass, fair queue, distinct keys", "mem")
+		pm, _ := s.get("hourglass, plain queue, no keys", "mem")
+		add("Scale of keys: Redis CPU per task, a key each, fair queue (#28)", "≤ +20% of no keys", fmt.Sprintf("%.1f against %.1f µs/task (%+.0f%%); %.0f bytes per key waiting", k, p, 100*(k/p-1), m-pm),
+			ok1 && ok2 && k <= 1.2*p, ok1 && ok2 && okm, fmt.Sprintf("%d keys, not 100,000", o.keysN))
+	}
 	if s := r.find("failover"); s != nil {
 		k, ok := s.get("hourglass SIGKILL", "takeover")
 		lim := float64((ttl + time.Second).Milliseconds())
