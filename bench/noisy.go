@@ -63,13 +63,7 @@ func noisyRun(ctx context.Context, hg *hgSystem, r *row, queue string, big, quie
 	var mu sync.Mutex
 	var quietLate []float64
 	var lastBig, handled atomic.Int64
-	wrdb := hg.e.dial(hg.workN)
-	defer wrdb.Close()
-	w, err := worker.New(wrdb, workerConfig(hg.e.shards, prometheus.NewRegistry()))
-	if err != nil {
-		return err
-	}
-	err = w.Handle(queue, func(_ context.Context, t *worker.Task) error {
+	stop, err := hg.runWorkerOn(ctx, queue, noisyConc, prometheus.NewRegistry(), func(_ context.Context, t *worker.Task) error {
 		now := time.Now()
 		if shard.KeyOf(t.ID) == "big" {
 			for v := lastBig.Load(); now.UnixNano() > v && !lastBig.CompareAndSwap(v, now.UnixNano()); v = lastBig.Load() {
@@ -81,14 +75,11 @@ func noisyRun(ctx context.Context, hg *hgSystem, r *row, queue string, big, quie
 		}
 		handled.Add(1)
 		return nil
-	}, queueOptions(noisyConc))
+	})
 	if err != nil {
 		return err
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	defer func() { stop(); <-done }()
+	defer stop()
 
 	// Due a whole second after the enqueues can be done (about 100,000/s).
 	due := time.Now().Add(time.Duration(big+quiet)*10*time.Microsecond + 2*time.Second).Truncate(time.Second).Add(time.Second)
@@ -233,23 +224,15 @@ func keysRun(ctx context.Context, hg *hgSystem, r *row, queue string, n int, key
 	r.set("mem", float64(moved.mem-a.mem)/float64(n))
 	var handled atomic.Int64
 	var last atomic.Int64
-	wrdb := hg.e.dial(hg.workN)
-	defer wrdb.Close()
-	w, err := worker.New(wrdb, workerConfig(hg.e.shards, prometheus.NewRegistry()))
-	if err == nil {
-		err = w.Handle(queue, func(_ context.Context, _ *worker.Task) error {
-			last.Store(time.Now().UnixNano())
-			handled.Add(1)
-			return nil
-		}, queueOptions(concurrency))
-	}
+	stop, err := hg.runWorkerOn(ctx, queue, concurrency, prometheus.NewRegistry(), func(_ context.Context, _ *worker.Task) error {
+		last.Store(time.Now().UnixNano())
+		handled.Add(1)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(wctx) }()
-	defer func() { stop(); <-done }()
+	defer stop()
 	if !waitUntil(ctx, 5*time.Minute, func() bool { return handled.Load() >= int64(n) }) {
 		return fmt.Errorf("only %d of %d handled", handled.Load(), n)
 	}

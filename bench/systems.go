@@ -195,10 +195,15 @@ func (h *hgSystem) startConsumer(ctx context.Context, rec *recorder) (func(), er
 // handler h, its metrics in reg, until the returned stop is called
 // (which waits for it and closes its client).
 func (h *hgSystem) runWorker(ctx context.Context, reg prometheus.Registerer, handler worker.Handler) (stop func(), err error) {
+	return h.runWorkerOn(ctx, hgQueue, concurrency, reg, handler)
+}
+
+// runWorkerOn is runWorker on queue with conc handlers.
+func (h *hgSystem) runWorkerOn(ctx context.Context, queue string, conc int, reg prometheus.Registerer, handler worker.Handler) (stop func(), err error) {
 	rdb := h.e.dial(h.workN)
 	w, err := worker.New(rdb, workerConfig(h.e.shards, reg))
 	if err == nil {
-		err = w.Handle(hgQueue, handler, queueOptions(concurrency))
+		err = w.Handle(queue, handler, queueOptions(conc))
 	}
 	if err != nil {
 		rdb.Close()

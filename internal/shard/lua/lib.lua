@@ -399,6 +399,18 @@ local function fair_ring(key, q)
   return (string.match(key, "^{[^}]*}") or "") .. ":fair:" .. q
 end
 
+-- fair_state appends to list the keys of a fair queue's state beside its
+-- ring (the ring, the weights, the turn, the parked keys), for
+-- served_here.
+local function fair_state(ring, list)
+  local tag = string.match(ring, "^{[^}]*}") or ""
+  local q = string.sub(ring, #tag + 7)
+  list[#list + 1] = ring
+  list[#list + 1] = tag .. ":fairw:" .. q
+  list[#list + 1] = tag .. ":fairt:" .. q
+  list[#list + 1] = tag .. ":fairp:" .. q
+end
+
 -- fair_park_depth is the most tasks the mover keeps in one key's list
 -- of a fair queue of window w: the rest of a due run stays in the
 -- delayed set, parked (fair_parked), until a refill brings the list

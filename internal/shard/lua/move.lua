@@ -372,12 +372,7 @@ if queued > 0 then
   for k, q in ipairs(names) do
     fairw[q] = tonumber(v[k] or "")
     if fairw[q] then
-      local ring = fair_ring(KEYS[1], q)
-      local tag = string.match(ring, "^{[^}]*}") or ""
-      lists[#lists + 1] = ring
-      lists[#lists + 1] = tag .. ":fairw:" .. q
-      lists[#lists + 1] = tag .. ":fairt:" .. q
-      lists[#lists + 1] = tag .. ":fairp:" .. q
+      fair_state(fair_ring(KEYS[1], q), lists)
       fkeys[q] = {}
     end
   end

@@ -79,12 +79,7 @@ local function list(q)
     listed[q] = true
     lists[#lists + 1] = ARGV[6] .. q
     lists[#lists + 1] = ARGV[5] .. q
-    local ring = fair_ring(KEYS[1], q)
-    local tag = string.match(ring, "^{[^}]*}") or ""
-    lists[#lists + 1] = ring
-    lists[#lists + 1] = tag .. ":fairt:" .. q
-    lists[#lists + 1] = tag .. ":fairw:" .. q
-    lists[#lists + 1] = tag .. ":fairp:" .. q
+    fair_state(fair_ring(KEYS[1], q), lists)
   end
 end
 for i = 12, #ARGV do
