@@ -203,6 +203,8 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		{"remove a queue", func() error { return admin.RemoveQueue(ctx, "extra") }},
 		{"replay", func() error { return admin.Replay(ctx, "bad-1", time.Time{}) }},
 		{"cancel", func() error { _, err := admin.Cancel(ctx, "stay-0"); return err }},
+		{"weigh a key", func() error { return admin.SetKeyWeight(ctx, "default", "tenant-1", 0) }},
+		{"key weights", func() error { _, err := admin.KeyWeights(ctx, "default"); return err }},
 	}
 	for _, st := range steps {
 		if err := st.do(); err != nil {
@@ -224,13 +226,13 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 
 	// The dashboard, on the scheduler's connection.
-	for _, path := range []string{"config", "queues", "dead", "shards", "schedules", "stats", "task?id=stay-2"} {
+	for _, path := range []string{"config", "queues", "dead", "shards", "schedules", "stats", "task?id=stay-2", "weights?queue=default"} {
 		if code, body := httpGet(s.http + "/ui/api/" + path); code != 200 {
 			t.Fatalf("dashboard %s: %d %s", path, code, body)
 		}
 	}
 	for _, path := range []string{"queues/default/pause", "queues/default/resume", "schedules/tick/pause", "schedules/tick/resume",
-		"dead/bad-2/replay", "tasks/stay-3/cancel"} {
+		"dead/bad-2/replay", "tasks/stay-3/cancel", "queues/default/weight?key=tenant-1&weight=2"} {
 		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+s.http+"/ui/api/"+path, nil)
 		req.Header.Set(dashboard.CSRFHeader, "1")
 		resp, err := http.DefaultClient.Do(req)

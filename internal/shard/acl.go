@@ -106,7 +106,7 @@ func ACLUsers(ns string) []ACLUser {
 				"registers its queues; serves the dashboard (inspect's reads and changes)",
 			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
-				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua"},
+				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
@@ -154,17 +154,19 @@ func ACLUsers(ns string) []ACLUser {
 		{
 			Component: "admin",
 			Does: "the hourglass CLI and the inspect API: depths, listings, lookup, cancel and change, dead-letter replay and purge, " +
-				"pause and resume of queues and schedules, the queue and schedule registries, the shard layout and its resize",
+				"pause and resume of queues and schedules, the queue and schedule registries, the shard layout and its resize, " +
+				"fair queues' key weights (and the refill of their windows that follows)",
 			Scripts: []string{"depth.lua", "registry.lua", "pause.lua", "page.lua", "pagefar.lua", "pageready.lua", "deadops.lua",
-				"cancel.lua", "change.lua", "lookup.lua", "layout.lua"},
-			Commands: []string{"del", "exists", "get", "set", "time",
+				"cancel.lua", "change.lua", "lookup.lua", "layout.lua", "fairrefill.lua"},
+			Commands: []string{"del", "exists", "get", "set", "time", "incrby",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
-				"lindex", "llen", "lpos", "lrange", "lrem", "lset", "zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush",
+				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
 				"publish", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
-				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair),
+				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair), w(k.Seq),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, done},

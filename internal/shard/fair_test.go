@@ -94,20 +94,20 @@ func TestFairQueueTakesKeysInTurns(t *testing.T) {
 			t.Fatalf("depth %+v, want 10 ready (waiting) and 4 popped", qd)
 		}
 	}
-	// A cancelled waiting task is dropped by the refill (its turn spent:
-	// the window is one short until the next refill).
+	// A cancelled waiting task is dropped by the refill, and its place
+	// goes to the next entry.
 	if _, err := s.Cancel(ctx, "{big}1"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 3 {
+	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 4 {
 		t.Fatalf("refill: %d %v", n, err)
 	}
-	if got, want := takeWindow(t, s, rdb, "t"), []string{"{c}1", "{big}2", "{big}3"}; !slices.Equal(got, want) {
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{c}1", "{big}2", "{big}3", "{big}4"}; !slices.Equal(got, want) {
 		t.Fatalf("second window %v, want %v", got, want)
 	}
 	// Recovery takes the popped ones for stranded (popped and never
 	// leased), never the waiting ones.
-	popped := []string{"{big}0", "plain", "{a}1", "{b}1", "{c}1", "{big}2", "{big}3", "{x}1", "{x}2"}
+	popped := []string{"{big}0", "plain", "{a}1", "{b}1", "{c}1", "{big}2", "{big}3", "{big}4", "{x}1", "{x}2"}
 	r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestFairQueueTakesKeysInTurns(t *testing.T) {
 			t.Fatalf("recovery took a waiting task for popped: %v", r.Candidates)
 		}
 	}
-	for _, id := range []string{"{big}4", "{big}9"} {
+	for _, id := range []string{"{big}5", "{big}9"} {
 		if info, err := s.Lookup(ctx, id); err != nil || info.State != "ready" {
 			t.Fatalf("%s: %+v %v, want ready", id, info, err)
 		}
@@ -306,5 +306,118 @@ func TestFairKeyPause(t *testing.T) {
 	}
 	if got, want := takeWindow(t, s, rdb, "t"), []string{"{stop}1", "{stop}2"}; !slices.Equal(got, want) {
 		t.Fatalf("window after the resume: %v, want %v", got, want)
+	}
+}
+
+// TestMoverKeepsCallingForRunsNotParked: a run cut to the window while
+// other runs are due is not parked: the call reports the next due time
+// as now (the owner calls again at once) until every due task left is
+// parked, and only then the time of the first task not yet due.
+func TestMoverKeepsCallingForRunsNotParked(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	due := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for _, k := range []struct {
+		key string
+		n   int
+	}{{"a", 200}, {"b", 50}, {"d", 200}} {
+		var ids []string
+		for i := range k.n {
+			ids = append(ids, fmt.Sprintf("{%s}%03d", k.key, i))
+		}
+		enqueueDue(t, s, "t", due, ids...)
+	}
+	calls := 0
+	for {
+		res, err := s.Move(ctx, 0, 1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		if res.NextDue == -1 {
+			break
+		}
+		if res.NextDue > res.Now {
+			t.Fatalf("call %d: next due %d after now %d while tasks are due", calls, res.NextDue, res.Now)
+		}
+		if calls > 100 {
+			t.Fatalf("still due after 100 calls: %+v", res)
+		}
+	}
+	// a and d are parked 16 windows deep (less the window's share the
+	// refills took); b, shorter, moved whole.
+	for key, want := range map[string]int64{"a": 64, "b": 50, "d": 64} {
+		n, _ := rdb.LLen(ctx, s.k.FairList(0, "t", key)).Result()
+		w, _ := rdb.LLen(ctx, s.k.Ready(0, "t")).Result()
+		if n+w < want-4 || n > want {
+			t.Errorf("%s's list holds %d (window %d), want about %d", key, n, w, want)
+		}
+	}
+	// The rest of a and d waits parked (the window's 4 freed places that
+	// later calls filled again).
+	if n, _ := rdb.ZCard(ctx, s.k.Delayed(0)).Result(); n < 200+200-2*64-4 || n > 200+200-2*64 {
+		t.Errorf("delayed set holds %d, want about the %d parked", n, 200+200-2*64)
+	}
+}
+
+// TestPauseEndsASavedTurn: weight 0 takes effect at the next refill even
+// when the window ended the key's turn and left it to go on.
+func TestPauseEndsASavedTurn(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyWeight(ctx, "t", "h", 6); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	enqueueDue(t, s, "t", now.Add(-2*time.Second), "{h}1", "{h}2", "{h}3", "{h}4", "{h}5", "{h}6", "{h}7")
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{l}1", "{l}2")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got := takeWindow(t, s, rdb, "t"); len(got) != 4 || got[0] != "{h}1" {
+		t.Fatalf("first window %v, want h's turn cut at 4", got)
+	}
+	if err := s.SetKeyWeight(ctx, "t", "h", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := takeWindow(t, s, rdb, "t"), []string{"{l}1", "{l}2"}; !slices.Equal(got, want) {
+		t.Fatalf("window after pausing h: %v, want %v", got, want)
+	}
+}
+
+// TestChangeAWaitingTask: a fair queue's task waiting in its key's list
+// is changed there: a new payload reaches the window the refill fills,
+// and a later due time takes it back to the delayed set.
+func TestChangeAWaitingTask(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	now := time.Now()
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{k}1", "{k}2", "{k}3", "{k}4", "{k}5", "{k}6")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	takeWindow(t, s, rdb, "t") // {k}1..4; 5 and 6 wait
+	if _, err := s.Change(ctx, "{k}5", Change{Payload: []byte("NEW")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Change(ctx, "{k}6", Change{SetDue: true, Due: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FairRefill(ctx, 0, "t"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := rdb.LRange(ctx, s.k.Ready(0, "t"), 0, -1).Result()
+	if err != nil || len(v) != 1 {
+		t.Fatalf("window %v, %v; want {k}5 alone", v, err)
+	}
+	d, ok := s.Popped(0, v[0], time.Now(), time.Second)
+	if !ok || d.Task.ID != "{k}5" || string(d.Task.Payload) != "NEW" {
+		t.Fatalf("the window's entry carries %+v, want {k}5 with the new payload", d.Task)
+	}
+	if info, err := s.Lookup(ctx, "{k}6"); err != nil || info.State != "scheduled" {
+		t.Fatalf("{k}6 after a later due time: %+v, %v", info, err)
 	}
 }

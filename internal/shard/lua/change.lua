@@ -42,8 +42,9 @@
 -- delayed set when its due time changes to a later one than now (the
 -- mover moves it again when it is due; it is counted scheduled again),
 -- and keeps its place in the list when only its payload changes or it
--- is due at once. A task a worker has popped or
--- leased, and a dead letter, are not changed.
+-- is due at once. A fair queue's ready task still waiting for its key's
+-- turn is changed in its key's list the same way (docs/fairness.md). A
+-- task a worker has popped or leased, and a dead letter, are not changed.
 --
 -- Returns {code, state, due_ms}:
 --   { 1, state, due}  changed (or nothing to change); state is what the
@@ -104,9 +105,12 @@ end
 -- popped), or the far tier (in no set).
 local state, seq = "scheduled", nil
 local pk, rk = ARGV[3] .. t.queue, ARGV[2] .. t.queue
+-- A fair queue's task waiting for its key's turn has its entry in its
+-- key's list, not in the ready list (lib.lua's fair_wait).
+local fk = fair_ring(KEYS[1], t.queue) .. "|" .. fair_key(id)
 local score = redis.call("ZSCORE", KEYS[1], id)
 if not score then
-  local moving = served_here(KEYS[1], {pk, rk})
+  local moving = served_here(KEYS[1], {pk, rk, fk})
   if moving then return moving end
   seq = redis.call("ZSCORE", pk, id)
   if seq then
@@ -127,6 +131,7 @@ local changed = encode(t, blob, payload)
 redis.call("HSET", KEYS[2], id, changed)
 tally(KEYS[6], ARGV[7] == "1" and "replace" or "reschedule")
 if state == "ready" then
+  if seq >= fair_wait_base() then rk = fk end
   local seq_s = string.format("%d", seq)
   local entry = seq_s .. "|" .. id .. "|" .. blob
   if due == old_due or due <= now_ms() then

@@ -489,25 +489,29 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local weighted = redis.call("EXISTS", wkey) == 1
   local pkey = fair_parked(ring)
   local parking = redis.call("EXISTS", pkey) == 1
-  local got_all, cut, cut_left = {}, nil, nil
+  local keep_ids, keep_rests, cut, cut_left = {}, {}, nil, nil
   local rounds = 0
   while room > 0 and not cut and rounds < 4 do
     rounds = rounds + 1
     local keys = redis.call("LPOP", ring, room)
     if not keys then break end
+    -- The keys' lists are not declared: while the slot migrates, one not
+    -- on this node would read as empty and its key leave the ring.
+    local lists = {}
+    for j, k in ipairs(keys) do lists[j] = ring .. "|" .. k end
+    if served_here(ring, lists) then
+      for j = #keys, 1, -1 do redis.call("LPUSH", ring, keys[j]) end
+      break
+    end
     local whole = #keys < room -- the ring is empty now: go round here
-    local back = {}
+    local back, got_all = {}, {}
     local h = 1
     while h <= #keys and room > 0 do
       local k = keys[h]
       h = h + 1
-      local w
-      if k == cur and left and left > 0 then
-        w = left
-      else
-        w = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
-        w = math.max(0, math.floor(w))
-      end
+      local w = weighted and tonumber(redis.call("HGET", wkey, k) or "") or 1
+      w = math.max(0, math.floor(w))
+      if w > 0 and k == cur and left and left > 0 then w = left end -- a turn cut short goes on
       cur = nil
       if w == 0 then
         back[#back + 1] = k -- paused: its turn goes to the next key
@@ -516,7 +520,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         local ask = math.min(w, room)
         local got = redis.pcall("LPOP", list, ask)
         if type(got) == "table" and got.err then
-          h = h - 1 -- not on this node (a slot migration): back to the head
+          h = h - 1 -- k goes back to the head
           break
         end
         got = got or {}
@@ -543,28 +547,33 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     for j = #keys, h, -1 do redis.call("LPUSH", ring, keys[j]) end
     if cut then redis.call("LPUSH", ring, cut) end
     if #back > 0 then redis.call("RPUSH", ring, unpack(back)) end
-    if whole then break end
+    -- Entries whose id is still pending under their number enter the
+    -- window; a cancelled or changed task's entry is dropped, and its
+    -- place goes to the next round.
+    local ids, seqs = {}, {}
+    for j, e in ipairs(got_all) do
+      local sq, id = ready_entry(e)
+      ids[j], seqs[j] = id or "", sq
+    end
+    for j, sc in ipairs(bulk_read("ZMSCORE", pending_key, ids)) do
+      if sc and seqs[j] and tonumber(sc) == seqs[j] then
+        keep_ids[#keep_ids + 1] = ids[j]
+        keep_rests[#keep_rests + 1] = string.sub(got_all[j], (string.find(got_all[j], "|", 1, true)))
+      else
+        room = room + 1
+      end
+    end
+    if whole and room > 0 and not cut then
+      -- Stale entries freed places: the keys left go round again.
+      if redis.call("LLEN", ring) == 0 then break end
+    elseif whole then
+      break
+    end
   end
   if cut then
     redis.call("SET", tkey, string.format("%d", cut_left) .. "|" .. cut)
   elseif turn then
     redis.call("DEL", tkey)
-  end
-  -- Entries whose id is still pending under their number enter the
-  -- window (a cancelled or changed task's entry is dropped).
-  local ids, rests, seqs = {}, {}, {}
-  for j, e in ipairs(got_all) do
-    local sq, id = ready_entry(e)
-    ids[j], seqs[j] = id or "", sq
-  end
-  local keep_ids, keep_rests = {}, {}
-  if #ids > 0 then
-    for j, sc in ipairs(bulk_read("ZMSCORE", pending_key, ids)) do
-      if sc and seqs[j] and tonumber(sc) == seqs[j] then
-        keep_ids[#keep_ids + 1] = ids[j]
-        keep_rests[#keep_rests + 1] = string.sub(got_all[j], (string.find(got_all[j], "|", 1, true)))
-      end
-    end
   end
   if #keep_ids == 0 then return 0 end
   local base = redis.call("INCRBY", seq_key, string.format("%d", #keep_ids)) - #keep_ids

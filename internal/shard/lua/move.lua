@@ -160,7 +160,7 @@ local function spread(due)
     if windows[q] == nil then windows[q] = q ~= "" and fair_window(qn.key, q) or false end
     return windows[q], q
   end
-  local out, budget, pos, runs, parked = {}, limit, 0, 0, false
+  local out, budget, pos, runs, parked, unparked = {}, limit, 0, 0, false, false
   while budget > 0 and pos < ndue do
     local id, sc = at(pos)
     if not id then break end
@@ -185,7 +185,8 @@ local function spread(due)
         end
       end
       local take = lo - pos + 1
-      if lo < ndue - 1 then take = math.min(take, w) end
+      local cut = lo < ndue - 1 and take > w -- others are due behind the run
+      if cut then take = w end
       -- A backlog is not moved faster than it is served: the key's list
       -- holds at most fair_park_depth(w); the rest of the run stays in
       -- the delayed set, parked, until a refill brings the list low.
@@ -196,6 +197,8 @@ local function spread(due)
         park[#park + 1] = fair_parked(ring)
         park[#park + 1] = k
         parked = true
+      elseif cut or take > budget then
+        unparked = true -- due tasks of the run stay, not parked
       end
       take = math.min(take, budget)
       for r = pos, pos + take - 1 do
@@ -212,10 +215,11 @@ local function spread(due)
       pos = pos + 1
     end
   end
-  -- Every due task was looked at and some were parked: the next due time
-  -- is that of the first task not yet due (the parked wait for a refill's
-  -- wake-up, not for a timer).
-  if parked and pos >= ndue then
+  -- Every due task was looked at, and every one left is parked: the next
+  -- due time is that of the first task not yet due (the parked wait for
+  -- a refill's wake-up, not for a timer). A run cut to the window, not
+  -- parked, leaves due tasks to the next call, at once.
+  if parked and not unparked and pos >= ndue then
     local nd = redis.call("ZRANGE", KEYS[1], ndue, ndue, "WITHSCORES")
     return out, tonumber(nd[2] or "-1")
   end
