@@ -77,7 +77,8 @@ type Task struct {
 	// generated ids go to one shard in runs of 64, one shard after the
 	// other (shard.Runs, for 2 to 256 shards): tasks enqueued together
 	// then share their script calls in Redis at every step, which is
-	// what makes a steady stream cheap on many shards. While a task with
+	// what makes a steady stream cheap on many shards (not for a task
+	// with a Key: its id is placed by the whole "{Key}..." string). While a task with
 	// the same ID is live (scheduled, ready, running or dead-lettered) a
 	// second enqueue does nothing and reports ErrDuplicate.
 	ID string

@@ -131,8 +131,8 @@ func (w *Worker) watchPauses(ctx context.Context, queues []*queue, run *runState
 		// reconnection the subscription's confirmation): the retention
 		// may have changed. Not with the periodic setup check, which an
 		// idle worker pays for.
-		w.readKeeps(ctx, queues)
-		if w.readControls(ctx, queues) {
+		kept := w.readKeeps(ctx, queues)
+		if w.readControls(ctx, queues) && kept {
 			bo.Reset()
 			retry = make(<-chan time.Time)
 		} else {

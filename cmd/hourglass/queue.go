@@ -388,7 +388,6 @@ func policyText(p inspect.Policy) string {
 		retries, p.Timeout, p.MaxPayload, p.BackoffBase, p.BackoffCap, p.BackoffFactor)
 }
 
-// retentionText describes what a queue keeps of its ended tasks.
 // turnsText says how a queue takes its due tasks: in turns between their
 // keys (a fair queue, with its window) or in due order.
 func turnsText(window int) string {
@@ -398,6 +397,7 @@ func turnsText(window int) string {
 	return "in due order"
 }
 
+// retentionText describes what a queue keeps of its ended tasks.
 func retentionText(r *inspect.Retention) string {
 	if r == nil {
 		return "none: no records of ended tasks (set queues.<q>.retention)"

@@ -421,3 +421,32 @@ func TestChangeAWaitingTask(t *testing.T) {
 		t.Fatalf("{k}6 after a later due time: %+v, %v", info, err)
 	}
 }
+
+// TestFairnessTurnedOffDrains: a queue registered again without fairness
+// has the tasks still waiting in its keys' lists moved to its ready list
+// by the recovery pass, however long the ready list is.
+func TestFairnessTurnedOffDrains(t *testing.T) {
+	t.Parallel()
+	s, rdb := newFairStore(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("{k}%02d", i))
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), ids...)
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if got := takeWindow(t, s, rdb, "t"); !slices.Equal(got, ids) {
+		t.Fatalf("ready list after the drain: %v, want all 20 in order", got)
+	}
+	if n, _ := rdb.Exists(ctx, s.k.FairRing(0, "t"), s.k.FairList(0, "t", "k")).Result(); n != 0 {
+		t.Fatalf("%d fair keys left", n)
+	}
+}

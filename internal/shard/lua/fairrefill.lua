@@ -8,9 +8,9 @@
 -- KEYS[2] seq      STRING the shard's sequence counter
 -- KEYS[3] pending  ZSET  the queue's pending ids -> their entry's number
 -- KEYS[4] ready    LIST  the queue's ready list
--- KEYS[5] queues   HASH  field "|fair|<queue>": the window; the default
---                        window when the queue is no longer fair (its
---                        waiting tasks still drain)
+-- KEYS[5] queues   HASH  field "|fair|<queue>": the window; ARGV[1] when
+--                        the queue is no longer fair (its workers stop
+--                        calling this; recovery drains its keys' lists)
 -- KEYS[6] weights  HASH  key -> turns per round (Keys.FairWeights)
 -- KEYS[7] turn     STRING "left|key" (Keys.FairTurn)
 -- KEYS[8] parked   HASH  keys whose due run the mover left in the delayed

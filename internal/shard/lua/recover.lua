@@ -25,7 +25,9 @@
 --      writes) are deleted, and the field once the queue has none.
 --   2c. A fair queue's window (docs/fairness.md) that a worker left short
 --      (it died between a pop and the refill it sends after it) is
---      refilled from its keys' lists (lib.lua's fair_refill).
+--      refilled from its keys' lists (lib.lua's fair_refill); a queue no
+--      longer fair has LIMIT of its tasks still in keys' lists moved to
+--      its ready list per pass.
 --   A task buried in part 1 or 2a whose queue keeps records is published
 --   "dead" on its done channel (Client.Wait).
 --
@@ -205,11 +207,13 @@ for _, q in ipairs(ready_queues) do
       end
     end
     -- A fair queue's window left short (its worker died between a pop
-    -- and the refill it sends after it): refilled here.
+    -- and the refill it sends after it): refilled here. A queue no
+    -- longer fair has its keys' lists drained into its ready list, LIMIT
+    -- a pass (its workers no longer refill).
     local ring = fair_ring(KEYS[1], q)
     if redis.call("LLEN", ring) > 0 then
       local seq_key = (string.match(KEYS[1], "^{[^}]*}") or "") .. ":seq"
-      fair_refill(ring, seq_key, pk, rk, fair_window(KEYS[8], q) or 32)
+      fair_refill(ring, seq_key, pk, rk, fair_window(KEYS[8], q) or redis.call("LLEN", rk) + limit)
     end
   end
 end
