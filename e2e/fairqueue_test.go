@@ -32,17 +32,20 @@ func TestFairQueueBinaries(t *testing.T) {
 	if q, err := in.Queue(ctx, "default"); err != nil || q.FairWindow != 4 {
 		t.Fatalf("queue as registered: %+v, %v; want fair window 4", q, err)
 	}
-	now := time.Now()
+	// Due together, 2 s from now: the mover moves them in the same calls
+	// (tasks moved while the window is full of the big key's would wait
+	// a turn behind it).
+	due := time.Now().Add(2 * time.Second)
 	var big []client.Task
 	for i := range 400 {
-		big = append(big, client.Task{Queue: "default", Key: "big", ID: fmt.Sprintf("%03d", i), At: now.Add(-2 * time.Second)})
+		big = append(big, client.Task{Queue: "default", Key: "big", ID: fmt.Sprintf("%03d", i), At: due})
 	}
 	if _, err := c.cli.EnqueueBatch(ctx, big); err != nil {
 		t.Fatal(err)
 	}
 	var quiet []string
 	for i := range 5 {
-		r, err := c.cli.Enqueue(ctx, client.Task{Queue: "default", Key: fmt.Sprintf("quiet-%d", i), ID: "x", At: now.Add(-time.Second)})
+		r, err := c.cli.Enqueue(ctx, client.Task{Queue: "default", Key: fmt.Sprintf("quiet-%d", i), ID: "x", At: due})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,9 +67,10 @@ func TestFairQueueBinaries(t *testing.T) {
 	}
 	slices.SortFunc(ids, func(a, b string) int { return tg.first[a].Compare(tg.first[b]) })
 	tg.mu.Unlock()
-	// Each shard's window holds 4, a turn each for the keys waiting in it:
-	// a quiet key's task is among the first two of its shard's window, and
-	// the worker pops the shards in turn.
+	// Each shard's window holds 4, a turn each for the keys waiting in it
+	// (the big key's tasks sort first): a quiet key's task is among the
+	// first two of its shard's window, and the worker pops the shards in
+	// turn.
 	for _, id := range quiet {
 		if i := slices.Index(ids, id); i < 0 || i >= 4*nShards {
 			t.Errorf("%s delivered %dth, want among the first %d of 405", id, i+1, 4*nShards)
