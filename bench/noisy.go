@@ -38,13 +38,7 @@ func runNoisy(ctx context.Context, hg *hgSystem, big, quiet int, logf func(strin
 			{"drain", "backlog's last start s", "%.2f"}, {"rate", "tasks/s", "%.0f"}, {"rcpu", "redis CPU µs/task", "%.1f"}}}
 	sc.Notes = append(sc.Notes, "lateness = handler start − due (one host's clock); keys are the ids' hash tags (client.Task.Key); the big key's ids sort before the quiet keys', so in due order they go first; "+
 		fmt.Sprintf("fair: queues.<q>.fair with the default fair_window (%d per shard); FIFO: a plain queue; the same binary and Redis", shard.DefaultFairWindow))
-	rdb := hg.e.dial(hg.workN)
-	defer rdb.Close()
-	store := shard.NewStore(rdb, hg.e.layout)
-	p := shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: shard.DefaultMaxPayload}
-	fair := p
-	fair.FairWindow = shard.DefaultFairWindow
-	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{fairQueue: fair, fifoQueue: p}); err != nil {
+	if err := registerFairQueues(ctx, hg); err != nil {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("register: %v", err))
 		return sc
 	}
@@ -56,6 +50,18 @@ func runNoisy(ctx context.Context, hg *hgSystem, big, quiet int, logf func(strin
 		logf("noisy %s: quiet keys' lateness p50 %.1f ms p99 %.1f ms; backlog's last start %.2f s", m.name, r.M["q50"], r.M["q99"], r.M["drain"])
 	}
 	return sc
+}
+
+// registerFairQueues registers the fair and the plain queue of the noisy
+// and keys scenarios (the schedulers leave queues they do not configure
+// alone).
+func registerFairQueues(ctx context.Context, hg *hgSystem) error {
+	rdb := hg.e.dial(hg.workN)
+	defer rdb.Close()
+	p := shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: shard.DefaultMaxPayload}
+	fair := p
+	fair.FairWindow = shard.DefaultFairWindow
+	return shard.NewStore(rdb, hg.e.layout).RegisterQueues(ctx, map[string]shard.QueuePolicy{fairQueue: fair, fifoQueue: p})
 }
 
 // noisyRun runs one row of runNoisy on queue.
@@ -159,13 +165,7 @@ func runKeys(ctx context.Context, hg *hgSystem, n int, logf func(string, ...any)
 	sc := &scenario{Name: "keys", Title: fmt.Sprintf("Scale of keys: %d tasks due at one instant, no keys in a plain queue against %d distinct keys in a fair queue", n, n),
 		Cols: []col{{"mem", "Redis bytes/task waiting", "%.0f"}, {"drain", "drain/s", "%.0f"}, {"rcpu", "Redis CPU µs/task", "%.1f"}, {"cmds", "Redis cmds/task", "%.1f"}}}
 	sc.Notes = append(sc.Notes, "memory = used_memory after the movers moved every task and before a worker runs, minus before the enqueue; drain = tasks / (last handler start − due); CPU and commands from the enqueue to the last ack")
-	rdb := hg.e.dial(hg.workN)
-	defer rdb.Close()
-	store := shard.NewStore(rdb, hg.e.layout)
-	p := shard.QueuePolicy{MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: shard.DefaultMaxPayload}
-	fair := p
-	fair.FairWindow = shard.DefaultFairWindow
-	if err := store.RegisterQueues(ctx, map[string]shard.QueuePolicy{fairQueue: fair, fifoQueue: p}); err != nil {
+	if err := registerFairQueues(ctx, hg); err != nil {
 		sc.Notes = append(sc.Notes, fmt.Sprintf("register: %v", err))
 		return sc
 	}
