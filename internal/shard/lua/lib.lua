@@ -518,16 +518,25 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       else
         local list = ring .. "|" .. k
         local ask = math.min(w, room)
-        local got = redis.pcall("LPOP", list, ask)
+        -- One entry more than the turn's tells whether the list goes on
+        -- (it is put back), sparing a read of its length, which only a
+        -- queue with parked keys needs.
+        local extra = parking and 0 or 1
+        local got = redis.pcall("LPOP", list, ask + extra)
         if type(got) == "table" and got.err then
           h = h - 1 -- k goes back to the head
           break
         end
         got = got or {}
+        local n = 0
+        if #got > ask then
+          redis.call("LPUSH", list, table.remove(got))
+          n = 1
+        elseif extra == 0 and #got == ask then
+          n = redis.call("LLEN", list)
+        end
         for _, e in ipairs(got) do got_all[#got_all + 1] = e end
         room = room - #got
-        local n = 0
-        if #got == ask then n = redis.call("LLEN", list) end
         -- A parked key whose list runs low: its owner moves more of it.
         if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
           redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))

@@ -191,7 +191,10 @@ local function spread(due)
       -- holds at most fair_park_depth(w); the rest of the run stays in
       -- the delayed set, parked, until a refill brings the list low.
       local ring = fair_ring(KEYS[1], q)
-      local room = fair_park_depth(w) - redis.call("LLEN", ring .. "|" .. k)
+      -- (A run of one task is not checked: a key whose tasks come due
+      -- one at a time is not a backlog to park.)
+      local room = fair_park_depth(w)
+      if take > 1 then room = room - redis.call("LLEN", ring .. "|" .. k) end
       if room < take then
         take = math.max(room, 0)
         park[#park + 1] = fair_parked(ring)
