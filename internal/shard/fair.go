@@ -86,21 +86,13 @@ func fairField(queue string) string { return "|fair|" + queue }
 // FairWindows reads the window of each of queues that is fair, as
 // registered in shard 0 (one HMGET); a queue that is not fair is absent.
 func (s *Store) FairWindows(ctx context.Context, queues []string) (map[string]int, error) {
-	out := make(map[string]int, len(queues))
-	if len(queues) == 0 {
-		return out, nil
-	}
-	fields := make([]string, len(queues))
-	for i, q := range queues {
-		fields[i] = fairField(q)
-	}
-	v, err := s.rdb.HMGet(ctx, s.k.Queues(0), fields...).Result()
+	v, err := s.queueFields(ctx, queues, fairField, "fair windows")
 	if err != nil {
-		return nil, errtext.Errorf("read the queues' fair windows: %w", err)
+		return nil, err
 	}
+	out := make(map[string]int, len(queues))
 	for i, q := range queues {
-		str, _ := v[i].(string)
-		if n, err := strconv.Atoi(str); err == nil && n > 0 {
+		if n, err := strconv.Atoi(v[i]); err == nil && n > 0 {
 			out[q] = n
 		}
 	}

@@ -99,26 +99,40 @@ func keepField(queue string) string { return "|keep|" + queue }
 // "age_ms|count" with a positive age, which the scripts (lib.lua's
 // keep_of) do not read as a retention either.
 func (s *Store) Retentions(ctx context.Context, queues []string) (map[string]Retention, error) {
-	if len(queues) == 0 {
-		return map[string]Retention{}, nil
-	}
-	fields := make([]string, len(queues))
-	for i, q := range queues {
-		fields[i] = keepField(q)
-	}
-	v, err := s.rdb.HMGet(ctx, s.k.Queues(0), fields...).Result()
+	v, err := s.queueFields(ctx, queues, keepField, "retention")
 	if err != nil {
-		return nil, errtext.Errorf("read the queues' retention: %w", err)
+		return nil, err
 	}
 	out := make(map[string]Retention, len(queues))
 	for i, q := range queues {
-		spec, _ := v[i].(string)
-		age, count, ok := strings.Cut(spec, "|")
+		age, count, ok := strings.Cut(v[i], "|")
 		ms, aerr := strconv.ParseInt(age, 10, 64)
 		n, cerr := strconv.Atoi(count)
 		if ok && aerr == nil && cerr == nil && ms > 0 && n >= 0 {
 			out[q] = Retention{Age: time.Duration(ms) * time.Millisecond, Count: n}
 		}
+	}
+	return out, nil
+}
+
+// queueFields reads field(q) of shard 0's queues hash for each of queues
+// (one HMGET; none for no queues): each queue's value, "" where it has
+// none. what names the fields in the error.
+func (s *Store) queueFields(ctx context.Context, queues []string, field func(string) string, what string) ([]string, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	fields := make([]string, len(queues))
+	for i, q := range queues {
+		fields[i] = field(q)
+	}
+	v, err := s.rdb.HMGet(ctx, s.k.Queues(0), fields...).Result()
+	if err != nil {
+		return nil, errtext.Errorf("read the queues' %s: %w", what, err)
+	}
+	out := make([]string, len(queues))
+	for i := range v {
+		out[i], _ = v[i].(string)
 	}
 	return out, nil
 }
