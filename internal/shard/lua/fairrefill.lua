@@ -25,6 +25,6 @@
 local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8]})
 if moving then return moving end
 if redis.call("LLEN", KEYS[1]) == 0 then return 0 end
-local q = string.sub(KEYS[1], #(string.match(KEYS[1], "^{[^}]*}") or "") + 7)
+local _, q = fair_parts(KEYS[1])
 local window = fair_window(KEYS[5], q) or tonumber(ARGV[1])
 return fair_refill(KEYS[1], KEYS[2], KEYS[3], KEYS[4], window)

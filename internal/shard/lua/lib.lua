@@ -399,21 +399,29 @@ local function fair_ring(key, q)
   return (string.match(key, "^{[^}]*}") or "") .. ":fair:" .. q
 end
 
--- fair_state appends to list the keys of a fair queue's state beside its
--- ring (the ring, the weights, the turn, the parked keys), for
--- served_here.
-local function fair_state(ring, list)
+-- fair_parts returns the hash tag and the queue of a fair queue's ring.
+local function fair_parts(ring)
   local tag = string.match(ring, "^{[^}]*}") or ""
-  local q = string.sub(ring, #tag + 7)
+  return tag, string.sub(ring, #tag + 7)
+end
+
+-- fair_sibling returns a key of a fair queue's state beside its ring:
+-- kind "w" its weights, "t" its turn, "p" its parked keys.
+local function fair_sibling(ring, kind)
+  local tag, q = fair_parts(ring)
+  return tag .. ":fair" .. kind .. ":" .. q
+end
+
+-- fair_state appends to list the keys of a fair queue's state (the ring
+-- and its siblings), for served_here.
+local function fair_state(ring, list)
   list[#list + 1] = ring
-  list[#list + 1] = tag .. ":fairw:" .. q
-  list[#list + 1] = tag .. ":fairt:" .. q
-  list[#list + 1] = tag .. ":fairp:" .. q
+  for _, kind in ipairs({"w", "t", "p"}) do list[#list + 1] = fair_sibling(ring, kind) end
 end
 
 -- fair_park_depth is the most tasks the mover keeps in one key's list
 -- of a fair queue of window w: the rest of a due run stays in the
--- delayed set, parked (fair_parked), until a refill brings the list
+-- delayed set, parked (fair_sibling "p"), until a refill brings the list
 -- below fair_wake_depth(w) and wakes the shard's owner.
 local function fair_park_depth(w)
   return 16 * w
@@ -423,12 +431,6 @@ local function fair_wake_depth(w)
   return 4 * w
 end
 
--- fair_parked returns the hash of a fair queue's parked keys (key ->
--- "1") for its ring.
-local function fair_parked(ring)
-  local tag = string.match(ring, "^{[^}]*}") or ""
-  return tag .. ":fairp:" .. string.sub(ring, #tag + 7)
-end
 
 -- fair_wait appends ready entries of fair queue q ("seq|id|blob", seq
 -- already above fair_wait_base(); pending recorded by the caller) to
@@ -472,9 +474,8 @@ end
 local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
-  local tag = string.match(ring, "^{[^}]*}") or ""
-  local q = string.sub(ring, #tag + 7)
-  local wkey, tkey = tag .. ":fairw:" .. q, tag .. ":fairt:" .. q
+  local tag = fair_parts(ring)
+  local wkey, tkey = fair_sibling(ring, "w"), fair_sibling(ring, "t")
   -- The keys whose turns come next, taken off the ring: room of them
   -- are enough while each gives at least one entry. When that takes the
   -- whole ring, the turns go round those keys here; else a key with
@@ -487,7 +488,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     cur, left = k, tonumber(l)
   end
   local weighted = redis.call("EXISTS", wkey) == 1
-  local pkey = fair_parked(ring)
+  local pkey = fair_sibling(ring, "p")
   local parking = redis.call("EXISTS", pkey) == 1
   local keep_ids, keep_rests, cut, cut_left = {}, {}, nil, nil
   local rounds = 0

@@ -197,7 +197,7 @@ local function spread(due)
       if take > 1 then room = room - redis.call("LLEN", ring .. "|" .. k) end
       if room < take then
         take = math.max(room, 0)
-        park[#park + 1] = fair_parked(ring)
+        park[#park + 1] = fair_sibling(ring, "p")
         park[#park + 1] = k
         parked = true
       elseif cut or take > budget then
