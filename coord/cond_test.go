@@ -46,6 +46,19 @@ type waitResult struct {
 	err   error
 }
 
+// nextResult returns the next waiter's result from out, failing the test
+// with never if none comes within d.
+func nextResult(t *testing.T, out <-chan waitResult, d time.Duration, never string) waitResult {
+	t.Helper()
+	select {
+	case r := <-out:
+		return r
+	case <-time.After(d):
+		t.Fatal(never)
+		return waitResult{}
+	}
+}
+
 // startWaiter takes the lock and waits on c in a goroutine, which
 // releases the lock it gets back and reports on out.
 func startWaiter(t *testing.T, ctx context.Context, l *Lock, c *Cond, who int, timeout time.Duration, out chan<- waitResult) {
@@ -214,18 +227,14 @@ func TestCondSignalIsNotSwallowed(t *testing.T) {
 	if ok, err := c.Signal(ctx); !ok || err != nil { // to "dead", the oldest
 		t.Fatal(ok, err)
 	}
-	select {
-	case r := <-out:
-		if !r.woken || r.err != nil {
-			t.Fatalf("live waiter: woken %v, %v", r.woken, r.err)
-		}
-		if d := time.Since(start); d < c.liveness {
-			t.Fatalf("the live waiter was woken after %v, before the dead one's liveness (%v) lapsed: the Signal went to two waiters", d, c.liveness)
-		}
-		t.Logf("a Signal sent to a dead waiter reached the live one after %v (liveness %v)", time.Since(start).Round(time.Millisecond), c.liveness)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Signal sent to a dead waiter never reached the live one")
+	r := nextResult(t, out, 30*time.Second, "the Signal sent to a dead waiter never reached the live one")
+	if !r.woken || r.err != nil {
+		t.Fatalf("live waiter: woken %v, %v", r.woken, r.err)
 	}
+	if d := time.Since(start); d < c.liveness {
+		t.Fatalf("the live waiter was woken after %v, before the dead one's liveness (%v) lapsed: the Signal went to two waiters", d, c.liveness)
+	}
+	t.Logf("a Signal sent to a dead waiter reached the live one after %v (liveness %v)", time.Since(start).Round(time.Millisecond), c.liveness)
 	noHub(t, rdb)
 }
 
@@ -260,13 +269,8 @@ func TestCondSignalPassedOnWhenRelockFails(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-out:
-		if r.who != 2 || !r.woken || r.err != nil {
-			t.Fatalf("waiter %d: woken %v, %v; want waiter 2 woken", r.who, r.woken, r.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Signal waiter 1 could not act on never reached waiter 2")
+	if r := nextResult(t, out, 20*time.Second, "the Signal waiter 1 could not act on never reached waiter 2"); r.who != 2 || !r.woken || r.err != nil {
+		t.Fatalf("waiter %d: woken %v, %v; want waiter 2 woken", r.who, r.woken, r.err)
 	}
 	noHub(t, rdb)
 }

@@ -1235,17 +1235,7 @@ var conformanceCases = []confCase{
 			if r, err := f.s.Move(f.ctx, f.sh, confEpoch, 100); err != nil || r.Moved != 5 { // and the seeded due task
 				t.Fatalf("move: %+v, %v", r, err)
 			}
-			take := func() []string {
-				v, err := f.rdb.LPopCount(f.ctx, f.s.k.Ready(f.sh, "qf"), 10).Result()
-				if err != nil && !errors.Is(err, redis.Nil) {
-					t.Fatal(err)
-				}
-				var ids []string
-				for _, e := range v {
-					ids = append(ids, strings.SplitN(e, "|", 3)[1])
-				}
-				return ids
-			}
+			take := func() []string { return popIDs(t, f.rdb, f.s.k.Ready(f.sh, "qf")) }
 			if got, want := take(), []string{a[0], b[0]}; !slices.Equal(got, want) {
 				t.Errorf("[%s] window after the move %v, want %v", pBehaviour, got, want)
 			}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,8 +48,15 @@ func enqueueDue(t *testing.T, s *Store, queue string, due time.Time, ids ...stri
 // returns their ids in order.
 func takeWindow(t *testing.T, s *Store, rdb *redis.Client, queue string) []string {
 	t.Helper()
-	v, err := rdb.LPopCount(context.Background(), s.k.Ready(0, queue), 100000).Result()
-	if err != nil && err != redis.Nil {
+	return popIDs(t, rdb, s.k.Ready(0, queue))
+}
+
+// popIDs pops every entry of ready list key and returns their ids in
+// order.
+func popIDs(t *testing.T, rdb redis.Cmdable, key string) []string {
+	t.Helper()
+	v, err := rdb.LPopCount(context.Background(), key, 100000).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 	var ids []string
