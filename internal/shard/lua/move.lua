@@ -127,6 +127,7 @@ end
 -- reaches the end of what is due is not cut. Batches without an id that
 -- starts with "{" are returned as they are (one byte compare a task).
 local park = {} -- pairs: a parked-keys hash and a key spread parked in it, written after the checks
+local read_blobs = {} -- id -> its data (false: none), as spread read it, for the batch below
 local function spread(due)
   if #due / 2 < limit then return due end
   local keyed = false
@@ -155,8 +156,17 @@ local function spread(due)
     return m[1], m[2]
   end
   local windows = {} -- queue -> its window, false when not fair
-  local function window_of(id)
-    local q = blob_queue(redis.call("HGET", KEYS[2], id) or nil, qn)
+  local function window_of(r, id) -- id is at rank r, in buf
+    if read_blobs[id] == nil then
+      -- The data of this member and the next ones read with it, 64 at a
+      -- time (one HMGET, not one HGET a run): the batch reuses it.
+      local ms, i = {}, 2 * (r - bbase) + 1
+      for j = i, math.min(#buf, i + 127), 2 do
+        if read_blobs[buf[j]] == nil then ms[#ms + 1] = buf[j] end
+      end
+      for j, b in ipairs(bulk_read("HMGET", KEYS[2], ms)) do read_blobs[ms[j]] = b end
+    end
+    local q = blob_queue(read_blobs[id] or nil, qn)
     if windows[q] == nil then windows[q] = q ~= "" and fair_window(qn.key, q) or false end
     return windows[q], q
   end
@@ -166,7 +176,7 @@ local function spread(due)
     if not id then break end
     local k = string.byte(id, 1) == 123 and fair_key(id) or ""
     local w, q
-    if k ~= "" and runs < 1000 then w, q = window_of(id) end
+    if k ~= "" and runs < 1000 then w, q = window_of(pos, id) end
     if w then
       runs = runs + 1
       local prefix = "{" .. k .. "}"
@@ -328,7 +338,18 @@ end
 -- Only the queue is read here (the worker reads the rest from the ready
 -- entry, which carries the task); data without one is buried with the
 -- full decoder's reason.
-local blobs = bulk_read("HMGET", KEYS[2], ids)
+-- (Data spread read already is not read again.)
+local blobs, missing, slot = {}, {}, {}
+for i, id in ipairs(ids) do
+  local b = read_blobs[id]
+  if b == nil then
+    missing[#missing + 1] = id
+    slot[#missing] = i
+  else
+    blobs[i] = b
+  end
+end
+for j, b in ipairs(bulk_read("HMGET", KEYS[2], missing)) do blobs[slot[j]] = b end
 local queues, queued, lists, listed = {}, 0, {}, {}
 -- why[i]: the reason a task that names a queue is buried (nil: it moves).
 local why, known = {}, {}
