@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/internal/promread"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/worker"
 )
@@ -224,7 +225,8 @@ func keysRun(ctx context.Context, hg *hgSystem, r *row, queue string, n int, key
 	r.set("mem", float64(moved.mem-a.mem)/float64(n))
 	var handled atomic.Int64
 	var last atomic.Int64
-	stop, err := hg.runWorkerOn(ctx, queue, concurrency, prometheus.NewRegistry(), func(_ context.Context, _ *worker.Task) error {
+	reg := prometheus.NewRegistry()
+	stop, err := hg.runWorkerOn(ctx, queue, concurrency, reg, func(_ context.Context, _ *worker.Task) error {
 		last.Store(time.Now().UnixNano())
 		handled.Add(1)
 		return nil
@@ -236,7 +238,14 @@ func keysRun(ctx context.Context, hg *hgSystem, r *row, queue string, n int, key
 	if !waitUntil(ctx, 5*time.Minute, func() bool { return handled.Load() >= int64(n) }) {
 		return fmt.Errorf("only %d of %d handled", handled.Load(), n)
 	}
-	time.Sleep(500 * time.Millisecond) // the last acks land
+	// The last acks land (the window below counts their Redis work).
+	if !waitUntil(ctx, time.Minute, func() bool {
+		fams, err := reg.Gather()
+		acks, _ := promread.Counter(famMap(fams), "hourglass_worker_acks_total")
+		return err == nil && acks >= float64(n)
+	}) {
+		return fmt.Errorf("not every task acknowledged within a minute of its start")
+	}
 	b, err := hg.snap(ctx)
 	if err != nil {
 		return err
