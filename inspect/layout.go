@@ -41,6 +41,12 @@ type LayoutStatus struct {
 	Shards int `json:"shards"`
 	// From is the count a running change leaves, 0 when none runs.
 	From int `json:"from"`
+	// Placement is the rule new tasks are placed by: PlaceByID or
+	// PlaceByKey.
+	Placement Placement `json:"placement"`
+	// FromPlacement is the rule a running change leaves ("" when none
+	// runs).
+	FromPlacement Placement `json:"from_placement,omitempty"`
 	// Span is the number of shards that exist: Shards, or the larger of
 	// Shards and From while a change runs. Shards 0..Existing-1 are listed
 	// and counted.
@@ -118,12 +124,13 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 		return LayoutStatus{}, mapErr(err)
 	}
 	st := LayoutStatus{Generation: r.Gen, Shards: r.Shards, From: r.From, State: LayoutState(r.State),
-		Started: r.Started, Finished: r.Finished, Done: slices.Sorted(slices.Values(r.Done)), Moved: r.Moved}
+		Started: r.Started, Finished: r.Finished, Done: slices.Sorted(slices.Values(r.Done)), Moved: r.Moved,
+		Placement: Placement(r.Placement.String()), FromPlacement: Placement(r.FromPlacement.String())}
 	if st.Done == nil {
 		st.Done = []int{}
 	}
 	if st.State == LayoutNone {
-		st.Shards = r.Layout.Shards()
+		st.Shards, st.Placement = r.Layout.Shards(), Placement(r.Layout.Placement().String())
 	}
 	st.Span = st.Shards
 	if st.Changing() {
@@ -131,7 +138,7 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 	} else {
 		// The record keeps the last change's done:<s> fields, up to its
 		// span (32 after a shrink 32 -> 8): they describe no shard now.
-		st.From, st.Done = 0, []int{}
+		st.From, st.Done, st.FromPlacement = 0, []int{}, ""
 	}
 	if st.State != LayoutResharding {
 		return st, nil
@@ -184,7 +191,41 @@ func (i *Inspector) Layout(ctx context.Context) (LayoutStatus, error) {
 // the error says which count finishes it); the status returned is then
 // the running change's. ErrInvalidArgument for n out of range.
 func (i *Inspector) Resize(ctx context.Context, n int) (LayoutStatus, error) {
-	if _, err := i.store.BeginResize(ctx, n); err != nil {
+	return i.changeLayout(ctx, func() (shard.Layout, error) { return i.store.BeginResize(ctx, n) })
+}
+
+// Placement is the rule that picks a task's shard: PlaceByID or PlaceByKey
+// (docs/resharding.md, "Placement by key").
+type Placement string
+
+// The placement rules.
+const (
+	// PlaceByID places a task by its whole id (crc32 of the id modulo the
+	// shard count); every namespace starts with it.
+	PlaceByID Placement = "id"
+	// PlaceByKey places a task whose id starts with a key ("{key}rest")
+	// by its key, so that all tasks of a key share a shard, which the
+	// per-key limits of a fair queue need; a task without a key is placed
+	// by its id.
+	PlaceByKey Placement = "key"
+)
+
+// ChangeLayout changes the shard count to n and the placement rule to p
+// online, as Resize does for the count alone: a change of the rule with
+// the same count moves each task whose shard the new rule changes (for
+// PlaceByKey, the keyed tasks whose key's shard is not their id's). It
+// returns ErrInvalidArgument for an unknown rule, and what Resize
+// returns otherwise.
+func (i *Inspector) ChangeLayout(ctx context.Context, n int, p Placement) (LayoutStatus, error) {
+	rule, err := shard.ParsePlacement(string(p))
+	if err != nil {
+		return LayoutStatus{}, mapErr(err)
+	}
+	return i.changeLayout(ctx, func() (shard.Layout, error) { return i.store.BeginChange(ctx, n, rule) })
+}
+
+func (i *Inspector) changeLayout(ctx context.Context, begin func() (shard.Layout, error)) (LayoutStatus, error) {
+	if _, err := begin(); err != nil {
 		if errors.Is(err, shard.ErrResizeRunning) {
 			err = ofKind(ErrResizeRunning, err)
 		} else {

@@ -49,9 +49,10 @@ func (a *app) shardsResize() *cobra.Command {
 	var (
 		noWait bool
 		bound  time.Duration
+		place  string
 	)
 	cmd := &cobra.Command{
-		Use:   "resize N",
+		Use:   "resize N [--placement id|key]",
 		Short: "Change the shard count to N online, and follow the change",
 		Long: `Change the shard count to N online: new tasks are placed by N at once,
 and each old shard's owner (a scheduler) moves the tasks whose shard
@@ -75,8 +76,15 @@ purge do: a change cannot be called off once started.
 While it waits, a line without progress names what each old shard left
 waits for (the queue, its ready and in-flight tasks, paused or not).
 
+--placement key switches the deployment to placing each task whose id
+starts with a key ("{tenant-42}order-17") by its key, so that all tasks
+of a key share a shard, which the per-key limits of a fair queue need
+(docs/fairness.md); N may be the current count, and the change moves
+the keyed tasks whose shard the rule changes. --placement id switches
+back. Without it the rule stays as it is.
+
 Refused (exit 4) while another change runs. Resizing to the current
-count changes nothing. A change left half-prepared (its starter stopped
+count (and rule) changes nothing. A change left half-prepared (its starter stopped
 before every shard had the new layout) is finished by running the same
 resize again.`,
 		Args: exactArgs(1),
@@ -85,16 +93,21 @@ resize again.`,
 			if err != nil || n < 1 {
 				return usagef("shard count %q: want a positive integer", args[0])
 			}
-			return a.resize(cmd, n, noWait, bound)
+			p := inspect.Placement(place)
+			if place != "" && p != inspect.PlaceByID && p != inspect.PlaceByKey {
+				return usagef("--placement %q: want id or key", place)
+			}
+			return a.resize(cmd, n, p, noWait, bound)
 		},
 	}
+	cmd.Flags().StringVar(&place, "placement", "", "place tasks by id or by key (default: as now)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the change and return")
 	cmd.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().DurationVar(&bound, "timeout", 0, "stop waiting after this long (the change goes on); 0: wait until it ends")
 	return cmd
 }
 
-func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration) error {
+func (a *app) resize(cmd *cobra.Command, n int, place inspect.Placement, noWait bool, bound time.Duration) error {
 	in, ctx, done, err := a.session(cmd)
 	if err != nil {
 		return err
@@ -104,7 +117,8 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 		done()
 		return err
 	}
-	if !before.Changing() && before.Shards != n {
+	newRule := place != "" && place != before.Placement
+	if !before.Changing() && (before.Shards != n || newRule) {
 		// Starting a change moves tasks between shards and cannot be
 		// called off: ask, as every other operation that cannot be
 		// undone does.
@@ -113,19 +127,28 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 		if err != nil {
 			return err
 		}
-		if err := a.confirm(fmt.Sprintf("change the shard count from %d to %d (tasks move between shards; once started, the change runs to its end)", before.Shards, n)); err != nil {
+		what := fmt.Sprintf("change the shard count from %d to %d", before.Shards, n)
+		if newRule {
+			what = fmt.Sprintf("change the layout from %d shards placed by %s to %d placed by %s", before.Shards, before.Placement, n, place)
+		}
+		if err := a.confirm(what + " (tasks move between shards; once started, the change runs to its end)"); err != nil {
 			return err
 		}
 		// The question may have waited: the call gets its own bound.
 		ctx, done = context.WithTimeout(cmd.Context(), a.timeout)
 	}
-	st, err := in.Resize(ctx, n)
+	var st inspect.LayoutStatus
+	if place != "" {
+		st, err = in.ChangeLayout(ctx, n, place)
+	} else {
+		st, err = in.Resize(ctx, n)
+	}
 	done()
 	switch {
 	case errors.Is(err, inspect.ErrResizeRunning):
 		if st.State == inspect.LayoutPreparing {
-			return refusedf("a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d` to finish it",
-				st.Shards, st.Generation, st.Shards)
+			return refusedf("a change to %d shards was left half-prepared (generation %d; whoever started it stopped): run `hourglass shards resize %d --placement %s` to finish it",
+				st.Shards, st.Generation, st.Shards, st.Placement)
 		}
 		return refusedf("another change of the shard count is running (%s): wait until it ends (`hourglass shards` shows its progress), then resize",
 			changeLine(st))
@@ -133,12 +156,12 @@ func (a *app) resize(cmd *cobra.Command, n int, noWait bool, bound time.Duration
 		return err
 	case !st.Changing() && st.Generation == before.Generation && !before.Changing():
 		return a.emit(st, func(w io.Writer) {
-			fmt.Fprintf(w, "the deployment has %d shards already (generation %d): nothing to change\n", st.Shards, st.Generation)
+			fmt.Fprintf(w, "the deployment has %d shards already, placed by %s (generation %d): nothing to change\n", st.Shards, st.Placement, st.Generation)
 		})
 	}
 	started := st
 	if !started.Changing() { // it ended already: an empty deployment's change is quick
-		started.From = before.Shards
+		started.From, started.FromPlacement = before.Shards, before.Placement
 	}
 	if noWait {
 		return a.emit(st, func(w io.Writer) {
@@ -307,10 +330,15 @@ func changeLine(st inspect.LayoutStatus) string {
 // changeProgress is "resharding 16 -> 32: 12/32 shards done, 45,210
 // tasks moved".
 func changeProgress(st inspect.LayoutStatus) string {
-	if st.State == inspect.LayoutPreparing {
-		return fmt.Sprintf("preparing %d -> %d: writing the new layout into every shard", st.From, st.Shards)
+	from, to := strconv.Itoa(st.From), strconv.Itoa(st.Shards)
+	if st.FromPlacement != "" && st.FromPlacement != st.Placement {
+		// A change of the placement rule: "16 by id -> 16 by key".
+		from, to = from+" by "+string(st.FromPlacement), to+" by "+string(st.Placement)
 	}
-	return fmt.Sprintf("%s %d -> %d: %d/%d shards done, %s tasks moved", st.State, st.From, st.Shards, len(st.Done), st.Span, thousands(st.Moved))
+	if st.State == inspect.LayoutPreparing {
+		return fmt.Sprintf("preparing %s -> %s: writing the new layout into every shard", from, to)
+	}
+	return fmt.Sprintf("%s %s -> %s: %d/%d shards done, %s tasks moved", st.State, from, to, len(st.Done), st.Span, thousands(st.Moved))
 }
 
 func layoutTable(w io.Writer, st inspect.LayoutStatus) {
@@ -320,6 +348,7 @@ func layoutTable(w io.Writer, st inspect.LayoutStatus) {
 	}
 	row(w, "generation", st.Generation)
 	row(w, "shards", st.Shards)
+	row(w, "placement", "by "+string(st.Placement))
 	row(w, "state", state)
 	if st.Changing() {
 		row(w, "change", changeProgress(st))

@@ -103,6 +103,22 @@ func TestShardsResize(t *testing.T) {
 		t.Fatalf("resize to the current count: exit %d\n%s", code, out)
 	}
 
+	// A change of the placement rule alone (same count).
+	out, errOut, code = cli("shards", "resize", "8", "--placement", "key", "--no-wait", "--yes")
+	if code != exitOK || !strings.Contains(out, "generation 2, resharding 8 by id -> 8 by key") {
+		t.Fatalf("resize 8 --placement key: exit %d\n%s%s", code, out, errOut)
+	}
+	completeChange()
+	if out, _, code = cli("shards", "layout"); code != exitOK || !regexp.MustCompile(`(?m)^placement +by key$`).MatchString(out) {
+		t.Fatalf("shards layout after the change of rule: exit %d\n%s", code, out)
+	}
+	if out, _, code = cli("shards", "resize", "8", "--placement", "key"); code != exitOK || !strings.Contains(out, "has 8 shards already, placed by key") {
+		t.Fatalf("resize to the current count and rule: exit %d\n%s", code, out)
+	}
+	if _, errOut, code = cli("shards", "resize", "8", "--placement", "tenant"); code != exitUsage || !strings.Contains(errOut, `--placement "tenant": want id or key`) {
+		t.Fatalf("resize --placement tenant: exit %d: %s", code, errOut)
+	}
+
 	// A waiting resize: progress, then the total once the change ends.
 	var wout, werr testenv.Buffer
 	exited := make(chan int, 1)
@@ -111,7 +127,7 @@ func TestShardsResize(t *testing.T) {
 	}()
 	testenv.WaitFor(t, 10*time.Second, "the change to 2 shards started", func() (bool, string) {
 		r, err := store.ReadLayout(ctx)
-		return err == nil && r.Gen == 2 && r.State == shard.LayoutResharding, fmt.Sprintf("%+v %v", r, err)
+		return err == nil && r.Gen == 3 && r.State == shard.LayoutResharding, fmt.Sprintf("%+v %v", r, err)
 	})
 	l, err = store.RefreshLayout(ctx)
 	if err != nil {
@@ -126,7 +142,7 @@ func TestShardsResize(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "a progress line", func() (bool, string) {
-		return strings.Contains(werr.String(), "generation 2, resharding 8 -> 2: 3/8 shards done, 1,500 tasks moved ("), werr.String()
+		return strings.Contains(werr.String(), "generation 3, resharding 8 -> 2: 3/8 shards done, 1,500 tasks moved ("), werr.String()
 	})
 	select {
 	case c := <-exited:
@@ -136,7 +152,7 @@ func TestShardsResize(t *testing.T) {
 	completeChange()
 	select {
 	case c := <-exited:
-		if c != exitOK || !strings.HasPrefix(wout.String(), "done: 8 -> 2 shards (generation 2): 1,500 tasks moved in ") {
+		if c != exitOK || !strings.HasPrefix(wout.String(), "done: 8 -> 2 shards (generation 3): 1,500 tasks moved in ") {
 			t.Fatalf("waiting resize: exit %d\n%s%s", c, wout.String(), werr.String())
 		}
 		t.Logf("a waiting resize printed:\n%s%s", werr.String(), wout.String())

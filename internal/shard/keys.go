@@ -226,8 +226,9 @@ func (k Keys) FlowName(queue string) string { return k.ns + ":flow:" + queue }
 // Record is the layout record, one key for the deployment.
 func (k Keys) Record() string { return "{" + k.ns + "}:layout" }
 
-// Marker is shard s's copy of the layout, "gen|shards|from", which
-// enqueue.lua checks (KEYS[6]) against the producer's generation.
+// Marker is shard s's copy of the layout, "gen|shards|from" (a count
+// followed by "k" when its tasks are placed by key), which enqueue.lua
+// checks (KEYS[6]) against the producer's generation.
 func (k Keys) Marker(s int) string { return k.Tag(s) + ":layout" }
 
 // Outbox is the hash of the tasks shard s is moving to another shard:

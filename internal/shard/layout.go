@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ type LayoutRecord struct {
 	// Gen, Shards and From are the stored generation and counts.
 	Gen          int64
 	Shards, From int
+	// Placement and FromPlacement are the placement rules that go with
+	// Shards and From.
+	Placement, FromPlacement Placement
 	// Started and Finished are when the last change began and ended.
 	Started, Finished time.Time
 	// Done lists the shards that have nothing left to move.
@@ -77,16 +81,62 @@ type LayoutRecord struct {
 	Moved int64
 }
 
-// withChange returns l at generation gen with shards and from (0: stable).
+// withChange returns l at generation gen with shards and from (0: stable),
+// both placed by l's rules.
 func (l Layout) withChange(gen int64, shards, from int) (Layout, error) {
-	if shards < 1 || shards > MaxShards || from < 0 || from > MaxShards || gen < 0 {
-		return Layout{}, fmt.Errorf("%w: generation %d, %d shards from %d", ErrCorruptLayout, gen, shards, from)
+	return l.withRules(gen, count{shards, l.place}, count{from, l.fromPlace})
+}
+
+// withRules returns l at generation gen placing tasks by to, leaving from
+// (from.n 0: stable). A change that leaves the count and the rule as they
+// are is no change.
+func (l Layout) withRules(gen int64, to, from count) (Layout, error) {
+	if to.n < 1 || to.n > MaxShards || from.n < 0 || from.n > MaxShards || gen < 0 {
+		return Layout{}, fmt.Errorf("%w: generation %d, %d shards from %d", ErrCorruptLayout, gen, to.n, from.n)
 	}
-	if from == shards {
-		from = 0
+	if from == to || from.n == 0 {
+		from = count{0, to.place}
 	}
-	l.gen, l.shards, l.from = gen, shards, from
+	l.gen, l.shards, l.place, l.from, l.fromPlace = gen, to.n, to.place, from.n, from.place
 	return l, nil
+}
+
+// count is a shard count with the rule tasks are placed by under it, as
+// the layout record and the markers write it: "16" (by id) or "16k" (by
+// key).
+type count struct {
+	n     int
+	place Placement
+}
+
+func (c count) String() string {
+	if c.place == PlaceByKey {
+		return strconv.Itoa(c.n) + "k"
+	}
+	return strconv.Itoa(c.n)
+}
+
+func parseCount(v string) (count, error) {
+	c := count{}
+	if d, ok := strings.CutSuffix(v, "k"); ok {
+		v, c.place = d, PlaceByKey
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || (n == 0 && c.place != PlaceByID) {
+		return count{}, fmt.Errorf("%w: shard count %q", ErrCorruptLayout, v)
+	}
+	c.n = n
+	return c, nil
+}
+
+// target returns the count and rule tasks are placed by, and from those
+// a running change leaves (stable: target).
+func (l Layout) target() count { return count{l.shards, l.place} }
+func (l Layout) source() count {
+	if l.from == 0 {
+		return l.target()
+	}
+	return count{l.from, l.fromPlace}
 }
 
 // newer reports whether m supersedes l: a later generation, or the same
@@ -142,7 +192,12 @@ func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
 		return n
 	}
 	r.Gen = num("gen")
-	r.Shards, r.From = int(num("shards")), int(num("from"))
+	to, terr := parseCount(m["shards"])
+	from, ferr := parseCount(cmp.Or(m["from"], "0"))
+	if err == nil {
+		err = cmp.Or(terr, ferr)
+	}
+	r.Shards, r.Placement, r.From, r.FromPlacement = to.n, to.place, from.n, from.place
 	r.Moved = num("moved")
 	if v := m["started_ms"]; v != "" {
 		r.Started = time.UnixMilli(num("started_ms"))
@@ -162,14 +217,14 @@ func (s *Store) readLayout(ctx context.Context) (LayoutRecord, error) {
 	}
 	switch r.State {
 	case LayoutStable:
-		r.Layout, err = s.base.withChange(r.Gen, r.Shards, 0)
+		r.Layout, err = s.base.withRules(r.Gen, to, count{})
 	case LayoutResharding, layoutMigrating:
 		r.State = LayoutResharding
-		r.Layout, err = s.base.withChange(r.Gen, r.Shards, r.From)
+		r.Layout, err = s.base.withRules(r.Gen, to, from)
 	case LayoutPreparing:
 		// Producers keep the layout being left until every marker says
 		// the new one (BeginResize): the generation before, stable.
-		r.Layout, err = s.base.withChange(r.Gen-1, r.From, 0)
+		r.Layout, err = s.base.withRules(r.Gen-1, from, count{})
 	default:
 		err = fmt.Errorf("%w: state %q", ErrCorruptLayout, r.State)
 	}
@@ -187,37 +242,55 @@ func (s *Store) RefreshLayout(ctx context.Context) (Layout, error) {
 // the layout record, followed by the generation.
 const LayoutChanged = "layout"
 
-// BeginResize starts changing the shard count to n: it bumps the
-// generation (compare-and-set), registers the queues in the shards that
-// are new, writes every shard's marker, then marks the change resharding
-// and announces it on the control channel. Each old shard's owner then
-// moves the tasks whose shard changed (internal/reshard). A change left
-// "preparing" by a crash is finished by calling BeginResize again with the
-// same n. It returns the new layout, or ErrResizeRunning.
+// BeginResize starts changing the shard count to n, keeping the
+// placement rule (BeginChange).
 func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
+	return s.beginChange(ctx, n, 0, true)
+}
+
+// BeginChange starts changing the shard count to n and the placement rule
+// to p: it bumps the generation (compare-and-set), registers the queues
+// in the shards that are new, writes every shard's marker, then marks the
+// change resharding and announces it on the control channel. Each old
+// shard's owner then moves the tasks whose shard changed
+// (internal/reshard). A change left "preparing" by a crash is finished by
+// calling it again with the same n and p. It returns the new layout, or
+// ErrResizeRunning.
+func (s *Store) BeginChange(ctx context.Context, n int, p Placement) (Layout, error) {
+	return s.beginChange(ctx, n, p, false)
+}
+
+func (s *Store) beginChange(ctx context.Context, n int, p Placement, keep bool) (Layout, error) {
 	if n < 1 || n > MaxShards {
 		return Layout{}, fmt.Errorf("%w: shard count %d not in 1..%d", ErrInvalidArgument, n, MaxShards)
+	}
+	if p > PlaceByKey {
+		return Layout{}, fmt.Errorf("%w: placement %d", ErrInvalidArgument, p)
 	}
 	r, err := s.ReadLayout(ctx)
 	if err != nil {
 		return Layout{}, err
 	}
 	var gen int64
-	var from int
+	var from count
+	to := count{n, p}
 	switch r.State {
 	case "", LayoutStable:
-		from = r.Layout.Shards()
+		from = r.Layout.target()
 		if r.State == "" {
 			// Never changed: the count is what the schedulers registered
 			// (shard 0's marker), not the caller's configuration.
-			if from, err = s.registeredCount(ctx, from); err != nil {
+			if from.n, err = s.registeredCount(ctx, from.n); err != nil {
 				return Layout{}, err
 			}
 		}
-		if from == n {
+		if keep {
+			to.place = from.place
+		}
+		if from == to {
 			return r.Layout, nil
 		}
-		ok, at, state, err := s.layoutOp(ctx, "begin", r.Layout.Gen(), n, from)
+		ok, at, state, err := s.layoutOp(ctx, "begin", r.Layout.Gen(), to.String(), from.String())
 		if err != nil {
 			return Layout{}, errtext.Errorf("begin resize: %w", err)
 		}
@@ -226,20 +299,23 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 		}
 		gen = at
 	case LayoutPreparing:
-		if r.Shards != n {
-			return Layout{}, fmt.Errorf("%w: a change to %d shards was left half-prepared; run it again with %d to finish it", ErrResizeRunning, r.Shards, r.Shards)
+		if keep {
+			to.place = r.Placement
 		}
-		gen, from = r.Gen, r.From
+		if r.Shards != n || r.Placement != to.place {
+			return Layout{}, fmt.Errorf("%w: a change to %d shards placed by %s was left half-prepared; run it again with them to finish it", ErrResizeRunning, r.Shards, r.Placement)
+		}
+		gen, from = r.Gen, count{r.From, r.FromPlacement}
 	default:
 		return Layout{}, fmt.Errorf("%w: generation %d moves %d shards to %d", ErrResizeRunning, r.Gen, r.From, r.Shards)
 	}
-	next, err := s.base.withChange(gen, n, from)
+	next, err := s.base.withRules(gen, to, from)
 	if err != nil {
 		return Layout{}, err
 	}
 	// The queues of the new shards first: a producer sends tasks there as
 	// soon as it sees the new layout.
-	if err := s.copyQueues(ctx, from, n); err != nil {
+	if err := s.copyQueues(ctx, from.n, n); err != nil {
 		return Layout{}, err
 	}
 	// The markers in two rounds. First every shard refuses producers on
@@ -249,7 +325,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	// shard cannot race one that still stores by the old count in
 	// another, which the dedupe check in the old shard relies on.
 	sealed := next
-	sealed.shards, sealed.from = 0, 0
+	sealed.shards, sealed.from, sealed.place, sealed.fromPlace = 0, 0, PlaceByID, PlaceByID
 	if err := s.writeMarkers(ctx, sealed, next.Existing()); err != nil {
 		return Layout{}, err
 	}
@@ -266,7 +342,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	if !ok && state == LayoutStable {
 		// Another caller finished setting it up, and the change has
 		// ended since: put back the markers its end wrote.
-		stable, err := s.base.withChange(gen, n, 0)
+		stable, err := s.base.withRules(gen, to, count{})
 		if err != nil {
 			return Layout{}, err
 		}
@@ -274,7 +350,7 @@ func (s *Store) BeginResize(ctx context.Context, n int) (Layout, error) {
 	}
 	// Again, for a queue registered while the markers were written (a
 	// scheduler that started meanwhile registered by the old count).
-	if err := s.copyQueues(ctx, from, n); err != nil {
+	if err := s.copyQueues(ctx, from.n, n); err != nil {
 		return Layout{}, err
 	}
 	s.SetLayout(next)
@@ -355,7 +431,15 @@ func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 	return nil
 }
 
-func markerValue(l Layout) string { return fmt.Sprintf("%d|%d|%d", l.gen, l.shards, l.from) }
+// markerValue is l as a shard's marker stores it: "gen|shards|from", a
+// count followed by "k" when its tasks are placed by key.
+func markerValue(l Layout) string {
+	from := "0"
+	if l.from > 0 {
+		from = l.source().String()
+	}
+	return fmt.Sprintf("%d|%s|%s", l.gen, l.target(), from)
+}
 
 func (s *Store) announceLayout(ctx context.Context, gen int64) {
 	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), LayoutChanged+" "+strconv.FormatInt(gen, 10)).Err()
@@ -373,7 +457,7 @@ func (s *Store) ShardDone(ctx context.Context, l Layout, sh int) (ended bool, er
 	if !ok || last != 1 {
 		return false, nil
 	}
-	stable, err := s.base.withChange(l.gen, l.shards, 0)
+	stable, err := s.base.withRules(l.gen, l.target(), count{})
 	if err != nil {
 		return true, err
 	}
@@ -401,11 +485,11 @@ func (s *Store) layoutFromError(err error) (Layout, bool) {
 		return Layout{}, false
 	}
 	g, e1 := strconv.ParseInt(f[0], 10, 64)
-	n, e2 := strconv.Atoi(f[1])
-	from, e3 := strconv.Atoi(f[2])
+	to, e2 := parseCount(f[1])
+	from, e3 := parseCount(f[2])
 	if e1 != nil || e2 != nil || e3 != nil {
 		return Layout{}, false
 	}
-	l, werr := s.base.withChange(g, n, from)
+	l, werr := s.base.withRules(g, to, from)
 	return l, werr == nil
 }

@@ -33,6 +33,47 @@ type Layout struct {
 	shards int
 	gen    int64
 	from   int // 0: stable
+	// place is the rule tasks are placed by under shards, fromPlace the
+	// one a running change leaves (with from); both PlaceByID until an
+	// operator switches the namespace to PlaceByKey.
+	place, fromPlace Placement
+}
+
+// Placement is the rule that picks a task id's shard among N.
+type Placement uint8
+
+// The placement rules. A namespace starts with PlaceByID; an operator
+// switches it to PlaceByKey with a change of the layout (BeginChange),
+// which moves the keyed tasks to their key's shard as a change of the
+// shard count moves tasks (docs/resharding.md).
+const (
+	// PlaceByID places a task by crc32 of its whole id.
+	PlaceByID Placement = iota
+	// PlaceByKey places a keyed task ("{key}rest", KeyOf) by crc32 of
+	// its key, so that all tasks of a key share a shard (and the state a
+	// script keeps per key is reachable where they are taken); a task
+	// without a key is placed by its id.
+	PlaceByKey
+)
+
+// String returns "id" or "key", the rule's name in the configuration,
+// the CLI and the layout record.
+func (p Placement) String() string {
+	if p == PlaceByKey {
+		return "key"
+	}
+	return "id"
+}
+
+// ParsePlacement returns the rule named s ("id" or "key").
+func ParsePlacement(s string) (Placement, error) {
+	switch s {
+	case "id":
+		return PlaceByID, nil
+	case "key":
+		return PlaceByKey, nil
+	}
+	return 0, fmt.Errorf("%w: placement %q: want id or key", ErrInvalidArgument, s)
 }
 
 // NewLayout returns the layout for namespace ns with n shards.
@@ -78,8 +119,21 @@ func (l Layout) Gen() int64 { return l.gen }
 // From returns the shard count a running change leaves, 0 when stable.
 func (l Layout) From() int { return l.from }
 
-// Resharding reports whether a change of the shard count is running.
+// Resharding reports whether a change of the shard count (or of the
+// placement rule) is running.
 func (l Layout) Resharding() bool { return l.from > 0 }
+
+// Placement returns the rule new tasks are placed by.
+func (l Layout) Placement() Placement { return l.place }
+
+// FromPlacement returns the rule a running change leaves (Placement when
+// stable).
+func (l Layout) FromPlacement() Placement {
+	if l.from == 0 {
+		return l.place
+	}
+	return l.fromPlace
+}
 
 // Existing returns the number of shards that exist, 0..Existing-1: those
 // a read over every task visits and a worker pops, whether or not the
@@ -88,15 +142,21 @@ func (l Layout) Existing() int { return max(l.shards, l.from) }
 
 // oldShardOf returns the shard of id by the count a running change
 // leaves (From > 0); Homes says where an id may be.
-func (l Layout) oldShardOf(id string) int {
-	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.from))
-}
+func (l Layout) oldShardOf(id string) int { return placeOf(id, l.from, l.fromPlace) }
 
 // ShardOf returns the shard of a task id: crc32 (IEEE) of the id's bytes
-// modulo N. Producers in other languages compute the same (for example
+// modulo N, or under PlaceByKey of its key's bytes when it has one
+// (KeyOf). Producers in other languages compute the same (for example
 // Python's zlib.crc32).
-func (l Layout) ShardOf(id string) int {
-	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(l.shards))
+func (l Layout) ShardOf(id string) int { return placeOf(id, l.shards, l.place) }
+
+func placeOf(id string, n int, p Placement) int {
+	if p == PlaceByKey {
+		if k := KeyOf(id); k != "" {
+			id = k
+		}
+	}
+	return int(crc32.ChecksumIEEE([]byte(id)) % uint32(n))
 }
 
 // ReadyKeys returns the ready lists of the given queues in every shard

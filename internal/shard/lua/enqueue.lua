@@ -29,12 +29,13 @@
 --                        leaves it out makes those counts low.
 -- KEYS[6] marker   STRING optional, with the "@gen" argument below: the
 --                        shard's layout marker "gen|shards|from" (see
---                        docs/resharding.md)
+--                        docs/resharding.md; a count is followed by "k"
+--                        when its tasks are placed by key: "4|16k|16")
 -- ARGV[1] optional "@<gen>": the generation of the producer's layout
 --         (0 before the shard count was ever changed). When KEYS[6] holds
 --         a newer generation, nothing is written and the call fails with
---         the error "LAYOUT <gen> <shards> <from>": the shard count has
---         changed, and the producer must place each task again by that
+--         the error "LAYOUT <gen> <shards> <from>" (counts as in the
+--         marker): the shard count or the placement rule has changed, and the producer must place each task again by that
 --         layout and send it there; or, while the change is being set up
 --         (a marker "<gen>|0|0"), with "TRYAGAIN ...": send it again
 --         shortly. The arguments below then start at
@@ -190,7 +191,7 @@ if string.sub(ARGV[1] or "", 1, 1) == "@" then
     return redis.error_reply("enqueue: invalid layout generation " .. ARGV[1])
   end
   if marker then
-    local g, n, f = string.match(marker, "^(%d+)|(%d+)|(%d+)$")
+    local g, n, f = string.match(marker, "^(%d+)|(%d+k?)|(%d+k?)$")
     if g and tonumber(g) > mine then
       if n == "0" then
         return redis.error_reply("TRYAGAIN the shard count is changing; nothing was written")

@@ -5,8 +5,10 @@
 --
 -- KEYS[1] record HASH "{ns}:layout":
 --           gen          generation (1 for the first change)
---           shards       shard count new tasks are placed by
---           from         shard count being left ("0" when stable)
+--           shards       shard count new tasks are placed by, followed
+--                        by "k" when they are placed by key ("16k")
+--           from         shard count being left ("0" when stable), "k"
+--                        as above
 --           state        "preparing" | "resharding" | "stable"
 --                        ("migrating", the name before 2026-11, is read
 --                        as "resharding")
