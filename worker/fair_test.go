@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
@@ -79,5 +80,117 @@ func TestFairQueueGivesQuietKeysTurns(t *testing.T) {
 		if !slices.IsSorted(ids) {
 			t.Errorf("the big key's tasks of shard %d started out of order: %v", sh, ids)
 		}
+	}
+}
+
+// placeByKey switches e's deployment to placement by key (nothing is
+// stored yet, so the change has nothing to move) and waits until it is
+// stable.
+func placeByKey(t *testing.T, e *env) {
+	t.Helper()
+	ctx := testenv.Ctx(t, 10*time.Second)
+	l, err := e.Store.BeginChange(ctx, shards, shard.PlaceByKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh := range l.Existing() {
+		if _, err := e.Store.ShardDone(ctx, l, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := e.Layout(); l.Resharding() || l.Placement() != shard.PlaceByKey {
+		t.Fatalf("layout after the change: resharding %v, placement %s", l.Resharding(), l.Placement())
+	}
+}
+
+// TestKeyConcurrencyHeldBeforeTheTake: a fair queue with a cap of 3 per
+// key, placed by key, a worker with 16 slots: the hot key never runs more
+// than 3 at once (and reaches 3) while the other key's tasks run beside
+// it; a raised cap at run time lets the hot key run more at once; every
+// task runs once.
+func TestKeyConcurrencyHeldBeforeTheTake(t *testing.T) {
+	t.Parallel()
+	p := shardtest.Policy()
+	p.FairWindow, p.KeyConcurrency = 8, 3
+	e := newEnv(t, p)
+	placeByKey(t, e)
+	ctx := testenv.Ctx(t, time.Minute)
+	var hot, cool []string
+	for i := range 60 {
+		hot = append(hot, fmt.Sprintf("{hot}%03d", i))
+	}
+	for i := range 12 {
+		cool = append(cool, fmt.Sprintf("{cool}%03d", i))
+	}
+	e.Schedule("q", 0, hot...)
+	e.Schedule("q", 0, cool...)
+
+	var mu sync.Mutex
+	running, most, runs := map[string]int{}, map[string]int{}, map[string]int{}
+	raised := false
+	// The hot key's most at once before and after its cap was raised.
+	mostBefore, mostAfter := 0, 0
+	h := func(ctx context.Context, task *Task) error {
+		k := shard.KeyOf(task.ID)
+		mu.Lock()
+		running[k]++
+		runs[task.ID]++
+		most[k] = max(most[k], running[k])
+		switch {
+		case k != "hot":
+		case raised:
+			mostAfter = max(mostAfter, running[k])
+		default:
+			mostBefore = max(mostBefore, running[k])
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		running[k]--
+		mu.Unlock()
+		return nil
+	}
+	e.start(e.RDB, QueueOptions{Concurrency: 16}, h)
+	testenv.WaitFor(t, 30*time.Second, "20 of the hot key's tasks run", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for id := range runs {
+			if strings.HasPrefix(id, "{hot}") {
+				n++
+			}
+		}
+		return n >= 20, fmt.Sprint(n)
+	})
+	mu.Lock()
+	raised = true
+	mu.Unlock()
+	if err := e.Store.SetKeyConcurrency(ctx, "q", "hot", 8); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "every task run", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == len(hot)+len(cool), fmt.Sprint(len(runs))
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+	t.Logf("most at once: %v; the hot key before its cap was raised: %d, after (to 8): %d", most, mostBefore, mostAfter)
+	if mostBefore != 3 {
+		t.Errorf("the hot key ran at most %d at once under its cap of 3, want 3", mostBefore)
+	}
+	if most["cool"] < 2 {
+		t.Errorf("the cool key ran at most %d at once beside the hot one", most["cool"])
+	}
+	if mostAfter <= 3 {
+		t.Errorf("after the cap was raised to 8 the hot key ran at most %d at once", mostAfter)
+	}
+	if most["hot"] > 8 {
+		t.Errorf("the hot key ran %d at once, cap 8", most["hot"])
 	}
 }

@@ -65,8 +65,8 @@ func (w *Worker) readControls(ctx context.Context, queues []*queue) bool {
 }
 
 // readKeeps reads which queues keep records of their ended tasks
-// (queue.keeps) and which are fair (queue.fair); it reports whether it
-// could.
+// (queue.keeps), which are fair (queue.fair) and which of those cap
+// their keys (queue.keyCapped); it reports whether it could.
 func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -88,10 +88,18 @@ func (w *Worker) readKeeps(ctx context.Context, queues []*queue) bool {
 		}
 		return false
 	}
+	capped, err := w.deps.store.KeyCapped(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.deps.log.Warn("could not read which queues cap their keys", "error", err)
+		}
+		return false
+	}
 	for _, q := range queues {
 		q.keeps.Store(kept[q.name].Age > 0)
 		_, isFair := fair[q.name]
 		q.fair.Store(isFair)
+		q.keyCapped.Store(isFair && capped[q.name])
 	}
 	return true
 }

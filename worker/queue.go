@@ -47,6 +47,11 @@ type queue struct {
 	// read with keeps): after each pop of its ready list the worker asks
 	// for the window to be refilled (refillAsync).
 	fair atomic.Bool
+	// keyCapped is set while the queue is fair and its keys may be
+	// capped (shard.Store.KeyCapped, read with keeps): after each settle
+	// of one of its tasks the worker refills the window with the task's
+	// key, which a held key at its cap needs to be put back (refillKey).
+	keyCapped atomic.Bool
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).
 	freed, anyFreed chan struct{}

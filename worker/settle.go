@@ -37,11 +37,27 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		} else {
 			d.q.release(1)
 		}
+		if d.q.keyCapped.Load() {
+			d.refillKey()
+		}
 	})
 	if !first && d.outcome != outcomeFor(err) {
 		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)
 	}
 	return d.result
+}
+
+// refillKey refills the window of the delivery's fair queue in its shard
+// with its key named (shard.Store.FairRefill), after its settle freed the
+// key's permit: a key held at its cap goes back on the ring, and its next
+// task enters the window. A refill that fails is left to the next settle
+// and the recovery pass, which puts held keys back too.
+func (d *delivery) refillKey() {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if _, err := d.store.FairRefill(ctx, d.sd.Shard, d.q.name, shard.KeyOf(d.sd.Task.ID)); err != nil {
+		d.log.Warn("could not refill a fair queue's window after a settle; the scheduler will", "queue", d.q.name, "task", d.sd.Task.ID, "error", err)
+	}
 }
 
 // settle records the outcome in Redis, retrying transient errors for up

@@ -32,6 +32,9 @@ type QueueConfig struct {
 	// FairWindow is the most entries of its ready list per shard.
 	Fair       bool `koanf:"fair"`
 	FairWindow int  `koanf:"fair_window"`
+	// KeyConcurrency caps the tasks of each key of a fair queue that run
+	// (or wait in its window) at once, across every worker process.
+	KeyConcurrency int `koanf:"key_concurrency"`
 	// Concurrency is the most tasks of this queue one worker process
 	// runs at once.
 	Concurrency int `koanf:"concurrency"`
@@ -192,7 +195,7 @@ func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 			Retention: shard.Retention{Age: q.Retention, Count: q.RetentionCount},
 		}
 		if q.Fair {
-			p.FairWindow = q.FairWindow
+			p.FairWindow, p.KeyConcurrency = q.FairWindow, q.KeyConcurrency
 		}
 		out[name] = p
 	}

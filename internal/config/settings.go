@@ -196,6 +196,8 @@ var settings = concat(
 			Doc: "take the queue's due tasks in turns between their keys (a task id's hash tag, client.Task.Key) instead of in due order (docs/fairness.md); registered by the schedulers"},
 		{Key: "queues.<q>.fair_window", Min: 1, Max: shard.MaxFairWindow,
 			Doc: "most tasks of a fair queue in its ready list per shard, taken in turns; a quiet key's task waits behind at most this many per shard"},
+		{Key: "queues.<q>.key_concurrency", Min: 0, Max: shard.MaxKeyConcurrency, Zero: "no cap per key",
+			Doc: "most tasks of each key of a fair queue holding a permit at once across every worker (taken when a task enters the window, before any worker claims it; needs placement by key, docs/fairness.md); `hourglass queue keycap` sets a key's own; registered by the schedulers"},
 		{Key: "queues.<q>.concurrency", Min: 1, Max: worker.MaxConcurrency, Zero: ZeroDefault,
 			Lib: []string{"worker.QueueOptions.Concurrency"},
 			Doc: "handlers of the queue running at once in one worker process"},

@@ -89,7 +89,7 @@ func ACLUsers(ns string) []ACLUser {
 	far := func(s int) string { return k.FarBucket(s, "*") }
 	window := func(s int) string { return k.Window(s, "") }
 	reservation := func(s int) string { return k.Reservation(s, "") }
-	fair := func(s int) string { return k.Tag(s) + ":fair*" } // FairRing, FairList, FairWeights, FairTurn
+	fair := func(s int) string { return k.Tag(s) + ":fair*" } // FairRing, FairList, FairWeights, FairTurn, FairParked, FairCaps, FairHeld, FairPermits
 	imported := func(s int) string { return strings.TrimSuffix(k.Imported(s, 0), "0") + "*" }
 	r := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name)} }
 	w := func(name func(int) string) ACLKey { return ACLKey{Pattern: shardKey(name), Write: true} }
@@ -109,7 +109,8 @@ func ACLUsers(ns string) []ACLUser {
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "sadd", "smembers", "srem",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush",
+				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
@@ -127,6 +128,7 @@ func ACLUsers(ns string) []ACLUser {
 			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hget", "hgetall", "hincrby", "hmget", "hset", "llen", "lpop", "lpush", "rpush", "incr", "incrby",
+				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
@@ -161,6 +163,7 @@ func ACLUsers(ns string) []ACLUser {
 			Commands: []string{"del", "exists", "get", "set", "time", "incrby",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush",
+				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
 				"publish", "spublish"},
 			Keys: []ACLKey{

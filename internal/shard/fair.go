@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -101,12 +102,21 @@ func (s *Store) FairWindows(ctx context.Context, queues []string) (map[string]in
 
 // FairRefill tops the window of fair queue in shard sh up from its keys'
 // lists (fairrefill.lua) and returns how many entries it added. Workers
-// call it after they pop entries of a fair queue.
-func (s *Store) FairRefill(ctx context.Context, sh int, queue string) (int, error) {
+// call it after they pop entries of a fair queue, and after they settle
+// a task of a queue whose keys are capped (KeyCapped), with the task's
+// key in settled: a key held at its cap with a permit free goes back on
+// the ring first.
+func (s *Store) FairRefill(ctx context.Context, sh int, queue string, settled ...string) (int, error) {
+	args := make([]any, 1, 1+len(settled))
+	args[0] = DefaultFairWindow
+	for _, k := range settled {
+		args = append(args, k)
+	}
 	n, err := fairRefillScript.Run(ctx, s.rdb, []string{
 		s.k.FairRing(sh, queue), s.k.Seq(sh), s.k.Pending(sh, queue), s.k.Ready(sh, queue),
 		s.k.Queues(sh), s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue),
-	}, DefaultFairWindow).Int()
+		s.k.FairCaps(sh, queue), s.k.FairHeld(sh, queue),
+	}, args...).Int()
 	if err != nil {
 		return 0, errtext.Errorf("refill the window of fair queue %q in shard %d: %w", queue, sh, err)
 	}
@@ -172,9 +182,14 @@ func (s *Store) fairKeys(ctx context.Context, sh int, queue string) ([]string, e
 	if err != nil && err != redis.Nil {
 		return nil, errtext.Errorf("read the ring of queue %q in shard %d: %w", queue, sh, err)
 	}
-	out := []string{ring, s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue)}
-	for _, k := range keys {
-		out = append(out, s.k.FairList(sh, queue, k))
+	out := []string{ring, s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue),
+		s.k.FairCaps(sh, queue), s.k.FairHeld(sh, queue)}
+	held, err := s.rdb.SMembers(ctx, s.k.FairHeld(sh, queue)).Result()
+	if err != nil && err != redis.Nil {
+		return nil, errtext.Errorf("read the held keys of queue %q in shard %d: %w", queue, sh, err)
+	}
+	for _, k := range slices.Concat(keys, held) {
+		out = append(out, s.k.FairList(sh, queue, k), s.k.FairPermits(sh, queue, k))
 	}
 	return out, nil
 }

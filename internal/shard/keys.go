@@ -93,6 +93,20 @@ func (k Keys) FairWeights(s int, queue string) string { return k.Tag(s) + ":fair
 // shard's owner to move more.
 func (k Keys) FairParked(s int, queue string) string { return k.Tag(s) + ":fairp:" + queue }
 
+// FairCaps is the hash of a fair queue's keys' own concurrency caps in
+// shard s: key -> cap (0: none); FairHeld is the set of its keys held at
+// their cap, off the ring; FairPermits is a key's set of the ids that
+// hold its permits (docs/fairness.md, "Limits per key").
+func (k Keys) FairCaps(s int, queue string) string { return k.Tag(s) + ":fairc:" + queue }
+
+// FairHeld: see FairCaps.
+func (k Keys) FairHeld(s int, queue string) string { return k.Tag(s) + ":fairb:" + queue }
+
+// FairPermits: see FairCaps.
+func (k Keys) FairPermits(s int, queue, key string) string {
+	return k.Tag(s) + ":fairr:" + queue + "|" + key
+}
+
 // FairTurn holds "left|key": the turn the last refill of a fair queue's
 // window cut short, which the next one goes on with.
 func (k Keys) FairTurn(s int, queue string) string { return k.Tag(s) + ":fairt:" + queue }

@@ -51,6 +51,11 @@ type QueuePolicy struct {
 	// ready list holds at most this many entries per shard, taken in
 	// turns between the tasks' keys. 0: in due order.
 	FairWindow int
+	// KeyConcurrency, when above 0, caps the tasks of each key of a fair
+	// queue that hold a permit at once (keycaps.go): taken when a task
+	// enters the window, so a key at its cap has its tasks wait,
+	// unclaimed. A key's own cap (Store.SetKeyConcurrency) overrides it.
+	KeyConcurrency int
 }
 
 // Retention says how long, and how many per shard, the records of a
@@ -210,6 +215,9 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 		if p.FairWindow < 0 || p.FairWindow > MaxFairWindow {
 			return fmt.Errorf("%w: queue %q: fair window %d not in 0..%d", ErrInvalidArgument, q, p.FairWindow, MaxFairWindow)
 		}
+		if p.KeyConcurrency < 0 || p.KeyConcurrency > MaxKeyConcurrency {
+			return fmt.Errorf("%w: queue %q: concurrency per key %d not in 0..%d", ErrInvalidArgument, q, p.KeyConcurrency, MaxKeyConcurrency)
+		}
 		names = append(names, q)
 	}
 	slices.Sort(names)
@@ -243,6 +251,11 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 				vals = append(vals, fairField(q), p.FairWindow, anyFairField, 1)
 			} else {
 				unkept = append(unkept, fairField(q))
+			}
+			if p.KeyConcurrency > 0 {
+				vals = append(vals, keyCapField(q), p.KeyConcurrency)
+			} else {
+				unkept = append(unkept, keyCapField(q))
 			}
 		}
 		pipe.HSet(ctx, s.k.Queues(sh), vals...)

@@ -406,7 +406,9 @@ local function fair_parts(ring)
 end
 
 -- fair_sibling returns a key of a fair queue's state beside its ring:
--- kind "w" its weights, "t" its turn, "p" its parked keys.
+-- kind "w" its weights, "t" its turn, "p" its parked keys, "c" its keys'
+-- own concurrency caps, "b" its keys held at their cap, "r" the prefix of
+-- its keys' permit sets ("<tag>:fairr:<q>|<key>", not declared).
 local function fair_sibling(ring, kind)
   local tag, q = fair_parts(ring)
   return tag .. ":fair" .. kind .. ":" .. q
@@ -416,7 +418,77 @@ end
 -- and its siblings), for served_here.
 local function fair_state(ring, list)
   list[#list + 1] = ring
-  for _, kind in ipairs({"w", "t", "p"}) do list[#list + 1] = fair_sibling(ring, kind) end
+  for _, kind in ipairs({"w", "t", "p", "c", "b"}) do list[#list + 1] = fair_sibling(ring, kind) end
+end
+
+-- Per-key concurrency caps (docs/fairness.md, "Limits per key"). A key
+-- of a fair queue holds a permit for each of its tasks from the moment
+-- the task enters the window until it is settled: its id is in the key's
+-- permit set while it is pending (in the window, or popped and not
+-- leased) or leased (in flight). The set is pruned of ids that are
+-- neither when it looks full, so a permit is never lost to a missed
+-- release: it ends with the task's lease (recovery takes an expired one
+-- back). A key at its cap leaves the ring for the set of held keys ("b"),
+-- its tasks waiting in its list, unclaimed; fair_unblock puts it back
+-- when a permit frees.
+
+-- fair_caps returns the caps of fair queue q's keys in the shard of
+-- ring: {default, own} with default the queues hash's field "|kcap|<q>"
+-- (0: none) and own whether some key has a cap of its own ("c"); nil
+-- when no key of the queue is capped.
+local function fair_caps(ring, q)
+  local tag = fair_parts(ring)
+  local d = tonumber(redis.call("HGET", tag .. ":queues", "|kcap|" .. q) or "")
+  local own = redis.call("EXISTS", fair_sibling(ring, "c")) == 1
+  if not d and not own then return nil end
+  return {default = d or 0, own = own}
+end
+
+-- fair_room returns how many more of key k's tasks may take a permit
+-- under caps (fair_caps; nil: no caps), taken besides those the caller
+-- took already (not in the permit set yet): math.huge without a cap.
+local function fair_room(ring, caps, k, pending_key, taken)
+  if not caps then return math.huge end
+  local cap = k ~= "" and caps.default or 0 -- the tasks without a key: only a cap of their own
+  if caps.own then cap = tonumber(redis.call("HGET", fair_sibling(ring, "c"), k) or "") or cap end
+  if cap <= 0 then return math.huge end
+  cap = cap - (taken or 0)
+  local rkey = fair_sibling(ring, "r") .. "|" .. k
+  local n = redis.call("SCARD", rkey)
+  if n < cap then return cap - n end
+  local ids = redis.call("SMEMBERS", rkey)
+  local ps = bulk_read("ZMSCORE", pending_key, ids)
+  local ls = bulk_read("ZMSCORE", fair_parts(ring) .. ":inflight", ids)
+  local gone = {}
+  for j, id in ipairs(ids) do
+    local p = ps[j] and tonumber(ps[j])
+    if not ((p and p < fair_wait_base()) or ls[j]) then gone[#gone + 1] = id end
+  end
+  if #gone > 0 then bulk("SREM", rkey, gone) end
+  return cap - (n - #gone)
+end
+
+-- fair_unblock puts back on the ring each held key ("b") among keys (a
+-- number n: up to n of them, at random) that has a permit free now, or
+-- drops it from the held ones when its list is empty. Returns the number
+-- put back.
+local function fair_unblock(ring, keys, pending_key)
+  local bkey = fair_sibling(ring, "b")
+  if redis.call("EXISTS", bkey) == 0 then return 0 end
+  local _, q = fair_parts(ring)
+  local caps = fair_caps(ring, q)
+  if type(keys) == "number" then keys = redis.call("SRANDMEMBER", bkey, keys) end
+  local back = 0
+  for _, k in ipairs(keys) do
+    if redis.call("SISMEMBER", bkey, k) == 1 and fair_room(ring, caps, k, pending_key) > 0 then
+      redis.call("SREM", bkey, k)
+      if redis.call("LLEN", ring .. "|" .. k) > 0 then
+        redis.call("RPUSH", ring, k)
+        back = back + 1
+      end
+    end
+  end
+  return back
 end
 
 -- fair_park_depth is the most tasks the mover keeps in one key's list
@@ -474,7 +546,19 @@ end
 local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
-  local tag = fair_parts(ring)
+  local tag, q = fair_parts(ring)
+  local caps = fair_caps(ring, q)
+  local bkey = fair_sibling(ring, "b")
+  -- Held keys are read whether or not caps are set: a key held before
+  -- its caps went stays held until fair_unblock puts it back.
+  local held = redis.call("EXISTS", bkey) == 1
+  -- Only held keys are left: a permit may have ended without a settle
+  -- that said so (a cancel, a change); a few of them are looked at.
+  if held and redis.call("LLEN", ring) == 0 and fair_unblock(ring, 16, pending_key) == 0 then
+    return 0
+  end
+  local permits = {} -- key -> the ids that took its permits in this call
+  local took = {} -- key -> entries taken from its list in this call
   local wkey, tkey = fair_sibling(ring, "w"), fair_sibling(ring, "t")
   -- The keys whose turns come next, taken off the ring: room of them
   -- are enough while each gives at least one entry. When that takes the
@@ -490,7 +574,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local weighted = redis.call("EXISTS", wkey) == 1
   local pkey = fair_sibling(ring, "p")
   local parking = redis.call("EXISTS", pkey) == 1
-  local keep_ids, keep_rests, cut, cut_left = {}, {}, nil, nil
+  local keep_ids, keep_rests, keep_keys, cut, cut_left = {}, {}, {}, nil, nil
   local rounds = 0
   while room > 0 and not cut and rounds < 4 do
     rounds = rounds + 1
@@ -505,7 +589,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       break
     end
     local whole = #keys < room -- the ring is empty now: go round here
-    local back, got_all = {}, {}
+    local back, got_all, got_keys = {}, {}, {}
     local h = 1
     while h <= #keys and room > 0 do
       local k = keys[h]
@@ -514,11 +598,16 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       w = math.max(0, math.floor(w))
       if w > 0 and k == cur and left and left > 0 then w = left end -- a turn cut short goes on
       cur = nil
+      local free = w > 0 and fair_room(ring, caps, k, pending_key, took[k]) or 0
       if w == 0 then
         back[#back + 1] = k -- paused: its turn goes to the next key
+      elseif free <= 0 then
+        redis.call("SADD", bkey, k) -- at its cap: held until a permit frees
+        held = true
       else
+        if held then redis.call("SREM", bkey, k) end
         local list = ring .. "|" .. k
-        local ask = math.min(w, room)
+        local ask = math.min(w, room, free)
         -- One entry more than the turn's tells whether the list goes on
         -- (it is put back), sparing a read of its length, which only a
         -- queue with parked keys needs.
@@ -536,14 +625,21 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         elseif extra == 0 and #got == ask then
           n = redis.call("LLEN", list)
         end
-        for _, e in ipairs(got) do got_all[#got_all + 1] = e end
+        for _, e in ipairs(got) do
+          got_all[#got_all + 1] = e
+          got_keys[#got_all] = k
+        end
+        took[k] = (took[k] or 0) + #got
         room = room - #got
         -- A parked key whose list runs low: its owner moves more of it.
         if parking and n < fair_wake_depth(window) and redis.call("HDEL", pkey, k) == 1 then
           redis.call("SPUBLISH", tag .. ":wake", string.format("%d", now_ms()))
         end
         if n > 0 then
-          if ask < w then
+          if ask >= free then
+            redis.call("SADD", bkey, k) -- its cap ends the turn: held
+            held = true
+          elseif ask < w then
             cut, cut_left = k, w - ask -- the window ended the turn
             break
           elseif whole then
@@ -568,6 +664,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     for j, sc in ipairs(bulk_read("ZMSCORE", pending_key, ids)) do
       if sc and seqs[j] and tonumber(sc) == seqs[j] then
         keep_ids[#keep_ids + 1] = ids[j]
+        keep_keys[#keep_ids] = got_keys[j]
         keep_rests[#keep_rests + 1] = string.sub(got_all[j], (string.find(got_all[j], "|", 1, true)))
       else
         room = room + 1
@@ -596,6 +693,16 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   end
   bulk("ZADD", pending_key, pend)
   ready_pushed(ready_key, bulk("RPUSH", ready_key, entries), #entries)
+  if caps then
+    for j, id in ipairs(keep_ids) do
+      local k = keep_keys[j]
+      if not permits[k] then permits[k] = {} end
+      local l = permits[k]
+      l[#l + 1] = id
+    end
+    local rprefix = fair_sibling(ring, "r") .. "|"
+    for k, l in pairs(permits) do bulk("SADD", rprefix .. k, l) end
+  end
   return #keep_ids
 end
 

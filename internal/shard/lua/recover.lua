@@ -27,7 +27,9 @@
 --      (it died between a pop and the refill it sends after it) is
 --      refilled from its keys' lists (lib.lua's fair_refill); a queue no
 --      longer fair has LIMIT of its tasks still in keys' lists moved to
---      its ready list per pass.
+--      its ready list per pass. Keys held at their concurrency cap that
+--      have a permit free again go back on the ring first
+--      (lib.lua's fair_unblock).
 --   A task buried in part 1 or 2a whose queue keeps records is published
 --   "dead" on its done channel (Client.Wait).
 --
@@ -211,6 +213,9 @@ for _, q in ipairs(ready_queues) do
     -- longer fair has its keys' lists drained into its ready list, LIMIT
     -- a pass (its workers no longer refill).
     local ring = fair_ring(KEYS[1], q)
+    -- Keys held at their cap whose permits ended without a settle that
+    -- said so (a lease recovered above, a task cancelled) go back first.
+    fair_unblock(ring, 128, pk)
     if redis.call("LLEN", ring) > 0 then
       local seq_key = (string.match(KEYS[1], "^{[^}]*}") or "") .. ":seq"
       fair_refill(ring, seq_key, pk, rk, fair_window(KEYS[8], q) or redis.call("LLEN", rk) + limit)

@@ -1,0 +1,115 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/hourglass-sched/hourglass/internal/errtext"
+)
+
+// Per-key concurrency caps of a fair queue (docs/fairness.md, "Limits per
+// key"). A key holds a permit for each of its tasks from the moment the
+// task enters the window until it is settled (lib.lua's fair_room): a key
+// at its cap is held off the ring with its tasks waiting, unclaimed, so
+// that no worker takes a task its key may not run. A settle (the worker
+// then calls FairRefill with the task's key), a change of the cap
+// (SetKeyConcurrency) and the recovery pass put a held key back when a
+// permit is free. The queue's default (QueuePolicy.KeyConcurrency) is the
+// queues hash's field "|kcap|<q>"; a key's own cap is a field of
+// Keys.FairCaps in every shard, and "|kcapo|<q>" says some key has one.
+
+// MaxKeyConcurrency is the largest concurrency cap of a key.
+const MaxKeyConcurrency = 10000
+
+// keyCapField is the field of the queues hash that holds a fair queue's
+// default cap per key.
+func keyCapField(queue string) string { return "|kcap|" + queue }
+
+// keyCapsOwnField is the field of the queues hash that says some key of
+// the queue has a cap of its own (set by SetKeyConcurrency, never
+// removed): workers then tell each settle of the queue's tasks.
+func keyCapsOwnField(queue string) string { return "|kcapo|" + queue }
+
+// KeyCapped reads which of queues may have a key at a concurrency cap (a
+// default cap registered, or a key with one of its own), as shard 0
+// holds it (one HMGET): workers of those refill the key's window after
+// each settle.
+func (s *Store) KeyCapped(ctx context.Context, queues []string) (map[string]bool, error) {
+	fields := make([]string, 0, 2*len(queues))
+	for _, q := range queues {
+		fields = append(fields, keyCapField(q), keyCapsOwnField(q))
+	}
+	if len(fields) == 0 {
+		return map[string]bool{}, nil
+	}
+	v, err := s.rdb.HMGet(ctx, s.k.Queues(0), fields...).Result()
+	if err != nil {
+		return nil, errtext.Errorf("read which queues cap their keys: %w", err)
+	}
+	out := make(map[string]bool, len(queues))
+	for i, q := range queues {
+		out[q] = v[2*i] != nil || v[2*i+1] != nil
+	}
+	return out, nil
+}
+
+// SetKeyConcurrency sets the concurrency cap of key in fair queue: at
+// most n of its tasks hold a permit at once (in the window, popped or
+// running) in the key's shard; n 0 lifts the queue's default cap for the
+// key, n -1 removes the key's own cap (the default applies again). It is
+// written in every shard, announced to workers (QueuesChanged), and every
+// shard's window is then refilled with the key put back on its ring if it
+// was held, so that a raised cap takes effect at once.
+func (s *Store) SetKeyConcurrency(ctx context.Context, queue, key string, n int) error {
+	if !ValidQueue(queue) {
+		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	if key != "" && !ValidKey(key) {
+		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
+	}
+	if n < -1 || n > MaxKeyConcurrency {
+		return fmt.Errorf("%w: concurrency %d not in -1..%d", ErrInvalidArgument, n, MaxKeyConcurrency)
+	}
+	pipe := s.rdb.Pipeline()
+	for sh := range s.Layout().Existing() {
+		if n < 0 {
+			pipe.HDel(ctx, s.k.FairCaps(sh, queue), key)
+		} else {
+			pipe.HSet(ctx, s.k.FairCaps(sh, queue), key, n)
+		}
+		pipe.HSet(ctx, s.k.Queues(sh), keyCapsOwnField(queue), 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return errtext.Errorf("set the concurrency of key %q of queue %q: %w", key, queue, err)
+	}
+	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
+	for sh := range s.Layout().Existing() {
+		if _, err := s.FairRefill(ctx, sh, queue, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KeyConcurrency returns fair queue's default cap per key (0: none) and
+// the keys that have a cap of their own, as shard 0 holds them.
+func (s *Store) KeyConcurrency(ctx context.Context, queue string) (def int, own map[string]int, err error) {
+	pipe := s.rdb.Pipeline()
+	d := pipe.HGet(ctx, s.k.Queues(0), keyCapField(queue))
+	m := pipe.HGetAll(ctx, s.k.FairCaps(0, queue))
+	if _, err := pipe.Exec(ctx); err != nil && d.Err() != nil && m.Err() != nil {
+		return 0, nil, errtext.Errorf("read the key caps of queue %q: %w", queue, err)
+	}
+	if m.Err() != nil {
+		return 0, nil, errtext.Errorf("read the key caps of queue %q: %w", queue, m.Err())
+	}
+	def, _ = strconv.Atoi(d.Val())
+	own = make(map[string]int, len(m.Val()))
+	for k, v := range m.Val() {
+		if c, err := strconv.Atoi(v); err == nil {
+			own[k] = c
+		}
+	}
+	return def, own, nil
+}

@@ -1,0 +1,206 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// claimWindow pops every entry of fair queue "t"'s window in shard 0 and
+// leases them (lease 30 s), as a worker does, and returns the deliveries.
+func claimWindow(t *testing.T, s *Store, rdb *redis.Client) []Delivery {
+	t.Helper()
+	ctx := testenv.Ctx(t, 10*time.Second)
+	v, err := rdb.LPopCount(ctx, s.k.Ready(0, "t"), 1000).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	refs := make([]string, len(v))
+	for i, e := range v {
+		refs[i] = EntryRef(e)
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	ds, err := s.Claim(ctx, 0, "t", refs, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// byKey counts ids by their key.
+func byKey(ds []Delivery) map[string]int {
+	out := map[string]int{}
+	for _, d := range ds {
+		out[KeyOf(d.Task.ID)]++
+	}
+	return out
+}
+
+// TestKeyConcurrencyCap: a fair queue with a cap of 2 per key lets at
+// most 2 tasks of a key into the window or running; the others wait,
+// unclaimed, with the key held off the ring; an ack, a nack and a
+// recovered lease each free a permit that the refill with the key's name
+// (a worker's after a settle) or the recovery pass gives to the key's next
+// task; a key's own cap overrides the default, 0 lifts it, and a key
+// without a key (the tasks without one) is not capped by the default.
+func TestKeyConcurrencyCap(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	l, err := NewLayout("hgcap", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{
+		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: 32, KeyConcurrency: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, fmt.Sprintf("{a}%d", i), fmt.Sprintf("{b}%d", i), fmt.Sprintf("plain%d", i))
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), ids...)
+	if res, err := s.Move(ctx, 0, 1, 1000); err != nil || res.Moved != 18 {
+		t.Fatalf("move: %+v %v", res, err)
+	}
+	running := claimWindow(t, s, rdb)
+	if got := byKey(running); got["a"] != 2 || got["b"] != 2 || got[""] != 6 {
+		t.Fatalf("first window by key %v, want a:2 b:2 and the 6 without a key", got)
+	}
+	held := rdb.SMembers(ctx, s.k.FairHeld(0, "t")).Val()
+	slices.Sort(held)
+	if !slices.Equal(held, []string{"a", "b"}) {
+		t.Fatalf("held keys %v, want [a b]", held)
+	}
+	// Refills without a settle change nothing: the keys are at their cap.
+	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 0 {
+		t.Fatalf("refill at the caps: %d %v", n, err)
+	}
+	caps, err := s.KeyCapped(ctx, []string{"t", "other"})
+	if err != nil || !caps["t"] || caps["other"] {
+		t.Fatalf("KeyCapped: %v %v", caps, err)
+	}
+
+	// find returns the n-th delivery of key in ds.
+	find := func(ds []Delivery, key string, n int) Delivery {
+		t.Helper()
+		for _, d := range ds {
+			if KeyOf(d.Task.ID) == key {
+				if n == 0 {
+					return d
+				}
+				n--
+			}
+		}
+		t.Fatalf("no delivery of key %q in %v", key, ds)
+		return Delivery{}
+	}
+	// An ack frees one of a's permits: one more task of a, none of b.
+	a0 := find(running, "a", 0)
+	if err := s.Ack(ctx, a0.AckArgs(false)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.FairRefill(ctx, 0, "t", "a"); err != nil || n != 1 {
+		t.Fatalf("refill after a's ack: %d %v", n, err)
+	}
+	next := claimWindow(t, s, rdb)
+	if got := byKey(next); got["a"] != 1 || len(next) != 1 {
+		t.Fatalf("after a's ack: %v, want one task of a", got)
+	}
+	// A nack (retry later) frees one of b's.
+	b0 := find(running, "b", 0)
+	na := b0.NackArgs(false, "try again")
+	na.RetryAfter = time.Hour
+	if _, err := s.Nack(ctx, na); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.FairRefill(ctx, 0, "t", "b"); err != nil || n != 1 {
+		t.Fatalf("refill after b's nack: %d %v", n, err)
+	}
+	if got := byKey(claimWindow(t, s, rdb)); got["b"] != 1 {
+		t.Fatalf("after b's nack: %v, want one task of b", got)
+	}
+
+	// b's own cap of 0 lifts the default: its 3 waiting tasks come.
+	if err := s.SetKeyConcurrency(ctx, "t", "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := byKey(claimWindow(t, s, rdb)); got["b"] != 3 || got["a"] != 0 {
+		t.Fatalf("after b's cap went: %v, want b's 3 waiting tasks", got)
+	}
+	def, own, err := s.KeyConcurrency(ctx, "t")
+	if err != nil || def != 2 || own["b"] != 0 || len(own) != 1 {
+		t.Fatalf("KeyConcurrency: %d %v %v", def, own, err)
+	}
+
+	// a's lease runs out (its worker died): recovery takes the task back
+	// (it holds its permit while it is ready again), and once it has
+	// been retried to the delayed set a's next task gets the permit.
+	a1 := find(running, "a", 1)
+	if err := rdb.ZAdd(ctx, s.k.Inflight(0), redis.Z{Score: 1, Member: a1.Task.ID}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Retried+r.Buried != 1 {
+		t.Fatalf("recovery of the expired lease: %+v", r)
+	}
+	if st := taskState(t, s, a1.Task.ID); st == "active" {
+		t.Fatalf("%s still active after its lease expired and recovery ran", a1.Task.ID)
+	}
+	got := byKey(claimWindow(t, s, rdb))
+	if got["a"] != 1 {
+		t.Fatalf("after a's lease expired: %v, want one task of a", got)
+	}
+	// Never more than 2 of a pending or in flight.
+	if n := countKey(t, s, rdb, "a"); n > 2 {
+		t.Fatalf("%d tasks of a hold permits, cap 2", n)
+	}
+	// The permits of a: its set holds at most the cap after a prune.
+	if members := rdb.SMembers(ctx, s.k.FairPermits(0, "t", "a")).Val(); len(members) > 3 {
+		t.Fatalf("a's permit set %v", members)
+	}
+}
+
+// taskState returns a task's state as Lookup reports it.
+func taskState(t *testing.T, s *Store, id string) string {
+	t.Helper()
+	info, err := s.Lookup(context.Background(), id)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return info.State
+}
+
+// countKey counts the tasks of key pending (in the window, popped) or in
+// flight in shard 0.
+func countKey(t *testing.T, s *Store, rdb *redis.Client, key string) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	pend, _ := rdb.ZRangeWithScores(ctx, s.k.Pending(0, "t"), 0, -1).Result()
+	for _, z := range pend {
+		if id := z.Member.(string); KeyOf(id) == key && z.Score < 1<<50 {
+			n++
+		}
+	}
+	for _, id := range rdb.ZRange(ctx, s.k.Inflight(0), 0, -1).Val() {
+		if strings.HasPrefix(id, "{"+key+"}") {
+			n++
+		}
+	}
+	return n
+}
