@@ -298,6 +298,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	if w, err := in.KeyWeights(ctx, "default"); err != nil || w["tenant-42"] != 3 {
 		t.Fatalf("weights after Set weight: %v, %v", w, err)
 	}
+	// A key's concurrency cap: set by its form, listed beside the weight.
+	step(t, bctx, "type a key's cap", chromedp.SendKeys(`#keycap input[name="key"]`, "tenant-42"), chromedp.SendKeys(`#keycap input[name="cap"]`, "2"))
+	if got := confirmClick(t, bctx, asked, "click Set cap", `#keycap button[type="submit"]`); !strings.HasPrefix(got, `Let at most 2 tasks of key "tenant-42" of queue default run at once?`) {
+		t.Fatalf("Set cap asked %q", got)
+	}
+	step(t, bctx, "see the cap listed", chromedp.WaitVisible(`#weights tr[data-key="tenant-42"]`))
+	testenv.WaitFor(t, 10*time.Second, "the cap in the keys' table", func() (bool, string) {
+		cap := value(t, bctx, "read the key's cap", chromedp.Text(`#weights tr[data-key="tenant-42"] td:last-child`))
+		return cap == "2", cap
+	})
+	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Keys["tenant-42"] != 2 {
+		t.Fatalf("caps after Set cap: %+v, %v", c, err)
+	}
 
 	step(t, bctx, "look up a task", chromedp.SendKeys(`#lookup input[name="id"]`, "later-0"),
 		chromedp.Click(`#lookup button[type="submit"]`), chromedp.WaitVisible(`#taskcancel`))

@@ -234,6 +234,10 @@ type Queue struct {
 	// queues.<q>.fair and fair_window; docs/fairness.md): its due tasks
 	// are taken in turns between their keys. 0: in due order.
 	FairWindow int `json:"fair_window,omitempty"`
+	// KeyConcurrency is a fair queue's default cap per key (the
+	// schedulers' queues.<q>.key_concurrency; KeyConcurrency lists the
+	// keys' own): 0 for none.
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
 }
 
 // QueueLimits is a queue's cluster-wide flow control set at run time:

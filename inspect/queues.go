@@ -106,6 +106,10 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 	if err != nil {
 		return nil, err
 	}
+	caps, err := i.store.KeyCapDefaults(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Queue, 0, len(byName))
 	for _, q := range byName {
 		if at, ok := paused[q.Name]; ok && q.State == QueueActive {
@@ -117,7 +121,7 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 		if r := kept[q.Name]; r.Age > 0 {
 			q.Retention = &Retention{Age: r.Age, Count: r.Count}
 		}
-		q.FairWindow = fair[q.Name]
+		q.FairWindow, q.KeyConcurrency = fair[q.Name], caps[q.Name]
 		out = append(out, *q)
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return cmpString(a.Name, b.Name) })

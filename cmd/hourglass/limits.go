@@ -107,3 +107,56 @@ keyless tasks' key.`,
 		},
 	}
 }
+
+// queueKeycap is `hourglass queue keycap QUEUE KEY N|default`: set the
+// concurrency cap of a key of a fair queue at run time.
+func (a *app) queueKeycap() *cobra.Command {
+	return &cobra.Command{
+		Use:   "keycap QUEUE KEY N|default",
+		Short: "Cap the tasks of a key of a fair queue running at once (0: no cap; default: the queue's)",
+		Long: `Give a key (a task id's hash tag, client.Task.Key) of a fair queue a
+concurrency cap of its own: at most N of its tasks hold a permit at once
+across every worker. A task takes its key's permit when it enters the
+queue's window, before any worker claims it, and gives it back when it
+is settled or its lease runs out: a key at its cap has its tasks wait,
+unclaimed, while the other keys' tasks run. N 0 lifts the queue's
+default cap (queues.<q>.key_concurrency) for the key; "default" drops
+the key's own cap. It takes effect at once. The cap counts a key's tasks
+in one shard: it holds across the cluster once the deployment places
+tasks by key (hourglass shards resize N --placement key). KEY "" is the
+keyless tasks' key, which the default does not cap.`,
+		Args: exactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[2])
+			if args[2] != "default" && (err != nil || n < 0 || n > inspect.MaxKeyConcurrency) {
+				return usagef("N must be a whole number from 0 to %d, or default", inspect.MaxKeyConcurrency)
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res := actionResult{Action: "capped", Queue: args[0], Key: args[1]}
+			if args[2] == "default" {
+				err = in.ClearKeyConcurrency(ctx, args[0], args[1])
+				res.Action = "uncapped"
+			} else {
+				err = in.SetKeyConcurrency(ctx, args[0], args[1], n)
+				res.Concurrency = &n
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) {
+				switch {
+				case res.Concurrency == nil:
+					fmt.Fprintf(w, "key %q of %s: the queue's default cap applies\n", args[1], printable(args[0]))
+				case n == 0:
+					fmt.Fprintf(w, "key %q of %s: no cap\n", args[1], printable(args[0]))
+				default:
+					fmt.Fprintf(w, "capped key %q of %s: at most %d running at once\n", args[1], printable(args[0]), n)
+				}
+			})
+		},
+	}
+}

@@ -101,3 +101,41 @@ func TestQueueWeight(t *testing.T) {
 		t.Fatalf("weights after weight 1: %v, %v", w, err)
 	}
 }
+
+// TestQueueKeycap: queue keycap sets a key's own concurrency cap (0: no
+// cap), "default" drops it, bad caps are usage errors and an unknown
+// queue is not found.
+func TestQueueKeycap(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "kc")
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if out, errOut, code := e.cli("queue", "keycap", "q", "tenant-42", "3"); code != exitOK || !strings.Contains(out, `capped key "tenant-42" of q: at most 3 running at once`) {
+		t.Fatalf("queue keycap: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, own, err := e.store.KeyConcurrency(ctx, "q"); err != nil || own["tenant-42"] != 3 {
+		t.Fatalf("stored caps %v, %v", own, err)
+	}
+	if out, _, code := e.cli("-o", "json", "queue", "keycap", "q", "tenant-7", "0"); code != exitOK || !strings.Contains(out, `"concurrency": 0`) {
+		t.Fatalf("keycap 0 in JSON: exit %d, %q", code, out)
+	}
+	for _, bad := range [][]string{
+		{"queue", "keycap", "q", "tenant-42"},
+		{"queue", "keycap", "q", "tenant-42", "-1"},
+		{"queue", "keycap", "q", "tenant-42", "10001"},
+		{"queue", "keycap", "q", "tenant-42", "many"},
+		{"queue", "keycap", "q", "a}b", "2"},
+	} {
+		if _, errOut, code := e.cli(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)
+		}
+	}
+	if _, _, code := e.cli("queue", "keycap", "nosuch", "k", "2"); code != exitNotFound {
+		t.Errorf("keycap in an unknown queue: exit %d, want %d", code, exitNotFound)
+	}
+	if out, _, code := e.cli("queue", "keycap", "q", "tenant-42", "default"); code != exitOK || !strings.Contains(out, "the queue's default cap applies") {
+		t.Fatalf("keycap default: exit %d, %q", code, out)
+	}
+	if _, own, err := e.store.KeyConcurrency(ctx, "q"); err != nil || len(own) != 1 || own["tenant-7"] != 0 {
+		t.Fatalf("caps after default: %v, %v", own, err)
+	}
+}

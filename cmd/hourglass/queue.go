@@ -16,7 +16,7 @@ import (
 
 func (a *app) queueCmd() *cobra.Command {
 	return noun("queue", "List, inspect, pause, resume, limit, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueSet(), a.queueRm())
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueKeycap(), a.queueSet(), a.queueRm())
 }
 
 // recentResult bounds the bytes of a result the recent table shows; -o
@@ -188,7 +188,7 @@ func (a *app) queueShow() *cobra.Command {
 					row(w, "limits", q.Limits.String()+" (set at run time)")
 				}
 				row(w, "retention", retentionText(q.Retention))
-				row(w, "turns", turnsText(q.FairWindow))
+				row(w, "turns", turnsText(q.FairWindow, q.KeyConcurrency))
 				row(w, "")
 				row(w, "SHARD", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
 				for sh, c := range q.Shards {
@@ -217,6 +217,8 @@ type actionResult struct {
 	// Key and Weight are what queue weight set.
 	Key    string `json:"key,omitempty"`
 	Weight *int   `json:"weight,omitempty"`
+	// Concurrency is the cap queue keycap set (nil with "default").
+	Concurrency *int `json:"concurrency,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {
@@ -390,8 +392,11 @@ func policyText(p inspect.Policy) string {
 
 // turnsText says how a queue takes its due tasks: in turns between their
 // keys (a fair queue, with its window) or in due order.
-func turnsText(window int) string {
-	if window > 0 {
+func turnsText(window, keyCap int) string {
+	switch {
+	case window > 0 && keyCap > 0:
+		return fmt.Sprintf("fair between keys, window %d a shard, at most %d running per key", window, keyCap)
+	case window > 0:
 		return fmt.Sprintf("fair between keys, window %d a shard", window)
 	}
 	return "in due order"

@@ -148,17 +148,39 @@ func (d *dash) recent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"tasks": ts})
 }
 
-// weights answers the keys of queue ?queue= that have a weight of their
-// own (a fair queue's; docs/fairness.md): {"weights": {"key": n, ...}}.
+// weights answers the keys of queue ?queue= that have a weight or a
+// concurrency cap of their own (a fair queue's; docs/fairness.md):
+// {"weights": {"key": n, ...}, "caps": inspect.KeyCaps}.
 func (d *dash) weights(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	ws, err := d.o.Inspector.KeyWeights(ctx, r.URL.Query().Get("queue"))
+	q := r.URL.Query().Get("queue")
+	ws, err := d.o.Inspector.KeyWeights(ctx, q)
 	if err != nil {
 		d.fail(w, err)
 		return
 	}
-	writeJSON(w, map[string]any{"weights": ws})
+	caps, err := d.o.Inspector.KeyConcurrency(ctx, q)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"weights": ws, "caps": caps})
+}
+
+// keycap sets the concurrency cap of key ?key= of the queue to
+// ?concurrency= (0: none; "default": the queue's), as hourglass queue
+// keycap does.
+func (d *dash) keycap(ctx context.Context, r *http.Request, queue string) error {
+	q := r.URL.Query()
+	if q.Get("concurrency") == "default" {
+		return d.o.Inspector.ClearKeyConcurrency(ctx, queue, q.Get("key"))
+	}
+	n, err := strconv.Atoi(q.Get("concurrency"))
+	if err != nil {
+		return fmt.Errorf("%w: concurrency %q is not a whole number or default", inspect.ErrInvalidArgument, q.Get("concurrency"))
+	}
+	return d.o.Inspector.SetKeyConcurrency(ctx, queue, q.Get("key"), n)
 }
 
 // weight sets the weight of key ?key= of the queue to ?weight= (0

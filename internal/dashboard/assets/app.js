@@ -148,20 +148,25 @@ async function loadQueues() {
 // weightsQueue is the queue whose keys' weights the page shows.
 let weightsQueue = "";
 
-// loadWeights draws the keys of weightsQueue that have a weight of their
-// own (hourglass queue weight): 0 is a paused key.
+// loadWeights draws the keys of weightsQueue that have a weight (hourglass
+// queue weight; 0 is a paused key) or a concurrency cap (hourglass queue
+// keycap) of their own, and the queue's default cap.
 async function loadWeights() {
   if (!weightsQueue) return;
   const data = await api("weights?queue=" + encodeURIComponent(weightsQueue));
+  const ws = data.weights || {}, caps = (data.caps && data.caps.keys) || {};
+  const def = (data.caps && data.caps.default) || 0;
+  $("#capdefault").textContent = def > 0 ? "At most " + def + " tasks of each key running at once, unless a key has a cap of its own." : "No cap per key unless a key has one of its own.";
   const body = $("#weights tbody");
   body.replaceChildren();
-  const keys = Object.keys(data.weights || {}).sort();
+  const keys = [...new Set([...Object.keys(ws), ...Object.keys(caps)])].sort();
   for (const k of keys) {
     const row = body.insertRow();
     row.dataset.key = k;
     cell(row, k === "" ? "(keyless)" : k);
-    const w = data.weights[k];
+    const w = k in ws ? ws[k] : 1;
     cell(row, w === 0 ? "0 (paused)" : w, "n");
+    cell(row, !(k in caps) ? (def > 0 && k !== "" ? def + " (queue's)" : "-") : caps[k] === 0 ? "none" : caps[k], "n");
   }
   $("#noweights").hidden = keys.length > 0;
 }
@@ -481,6 +486,21 @@ async function start() {
     guarded("set weight", async () => {
       await post("queues/" + encodeURIComponent(q) + "/weight?key=" + encodeURIComponent(key) + "&weight=" + encodeURIComponent(w));
       status("set the weight of " + JSON.stringify(key) + " of " + q + " to " + w);
+      await loadWeights();
+    });
+  });
+  $("#keycap").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    const q = weightsQueue, key = f.get("key"), c = f.get("cap");
+    if (!q) { status("show a queue's keys first", true); return; }
+    const what = c === "" ? "Give key " + JSON.stringify(key) + " of queue " + q + " the queue's cap again?"
+      : c === "0" ? "Lift every cap of key " + JSON.stringify(key) + " of queue " + q + "?"
+      : "Let at most " + c + " tasks of key " + JSON.stringify(key) + " of queue " + q + " run at once?";
+    if (!confirmed("Set cap", what)) return;
+    guarded("set cap", async () => {
+      await post("queues/" + encodeURIComponent(q) + "/keycap?key=" + encodeURIComponent(key) + "&concurrency=" + encodeURIComponent(c === "" ? "default" : c));
+      status("set the cap of " + JSON.stringify(key) + " of " + q + " to " + (c === "" ? "the queue's" : c));
       await loadWeights();
     });
   });
