@@ -435,13 +435,15 @@ end
 -- fair_caps returns the caps of fair queue q's keys in the shard of
 -- ring: {default, own} with default the queues hash's field "|kcap|<q>"
 -- (0: none) and own whether some key has a cap of its own ("c"); nil
--- when no key of the queue is capped.
+-- when neither that field nor "|kcapo|<q>" (some key was given a cap
+-- of its own, ever) is set: a queue whose keys were never capped pays
+-- one HMGET a refill.
 local function fair_caps(ring, q)
   local tag = fair_parts(ring)
-  local d = tonumber(redis.call("HGET", tag .. ":queues", "|kcap|" .. q) or "")
-  local own = redis.call("EXISTS", fair_sibling(ring, "c")) == 1
-  if not d and not own then return nil end
-  return {default = d or 0, own = own}
+  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q)
+  if not f[1] and not f[2] then return nil end
+  local own = f[2] and redis.call("EXISTS", fair_sibling(ring, "c")) == 1
+  return {default = tonumber(f[1] or "") or 0, own = own}
 end
 
 -- fair_room returns how many more of key k's tasks may take a permit
@@ -549,9 +551,9 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local tag, q = fair_parts(ring)
   local caps = fair_caps(ring, q)
   local bkey = fair_sibling(ring, "b")
-  -- Held keys are read whether or not caps are set: a key held before
-  -- its caps went stays held until fair_unblock puts it back.
-  local held = redis.call("EXISTS", bkey) == 1
+  -- A key held under a default cap that was removed since stays held
+  -- until the recovery pass (fair_unblock) puts it back.
+  local held = caps and redis.call("EXISTS", bkey) == 1
   -- Only held keys are left: a permit may have ended without a settle
   -- that said so (a cancel, a change); a few of them are looked at.
   if held and redis.call("LLEN", ring) == 0 and fair_unblock(ring, 16, pending_key) == 0 then
