@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
@@ -51,16 +52,44 @@ func (w *Worker) claimAsync(ctx context.Context, key string, entries []string, s
 // refillAsync asks for the window of fair queue q in shard sh, which a
 // pop just took entries from, to be refilled from its keys' lists
 // (Store.FairRefill), in the background: the window is refilled at the
-// pace workers take from it. A refill that fails is left to the next pop,
-// the mover and the recovery pass, which refill it too.
+// pace workers take from it. Pops that overlap share refills: while one
+// is in flight, the pops meanwhile ask for one more after it (a refill
+// tops the window up to its size, so one covers every pop before it
+// started). A refill that fails is left to the next pop, the mover and
+// the recovery pass, which refill it too.
 func (w *Worker) refillAsync(ctx context.Context, q *queue, sh int, run *runState) {
+	v, _ := q.refills.LoadOrStore(sh, new(atomic.Int32))
+	st := v.(*atomic.Int32)
+	for {
+		switch st.Load() {
+		case 0:
+			if !st.CompareAndSwap(0, 1) {
+				continue
+			}
+		case 1:
+			if !st.CompareAndSwap(1, 2) {
+				continue
+			}
+			return
+		default:
+			return // one more is asked for already
+		}
+		break
+	}
 	run.claims.Add(1)
 	go func() {
 		defer run.claims.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		defer cancel()
-		if _, err := w.deps.store.FairRefill(ctx, sh, q.name); err != nil {
-			w.deps.log.Warn("could not refill a fair queue's window; the next pop or the scheduler will", "queue", q.name, "shard", sh, "error", err)
+		for {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+			_, err := w.deps.store.FairRefill(rctx, sh, q.name)
+			cancel()
+			if err != nil {
+				w.deps.log.Warn("could not refill a fair queue's window; the next pop or the scheduler will", "queue", q.name, "shard", sh, "error", err)
+			}
+			if st.CompareAndSwap(1, 0) {
+				return
+			}
+			st.Store(1) // it was 2: pops came meanwhile
 		}
 	}()
 }

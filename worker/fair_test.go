@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -192,5 +195,49 @@ func TestKeyConcurrencyHeldBeforeTheTake(t *testing.T) {
 	}
 	if most["hot"] > 8 {
 		t.Errorf("the hot key ran %d at once, cap 8", most["hot"])
+	}
+}
+
+// TestOverlappingPopsShareRefills: pops of a fair queue whose refills
+// overlap share them: ten asked for while the first is held up in Redis
+// (CLIENT PAUSE) cost two refill calls, not ten.
+func TestOverlappingPopsShareRefills(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	w, err := New(rdb, Config{Namespace: ns, Shards: shards, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("q", func(context.Context, *Task) error { return nil }, QueueOptions{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	q := w.queue("q")
+	run := &runState{hctx: ctx, active: map[*delivery]struct{}{}}
+	calls := func() int64 {
+		t.Helper()
+		info := rdb.Info(ctx, "commandstats").Val()
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+				n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	// The first call loads the script (EVALSHA, then EVAL): once beforehand.
+	w.refillAsync(ctx, q, 0, run)
+	run.claims.Wait()
+	before := calls()
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "300", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.refillAsync(ctx, q, 0, run)
+	}
+	run.claims.Wait()
+	if n := calls() - before; n != 2 {
+		t.Fatalf("10 overlapping refills cost %d calls, want 2 (the one in flight and one after it)", n)
 	}
 }

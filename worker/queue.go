@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,10 @@ type queue struct {
 	// of one of its tasks the worker refills the window with the task's
 	// key, which a held key at its cap needs to be put back (refillKey).
 	keyCapped atomic.Bool
+	// refills holds, per shard (int -> *atomic.Int32), whether a refill
+	// of the queue's window is in flight (1) and another was asked for
+	// meanwhile (2): pops that overlap share refills (refillAsync).
+	refills sync.Map
 	// freed is signalled when a slot of this queue is freed, anyFreed
 	// when a slot of any queue is (both capacity 1).
 	freed, anyFreed chan struct{}
