@@ -95,6 +95,9 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		"-set", "queues.windowed.http.url=" + tg.URL, "-set", "queues.windowed.rate_limit.rate=50", "-set", "queues.windowed.rate_limit.kind=sliding_window",
 		"-set", "queues.fixed.http.url=" + tg.URL, "-set", "queues.fixed.rate_limit.rate=50", "-set", "queues.fixed.rate_limit.kind=fixed_window",
 		"-set", "queues.leaky.http.url=" + tg.URL, "-set", "queues.leaky.rate_limit.rate=50", "-set", "queues.leaky.rate_limit.kind=leaky_bucket",
+		// A fair queue with caps per key that no worker consumes: the
+		// admin's refills after a change of a key's weight or cap.
+		"-set", "queues.tenants.fair=true", "-set", "queues.tenants.key_concurrency=1",
 	}
 	s := c.start("acl-s", append(append(cred("scheduler"), queues...),
 		"-set", "periodic.tick.queue=default", "-set", "periodic.tick.interval=1s", "-set", "dlq.max_age=1h")...)
@@ -205,6 +208,25 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		{"cancel", func() error { _, err := admin.Cancel(ctx, "stay-0"); return err }},
 		{"weigh a key", func() error { return admin.SetKeyWeight(ctx, "default", "tenant-1", 0) }},
 		{"key weights", func() error { _, err := admin.KeyWeights(ctx, "default"); return err }},
+		// A paused key's tasks wait; its weight back fills the empty
+		// window (and announces it), then a raised cap adds one more.
+		{"pause a key of a fair queue", func() error { return admin.SetKeyWeight(ctx, "tenants", "t1", 0) }},
+		{"its tasks wait", func() error {
+			if _, err := prod.EnqueueBatch(ctx, []client.Task{{Queue: "tenants", Key: "t1", ID: "a"}, {Queue: "tenants", Key: "t1", ID: "b"}}); err != nil {
+				return err
+			}
+			var err error
+			testenv.WaitFor(t, 20*time.Second, "t1's tasks moved", func() (bool, string) {
+				var q inspect.Queue
+				q, err = admin.Queue(ctx, "tenants")
+				return err == nil && q.Counts.Scheduled == 0 && q.Counts.Ready == 2, fmt.Sprintf("%+v %v", q.Counts, err)
+			})
+			return err
+		}},
+		{"resume the key", func() error { return admin.SetKeyWeight(ctx, "tenants", "t1", 1) }},
+		{"raise its cap", func() error { return admin.SetKeyConcurrency(ctx, "tenants", "t1", 2) }},
+		{"key caps", func() error { _, err := admin.KeyConcurrency(ctx, "tenants"); return err }},
+		{"a key's cap back to the default", func() error { return admin.ClearKeyConcurrency(ctx, "tenants", "t1") }},
 	}
 	for _, st := range steps {
 		if err := st.do(); err != nil {
@@ -232,7 +254,8 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"queues/default/pause", "queues/default/resume", "schedules/tick/pause", "schedules/tick/resume",
-		"dead/bad-2/replay", "tasks/stay-3/cancel", "queues/default/weight?key=tenant-1&weight=2"} {
+		"dead/bad-2/replay", "tasks/stay-3/cancel", "queues/default/weight?key=tenant-1&weight=2",
+		"queues/tenants/keycap?key=t1&concurrency=3"} {
 		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+s.http+"/ui/api/"+path, nil)
 		req.Header.Set(dashboard.CSRFHeader, "1")
 		resp, err := http.DefaultClient.Do(req)

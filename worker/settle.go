@@ -37,10 +37,10 @@ func (d *delivery) finish(_ context.Context, err error) error {
 		} else {
 			d.q.release(1)
 		}
-		if d.q.keyCapped.Load() {
-			d.refillKey()
-		}
 	})
+	if first && d.q.keyCapped.Load() {
+		d.refillKey()
+	}
 	if !first && d.outcome != outcomeFor(err) {
 		return fmt.Errorf("%w: %s", ErrAlreadySettled, d.outcome)
 	}
@@ -48,14 +48,21 @@ func (d *delivery) finish(_ context.Context, err error) error {
 }
 
 // refillKey refills the window of the delivery's fair queue in its shard
-// with its key named (shard.Store.FairRefill), after its settle freed the
-// key's permit: a key held at its cap goes back on the ring, and its next
-// task enters the window. A refill that fails is left to the next settle
-// and the recovery pass, which puts held keys back too.
+// after its settle (shard.Store.FairRefill): an ack or a nack recorded
+// gives the task's permit back; otherwise (the task went back to the
+// ready list, or the settle was not recorded) the key is only named, and
+// the permit ends with the task. A key held at its cap goes back on the
+// ring if a permit is free, and its next task enters the window. A refill
+// that fails is left to the next settle and the recovery pass, which puts
+// held keys back too.
 func (d *delivery) refillKey() {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if _, err := d.store.FairRefill(ctx, d.sd.Shard, d.q.name, shard.KeyOf(d.sd.Task.ID)); err != nil {
+	settled := shard.KeyHint(shard.KeyOf(d.sd.Task.ID))
+	if d.result == nil && (d.outcome == outcomeAck || d.outcome == outcomeNack) {
+		settled = d.sd.Task.ID
+	}
+	if _, err := d.store.FairRefill(ctx, d.sd.Shard, d.q.name, settled); err != nil {
 		d.log.Warn("could not refill a fair queue's window after a settle; the scheduler will", "queue", d.q.name, "task", d.sd.Task.ID, "error", err)
 	}
 }

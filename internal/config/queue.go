@@ -126,11 +126,15 @@ func (v *validator) queues(queues map[string]QueueConfig) {
 	}
 }
 
-// queue checks what Settings' rows do not: the queue's name and its
-// backoff's cap against its base (the ranges are the rows').
+// queue checks what Settings' rows do not: the queue's name, its
+// backoff's cap against its base and a cap per key without fair (the
+// ranges are the rows').
 func (v *validator) queue(key, name string, q QueueConfig) {
 	if !shard.ValidQueue(name) {
 		v.add(key, "queue name must match %s", shard.QueueRule)
+	}
+	if q.KeyConcurrency > 0 && !q.Fair {
+		v.add(key+".key_concurrency", "caps the keys of a fair queue: set %s.fair too", key)
 	}
 	if b := q.Backoff; b.Cap < b.Base {
 		v.add(key+".backoff.cap", "must be at least %s.backoff.base (%s) (got %s)", key, b.Base, b.Cap)

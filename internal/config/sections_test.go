@@ -223,6 +223,11 @@ func TestValidateNewKeys(t *testing.T) {
 			"config: queues.default.backoff.factor:"},
 		{"backoff.factor NaN", withQueue(func(q *config.QueueConfig) { q.Backoff.Factor = math.NaN() }),
 			"config: queues.default.backoff.factor:"},
+		{"key_concurrency of a fair queue", withQueue(func(q *config.QueueConfig) { q.Fair, q.KeyConcurrency = true, 3 }), ""},
+		{"key_concurrency without fair", withQueue(func(q *config.QueueConfig) { q.KeyConcurrency = 3 }),
+			"config: queues.default.key_concurrency: caps the keys of a fair queue: set queues.default.fair too"},
+		{"key_concurrency negative", withQueue(func(q *config.QueueConfig) { q.Fair, q.KeyConcurrency = true, -1 }),
+			"config: queues.default.key_concurrency: must be between 0 and 10000 (got -1)"},
 
 		{"concurrency max", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10000 }), ""},
 		{"concurrency zero: the default", withQueue(func(q *config.QueueConfig) { q.Concurrency = 0 }), ""},

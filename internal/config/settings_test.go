@@ -111,6 +111,14 @@ func newProbe(t *testing.T, s Setting) *probe {
 	c := Default()
 	c.Periodic = map[string]PeriodicConfig{"p": {Queue: "default", Interval: time.Hour}}
 	key := strings.NewReplacer("<q>", "default", "<name>", "p").Replace(s.Key)
+	if s.Key == "queues.<q>.key_concurrency" {
+		// A cap per key is a fair queue's (the validator refuses it
+		// otherwise, TestValidateNewKeys).
+		c.Queues = maps.Clone(c.Queues)
+		q := c.Queues["default"]
+		q.Fair = true
+		c.Queues["default"] = q
+	}
 	return &probe{t: t, c: c, key: key}
 }
 

@@ -109,7 +109,7 @@ func ACLUsers(ns string) []ACLUser {
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
@@ -162,7 +162,7 @@ func ACLUsers(ns string) []ACLUser {
 				"cancel.lua", "change.lua", "lookup.lua", "layout.lua", "fairrefill.lua"},
 			Commands: []string{"del", "exists", "get", "set", "time", "incrby",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zscore",
 				"publish", "spublish"},
@@ -172,7 +172,9 @@ func ACLUsers(ns string) []ACLUser {
 				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair), w(k.Seq),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
 			},
-			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, done},
+			// ready: a fair queue's refill after a change of a key's
+			// weight or cap announces the window it fills.
+			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, done},
 		},
 	}
 	for i := range users {

@@ -103,9 +103,10 @@ func (s *Store) FairWindows(ctx context.Context, queues []string) (map[string]in
 // FairRefill tops the window of fair queue in shard sh up from its keys'
 // lists (fairrefill.lua) and returns how many entries it added. Workers
 // call it after they pop entries of a fair queue, and after they settle
-// a task of a queue whose keys are capped (KeyCapped), with the task's
-// key in settled: a key held at its cap with a permit free goes back on
-// the ring first.
+// a task of a queue whose keys are capped (KeyCapped), with the task's id
+// in settled: its permit is given back, and a key held at its cap with a
+// permit free goes back on the ring first. A KeyHint names a key without
+// giving a permit back.
 func (s *Store) FairRefill(ctx context.Context, sh int, queue string, settled ...string) (int, error) {
 	args := make([]any, 1, 1+len(settled))
 	args[0] = DefaultFairWindow

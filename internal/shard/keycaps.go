@@ -85,12 +85,16 @@ func (s *Store) SetKeyConcurrency(ctx context.Context, queue, key string, n int)
 	}
 	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
 	for sh := range s.Layout().Existing() {
-		if _, err := s.FairRefill(ctx, sh, queue, key); err != nil {
+		if _, err := s.FairRefill(ctx, sh, queue, KeyHint(key)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// KeyHint is what FairRefill takes to name key without giving back a
+// permit: "{key}" ("{}" for the tasks without a key).
+func KeyHint(key string) string { return "{" + key + "}" }
 
 // KeyConcurrency returns fair queue's default cap per key (0: none) and
 // the keys that have a cap of their own, as shard 0 holds them.

@@ -204,3 +204,137 @@ func countKey(t *testing.T, s *Store, rdb *redis.Client, key string) int {
 	}
 	return n
 }
+
+// newCapStore returns a one-shard store with the fair queue "t" (window
+// window, a cap of cap per key).
+func newCapStore(t *testing.T, window, cap int) (*Store, *redis.Client) {
+	t.Helper()
+	rdb := testenv.StartRedis(t).Client(t)
+	l, err := NewLayout("hgcap", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	if err := s.RegisterQueues(context.Background(), map[string]QueuePolicy{
+		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: window, KeyConcurrency: cap},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb
+}
+
+// TestKeyPermitsReleasedAndStale: a settle's refill gives the task's
+// permit back at once (the id leaves the key's permit set, which expires
+// within a week), and entries of cancelled tasks ahead of a held key's
+// next task do not count against its cap: the key is back on the ring.
+func TestKeyPermitsReleasedAndStale(t *testing.T) {
+	t.Parallel()
+	s, rdb := newCapStore(t, 32, 2)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyWeight(ctx, "t", "s", 2); err != nil {
+		t.Fatal(err)
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), "{s}0", "{s}1", "{s}2", "{s}3", "{s}4")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	running := claimWindow(t, s, rdb)
+	if got := byKey(running); got["s"] != 2 {
+		t.Fatalf("first window %v, want 2 of s", got)
+	}
+	permits := s.k.FairPermits(0, "t", "s")
+	if ttl := rdb.PTTL(ctx, permits).Val(); ttl <= 0 || ttl > 7*24*time.Hour {
+		t.Fatalf("the permit set's expiry: %v", ttl)
+	}
+	// s2 and s3 are cancelled while they wait: their entries are stale.
+	for _, id := range []string{"{s}2", "{s}3"} {
+		if _, err := s.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Ack(ctx, running[0].AckArgs(false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FairRefill(ctx, 0, "t", running[0].Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rdb.SIsMember(ctx, permits, running[0].Task.ID).Val() {
+		t.Fatalf("%s still holds a permit after its ack's refill", running[0].Task.ID)
+	}
+	// The refill took the two stale entries for s's turn and held s; it
+	// must be back on the ring, so that the next refill brings s4.
+	if rdb.SIsMember(ctx, s.k.FairHeld(0, "t"), "s").Val() {
+		t.Fatal("s is held with a permit free: its stale entries counted against its cap")
+	}
+	if _, err := s.FairRefill(ctx, 0, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimWindow(t, s, rdb); len(got) != 1 || got[0].Task.ID != "{s}4" {
+		t.Fatalf("after the ack: %v, want {s}4", got)
+	}
+}
+
+// TestHeldKeyOnTheRingOnce: a held key whose list a change emptied, and
+// that a new task puts on the ring again while the window is full (so
+// that no refill reaches it), is not put there twice by the next
+// settle's refill.
+func TestHeldKeyOnTheRingOnce(t *testing.T) {
+	t.Parallel()
+	s, rdb := newCapStore(t, 1, 1)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	now := time.Now()
+	move := func() {
+		t.Helper()
+		if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{k}0", "{k}1")
+	move()
+	running := claimWindow(t, s, rdb) // {k}0; k held with {k}1 waiting
+	if len(running) != 1 {
+		t.Fatalf("first window: %v", running)
+	}
+	if _, err := s.Change(ctx, "{k}1", Change{SetDue: true, Due: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{l}0", "{l}1", "{l}2")
+	move() // the window is full: {l}0
+	enqueueDue(t, s, "t", now.Add(-time.Second), "{k}2")
+	move() // k's list was empty: k goes on the ring; no refill reaches it
+	if err := s.Ack(ctx, running[0].AckArgs(false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FairRefill(ctx, 0, "t", running[0].Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	ring := rdb.LRange(ctx, s.k.FairRing(0, "t"), 0, -1).Val()
+	if n := slices.Index(ring, "k"); n < 0 || slices.Contains(ring[n+1:], "k") {
+		t.Fatalf("ring %v: want k on it once", ring)
+	}
+}
+
+// TestGrowCopiesKeysCapsAndWeights: a change of the shard count gives
+// the new shards the keys' own caps and weights, as shard 0 holds them.
+func TestGrowCopiesKeysCapsAndWeights(t *testing.T) {
+	t.Parallel()
+	s, rdb := newCapStore(t, 32, 2)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyConcurrency(ctx, "t", "big", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetKeyWeight(ctx, "t", "big", 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginResize(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	for sh := 1; sh < 3; sh++ {
+		if c, err := rdb.HGet(ctx, s.k.FairCaps(sh, "t"), "big").Result(); err != nil || c != "0" {
+			t.Errorf("shard %d: big's cap %q, %v; want 0", sh, c, err)
+		}
+		if w, err := rdb.HGet(ctx, s.k.FairWeights(sh, "t"), "big").Result(); err != nil || w != "5" {
+			t.Errorf("shard %d: big's weight %q, %v; want 5", sh, w, err)
+		}
+	}
+}

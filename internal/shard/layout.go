@@ -395,7 +395,8 @@ func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
 	return n, nil
 }
 
-// copyQueues registers the queues of shard 0 in shards from..n-1.
+// copyQueues registers the queues of shard 0 in shards from..n-1, with
+// the weights and caps of fair queues' keys (written in every shard).
 func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	if n <= from {
 		return nil
@@ -408,9 +409,31 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	if len(reg) == 0 {
 		return nil
 	}
+	// The fair queues' keys' weights and caps, per queue.
+	keyed := map[string][2]map[string]string{}
+	for f := range reg {
+		q, ok := strings.CutPrefix(f, "|fair|")
+		if !ok {
+			continue
+		}
+		w, werr := s.rdb.HGetAll(ctx, s.k.FairWeights(0, q)).Result()
+		c, cerr := s.rdb.HGetAll(ctx, s.k.FairCaps(0, q)).Result()
+		if err := cmp.Or(werr, cerr); err != nil {
+			return errtext.Errorf("read the keys' weights and caps of queue %q: %w", q, err)
+		}
+		keyed[q] = [2]map[string]string{w, c}
+	}
 	pipe := s.rdb.Pipeline()
 	for sh := from; sh < n; sh++ {
 		pipe.HSet(ctx, s.k.Queues(sh), reg)
+		for q, wc := range keyed {
+			if len(wc[0]) > 0 {
+				pipe.HSet(ctx, s.k.FairWeights(sh, q), wc[0])
+			}
+			if len(wc[1]) > 0 {
+				pipe.HSet(ctx, s.k.FairCaps(sh, q), wc[1])
+			}
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return errtext.Errorf("register the queues in the new shards: %w", err)

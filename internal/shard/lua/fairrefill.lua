@@ -19,19 +19,22 @@
 -- KEYS[9] caps     HASH  key -> its own concurrency cap (Keys.FairCaps)
 -- KEYS[10] held    SET   keys held at their cap, off the ring (Keys.FairHeld)
 -- ARGV[1] the default window
--- ARGV[2..] keys of the queue whose tasks were settled (a worker sends
---   them after an ack or a nack, inspect after a change of a key's cap):
---   a key held at its concurrency cap ("<tag>:fairb:<q>") that has a
---   permit free now goes back on the ring first (lib.lua's fair_unblock).
---   The keys' permit sets (Keys.FairPermits) are not declared.
+-- ARGV[2..] ids of the queue's tasks that a worker settled (acked,
+--   retried or buried), whose permits are given back, or "{key}" to name a
+--   key without giving anything back (inspect after a change of a key's
+--   cap; "{}" for the tasks without a key): a key held at its concurrency
+--   cap ("<tag>:fairb:<q>") that has a permit free now goes back on the
+--   ring first (lib.lua's fair_release). The keys' permit sets
+--   (Keys.FairPermits) and lists are not declared, and checked.
 --
 -- Returns the number of entries added to the window (0 when the ring is
 -- empty or the window full). Fails with "TRYAGAIN ...", nothing written,
 -- while the shard's slot is being migrated and a declared key is not on
 -- this node; a key's list that is not ends the refill (fair_refill).
-local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]})
+local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
+  fair_parts(KEYS[1]) .. ":inflight"})
 if moving then return moving end
-if #ARGV > 1 then fair_unblock(KEYS[1], {unpack(ARGV, 2)}, KEYS[3]) end
+if #ARGV > 1 then fair_release(KEYS[1], {unpack(ARGV, 2)}, KEYS[3]) end
 if redis.call("LLEN", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[10]) == 0 then return 0 end
 local _, q = fair_parts(KEYS[1])
 local window = fair_window(KEYS[5], q) or tonumber(ARGV[1])

@@ -419,6 +419,7 @@ end
 local function fair_state(ring, list)
   list[#list + 1] = ring
   for _, kind in ipairs({"w", "t", "p", "c", "b"}) do list[#list + 1] = fair_sibling(ring, kind) end
+  list[#list + 1] = fair_parts(ring) .. ":inflight" -- read by fair_room
 end
 
 -- Per-key concurrency caps (docs/fairness.md, "Limits per key"). A key
@@ -428,9 +429,11 @@ end
 -- leased) or leased (in flight). The set is pruned of ids that are
 -- neither when it looks full, so a permit is never lost to a missed
 -- release: it ends with the task's lease (recovery takes an expired one
--- back). A key at its cap leaves the ring for the set of held keys ("b"),
--- its tasks waiting in its list, unclaimed; fair_unblock puts it back
--- when a permit frees.
+-- back). A worker's settle releases its permit at once (fair_release).
+-- A key at its cap leaves the ring for the set of held keys ("b"), its
+-- tasks waiting in its list, unclaimed; fair_unblock puts it back when a
+-- permit frees. A permit set expires a week after its last permit was
+-- taken: what a lost release leaves of a key never seen again.
 
 -- fair_caps returns the caps of fair queue q's keys in the shard of
 -- ring: {default, own} with default the queues hash's field "|kcap|<q>"
@@ -482,15 +485,37 @@ local function fair_unblock(ring, keys, pending_key)
   if type(keys) == "number" then keys = redis.call("SRANDMEMBER", bkey, keys) end
   local back = 0
   for _, k in ipairs(keys) do
+    local list, rkey = ring .. "|" .. k, fair_sibling(ring, "r") .. "|" .. k
+    -- Not declared: a key whose list or permits are migrating waits.
+    if served_here(ring, {list, rkey}) then return back end
     if redis.call("SISMEMBER", bkey, k) == 1 and fair_room(ring, caps, k, pending_key) > 0 then
       redis.call("SREM", bkey, k)
-      if redis.call("LLEN", ring .. "|" .. k) > 0 then
+      if redis.call("LLEN", list) > 0 then
         redis.call("RPUSH", ring, k)
         back = back + 1
       end
     end
   end
   return back
+end
+
+-- fair_release gives back the permits of ids (tasks a worker settled:
+-- acked, retried or buried; "{key}" names a key without releasing
+-- anything) and then puts their keys back on the ring if they were held
+-- (fair_unblock).
+local function fair_release(ring, ids, pending_key)
+  local keys, seen = {}, {}
+  local rprefix = fair_sibling(ring, "r") .. "|"
+  for _, id in ipairs(ids) do
+    local k = fair_key(id)
+    if served_here(ring, {rprefix .. k}) then break end
+    redis.call("SREM", rprefix .. k, id)
+    if not seen[k] then
+      seen[k] = true
+      keys[#keys + 1] = k
+    end
+  end
+  return fair_unblock(ring, keys, pending_key)
 end
 
 -- fair_park_depth is the most tasks the mover keeps in one key's list
@@ -526,7 +551,14 @@ local function fair_wait(ring, keys, entries)
     local l = by[k]
     if bulk("RPUSH", ring .. "|" .. k, l) == #l then new[#new + 1] = k end
   end
-  if #new > 0 then bulk("RPUSH", ring, new) end
+  if #new > 0 then
+    bulk("RPUSH", ring, new)
+    -- A held key whose list ran empty (a change took its last task) is
+    -- on the ring again: not held, so that fair_unblock cannot put it
+    -- there twice. Its turn holds it again if it is still at its cap.
+    local bkey = fair_sibling(ring, "b")
+    if redis.call("EXISTS", bkey) == 1 then bulk("SREM", bkey, new) end
+  end
 end
 
 -- fair_refill tops the ready list ready_key of fair queue q up to window
@@ -561,6 +593,8 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   end
   local permits = {} -- key -> the ids that took its permits in this call
   local took = {} -- key -> entries taken from its list in this call
+  local held_now = {} -- keys held by this call
+  local rprefix = fair_sibling(ring, "r") .. "|"
   local wkey, tkey = fair_sibling(ring, "w"), fair_sibling(ring, "t")
   -- The keys whose turns come next, taken off the ring: room of them
   -- are enough while each gives at least one entry. When that takes the
@@ -585,7 +619,10 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     -- The keys' lists are not declared: while the slot migrates, one not
     -- on this node would read as empty and its key leave the ring.
     local lists = {}
-    for j, k in ipairs(keys) do lists[j] = ring .. "|" .. k end
+    for _, k in ipairs(keys) do
+      lists[#lists + 1] = ring .. "|" .. k
+      if caps then lists[#lists + 1] = rprefix .. k end
+    end
     if served_here(ring, lists) then
       for j = #keys, 1, -1 do redis.call("LPUSH", ring, keys[j]) end
       break
@@ -605,7 +642,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         back[#back + 1] = k -- paused: its turn goes to the next key
       elseif free <= 0 then
         redis.call("SADD", bkey, k) -- at its cap: held until a permit frees
-        held = true
+        held, held_now[k] = true, true
       else
         if held then redis.call("SREM", bkey, k) end
         local list = ring .. "|" .. k
@@ -640,7 +677,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         if n > 0 then
           if ask >= free then
             redis.call("SADD", bkey, k) -- its cap ends the turn: held
-            held = true
+            held, held_now[k] = true, true
           elseif ask < w then
             cut, cut_left = k, w - ask -- the window ended the turn
             break
@@ -670,6 +707,19 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         keep_rests[#keep_rests + 1] = string.sub(got_all[j], (string.find(got_all[j], "|", 1, true)))
       else
         room = room + 1
+        local k = got_keys[j]
+        took[k] = took[k] - 1 -- a stale entry takes no permit
+        if held_now[k] then
+          -- Held while its stale entries counted against its cap: back
+          -- on the ring (for the next round) if a permit is free.
+          held_now[k] = nil
+          if fair_room(ring, caps, k, pending_key, took[k]) > 0 then
+            redis.call("SREM", bkey, k)
+            if redis.call("LLEN", ring .. "|" .. k) > 0 then redis.call("RPUSH", ring, k) end
+          else
+            held_now[k] = true
+          end
+        end
       end
     end
     if whole and room > 0 and not cut then
@@ -702,8 +752,10 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       local l = permits[k]
       l[#l + 1] = id
     end
-    local rprefix = fair_sibling(ring, "r") .. "|"
-    for k, l in pairs(permits) do bulk("SADD", rprefix .. k, l) end
+    for k, l in pairs(permits) do
+      bulk("SADD", rprefix .. k, l)
+      redis.call("PEXPIRE", rprefix .. k, 604800000)
+    end
   end
   return #keep_ids
 end
