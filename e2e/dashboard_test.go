@@ -305,7 +305,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	step(t, bctx, "see the cap listed", chromedp.WaitVisible(`#weights tr[data-key="tenant-42"]`))
 	testenv.WaitFor(t, 10*time.Second, "the cap in the keys' table", func() (bool, string) {
-		cap := value(t, bctx, "read the key's cap", chromedp.Text(`#weights tr[data-key="tenant-42"] td:last-child`))
+		cap := value(t, bctx, "read the key's cap", chromedp.Text(`#weights tr[data-key="tenant-42"] td:nth-child(3)`))
 		return cap == "2", cap
 	})
 	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Keys["tenant-42"] != 2 {

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
@@ -10,8 +11,8 @@ import (
 // queue.
 const MaxKeyConcurrency = shard.MaxKeyConcurrency
 
-// KeyCaps are the concurrency caps of a fair queue's keys
-// (docs/fairness.md, "Limits per key").
+// KeyCaps are the limits of a fair queue's keys (docs/fairness.md,
+// "Limits per key"): concurrency caps and rates.
 type KeyCaps struct {
 	// Default is the cap of each key without one of its own (the
 	// schedulers' queues.<q>.key_concurrency); 0: none.
@@ -19,6 +20,57 @@ type KeyCaps struct {
 	// Keys are the keys with a cap of their own (SetKeyConcurrency); 0
 	// lifts the default for that key.
 	Keys map[string]int `json:"keys"`
+	// DefaultRate is the rate of each key without one of its own (the
+	// schedulers' queues.<q>.key_rate_limit); nil: none.
+	DefaultRate *KeyRate `json:"default_rate,omitempty"`
+	// Rates are the keys with a rate of their own (SetKeyRate); a zero
+	// Rate lifts the default for that key.
+	Rates map[string]KeyRate `json:"rates"`
+}
+
+// KeyRate is a rate per key: at most Rate of its tasks enter the queue's
+// window per Period on average, Burst at once after a quiet time (a
+// token bucket in the key's shard; the permit is taken before any worker
+// claims the task, as for a cap).
+type KeyRate struct {
+	Rate   int           `json:"rate"`
+	Period time.Duration `json:"period"`
+	Burst  int           `json:"burst"`
+}
+
+// SetKeyRate gives key of fair queue name a rate of its own (r.Rate 0:
+// none, lifting the queue's default for the key; Period 0 means 1s and
+// Burst 0 means 1). It takes effect at once for a key held out of
+// tokens. ErrInvalidArgument for a rate out of bounds (1..1000000 per a
+// whole number of ms, burst up to 100000) or a bad key; ErrNotFound for
+// a queue that is not registered.
+func (i *Inspector) SetKeyRate(ctx context.Context, name, key string, r KeyRate) error {
+	if r.Rate > 0 && r.Period == 0 {
+		r.Period = time.Second
+	}
+	return i.setKeyRate(ctx, name, key, shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}, false)
+}
+
+// ClearKeyRate drops key's own rate (SetKeyRate): the queue's default
+// applies to it again. Idempotent.
+func (i *Inspector) ClearKeyRate(ctx context.Context, name, key string) error {
+	return i.setKeyRate(ctx, name, key, shard.KeyRate{}, true)
+}
+
+func (i *Inspector) setKeyRate(ctx context.Context, name, key string, r shard.KeyRate, clear bool) error {
+	if key != "" && !shard.ValidKey(key) {
+		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
+	}
+	if r.Rate < 0 {
+		return errorf(ErrInvalidArgument, "rate %d below 0", r.Rate)
+	}
+	if err := r.Validate(); err != nil {
+		return mapErr(err)
+	}
+	if err := i.mustExist(ctx, name); err != nil {
+		return err
+	}
+	return mapErr(i.store.SetKeyRate(ctx, name, key, r, clear))
 }
 
 // SetKeyConcurrency gives key of fair queue name a concurrency cap of its
@@ -54,7 +106,8 @@ func (i *Inspector) setKeyConcurrency(ctx context.Context, name, key string, n i
 	return mapErr(i.store.SetKeyConcurrency(ctx, name, key, n))
 }
 
-// KeyConcurrency returns the concurrency caps of fair queue name's keys.
+// KeyConcurrency returns the limits of fair queue name's keys: their
+// concurrency caps and rates.
 func (i *Inspector) KeyConcurrency(ctx context.Context, name string) (KeyCaps, error) {
 	if !shard.ValidQueue(name) {
 		return KeyCaps{}, errorf(ErrInvalidArgument, "queue name %q must match %s", name, shard.QueueRule)
@@ -63,5 +116,19 @@ func (i *Inspector) KeyConcurrency(ctx context.Context, name string) (KeyCaps, e
 	if err != nil {
 		return KeyCaps{}, mapErr(err)
 	}
-	return KeyCaps{Default: def, Keys: own}, nil
+	rdef, rown, err := i.store.KeyRates(ctx, name)
+	if err != nil {
+		return KeyCaps{}, mapErr(err)
+	}
+	c := KeyCaps{Default: def, Keys: own, Rates: make(map[string]KeyRate, len(rown))}
+	if rdef.Rate > 0 {
+		c.DefaultRate = &KeyRate{Rate: rdef.Rate, Period: rdef.Period, Burst: rdef.Burst}
+	}
+	for k, r := range rown {
+		c.Rates[k] = KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}
+	}
+	return c, nil
 }
+
+// MaxKeyRate is the largest rate of a key of a fair queue per period.
+const MaxKeyRate = shard.MaxKeyRate

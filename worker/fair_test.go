@@ -241,3 +241,57 @@ func TestOverlappingPopsShareRefills(t *testing.T) {
 		t.Fatalf("10 overlapping refills cost %d calls, want 2 (the one in flight and one after it)", n)
 	}
 }
+
+// TestKeyRateHeldBeforeTheTake: a fair queue with a rate of 20 per second
+// per key (bursts of 1): one key's 8 tasks start no faster than that (the
+// last at least 7/20 s after the first), the scheduler's mover lets each
+// next one in when its token comes, and every task runs once.
+func TestKeyRateHeldBeforeTheTake(t *testing.T) {
+	t.Parallel()
+	p := shardtest.Policy()
+	p.FairWindow, p.KeyRate = 8, shard.KeyRate{Rate: 20, Period: time.Second, Burst: 1}
+	e := newEnv(t, p)
+	placeByKey(t, e)
+	var ids []string
+	for i := range 8 {
+		ids = append(ids, fmt.Sprintf("{p}%d", i))
+	}
+	e.Schedule("q", 0, ids...)
+	var mu sync.Mutex
+	starts := map[string]time.Time{}
+	runs := 0
+	e.start(e.RDB, QueueOptions{Concurrency: 8}, func(_ context.Context, task *Task) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := starts[task.ID]; !ok {
+			starts[task.ID] = time.Now()
+		}
+		runs++
+		return nil
+	})
+	testenv.WaitFor(t, 30*time.Second, "every task run", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts) == len(ids), fmt.Sprint(len(starts))
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	first, last := time.Time{}, time.Time{}
+	for _, at := range starts {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	t.Logf("8 tasks of one key at 20/s started over %v", last.Sub(first))
+	if runs != len(ids) {
+		t.Errorf("%d runs of %d tasks", runs, len(ids))
+	}
+	// 7 intervals of 50 ms; the limiter's clock is Redis's, a few ms of
+	// rounding aside.
+	if span := last.Sub(first); span < 300*time.Millisecond {
+		t.Errorf("8 tasks of one key at 20/s started within %v", span)
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -159,4 +161,73 @@ keyless tasks' key, which the default does not cap.`,
 			})
 		},
 	}
+}
+
+// queueKeyrate is `hourglass queue keyrate QUEUE KEY --rate N [--period
+// D] [--burst B]` or `--default`: set the rate of a key of a fair queue at
+// run time.
+func (a *app) queueKeyrate() *cobra.Command {
+	var (
+		r   inspect.KeyRate
+		def bool
+	)
+	cmd := &cobra.Command{
+		Use:   "keyrate QUEUE KEY (--rate N [--period D] [--burst B] | --default)",
+		Short: "Limit the tasks of a key of a fair queue starting per period (--rate 0: no rate; --default: the queue's)",
+		Long: `Give a key (a task id's hash tag, client.Task.Key) of a fair queue a rate
+of its own: at most N of its tasks enter the queue's window per --period
+(default 1s) on average, --burst (default 1) at once after a quiet time,
+by a token bucket in the key's shard. The token is taken when a task
+enters the window, before any worker pops it: a key out of tokens has its
+tasks wait, unclaimed, and the shard's scheduler lets its next task in
+when its next token comes. --rate 0 lifts the queue's default rate
+(queues.<q>.key_rate_limit) for the key; --default drops the key's own.
+It takes effect at once. Like the caps, it holds across the cluster once
+the deployment places tasks by key (hourglass shards resize N
+--placement key).`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if def == cmd.Flags().Changed("rate") {
+				return usagef("give --rate N or --default")
+			}
+			if r.Rate < 0 || r.Rate > inspect.MaxKeyRate || r.Burst < 0 || r.Period < 0 || r.Period%time.Millisecond != 0 {
+				return usagef("--rate must be 0..%d, --burst 0 or more, --period a whole number of milliseconds", inspect.MaxKeyRate)
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res := actionResult{Action: "rated", Queue: args[0], Key: args[1]}
+			if def {
+				err = in.ClearKeyRate(ctx, args[0], args[1])
+				res.Action = "unrated"
+			} else {
+				if r.Rate > 0 {
+					r.Period, r.Burst = cmp.Or(r.Period, time.Second), cmp.Or(r.Burst, 1)
+				}
+				err = in.SetKeyRate(ctx, args[0], args[1], r)
+				res.Rate = &r
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) {
+				switch {
+				case res.Rate == nil:
+					fmt.Fprintf(w, "key %q of %s: the queue's default rate applies\n", args[1], printable(args[0]))
+				case r.Rate == 0:
+					fmt.Fprintf(w, "key %q of %s: no rate\n", args[1], printable(args[0]))
+				default:
+					fmt.Fprintf(w, "rated key %q of %s: %d per %s, bursts of %d\n", args[1], printable(args[0]), r.Rate, r.Period, r.Burst)
+				}
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&r.Rate, "rate", 0, "tasks of the key entering the window per --period (0: no rate for the key)")
+	f.DurationVar(&r.Period, "period", 0, "period of --rate (0: 1s)")
+	f.IntVar(&r.Burst, "burst", 0, "tasks of the key entering at once after a quiet time (0: 1)")
+	f.BoolVar(&def, "default", false, "drop the key's own rate: the queue's applies")
+	return cmd
 }

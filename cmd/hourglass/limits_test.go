@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
@@ -137,5 +138,40 @@ func TestQueueKeycap(t *testing.T) {
 	}
 	if _, own, err := e.store.KeyConcurrency(ctx, "q"); err != nil || len(own) != 1 || own["tenant-7"] != 0 {
 		t.Fatalf("caps after default: %v, %v", own, err)
+	}
+}
+
+// TestQueueKeyrate: queue keyrate sets a key's own rate (defaults for the
+// period and burst), --rate 0 lifts the default for it, --default drops
+// it, and bad flags are usage errors.
+func TestQueueKeyrate(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "kr")
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if out, errOut, code := e.cli("queue", "keyrate", "q", "partner-7", "--rate", "50"); code != exitOK || !strings.Contains(out, `rated key "partner-7" of q: 50 per 1s, bursts of 1`) {
+		t.Fatalf("queue keyrate: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, own, err := e.store.KeyRates(ctx, "q"); err != nil || own["partner-7"] != (shard.KeyRate{Rate: 50, Period: time.Second, Burst: 1}) {
+		t.Fatalf("stored rates %v, %v", own, err)
+	}
+	if out, _, code := e.cli("-o", "json", "queue", "keyrate", "q", "partner-8", "--rate", "0"); code != exitOK || !strings.Contains(out, `"rate": 0`) {
+		t.Fatalf("keyrate 0 in JSON: exit %d, %q", code, out)
+	}
+	for _, bad := range [][]string{
+		{"queue", "keyrate", "q", "partner-7"},
+		{"queue", "keyrate", "q", "partner-7", "--rate", "5", "--default"},
+		{"queue", "keyrate", "q", "partner-7", "--rate", "-1"},
+		{"queue", "keyrate", "q", "partner-7", "--rate", "5", "--period", "1500us"},
+		{"queue", "keyrate", "q", "a}b", "--rate", "2"},
+	} {
+		if _, errOut, code := e.cli(bad...); code != exitUsage {
+			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)
+		}
+	}
+	if out, _, code := e.cli("queue", "keyrate", "q", "partner-7", "--default"); code != exitOK || !strings.Contains(out, "the queue's default rate applies") {
+		t.Fatalf("keyrate --default: exit %d, %q", code, out)
+	}
+	if _, own, err := e.store.KeyRates(ctx, "q"); err != nil || len(own) != 1 {
+		t.Fatalf("rates after --default: %v, %v", own, err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 func (a *app) queueCmd() *cobra.Command {
 	return noun("queue", "List, inspect, pause, resume, limit, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueKeycap(), a.queueSet(), a.queueRm())
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueKeycap(), a.queueKeyrate(), a.queueSet(), a.queueRm())
 }
 
 // recentResult bounds the bytes of a result the recent table shows; -o
@@ -219,6 +219,8 @@ type actionResult struct {
 	Weight *int   `json:"weight,omitempty"`
 	// Concurrency is the cap queue keycap set (nil with "default").
 	Concurrency *int `json:"concurrency,omitempty"`
+	// Rate is the rate queue keyrate set (nil with --default).
+	Rate *inspect.KeyRate `json:"rate,omitempty"`
 }
 
 func (a *app) done(r actionResult) error {

@@ -35,6 +35,9 @@ type QueueConfig struct {
 	// KeyConcurrency caps the tasks of each key of a fair queue that run
 	// (or wait in its window) at once, across every worker process.
 	KeyConcurrency int `koanf:"key_concurrency"`
+	// KeyRateLimit limits the tasks of each key of a fair queue that
+	// enter its window, by a token bucket per key.
+	KeyRateLimit KeyRateConfig `koanf:"key_rate_limit"`
 	// Concurrency is the most tasks of this queue one worker process
 	// runs at once.
 	Concurrency int `koanf:"concurrency"`
@@ -72,6 +75,14 @@ type RateLimitConfig struct {
 	// Kind is the limiter: token_bucket, sliding_window, fixed_window or
 	// leaky_bucket.
 	Kind string `koanf:"kind"`
+}
+
+// KeyRateConfig is a rate per key of a fair queue: Rate tasks of a key
+// per Period on average, Burst at once after a quiet time.
+type KeyRateConfig struct {
+	Rate   int           `koanf:"rate"`
+	Period time.Duration `koanf:"period"`
+	Burst  int           `koanf:"burst"`
 }
 
 // BackoffConfig is an exponential retry delay: failed attempt n waits
@@ -113,6 +124,7 @@ func DefaultQueue() QueueConfig {
 		RetentionCount: shard.DefaultRetentionCount,
 		FairWindow:     shard.DefaultFairWindow,
 		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst, Kind: string(worker.TokenBucket)},
+		KeyRateLimit:   KeyRateConfig{Period: time.Second, Burst: 1},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
 }
@@ -135,6 +147,9 @@ func (v *validator) queue(key, name string, q QueueConfig) {
 	}
 	if q.KeyConcurrency > 0 && !q.Fair {
 		v.add(key+".key_concurrency", "caps the keys of a fair queue: set %s.fair too", key)
+	}
+	if q.KeyRateLimit.Rate > 0 && !q.Fair {
+		v.add(key+".key_rate_limit.rate", "limits the keys of a fair queue: set %s.fair too", key)
 	}
 	if b := q.Backoff; b.Cap < b.Base {
 		v.add(key+".backoff.cap", "must be at least %s.backoff.base (%s) (got %s)", key, b.Base, b.Cap)
@@ -200,6 +215,9 @@ func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 		}
 		if q.Fair {
 			p.FairWindow, p.KeyConcurrency = q.FairWindow, q.KeyConcurrency
+			if r := q.KeyRateLimit; r.Rate > 0 {
+				p.KeyRate = shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}
+			}
 		}
 		out[name] = p
 	}

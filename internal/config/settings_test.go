@@ -111,7 +111,7 @@ func newProbe(t *testing.T, s Setting) *probe {
 	c := Default()
 	c.Periodic = map[string]PeriodicConfig{"p": {Queue: "default", Interval: time.Hour}}
 	key := strings.NewReplacer("<q>", "default", "<name>", "p").Replace(s.Key)
-	if s.Key == "queues.<q>.key_concurrency" {
+	if s.Key == "queues.<q>.key_concurrency" || strings.HasPrefix(s.Key, "queues.<q>.key_rate_limit.") {
 		// A cap per key is a fair queue's (the validator refuses it
 		// otherwise, TestValidateNewKeys).
 		c.Queues = maps.Clone(c.Queues)

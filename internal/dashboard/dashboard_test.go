@@ -157,7 +157,7 @@ func TestReadsAndChanges(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, code, body)
 		}
 	}
-	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"caps":{"default":0,"keys":{"tenant-42":3}}`) {
+	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"caps":{"default":0,"keys":{"tenant-42":3},"rates":{}}`) {
 		t.Fatalf("weights with caps: %d %s", code, body)
 	}
 }

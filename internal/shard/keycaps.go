@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
@@ -132,4 +135,115 @@ func (s *Store) KeyCapDefaults(ctx context.Context, queues []string) (map[string
 		}
 	}
 	return out, nil
+}
+
+// KeyRate is a rate per key of a fair queue: at most Rate of a key's
+// tasks enter the window per Period on average, Burst at once after a
+// quiet time, by a token bucket (GCRA) kept in the key's shard. A key
+// out of tokens is held like a key at its cap, and the shard's mover puts
+// it back when its next token comes (a member "|fw|<q>|<key>" of the
+// delayed set). The zero KeyRate is no rate.
+type KeyRate struct {
+	Rate   int
+	Period time.Duration
+	Burst  int
+}
+
+// Bounds of a KeyRate.
+const (
+	MaxKeyRate      = 1000000
+	MaxKeyRateBurst = 100000
+)
+
+// Validate reports a KeyRate the scripts cannot use.
+func (r KeyRate) Validate() error {
+	if r == (KeyRate{}) {
+		return nil
+	}
+	if r.Rate < 1 || r.Rate > MaxKeyRate || r.Period < time.Millisecond || r.Period%time.Millisecond != 0 ||
+		r.Burst < 0 || r.Burst > MaxKeyRateBurst {
+		return fmt.Errorf("%w: rate per key %d per %s, burst %d: want 1..%d per a whole number of ms, burst 0..%d",
+			ErrInvalidArgument, r.Rate, r.Period, r.Burst, MaxKeyRate, MaxKeyRateBurst)
+	}
+	return nil
+}
+
+// spec is r as the scripts read it: "rate|period_ms|burst" (burst at
+// least 1), or "0" for none.
+func (r KeyRate) spec() string {
+	if r.Rate <= 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d|%d|%d", r.Rate, r.Period.Milliseconds(), max(r.Burst, 1))
+}
+
+// parseKeyRate reads a spec; "0" or a bad one is no rate.
+func parseKeyRate(v string) KeyRate {
+	var r KeyRate
+	var ms int64
+	if _, err := fmt.Sscanf(v, "%d|%d|%d", &r.Rate, &ms, &r.Burst); err != nil || r.Rate <= 0 {
+		return KeyRate{}
+	}
+	r.Period = time.Duration(ms) * time.Millisecond
+	return r
+}
+
+// keyRateField is the field of the queues hash that holds a fair queue's
+// default rate per key.
+func keyRateField(queue string) string { return "|krate|" + queue }
+
+// SetKeyRate gives key of fair queue a rate of its own (r.Rate 0: none,
+// lifting the queue's default for the key), or with clear drops it (the
+// default applies again). Written in every shard and announced like
+// SetKeyConcurrency; every shard's window is then refilled with the key
+// named.
+func (s *Store) SetKeyRate(ctx context.Context, queue, key string, r KeyRate, clear bool) error {
+	if !ValidQueue(queue) {
+		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
+	}
+	if key != "" && !ValidKey(key) {
+		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	pipe := s.rdb.Pipeline()
+	for sh := range s.Layout().Existing() {
+		if clear {
+			pipe.HDel(ctx, s.k.FairRates(sh, queue), key)
+		} else {
+			pipe.HSet(ctx, s.k.FairRates(sh, queue), key, r.spec())
+		}
+		pipe.HSet(ctx, s.k.Queues(sh), keyCapsOwnField(queue), 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return errtext.Errorf("set the rate of key %q of queue %q: %w", key, queue, err)
+	}
+	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
+	for sh := range s.Layout().Existing() {
+		if _, err := s.FairRefill(ctx, sh, queue, KeyHint(key)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KeyRates returns fair queue's default rate per key and the keys that
+// have a rate of their own, as shard 0 holds them.
+func (s *Store) KeyRates(ctx context.Context, queue string) (def KeyRate, own map[string]KeyRate, err error) {
+	pipe := s.rdb.Pipeline()
+	d := pipe.HGet(ctx, s.k.Queues(0), keyRateField(queue))
+	m := pipe.HGetAll(ctx, s.k.FairRates(0, queue))
+	_, _ = pipe.Exec(ctx)
+	if err := m.Err(); err != nil {
+		return KeyRate{}, nil, errtext.Errorf("read the key rates of queue %q: %w", queue, err)
+	}
+	if err := d.Err(); err != nil && err != redis.Nil {
+		return KeyRate{}, nil, errtext.Errorf("read the key rates of queue %q: %w", queue, err)
+	}
+	own = make(map[string]KeyRate, len(m.Val()))
+	for k, v := range m.Val() {
+		own[k] = parseKeyRate(v)
+	}
+	return parseKeyRate(d.Val()), own, nil
 }

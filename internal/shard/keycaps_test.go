@@ -338,3 +338,77 @@ func TestGrowCopiesKeysCapsAndWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyRate: a rate per key of 5/s with bursts of 2 lets a key's first
+// 2 tasks into the window, then holds it, with a wake-up member in the
+// delayed set at its next token's time, which the mover acts on to let
+// one more in; refills before then let none in. A key's own rate of 0
+// lifts the default for it.
+func TestKeyRate(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client(t)
+	l, err := NewLayout("hgrate", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(rdb, l)
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{
+		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: 32,
+			KeyRate: KeyRate{Rate: 5, Period: time.Second, Burst: 2}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), "{r}0", "{r}1", "{r}2", "{r}3", "{o}0", "{o}1", "{o}2", "{o}3")
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got := byKey(claimWindow(t, s, rdb)); got["r"] != 2 || got["o"] != 2 {
+		t.Fatalf("first window %v, want the bursts: 2 of r and 2 of o", got)
+	}
+	now := rdb.Time(ctx).Val()
+	at, err := rdb.ZScore(ctx, s.k.Delayed(0), "|fw|t|r").Result()
+	if err != nil {
+		t.Fatalf("no wake-up for r: %v", err)
+	}
+	if wait := time.UnixMilli(int64(at)).Sub(now); wait <= 0 || wait > 250*time.Millisecond {
+		t.Fatalf("r's wake-up in %v, want its next token's time, within 200 ms", wait)
+	}
+	// A refill before then lets none in: r and o are held.
+	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 0 {
+		t.Fatalf("refill before the next token: %d %v", n, err)
+	}
+	// The scheduled tasks listed are the tasks, not the marker.
+	if d, err := s.Depth(ctx, []int{0}); err != nil || d[0][0].Scheduled != 0 {
+		t.Fatalf("depth %+v %v: the marker counted as scheduled", d, err)
+	}
+	// The mover acts on the wake-up: one more of r.
+	var got map[string]int
+	testenv.WaitFor(t, 10*time.Second, "r's next token", func() (bool, string) {
+		if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+			return false, err.Error()
+		}
+		got = byKey(claimWindow(t, s, rdb))
+		return got["r"] > 0, fmt.Sprint(got)
+	})
+	if got["r"] != 1 {
+		t.Fatalf("after r's wake-up %v, want one of r", got)
+	}
+	// o's own rate of 0: its tasks are no longer limited.
+	if err := s.SetKeyRate(ctx, "t", "o", KeyRate{}, false); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range claimWindow(t, s, rdb) {
+		if KeyOf(d.Task.ID) == "o" {
+			n++
+		}
+	}
+	if n+got["o"] != 2 {
+		t.Fatalf("o's 2 waiting tasks after its rate was lifted: %d (and %d before)", n, got["o"])
+	}
+	def, own, err := s.KeyRates(ctx, "t")
+	if err != nil || def.Rate != 5 || def.Burst != 2 || def.Period != time.Second || own["o"] != (KeyRate{}) {
+		t.Fatalf("KeyRates: %+v %v %v", def, own, err)
+	}
+}

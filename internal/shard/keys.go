@@ -99,6 +99,16 @@ func (k Keys) FairParked(s int, queue string) string { return k.Tag(s) + ":fairp
 // hold its permits (docs/fairness.md, "Limits per key").
 func (k Keys) FairCaps(s int, queue string) string { return k.Tag(s) + ":fairc:" + queue }
 
+// FairRates is the hash of a fair queue's keys' own rates in shard s:
+// key -> "rate|period_ms|burst" ("0": none); FairBucket is a key's token
+// bucket (its theoretical arrival time in µs).
+func (k Keys) FairRates(s int, queue string) string { return k.Tag(s) + ":fairq:" + queue }
+
+// FairBucket: see FairRates.
+func (k Keys) FairBucket(s int, queue, key string) string {
+	return k.Tag(s) + ":fairs:" + queue + "|" + key
+}
+
 // FairHeld: see FairCaps.
 func (k Keys) FairHeld(s int, queue string) string { return k.Tag(s) + ":fairb:" + queue }
 

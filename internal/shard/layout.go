@@ -396,7 +396,8 @@ func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
 }
 
 // copyQueues registers the queues of shard 0 in shards from..n-1, with
-// the weights and caps of fair queues' keys (written in every shard).
+// the weights, caps and rates of fair queues' keys (written in every
+// shard).
 func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 	if n <= from {
 		return nil
@@ -410,7 +411,7 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 		return nil
 	}
 	// The fair queues' keys' weights and caps, per queue.
-	keyed := map[string][2]map[string]string{}
+	keyed := map[string][3]map[string]string{}
 	for f := range reg {
 		q, ok := strings.CutPrefix(f, "|fair|")
 		if !ok {
@@ -418,10 +419,11 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 		}
 		w, werr := s.rdb.HGetAll(ctx, s.k.FairWeights(0, q)).Result()
 		c, cerr := s.rdb.HGetAll(ctx, s.k.FairCaps(0, q)).Result()
-		if err := cmp.Or(werr, cerr); err != nil {
-			return errtext.Errorf("read the keys' weights and caps of queue %q: %w", q, err)
+		r, rerr := s.rdb.HGetAll(ctx, s.k.FairRates(0, q)).Result()
+		if err := cmp.Or(werr, cerr, rerr); err != nil {
+			return errtext.Errorf("read the keys' weights and limits of queue %q: %w", q, err)
 		}
-		keyed[q] = [2]map[string]string{w, c}
+		keyed[q] = [3]map[string]string{w, c, r}
 	}
 	pipe := s.rdb.Pipeline()
 	for sh := from; sh < n; sh++ {
@@ -432,6 +434,9 @@ func (s *Store) copyQueues(ctx context.Context, from, n int) error {
 			}
 			if len(wc[1]) > 0 {
 				pipe.HSet(ctx, s.k.FairCaps(sh, q), wc[1])
+			}
+			if len(wc[2]) > 0 {
+				pipe.HSet(ctx, s.k.FairRates(sh, q), wc[2])
 			}
 		}
 	}

@@ -56,6 +56,10 @@ type QueuePolicy struct {
 	// enters the window, so a key at its cap has its tasks wait,
 	// unclaimed. A key's own cap (Store.SetKeyConcurrency) overrides it.
 	KeyConcurrency int
+	// KeyRate, when its Rate is above 0, limits the tasks of each key of
+	// a fair queue that enter its window, by a token bucket per key
+	// (keycaps.go); a key's own (Store.SetKeyRate) overrides it.
+	KeyRate KeyRate
 }
 
 // Retention says how long, and how many per shard, the records of a
@@ -218,6 +222,9 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 		if p.KeyConcurrency < 0 || p.KeyConcurrency > MaxKeyConcurrency {
 			return fmt.Errorf("%w: queue %q: concurrency per key %d not in 0..%d", ErrInvalidArgument, q, p.KeyConcurrency, MaxKeyConcurrency)
 		}
+		if err := p.KeyRate.Validate(); err != nil {
+			return fmt.Errorf("queue %q: %w", q, err)
+		}
 		names = append(names, q)
 	}
 	slices.Sort(names)
@@ -256,6 +263,11 @@ func (s *Store) RegisterQueues(ctx context.Context, policies map[string]QueuePol
 				vals = append(vals, keyCapField(q), p.KeyConcurrency)
 			} else {
 				unkept = append(unkept, keyCapField(q))
+			}
+			if p.KeyRate.Rate > 0 {
+				vals = append(vals, keyRateField(q), p.KeyRate.spec())
+			} else {
+				unkept = append(unkept, keyRateField(q))
 			}
 		}
 		pipe.HSet(ctx, s.k.Queues(sh), vals...)

@@ -155,11 +155,15 @@ async function loadWeights() {
   if (!weightsQueue) return;
   const data = await api("weights?queue=" + encodeURIComponent(weightsQueue));
   const ws = data.weights || {}, caps = (data.caps && data.caps.keys) || {};
+  const rates = (data.caps && data.caps.rates) || {}, defRate = data.caps && data.caps.default_rate;
   const def = (data.caps && data.caps.default) || 0;
-  $("#capdefault").textContent = def > 0 ? "At most " + def + " tasks of each key running at once, unless a key has a cap of its own." : "No cap per key unless a key has one of its own.";
+  // rateText: "50 per 1s, bursts of 1" (periods in ns, as the API's JSON).
+  const rateText = (r) => r.rate > 0 ? r.rate + " per " + span(r.period) + ", bursts of " + r.burst : "none";
+  $("#capdefault").textContent = (def > 0 ? "At most " + def + " tasks of each key running at once" : "No cap per key") +
+    (defRate ? "; " + rateText(defRate) + " of each key" : "") + ", unless a key has limits of its own.";
   const body = $("#weights tbody");
   body.replaceChildren();
-  const keys = [...new Set([...Object.keys(ws), ...Object.keys(caps)])].sort();
+  const keys = [...new Set([...Object.keys(ws), ...Object.keys(caps), ...Object.keys(rates)])].sort();
   for (const k of keys) {
     const row = body.insertRow();
     row.dataset.key = k;
@@ -167,6 +171,7 @@ async function loadWeights() {
     const w = k in ws ? ws[k] : 1;
     cell(row, w === 0 ? "0 (paused)" : w, "n");
     cell(row, !(k in caps) ? (def > 0 && k !== "" ? def + " (queue's)" : "-") : caps[k] === 0 ? "none" : caps[k], "n");
+    cell(row, k in rates ? rateText(rates[k]) : defRate && k !== "" ? rateText(defRate) + " (queue's)" : "-", "n");
   }
   $("#noweights").hidden = keys.length > 0;
 }

@@ -407,8 +407,10 @@ end
 
 -- fair_sibling returns a key of a fair queue's state beside its ring:
 -- kind "w" its weights, "t" its turn, "p" its parked keys, "c" its keys'
--- own concurrency caps, "b" its keys held at their cap, "r" the prefix of
--- its keys' permit sets ("<tag>:fairr:<q>|<key>", not declared).
+-- own concurrency caps, "q" their own rates, "b" its keys held at their
+-- cap or out of tokens, "r" the prefix of its keys' permit sets
+-- ("<tag>:fairr:<q>|<key>", not declared) and "s" of their token buckets
+-- ("<tag>:fairs:<q>|<key>", not declared).
 local function fair_sibling(ring, kind)
   local tag, q = fair_parts(ring)
   return tag .. ":fair" .. kind .. ":" .. q
@@ -418,7 +420,7 @@ end
 -- and its siblings), for served_here.
 local function fair_state(ring, list)
   list[#list + 1] = ring
-  for _, kind in ipairs({"w", "t", "p", "c", "b"}) do list[#list + 1] = fair_sibling(ring, kind) end
+  for _, kind in ipairs({"w", "t", "p", "c", "b", "q"}) do list[#list + 1] = fair_sibling(ring, kind) end
   list[#list + 1] = fair_parts(ring) .. ":inflight" -- read by fair_room
 end
 
@@ -443,24 +445,94 @@ end
 -- one HMGET a refill.
 local function fair_caps(ring, q)
   local tag = fair_parts(ring)
-  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q)
-  if not f[1] and not f[2] then return nil end
+  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q, "|krate|" .. q)
+  if not f[1] and not f[2] and not f[3] then return nil end
   local own = f[2] and redis.call("EXISTS", fair_sibling(ring, "c")) == 1
-  return {default = tonumber(f[1] or "") or 0, own = own}
+  local own_rate = f[2] and redis.call("EXISTS", fair_sibling(ring, "q")) == 1
+  local caps = {default = tonumber(f[1] or "") or 0, own = own, rate = f[3], own_rate = own_rate}
+  if f[3] or own_rate then
+    local t = redis.call("TIME")
+    caps.now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return caps
+end
+
+-- Rates per key: a GCRA token bucket per key, "<rate>|<period_ms>|<burst>"
+-- (the queue's default "|krate|<q>", a key's own in "<tag>:fairq:<q>",
+-- "0" for none). Its state is the key's theoretical arrival time in µs
+-- ("<tag>:fairs:<q>|<key>", expiring once the bucket is full again). A
+-- key out of tokens is held like a key at its cap, and the member
+-- "|fw|<q>|<key>" of the shard's delayed set, scored by the time its
+-- next token comes, wakes the shard's mover then (move.lua), which puts
+-- the key back and refills the window.
+
+-- fair_rate returns key k's bucket: its emission interval and burst tolerance
+-- in µs and its state's key, or nil without a rate.
+local function fair_rate(ring, caps, k)
+  local spec = k ~= "" and caps.rate or nil
+  if caps.own_rate then spec = redis.call("HGET", fair_sibling(ring, "q"), k) or spec end
+  if not spec then return nil end
+  local r, p, b = string.match(spec, "^(%d+)|(%d+)|(%d+)$")
+  r, p, b = tonumber(r), tonumber(p), tonumber(b)
+  if not r or r <= 0 or not p or p <= 0 then return nil end
+  local t = p * 1000 / r
+  return {t = t, tau = math.max(b - 1, 0) * t, key = fair_sibling(ring, "s") .. "|" .. k}
+end
+
+-- fair_tokens returns how many tokens bucket b (fair_rate) has now, at
+-- most limit, and, with none, the time in ms its next one comes.
+local function fair_tokens(b, now_us, limit)
+  local tat = math.max(tonumber(redis.call("GET", b.key) or "") or 0, now_us)
+  local n = math.floor((b.tau - (tat - now_us)) / b.t) + 1
+  if n >= 1 then return math.min(n, limit), nil end
+  return 0, math.ceil((tat - b.tau) / 1000)
+end
+
+-- fair_take takes n tokens of bucket b.
+local function fair_take(b, now_us, n)
+  local tat = math.max(tonumber(redis.call("GET", b.key) or "") or 0, now_us) + n * b.t
+  redis.call("SET", b.key, string.format("%d", math.ceil(tat)), "PX", math.ceil((tat - now_us) / 1000) + 1000)
+end
+
+-- fair_hold holds key k of fair queue q off the ring ("b"); when its
+-- bucket b has no token left, the member "|fw|<q>|<k>" of the shard's
+-- delayed set, scored by the time the next one comes (the earlier of
+-- two), and a wake-up on the shard's channel make the mover put it back
+-- then (move.lua).
+local function fair_hold(ring, k, b, now_us)
+  redis.call("SADD", fair_sibling(ring, "b"), k)
+  if not b then return end
+  local n, wake = fair_tokens(b, now_us, 1)
+  if n > 0 then return end
+  local tag, q = fair_parts(ring)
+  local at = string.format("%d", wake)
+  redis.call("ZADD", tag .. ":delayed", "LT", at, "|fw|" .. q .. "|" .. k)
+  redis.call("SPUBLISH", tag .. ":wake", at)
 end
 
 -- fair_room returns how many more of key k's tasks may take a permit
 -- under caps (fair_caps; nil: no caps), taken besides those the caller
--- took already (not in the permit set yet): math.huge without a cap.
+-- took already (not in the permit set yet): math.huge without a cap or
+-- rate; with a rate, at most the tokens the key has now, then its
+-- bucket (fair_rate), and whether it has a cap (its permits are kept).
 local function fair_room(ring, caps, k, pending_key, taken)
   if not caps then return math.huge end
+  taken = taken or 0
+  local room, b = math.huge, nil
+  if caps.rate or caps.own_rate then
+    b = fair_rate(ring, caps, k)
+    if b then
+      room = fair_tokens(b, caps.now_us, 1000000) - taken
+      if room <= 0 then return 0, b end
+    end
+  end
   local cap = k ~= "" and caps.default or 0 -- the tasks without a key: only a cap of their own
   if caps.own then cap = tonumber(redis.call("HGET", fair_sibling(ring, "c"), k) or "") or cap end
-  if cap <= 0 then return math.huge end
-  cap = cap - (taken or 0)
+  if cap <= 0 then return room, b, false end
+  cap = cap - taken
   local rkey = fair_sibling(ring, "r") .. "|" .. k
   local n = redis.call("SCARD", rkey)
-  if n < cap then return cap - n end
+  if n < cap then return math.min(cap - n, room), b, true end
   local ids = redis.call("SMEMBERS", rkey)
   local ps = bulk_read("ZMSCORE", pending_key, ids)
   local ls = bulk_read("ZMSCORE", fair_parts(ring) .. ":inflight", ids)
@@ -470,7 +542,7 @@ local function fair_room(ring, caps, k, pending_key, taken)
     if not ((p and p < fair_wait_base()) or ls[j]) then gone[#gone + 1] = id end
   end
   if #gone > 0 then bulk("SREM", rkey, gone) end
-  return cap - (n - #gone)
+  return math.min(cap - (n - #gone), room), b, true
 end
 
 -- fair_unblock puts back on the ring each held key ("b") among keys (a
@@ -487,12 +559,17 @@ local function fair_unblock(ring, keys, pending_key)
   for _, k in ipairs(keys) do
     local list, rkey = ring .. "|" .. k, fair_sibling(ring, "r") .. "|" .. k
     -- Not declared: a key whose list or permits are migrating waits.
-    if served_here(ring, {list, rkey}) then return back end
-    if redis.call("SISMEMBER", bkey, k) == 1 and fair_room(ring, caps, k, pending_key) > 0 then
-      redis.call("SREM", bkey, k)
-      if redis.call("LLEN", list) > 0 then
-        redis.call("RPUSH", ring, k)
-        back = back + 1
+    if served_here(ring, {list, rkey, fair_sibling(ring, "s") .. "|" .. k}) then return back end
+    if redis.call("SISMEMBER", bkey, k) == 1 then
+      local free, b = fair_room(ring, caps, k, pending_key)
+      if free > 0 then
+        redis.call("SREM", bkey, k)
+        if redis.call("LLEN", list) > 0 then
+          redis.call("RPUSH", ring, k)
+          back = back + 1
+        end
+      elseif b then
+        fair_hold(ring, k, b, caps.now_us) -- out of tokens: woken when one comes
       end
     end
   end
@@ -594,6 +671,8 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local permits = {} -- key -> the ids that took its permits in this call
   local took = {} -- key -> entries taken from its list in this call
   local held_now = {} -- keys held by this call
+  local buckets = {} -- key -> its token bucket (fair_rate), for keys with a rate
+  local capped = {} -- keys with a cap: their permits are kept
   local rprefix = fair_sibling(ring, "r") .. "|"
   local wkey, tkey = fair_sibling(ring, "w"), fair_sibling(ring, "t")
   -- The keys whose turns come next, taken off the ring: room of them
@@ -622,6 +701,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     for _, k in ipairs(keys) do
       lists[#lists + 1] = ring .. "|" .. k
       if caps then lists[#lists + 1] = rprefix .. k end
+      if caps and caps.now_us then lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. k end
     end
     if served_here(ring, lists) then
       for j = #keys, 1, -1 do redis.call("LPUSH", ring, keys[j]) end
@@ -637,7 +717,9 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       w = math.max(0, math.floor(w))
       if w > 0 and k == cur and left and left > 0 then w = left end -- a turn cut short goes on
       cur = nil
-      local free = w > 0 and fair_room(ring, caps, k, pending_key, took[k]) or 0
+      local free, b, c = 0, nil, false
+      if w > 0 then free, b, c = fair_room(ring, caps, k, pending_key, took[k]) end
+      buckets[k], capped[k] = b or buckets[k], c or capped[k]
       if w == 0 then
         back[#back + 1] = k -- paused: its turn goes to the next key
       elseif free <= 0 then
@@ -734,7 +816,21 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   elseif turn then
     redis.call("DEL", tkey)
   end
-  if #keep_ids == 0 then return 0 end
+  -- Tokens are taken for the entries that entered the window; a key held
+  -- out of tokens gets its wake-up (fair_hold).
+  local function settle_rates(kept)
+    if not caps or not caps.now_us then return end
+    for k, n in pairs(kept) do
+      if buckets[k] then fair_take(buckets[k], caps.now_us, n) end
+    end
+    for k in pairs(held_now) do
+      if buckets[k] then fair_hold(ring, k, buckets[k], caps.now_us) end
+    end
+  end
+  if #keep_ids == 0 then
+    settle_rates({})
+    return 0
+  end
   local base = redis.call("INCRBY", seq_key, string.format("%d", #keep_ids)) - #keep_ids
   local pend, entries = {}, {}
   for j, id in ipairs(keep_ids) do
@@ -752,10 +848,15 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       local l = permits[k]
       l[#l + 1] = id
     end
+    local kept = {}
     for k, l in pairs(permits) do
-      bulk("SADD", rprefix .. k, l)
-      redis.call("PEXPIRE", rprefix .. k, 604800000)
+      if capped[k] then
+        bulk("SADD", rprefix .. k, l)
+        redis.call("PEXPIRE", rprefix .. k, 604800000)
+      end
+      kept[k] = #l
     end
+    settle_rates(kept)
   end
   return #keep_ids
 end

@@ -321,11 +321,17 @@ end
 local out = {1, 0, -1, now_us, 0, 0, 0} -- [7]: ahead, set last
 local moved, buried, promoted = 0, 0, 0
 local far_due = false
--- The due members other than "|far", and their due times.
+-- The due members other than "|far", and their due times; "|fw|<q>|<key>"
+-- members are fair queues' keys whose next token has come (lib.lua's
+-- fair_hold).
 local ids, dues = {}, {}
+local woken = {} -- {queue, key} of each "|fw|" member due
 for i = 1, #due, 2 do
   if due[i] == "|far" then
     far_due = true
+  elseif string.byte(due[i], 1) == 124 then -- "|": a marker, never a task id
+    local q, k = string.match(due[i], "^|fw|([^|]+)|(.*)$")
+    woken[#woken + 1] = {q or "", k or "", due[i]}
   else
     ids[#ids + 1] = due[i]
     dues[#dues + 1] = due[i + 1]
@@ -422,8 +428,30 @@ if far_due then
   if fh[2] and tonumber(fh[2]) <= cut then lists[#lists + 1] = KEYS[9] .. ":" .. fh[1] end
 end
 for i = 1, #park, 2 do lists[#lists + 1] = park[i] end
+for _, wk in ipairs(woken) do
+  if wk[1] ~= "" then
+    local ring = fair_ring(KEYS[1], wk[1])
+    fair_state(ring, lists)
+    lists[#lists + 1] = ring .. "|" .. wk[2]
+    lists[#lists + 1] = ARGV[4] .. wk[1]
+    lists[#lists + 1] = ARGV[3] .. wk[1]
+  end
+end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
+-- Keys whose next token has come: back on their rings, and their
+-- windows refilled.
+for _, wk in ipairs(woken) do
+  redis.call("ZREM", KEYS[1], wk[3])
+  if wk[1] ~= "" then
+    local ring = fair_ring(KEYS[1], wk[1])
+    local pk, rk = ARGV[4] .. wk[1], ARGV[3] .. wk[1]
+    fair_unblock(ring, {wk[2]}, pk)
+    if redis.call("LLEN", ring) > 0 then
+      fair_refill(ring, KEYS[7], pk, rk, fair_window(qn.key, wk[1]) or 32)
+    end
+  end
+end
 for i = 1, #park, 2 do redis.call("HSET", park[i], park[i + 1], "1") end
 if #ids > 0 then
   -- One command per kind for the whole batch (the HMGET above, ZREM,

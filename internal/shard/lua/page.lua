@@ -25,8 +25,9 @@
 -- score, encoded task with at most ARGV[9] bytes of payload or "", the
 -- payload's whole length (-1: no data, or in neither encoding), dead info or
 -- "", last error or ""}. done is 1 when the set holds nothing after this
--- page; the member "|far" (the far tier's marker in the delayed set) is
--- never listed. Task data is read one task at a time, so a call holds one
+-- page; the delayed set's markers ("|far", the far tier's, and "|fw|..."
+-- of fair queues' keys waiting for a token: members starting with "|",
+-- which no task id does) are never listed. Task data is read one task at a time, so a call holds one
 -- payload at once, not LIMIT of them.
 local qn = queue_names(KEYS[2])
 local limit = tonumber(ARGV[3])
@@ -38,8 +39,9 @@ local shown = tonumber(ARGV[9])
 local infos = redis.call("HMGET", KEYS[3], unpack(ids))
 local errs = redis.call("HMGET", KEYS[4], unpack(ids))
 for i, id in ipairs(ids) do
-  local blob = id ~= "|far" and redis.call("HGET", KEYS[2], id)
-  if id ~= "|far" and dead_match(blob or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8], qn) then
+  local marker = string.byte(id, 1) == 124
+  local blob = not marker and redis.call("HGET", KEYS[2], id)
+  if not marker and dead_match(blob or nil, infos[i] or nil, ARGV[4], ARGV[7], ARGV[8], qn) then
     local data, size = "", -1
     if blob then data, size = preview(blob, shown) end
     out[#out + 1] = id
