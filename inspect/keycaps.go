@@ -40,12 +40,15 @@ type KeyRate struct {
 
 // SetKeyRate gives key of fair queue name a rate of its own (r.Rate 0:
 // none, lifting the queue's default for the key; Period 0 means 1s and
-// Burst 0 means 1). It takes effect at once for a key held out of
-// tokens. ErrInvalidArgument for a rate out of bounds (1..1000000 per a
+// Burst 0 means 1). It takes effect at once: the key's bucket starts
+// full under the new rate. ErrInvalidArgument for a rate out of bounds (1..1000000 per a
 // whole number of ms, burst up to 100000) or a bad key; ErrNotFound for
 // a queue that is not registered.
 func (i *Inspector) SetKeyRate(ctx context.Context, name, key string, r KeyRate) error {
-	if r.Rate > 0 && r.Period == 0 {
+	switch {
+	case r.Rate == 0:
+		r = KeyRate{} // none: the period and burst mean nothing
+	case r.Period == 0:
 		r.Period = time.Second
 	}
 	return i.setKeyRate(ctx, name, key, shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}, false)

@@ -224,7 +224,7 @@ var settings = concat(
 			Doc: "the limiter that holds rate_limit.rate (docs/coordination.md, \"Flow control of a queue\")"},
 		{Key: "queues.<q>.key_rate_limit.rate", Min: 0, Max: shard.MaxKeyRate, Zero: "no rate per key",
 			Doc: "tasks of each key of a fair queue entering its window per period, by a token bucket per key, taken before any worker claims the task (docs/fairness.md); `hourglass queue keyrate` sets a key's own; registered by the schedulers"},
-		{Key: "queues.<q>.key_rate_limit.period", Min: time.Millisecond, Rule: "a whole number of ms",
+		{Key: "queues.<q>.key_rate_limit.period", Min: time.Millisecond, Unit: time.Millisecond,
 			Doc: "period of key_rate_limit.rate"},
 		{Key: "queues.<q>.key_rate_limit.burst", Min: 1, Max: shard.MaxKeyRateBurst,
 			Doc: "most tasks of a key entering the window at once after a quiet time"},

@@ -172,6 +172,12 @@ func (m *Mover) next(res shard.MoveResult, p stagePlan, subscribed bool) time.Du
 	if d, ok := untilDue(res, p); ok {
 		wait = min(wait, d)
 	}
+	if res.NextWake >= 0 {
+		// A fair queue's key waits for its next token: the call goes at
+		// that time exactly, not ahead by the lead (move.lua acts on it
+		// only once it has come).
+		wait = min(wait, time.Duration(res.NextWake*1000-res.NowMicros)*time.Microsecond)
+	}
 	return wait
 }
 

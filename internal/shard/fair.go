@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -131,28 +132,62 @@ func (s *Store) FairRefill(ctx context.Context, sh int, queue string, settled ..
 // and each shard's window is then refilled (FairRefill), so that a key
 // resumed while its queue's windows are empty runs at once.
 func (s *Store) SetKeyWeight(ctx context.Context, queue, key string, weight int) error {
+	if weight < 0 || weight > MaxKeyWeight {
+		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidArgument, weight, MaxKeyWeight)
+	}
+	return s.setKeyField(ctx, queue, key, keyField{hash: s.k.FairWeights, val: weight, del: weight == 1, what: "weight"})
+}
+
+// keyField is one key's field of a fair queue's per-key hash (weights,
+// caps, rates; hash names it in each shard): val, or removed when del.
+// own marks a limit, which workers then hear of (they refill after each
+// settle of the queue's tasks).
+type keyField struct {
+	hash     func(sh int, queue string) string
+	val      any
+	del, own bool
+	// ownField, when not "", replaces keyCapsOwnField as the queues
+	// hash's field that says some key has a limit of its own.
+	ownField string
+	// reset, when set, names a key of the key's state to delete in each
+	// shard (a token bucket, so that a new rate applies at once).
+	reset func(sh int, queue, key string) string
+	what  string
+}
+
+// setKeyField writes f for key of fair queue in every shard, then
+// refills every shard's window naming the key (FairRefill with its
+// KeyHint: a held key whose limit was raised goes back on the ring), so
+// that the change takes effect at once.
+func (s *Store) setKeyField(ctx context.Context, queue, key string, f keyField) error {
 	if !ValidQueue(queue) {
 		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
 	}
 	if key != "" && !ValidKey(key) {
 		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
 	}
-	if weight < 0 || weight > MaxKeyWeight {
-		return fmt.Errorf("%w: weight %d not in 0..%d", ErrInvalidArgument, weight, MaxKeyWeight)
-	}
 	pipe := s.rdb.Pipeline()
 	for sh := range s.Layout().Existing() {
-		if weight == 1 {
-			pipe.HDel(ctx, s.k.FairWeights(sh, queue), key)
+		if f.del {
+			pipe.HDel(ctx, f.hash(sh, queue), key)
 		} else {
-			pipe.HSet(ctx, s.k.FairWeights(sh, queue), key, weight)
+			pipe.HSet(ctx, f.hash(sh, queue), key, f.val)
+		}
+		if f.own {
+			pipe.HSet(ctx, s.k.Queues(sh), cmp.Or(f.ownField, keyCapsOwnField(queue)), 1)
+		}
+		if f.reset != nil {
+			pipe.Del(ctx, f.reset(sh, queue, key))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return errtext.Errorf("set the weight of key %q of queue %q: %w", key, queue, err)
+		return errtext.Errorf("set the %s of key %q of queue %q: %w", f.what, key, queue, err)
+	}
+	if f.own && f.ownField == "" {
+		_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err() // workers: KeyCapped
 	}
 	for sh := range s.Layout().Existing() {
-		if _, err := s.FairRefill(ctx, sh, queue); err != nil {
+		if _, err := s.FairRefill(ctx, sh, queue, KeyHint(key)); err != nil {
 			return err
 		}
 	}

@@ -65,34 +65,10 @@ func (s *Store) KeyCapped(ctx context.Context, queues []string) (map[string]bool
 // shard's window is then refilled with the key put back on its ring if it
 // was held, so that a raised cap takes effect at once.
 func (s *Store) SetKeyConcurrency(ctx context.Context, queue, key string, n int) error {
-	if !ValidQueue(queue) {
-		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
-	}
-	if key != "" && !ValidKey(key) {
-		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
-	}
 	if n < -1 || n > MaxKeyConcurrency {
 		return fmt.Errorf("%w: concurrency %d not in -1..%d", ErrInvalidArgument, n, MaxKeyConcurrency)
 	}
-	pipe := s.rdb.Pipeline()
-	for sh := range s.Layout().Existing() {
-		if n < 0 {
-			pipe.HDel(ctx, s.k.FairCaps(sh, queue), key)
-		} else {
-			pipe.HSet(ctx, s.k.FairCaps(sh, queue), key, n)
-		}
-		pipe.HSet(ctx, s.k.Queues(sh), keyCapsOwnField(queue), 1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return errtext.Errorf("set the concurrency of key %q of queue %q: %w", key, queue, err)
-	}
-	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
-	for sh := range s.Layout().Existing() {
-		if _, err := s.FairRefill(ctx, sh, queue, KeyHint(key)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.setKeyField(ctx, queue, key, keyField{hash: s.k.FairCaps, val: n, del: n < 0, own: true, what: "concurrency"})
 }
 
 // KeyHint is what FairRefill takes to name key without giving back a
@@ -192,40 +168,22 @@ func parseKeyRate(v string) KeyRate {
 // default rate per key.
 func keyRateField(queue string) string { return "|krate|" + queue }
 
+// keyRatesOwnField is the field of the queues hash that says some key of
+// the queue has a rate of its own (set by SetKeyRate, never removed).
+func keyRatesOwnField(queue string) string { return "|krateo|" + queue }
+
 // SetKeyRate gives key of fair queue a rate of its own (r.Rate 0: none,
 // lifting the queue's default for the key), or with clear drops it (the
-// default applies again). Written in every shard and announced like
-// SetKeyConcurrency; every shard's window is then refilled with the key
-// named.
+// default applies again). It is written in every shard, with the key's
+// token bucket emptied of what the old rate left (so that a raised rate
+// takes effect at once), and every shard's window is then refilled with
+// the key named.
 func (s *Store) SetKeyRate(ctx context.Context, queue, key string, r KeyRate, clear bool) error {
-	if !ValidQueue(queue) {
-		return fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
-	}
-	if key != "" && !ValidKey(key) {
-		return fmt.Errorf("%w: key %q: want %s", ErrInvalidArgument, key, KeyRule)
-	}
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	pipe := s.rdb.Pipeline()
-	for sh := range s.Layout().Existing() {
-		if clear {
-			pipe.HDel(ctx, s.k.FairRates(sh, queue), key)
-		} else {
-			pipe.HSet(ctx, s.k.FairRates(sh, queue), key, r.spec())
-		}
-		pipe.HSet(ctx, s.k.Queues(sh), keyCapsOwnField(queue), 1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return errtext.Errorf("set the rate of key %q of queue %q: %w", key, queue, err)
-	}
-	_ = s.rdb.Publish(ctx, s.k.ControlChannel(), QueuesChanged).Err()
-	for sh := range s.Layout().Existing() {
-		if _, err := s.FairRefill(ctx, sh, queue, KeyHint(key)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.setKeyField(ctx, queue, key, keyField{hash: s.k.FairRates, val: r.spec(), del: clear, own: true,
+		ownField: keyRatesOwnField(queue), reset: s.k.FairBucket, what: "rate"})
 }
 
 // KeyRates returns fair queue's default rate per key and the keys that

@@ -359,12 +359,21 @@ func TestKeyRate(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	enqueueDue(t, s, "t", time.Now().Add(-time.Second), "{r}0", "{r}1", "{r}2", "{r}3", "{o}0", "{o}1", "{o}2", "{o}3")
+	// b's own rate: bursts of 8 at 3/s, a burst a floating-point quotient
+	// would cut to 7.
+	if err := s.SetKeyRate(ctx, "t", "b", KeyRate{Rate: 3, Period: time.Second, Burst: 8}, false); err != nil {
+		t.Fatal(err)
+	}
+	var bs []string
+	for i := range 10 {
+		bs = append(bs, fmt.Sprintf("{b}%d", i))
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), append(bs, "{r}0", "{r}1", "{r}2", "{r}3", "{o}0", "{o}1", "{o}2", "{o}3")...)
 	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if got := byKey(claimWindow(t, s, rdb)); got["r"] != 2 || got["o"] != 2 {
-		t.Fatalf("first window %v, want the bursts: 2 of r and 2 of o", got)
+	if got := byKey(claimWindow(t, s, rdb)); got["r"] != 2 || got["o"] != 2 || got["b"] != 8 {
+		t.Fatalf("first window %v, want the bursts: 2 of r, 2 of o, 8 of b", got)
 	}
 	now := rdb.Time(ctx).Val()
 	at, err := rdb.ZScore(ctx, s.k.Delayed(0), "|fw|t|r").Result()
@@ -377,6 +386,20 @@ func TestKeyRate(t *testing.T) {
 	// A refill before then lets none in: r and o are held.
 	if n, err := s.FairRefill(ctx, 0, "t"); err != nil || n != 0 {
 		t.Fatalf("refill before the next token: %d %v", n, err)
+	}
+	// A mover call with a prefetch before the token's time leaves the
+	// member, and reports its time to call at exactly.
+	res, err := s.MoveAhead(ctx, 0, 1, 1000, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Now < int64(at) {
+		if sc, err := rdb.ZScore(ctx, s.k.Delayed(0), "|fw|t|r").Result(); err != nil || sc != at {
+			t.Fatalf("the member after an early call: %v %v, want %v", sc, err, at)
+		}
+		if res.NextWake > int64(at) || res.NextWake < 0 || res.NextDue >= 0 {
+			t.Fatalf("an early call reported %+v; want next wake at or before %v and no next due", res, at)
+		}
 	}
 	// The scheduled tasks listed are the tasks, not the marker.
 	if d, err := s.Depth(ctx, []int{0}); err != nil || d[0][0].Scheduled != 0 {
@@ -410,5 +433,12 @@ func TestKeyRate(t *testing.T) {
 	def, own, err := s.KeyRates(ctx, "t")
 	if err != nil || def.Rate != 5 || def.Burst != 2 || def.Period != time.Second || own["o"] != (KeyRate{}) {
 		t.Fatalf("KeyRates: %+v %v %v", def, own, err)
+	}
+	// b is out of tokens for 1/3 s; a raised rate applies at once.
+	if err := s.SetKeyRate(ctx, "t", "b", KeyRate{Rate: 100, Period: time.Second, Burst: 10}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := byKey(claimWindow(t, s, rdb)); got["b"] != 2 {
+		t.Fatalf("after b's rate was raised: %v, want its last 2 tasks", got)
 	}
 }

@@ -30,6 +30,10 @@ type MoveResult struct {
 	// request's Window, both included (0 without a Window or a NextDue):
 	// how dense the next batch is.
 	Ahead int
+	// NextWake is the time (unix ms) a fair queue's key waiting for its
+	// next token gets it (the earliest "|fw|" member of the delayed set),
+	// -1 if none: the owner calls then, not ahead by its lead.
+	NextWake int64
 }
 
 // Move moves at most limit due tasks of shard sh into their ready lists,
@@ -169,7 +173,7 @@ func moveReply(sh int, epoch int64, v []int64, err error) (MoveResult, error) {
 	if len(v) < 7 {
 		return MoveResult{}, errtext.Errorf("move shard %d: unexpected reply %v", sh, v)
 	}
-	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Ahead: int(v[6]), Late: v[7:]}, nil
+	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Ahead: int(v[6]), NextWake: v[7], Late: v[8:]}, nil
 }
 
 // DelayedHead returns the lowest score in shard sh's delayed set (the far

@@ -440,15 +440,16 @@ end
 -- fair_caps returns the caps of fair queue q's keys in the shard of
 -- ring: {default, own} with default the queues hash's field "|kcap|<q>"
 -- (0: none) and own whether some key has a cap of its own ("c"); nil
--- when neither that field nor "|kcapo|<q>" (some key was given a cap
--- of its own, ever) is set: a queue whose keys were never capped pays
--- one HMGET a refill.
+-- when none of that field, "|kcapo|<q>" (some key was given a cap of
+-- its own, ever), "|krate|<q>" (a default rate per key) and "|krateo|<q>"
+-- (some key was given a rate of its own) is set: a queue whose keys were
+-- never limited pays one HMGET a refill.
 local function fair_caps(ring, q)
   local tag = fair_parts(ring)
-  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q, "|krate|" .. q)
-  if not f[1] and not f[2] and not f[3] then return nil end
+  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q, "|krate|" .. q, "|krateo|" .. q)
+  if not f[1] and not f[2] and not f[3] and not f[4] then return nil end
   local own = f[2] and redis.call("EXISTS", fair_sibling(ring, "c")) == 1
-  local own_rate = f[2] and redis.call("EXISTS", fair_sibling(ring, "q")) == 1
+  local own_rate = f[4] and redis.call("EXISTS", fair_sibling(ring, "q")) == 1
   local caps = {default = tonumber(f[1] or "") or 0, own = own, rate = f[3], own_rate = own_rate}
   if f[3] or own_rate then
     local t = redis.call("TIME")
@@ -475,7 +476,9 @@ local function fair_rate(ring, caps, k)
   local r, p, b = string.match(spec, "^(%d+)|(%d+)|(%d+)$")
   r, p, b = tonumber(r), tonumber(p), tonumber(b)
   if not r or r <= 0 or not p or p <= 0 then return nil end
-  local t = p * 1000 / r
+  -- Whole µs: the arithmetic below stays exact (a burst is not lost to
+  -- a quotient just under a whole number).
+  local t = math.max(math.floor(p * 1000 / r + 0.5), 1)
   return {t = t, tau = math.max(b - 1, 0) * t, key = fair_sibling(ring, "s") .. "|" .. k}
 end
 
@@ -497,17 +500,27 @@ end
 -- fair_hold holds key k of fair queue q off the ring ("b"); when its
 -- bucket b has no token left, the member "|fw|<q>|<k>" of the shard's
 -- delayed set, scored by the time the next one comes (the earlier of
--- two), and a wake-up on the shard's channel make the mover put it back
--- then (move.lua).
+-- two), makes the mover put it back then (move.lua), and a wake-up on
+-- the shard's channel tells the mover of a new or earlier time. Returns
+-- that time (ms), or nil.
 local function fair_hold(ring, k, b, now_us)
   redis.call("SADD", fair_sibling(ring, "b"), k)
-  if not b then return end
+  if not b then return nil end
   local n, wake = fair_tokens(b, now_us, 1)
-  if n > 0 then return end
+  if n > 0 then return nil end
   local tag, q = fair_parts(ring)
   local at = string.format("%d", wake)
-  redis.call("ZADD", tag .. ":delayed", "LT", at, "|fw|" .. q .. "|" .. k)
-  redis.call("SPUBLISH", tag .. ":wake", at)
+  if redis.call("ZADD", tag .. ":delayed", "LT", "CH", at, "|fw|" .. q .. "|" .. k) == 1 then
+    redis.call("SPUBLISH", tag .. ":wake", at)
+  end
+  return wake
+end
+
+-- earlier returns the earlier of two times, either nil.
+local function earlier(a, b)
+  if not a then return b end
+  if not b then return a end
+  return math.min(a, b)
 end
 
 -- fair_room returns how many more of key k's tasks may take a permit
@@ -548,10 +561,12 @@ end
 -- fair_unblock puts back on the ring each held key ("b") among keys (a
 -- number n: up to n of them, at random) that has a permit free now, or
 -- drops it from the held ones when its list is empty. Returns the number
--- put back.
+-- put back, and the earliest time (ms) a key still out of tokens gets
+-- its next one (fair_hold), or nil.
 local function fair_unblock(ring, keys, pending_key)
   local bkey = fair_sibling(ring, "b")
   if redis.call("EXISTS", bkey) == 0 then return 0 end
+  local wake = nil
   local _, q = fair_parts(ring)
   local caps = fair_caps(ring, q)
   if type(keys) == "number" then keys = redis.call("SRANDMEMBER", bkey, keys) end
@@ -569,11 +584,11 @@ local function fair_unblock(ring, keys, pending_key)
           back = back + 1
         end
       elseif b then
-        fair_hold(ring, k, b, caps.now_us) -- out of tokens: woken when one comes
+        wake = earlier(wake, fair_hold(ring, k, b, caps.now_us)) -- out of tokens: woken when one comes
       end
     end
   end
-  return back
+  return back, wake
 end
 
 -- fair_release gives back the permits of ids (tasks a worker settled:
@@ -653,7 +668,8 @@ end
 -- refill, having written what it took so far. A key the mover parked
 -- (fair_park_depth) whose list falls below fair_wake_depth is unparked
 -- and the shard's owner woken on "<tag>:wake", to move more of it.
--- Returns the number of entries added.
+-- Returns the number of entries added, and the earliest time (ms) a key
+-- it held for its next token gets it (nil: none).
 local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
@@ -817,19 +833,20 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     redis.call("DEL", tkey)
   end
   -- Tokens are taken for the entries that entered the window; a key held
-  -- out of tokens gets its wake-up (fair_hold).
+  -- out of tokens gets its wake-up (fair_hold). Returns the earliest.
   local function settle_rates(kept)
-    if not caps or not caps.now_us then return end
+    if not caps or not caps.now_us then return nil end
     for k, n in pairs(kept) do
       if buckets[k] then fair_take(buckets[k], caps.now_us, n) end
     end
+    local wake = nil
     for k in pairs(held_now) do
-      if buckets[k] then fair_hold(ring, k, buckets[k], caps.now_us) end
+      if buckets[k] then wake = earlier(wake, fair_hold(ring, k, buckets[k], caps.now_us)) end
     end
+    return wake
   end
   if #keep_ids == 0 then
-    settle_rates({})
-    return 0
+    return 0, settle_rates({})
   end
   local base = redis.call("INCRBY", seq_key, string.format("%d", #keep_ids)) - #keep_ids
   local pend, entries = {}, {}
@@ -856,7 +873,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       end
       kept[k] = #l
     end
-    settle_rates(kept)
+    return #keep_ids, settle_rates(kept)
   end
   return #keep_ids
 end

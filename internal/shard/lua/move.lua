@@ -37,7 +37,7 @@
 --         the members due within this long after it (internal/scan stages
 --         a dense batch, many tasks due at about one time, ahead of it)
 --
--- Returns {1, moved, next_due, now_us, buried, promoted, ahead, lateness_1, ...}
+-- Returns {1, moved, next_due, now_us, buried, promoted, ahead, next_wake, lateness_1, ...}
 --   moved     tasks pushed to ready lists (plus buried = tasks examined)
 --   next_due  due ms of the earliest remaining member, -1 if none (the far
 --             tier's member "|far" counts: its score is the earliest
@@ -51,6 +51,12 @@
 --             most LIMIT per call); the owner calls again at once
 --   ahead     members due from next_due to next_due + ARGV[6] ms, both
 --             included (one ZCOUNT); 0 without ARGV[6] or a next_due
+--   next_wake the time (ms) of the earliest "|fw|<q>|<key>" member: a
+--             fair queue's key waiting for its next token (lib.lua's
+--             fair_hold), -1 if none seen. Such a member is acted on only
+--             once its time has come, never ahead by the prefetch, and
+--             next_due leaves it out: the owner calls at next_wake
+--             exactly.
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch;
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
@@ -107,11 +113,19 @@ end
 local due = redis.call("ZRANGE", KEYS[1], "0", "1", "WITHSCORES")
 local next_due = -1 -- known next due time; nil: read it after moving
 local n = #due / 2
+-- A fair queue's key waiting for its next token ("|fw|...", lib.lua's
+-- fair_hold) is due once its time has come, whatever the prefetch, and
+-- its time is next_wake, never next_due.
+local function token_member(member)
+  return string.byte(member, 1) == 124 and member ~= "|far"
+end
 for i = 1, n do
   local sc = tonumber(due[2 * i])
   due[2 * i] = sc -- parsed once
-  if sc > cut then
+  local token = token_member(due[2 * i - 1])
+  if sc > cut or (token and sc > now) then
     next_due = valid_due(sc) and sc or -1
+    if token then next_due = nil end -- read the head after, for both times
     for j = #due, 2 * i - 1, -1 do due[j] = nil end
     break
   end
@@ -243,7 +257,7 @@ if #due == 4 then -- both entries the probe read are due
   local after
   due, after = spread(redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES"))
   next_due = after -- nil: read after moving
-elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
+elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 and next_due ~= nil then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
   -- writes what the batch code below writes for it, without the batch
   -- tables. Data without a queue takes the batch code, which buries it
@@ -267,7 +281,7 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
     make_ready(KEYS[7], pk, rk, id, blob)
     redis.call("SADD", KEYS[8], q)
     redis.call("HINCRBY", KEYS[10], "s|" .. q, -1)
-    return {1, 1, next_due, now_us, 0, 0, ahead_of(next_due), now - due[2]}
+    return {1, 1, next_due, now_us, 0, 0, ahead_of(next_due), -1, now - due[2]}
   end
 end
 
@@ -318,7 +332,7 @@ local function promote(fh)
   return n
 end
 
-local out = {1, 0, -1, now_us, 0, 0, 0} -- [7]: ahead, set last
+local out = {1, 0, -1, now_us, 0, 0, 0, -1} -- [7]: ahead, [8]: next_wake, set last
 local moved, buried, promoted = 0, 0, 0
 local far_due = false
 -- The due members other than "|far", and their due times; "|fw|<q>|<key>"
@@ -330,8 +344,11 @@ for i = 1, #due, 2 do
   if due[i] == "|far" then
     far_due = true
   elseif string.byte(due[i], 1) == 124 then -- "|": a marker, never a task id
-    local q, k = string.match(due[i], "^|fw|([^|]+)|(.*)$")
-    woken[#woken + 1] = {q or "", k or "", due[i]}
+    if tonumber(due[i + 1]) <= now then
+      local q, k = string.match(due[i], "^|fw|([^|]+)|(.*)$")
+      woken[#woken + 1] = {q or "", k or "", due[i]}
+    end
+    next_due = nil -- a token not come yet, or one a refill may have moved: read the head after
   else
     ids[#ids + 1] = due[i]
     dues[#dues + 1] = due[i + 1]
@@ -433,6 +450,8 @@ for _, wk in ipairs(woken) do
     local ring = fair_ring(KEYS[1], wk[1])
     fair_state(ring, lists)
     lists[#lists + 1] = ring .. "|" .. wk[2]
+    lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
+    lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. wk[2]
     lists[#lists + 1] = ARGV[4] .. wk[1]
     lists[#lists + 1] = ARGV[3] .. wk[1]
   end
@@ -440,15 +459,19 @@ end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
 -- Keys whose next token has come: back on their rings, and their
--- windows refilled.
+-- windows refilled. held_wake: the earliest time a key this call held
+-- for its next token gets it (lib.lua's fair_hold).
+local held_wake = nil
 for _, wk in ipairs(woken) do
   redis.call("ZREM", KEYS[1], wk[3])
   if wk[1] ~= "" then
     local ring = fair_ring(KEYS[1], wk[1])
     local pk, rk = ARGV[4] .. wk[1], ARGV[3] .. wk[1]
-    fair_unblock(ring, {wk[2]}, pk)
+    local _, w = fair_unblock(ring, {wk[2]}, pk)
+    held_wake = earlier(held_wake, w)
     if redis.call("LLEN", ring) > 0 then
-      fair_refill(ring, KEYS[7], pk, rk, fair_window(qn.key, wk[1]) or 32)
+      _, w = fair_refill(ring, KEYS[7], pk, rk, fair_window(qn.key, wk[1]) or 32)
+      held_wake = earlier(held_wake, w)
     end
   end
 end
@@ -501,7 +524,8 @@ if #ids > 0 then
       if fairw[q] then
         local ring = fair_ring(KEYS[1], q)
         fair_wait(ring, fkeys[q], e)
-        fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
+        local _, w = fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
+        held_wake = earlier(held_wake, w)
       else
         ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
       end
@@ -515,11 +539,27 @@ if far_due then
   promoted = promote(fh)
   next_due = nil
 end
+local next_wake = held_wake or -1
 if next_due == nil then
+  -- The first member that is not a key waiting for its token, and the
+  -- first that is (next_wake); eight are enough: a head of eight such
+  -- members wakes the owner at the first's time, and it reads again.
   local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
-  next_due = tonumber(head[2] or "-1")
-  if not valid_due(next_due) then next_due = -1 end
+  if head[1] and token_member(head[1]) then
+    head = redis.call("ZRANGE", KEYS[1], "0", "7", "WITHSCORES")
+  end
+  next_due = -1
+  for i = 1, #head, 2 do
+    local m, sc = head[i], tonumber(head[i + 1])
+    if token_member(m) then
+      if next_wake < 0 or sc < next_wake then next_wake = sc end
+    else
+      if valid_due(sc) then next_due = sc end
+      break
+    end
+  end
 end
+out[8] = next_wake
 out[3] = next_due
 out[2] = moved
 out[5] = buried
