@@ -88,17 +88,7 @@ func fairField(queue string) string { return "|fair|" + queue }
 // FairWindows reads the window of each of queues that is fair, as
 // registered in shard 0 (one HMGET); a queue that is not fair is absent.
 func (s *Store) FairWindows(ctx context.Context, queues []string) (map[string]int, error) {
-	v, err := s.queueFields(ctx, queues, fairField, "fair windows")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int, len(queues))
-	for i, q := range queues {
-		if n, err := strconv.Atoi(v[i]); err == nil && n > 0 {
-			out[q] = n
-		}
-	}
-	return out, nil
+	return s.queueCounts(ctx, queues, fairField, "fair windows")
 }
 
 // FairRefill tops the window of fair queue in shard sh up from its keys'

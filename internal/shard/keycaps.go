@@ -100,17 +100,7 @@ func (s *Store) KeyConcurrency(ctx context.Context, queue string) (def int, own 
 // KeyCapDefaults reads the default cap per key of each of queues that has
 // one registered (QueuePolicy.KeyConcurrency), as shard 0 holds it.
 func (s *Store) KeyCapDefaults(ctx context.Context, queues []string) (map[string]int, error) {
-	v, err := s.queueFields(ctx, queues, keyCapField, "caps per key")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int, len(queues))
-	for i, q := range queues {
-		if n, err := strconv.Atoi(v[i]); err == nil && n > 0 {
-			out[q] = n
-		}
-	}
-	return out, nil
+	return s.queueCounts(ctx, queues, keyCapField, "caps per key")
 }
 
 // KeyRate is a rate per key of a fair queue: at most Rate of a key's

@@ -146,6 +146,22 @@ func (s *Store) queueFields(ctx context.Context, queues []string, field func(str
 	return out, nil
 }
 
+// queueCounts reads field(q) of the queues hash for each of queues, as
+// queueFields does, and returns those that hold a number above 0.
+func (s *Store) queueCounts(ctx context.Context, queues []string, field func(string) string, what string) (map[string]int, error) {
+	v, err := s.queueFields(ctx, queues, field, what)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(queues))
+	for i, q := range queues {
+		if n, err := strconv.Atoi(v[i]); err == nil && n > 0 {
+			out[q] = n
+		}
+	}
+	return out, nil
+}
+
 // Backoff is an exponential retry delay: attempt n (1-based) waits
 // min(Cap, Base*Factor^(n-1)), half of it fixed and half random ("equal
 // jitter").
