@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -79,64 +78,6 @@ type LayoutRecord struct {
 	Done []int
 	// Moved counts the tasks the change has moved so far.
 	Moved int64
-}
-
-// withChange returns l at generation gen with shards and from (0: stable),
-// both placed by l's rules.
-func (l Layout) withChange(gen int64, shards, from int) (Layout, error) {
-	return l.withRules(gen, count{shards, l.place}, count{from, l.fromPlace})
-}
-
-// withRules returns l at generation gen placing tasks by to, leaving from
-// (from.n 0: stable). A change that leaves the count and the rule as they
-// are is no change.
-func (l Layout) withRules(gen int64, to, from count) (Layout, error) {
-	if to.n < 1 || to.n > MaxShards || from.n < 0 || from.n > MaxShards || gen < 0 {
-		return Layout{}, fmt.Errorf("%w: generation %d, %d shards from %d", ErrCorruptLayout, gen, to.n, from.n)
-	}
-	if from == to || from.n == 0 {
-		from = count{0, to.place}
-	}
-	l.gen, l.shards, l.place, l.from, l.fromPlace = gen, to.n, to.place, from.n, from.place
-	return l, nil
-}
-
-// count is a shard count with the rule tasks are placed by under it, as
-// the layout record and the markers write it: "16" (by id) or "16k" (by
-// key).
-type count struct {
-	n     int
-	place Placement
-}
-
-func (c count) String() string {
-	if c.place == PlaceByKey {
-		return strconv.Itoa(c.n) + "k"
-	}
-	return strconv.Itoa(c.n)
-}
-
-func parseCount(v string) (count, error) {
-	c := count{}
-	if d, ok := strings.CutSuffix(v, "k"); ok {
-		v, c.place = d, PlaceByKey
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || (n == 0 && c.place != PlaceByID) {
-		return count{}, fmt.Errorf("%w: shard count %q", ErrCorruptLayout, v)
-	}
-	c.n = n
-	return c, nil
-}
-
-// target returns the count and rule tasks are placed by, and from those
-// a running change leaves (stable: target).
-func (l Layout) target() count { return count{l.shards, l.place} }
-func (l Layout) source() count {
-	if l.from == 0 {
-		return l.target()
-	}
-	return count{l.from, l.fromPlace}
 }
 
 // newer reports whether m supersedes l: a later generation, or the same
@@ -395,57 +336,6 @@ func (s *Store) registeredCount(ctx context.Context, def int) (int, error) {
 	return n, nil
 }
 
-// copyQueues registers the queues of shard 0 in shards from..n-1, with
-// the weights, caps and rates of fair queues' keys (written in every
-// shard).
-func (s *Store) copyQueues(ctx context.Context, from, n int) error {
-	if n <= from {
-		return nil
-	}
-	reg, err := s.rdb.HGetAll(ctx, s.k.Queues(0)).Result()
-	if err != nil {
-		return errtext.Errorf("read the queues to register: %w", err)
-	}
-	maps.DeleteFunc(reg, func(f, _ string) bool { return namespaceField(f) })
-	if len(reg) == 0 {
-		return nil
-	}
-	// The fair queues' keys' weights and caps, per queue.
-	keyed := map[string][3]map[string]string{}
-	for f := range reg {
-		q, ok := strings.CutPrefix(f, "|fair|")
-		if !ok {
-			continue
-		}
-		w, werr := s.rdb.HGetAll(ctx, s.k.FairWeights(0, q)).Result()
-		c, cerr := s.rdb.HGetAll(ctx, s.k.FairCaps(0, q)).Result()
-		r, rerr := s.rdb.HGetAll(ctx, s.k.FairRates(0, q)).Result()
-		if err := cmp.Or(werr, cerr, rerr); err != nil {
-			return errtext.Errorf("read the keys' weights and limits of queue %q: %w", q, err)
-		}
-		keyed[q] = [3]map[string]string{w, c, r}
-	}
-	pipe := s.rdb.Pipeline()
-	for sh := from; sh < n; sh++ {
-		pipe.HSet(ctx, s.k.Queues(sh), reg)
-		for q, wc := range keyed {
-			if len(wc[0]) > 0 {
-				pipe.HSet(ctx, s.k.FairWeights(sh, q), wc[0])
-			}
-			if len(wc[1]) > 0 {
-				pipe.HSet(ctx, s.k.FairCaps(sh, q), wc[1])
-			}
-			if len(wc[2]) > 0 {
-				pipe.HSet(ctx, s.k.FairRates(sh, q), wc[2])
-			}
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return errtext.Errorf("register the queues in the new shards: %w", err)
-	}
-	return nil
-}
-
 // writeMarkers sets the marker of shards 0..n-1 to l.
 func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 	v := markerValue(l)
@@ -457,16 +347,6 @@ func (s *Store) writeMarkers(ctx context.Context, l Layout, n int) error {
 		return errtext.Errorf("write the layout markers: %w", err)
 	}
 	return nil
-}
-
-// markerValue is l as a shard's marker stores it: "gen|shards|from", a
-// count followed by "k" when its tasks are placed by key.
-func markerValue(l Layout) string {
-	from := "0"
-	if l.from > 0 {
-		from = l.source().String()
-	}
-	return fmt.Sprintf("%d|%s|%s", l.gen, l.target(), from)
 }
 
 func (s *Store) announceLayout(ctx context.Context, gen int64) {

@@ -188,3 +188,71 @@ func (l Layout) ParseReady(key string) (sh int, queue string, ok bool) {
 	}
 	return sh, q, true
 }
+
+// withChange returns l at generation gen with shards and from (0: stable),
+// both placed by l's rules.
+func (l Layout) withChange(gen int64, shards, from int) (Layout, error) {
+	return l.withRules(gen, count{shards, l.place}, count{from, l.fromPlace})
+}
+
+// withRules returns l at generation gen placing tasks by to, leaving from
+// (from.n 0: stable). A change that leaves the count and the rule as they
+// are is no change.
+func (l Layout) withRules(gen int64, to, from count) (Layout, error) {
+	if to.n < 1 || to.n > MaxShards || from.n < 0 || from.n > MaxShards || gen < 0 {
+		return Layout{}, fmt.Errorf("%w: generation %d, %d shards from %d", ErrCorruptLayout, gen, to.n, from.n)
+	}
+	if from == to || from.n == 0 {
+		from = count{0, to.place}
+	}
+	l.gen, l.shards, l.place, l.from, l.fromPlace = gen, to.n, to.place, from.n, from.place
+	return l, nil
+}
+
+// count is a shard count with the rule tasks are placed by under it, as
+// the layout record and the markers write it: "16" (by id) or "16k" (by
+// key).
+type count struct {
+	n     int
+	place Placement
+}
+
+func (c count) String() string {
+	if c.place == PlaceByKey {
+		return strconv.Itoa(c.n) + "k"
+	}
+	return strconv.Itoa(c.n)
+}
+
+func parseCount(v string) (count, error) {
+	c := count{}
+	if d, ok := strings.CutSuffix(v, "k"); ok {
+		v, c.place = d, PlaceByKey
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || (n == 0 && c.place != PlaceByID) {
+		return count{}, fmt.Errorf("%w: shard count %q", ErrCorruptLayout, v)
+	}
+	c.n = n
+	return c, nil
+}
+
+// target returns the count and rule tasks are placed by, and from those
+// a running change leaves (stable: target).
+func (l Layout) target() count { return count{l.shards, l.place} }
+func (l Layout) source() count {
+	if l.from == 0 {
+		return l.target()
+	}
+	return count{l.from, l.fromPlace}
+}
+
+// markerValue is l as a shard's marker stores it: "gen|shards|from", a
+// count followed by "k" when its tasks are placed by key.
+func markerValue(l Layout) string {
+	from := "0"
+	if l.from > 0 {
+		from = l.source().String()
+	}
+	return fmt.Sprintf("%d|%s|%s", l.gen, l.target(), from)
+}
