@@ -107,18 +107,20 @@ func (s *Store) KeyCapDefaults(ctx context.Context, queues []string) (map[string
 // tasks enter the window per Period on average, Burst at once after a
 // quiet time, by a token bucket (GCRA) kept in the key's shard. A key
 // out of tokens is held like a key at its cap, and the shard's mover puts
-// it back when its next token comes (a member "|fw|<q>|<key>" of the
-// delayed set). The zero KeyRate is no rate.
+// it back when its next token comes (Keys.FairWake). The zero KeyRate is
+// no rate.
 type KeyRate struct {
 	Rate   int
 	Period time.Duration
 	Burst  int
 }
 
-// Bounds of a KeyRate.
+// Bounds of a KeyRate. The interval between two tokens is kept in whole
+// µs: at least MinKeyRateInterval, so that its rounding costs at most 5%.
 const (
-	MaxKeyRate      = 1000000
-	MaxKeyRateBurst = 100000
+	MaxKeyRate         = 1000000
+	MaxKeyRateBurst    = 100000
+	MinKeyRateInterval = 10 * time.Microsecond
 )
 
 // Validate reports a KeyRate the scripts cannot use.
@@ -127,9 +129,9 @@ func (r KeyRate) Validate() error {
 		return nil
 	}
 	if r.Rate < 1 || r.Rate > MaxKeyRate || r.Period < time.Millisecond || r.Period%time.Millisecond != 0 ||
-		r.Burst < 0 || r.Burst > MaxKeyRateBurst {
-		return fmt.Errorf("%w: rate per key %d per %s, burst %d: want 1..%d per a whole number of ms, burst 0..%d",
-			ErrInvalidArgument, r.Rate, r.Period, r.Burst, MaxKeyRate, MaxKeyRateBurst)
+		r.Burst < 0 || r.Burst > MaxKeyRateBurst || r.Period/time.Duration(r.Rate) < MinKeyRateInterval {
+		return fmt.Errorf("%w: rate per key %d per %s, burst %d: want 1..%d per a whole number of ms, at least %s apart, burst 0..%d",
+			ErrInvalidArgument, r.Rate, r.Period, r.Burst, MaxKeyRate, MinKeyRateInterval, MaxKeyRateBurst)
 	}
 	return nil
 }

@@ -376,9 +376,15 @@ func TestKeyRate(t *testing.T) {
 		t.Fatalf("first window %v, want the bursts: 2 of r, 2 of o, 8 of b", got)
 	}
 	now := rdb.Time(ctx).Val()
-	at, err := rdb.ZScore(ctx, s.k.Delayed(0), "|fw|t|r").Result()
+	at, err := rdb.ZScore(ctx, s.k.FairWake(0), "t|r").Result()
 	if err != nil {
 		t.Fatalf("no wake-up for r: %v", err)
+	}
+	if next, err := rdb.HGet(ctx, s.k.Queues(0), "|fwnext").Float64(); err != nil || next > at {
+		t.Fatalf("the shard's next wake-up %v, %v; want at most r's %v", next, err, at)
+	}
+	if n := rdb.ZCard(ctx, s.k.Delayed(0)).Val(); n != 0 {
+		t.Fatalf("the delayed set holds %d members: the wake-ups are not tasks", n)
 	}
 	if wait := time.UnixMilli(int64(at)).Sub(now); wait <= 0 || wait > 250*time.Millisecond {
 		t.Fatalf("r's wake-up in %v, want its next token's time, within 200 ms", wait)
@@ -388,14 +394,14 @@ func TestKeyRate(t *testing.T) {
 		t.Fatalf("refill before the next token: %d %v", n, err)
 	}
 	// A mover call with a prefetch before the token's time leaves the
-	// member, and reports its time to call at exactly.
+	// wake-up, and reports its time to call at exactly.
 	res, err := s.MoveAhead(ctx, 0, 1, 1000, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Now < int64(at) {
-		if sc, err := rdb.ZScore(ctx, s.k.Delayed(0), "|fw|t|r").Result(); err != nil || sc != at {
-			t.Fatalf("the member after an early call: %v %v, want %v", sc, err, at)
+		if sc, err := rdb.ZScore(ctx, s.k.FairWake(0), "t|r").Result(); err != nil || sc != at {
+			t.Fatalf("the wake-up after an early call: %v %v, want %v", sc, err, at)
 		}
 		if res.NextWake > int64(at) || res.NextWake < 0 || res.NextDue >= 0 {
 			t.Fatalf("an early call reported %+v; want next wake at or before %v and no next due", res, at)

@@ -109,6 +109,11 @@ func (k Keys) FairBucket(s int, queue, key string) string {
 	return k.Tag(s) + ":fairs:" + queue + "|" + key
 }
 
+// FairWake is the sorted set of a shard's fair queues' keys held for
+// their next token: "queue|key" -> the time (ms) it comes; the queues
+// hash's field "|fwnext" holds the earliest (lib.lua's fair_hold).
+func (k Keys) FairWake(s int) string { return k.Tag(s) + ":fairwake" }
+
 // FairHeld: see FairCaps.
 func (k Keys) FairHeld(s int, queue string) string { return k.Tag(s) + ":fairb:" + queue }
 

@@ -30,9 +30,10 @@ type MoveResult struct {
 	// request's Window, both included (0 without a Window or a NextDue):
 	// how dense the next batch is.
 	Ahead int
-	// NextWake is the time (unix ms) a fair queue's key waiting for its
-	// next token gets it (the earliest "|fw|" member of the delayed set),
-	// -1 if none: the owner calls then, not ahead by its lead.
+	// NextWake is the time (unix ms) a fair queue's key held for its
+	// next token gets it, the earliest in the shard, -1 if none: the
+	// owner calls then, not ahead by its lead. A MoveResult built by hand
+	// must set it (0 is a time long past).
 	NextWake int64
 }
 
@@ -170,7 +171,7 @@ func moveReply(sh int, epoch int64, v []int64, err error) (MoveResult, error) {
 	if len(v) >= 2 && v[0] == -1 {
 		return MoveResult{}, fmt.Errorf("%w: shard %d: epoch %d, current %d", ErrStaleEpoch, sh, epoch, v[1])
 	}
-	if len(v) < 7 {
+	if len(v) < 8 {
 		return MoveResult{}, errtext.Errorf("move shard %d: unexpected reply %v", sh, v)
 	}
 	return MoveResult{Moved: int(v[1]), NextDue: v[2], Now: v[3] / 1000, NowMicros: v[3], Buried: int(v[4]), Promoted: int(v[5]), Ahead: int(v[6]), NextWake: v[7], Late: v[8:]}, nil

@@ -422,6 +422,7 @@ local function fair_state(ring, list)
   list[#list + 1] = ring
   for _, kind in ipairs({"w", "t", "p", "c", "b", "q"}) do list[#list + 1] = fair_sibling(ring, kind) end
   list[#list + 1] = fair_parts(ring) .. ":inflight" -- read by fair_room
+  list[#list + 1] = fair_parts(ring) .. ":fairwake" -- written by fair_hold
 end
 
 -- Per-key concurrency caps (docs/fairness.md, "Limits per key"). A key
@@ -462,10 +463,10 @@ end
 -- (the queue's default "|krate|<q>", a key's own in "<tag>:fairq:<q>",
 -- "0" for none). Its state is the key's theoretical arrival time in µs
 -- ("<tag>:fairs:<q>|<key>", expiring once the bucket is full again). A
--- key out of tokens is held like a key at its cap, and the member
--- "|fw|<q>|<key>" of the shard's delayed set, scored by the time its
--- next token comes, wakes the shard's mover then (move.lua), which puts
--- the key back and refills the window.
+-- key out of tokens is held like a key at its cap, and its member
+-- "<q>|<key>" of the shard's "<tag>:fairwake", scored by the time its
+-- next token comes, wakes the shard's mover then (fair_hold; move.lua),
+-- which puts the key back and refills the window.
 
 -- fair_rate returns key k's bucket: its emission interval and burst tolerance
 -- in µs and its state's key, or nil without a rate.
@@ -498,11 +499,12 @@ local function fair_take(b, now_us, n)
 end
 
 -- fair_hold holds key k of fair queue q off the ring ("b"); when its
--- bucket b has no token left, the member "|fw|<q>|<k>" of the shard's
--- delayed set, scored by the time the next one comes (the earlier of
--- two), makes the mover put it back then (move.lua), and a wake-up on
--- the shard's channel tells the mover of a new or earlier time. Returns
--- that time (ms), or nil.
+-- bucket b has no token left, the member "<q>|<k>" of the shard's
+-- "<tag>:fairwake", scored by the time the next one comes (the earlier of
+-- two), makes the mover put it back then (move.lua); the queues hash's
+-- field "|fwnext" holds the earliest such time, which the mover reports
+-- with each call, and a wake-up on the shard's channel tells the mover
+-- of an earlier one. Returns that time (ms), or nil.
 local function fair_hold(ring, k, b, now_us)
   redis.call("SADD", fair_sibling(ring, "b"), k)
   if not b then return nil end
@@ -510,7 +512,10 @@ local function fair_hold(ring, k, b, now_us)
   if n > 0 then return nil end
   local tag, q = fair_parts(ring)
   local at = string.format("%d", wake)
-  if redis.call("ZADD", tag .. ":delayed", "LT", "CH", at, "|fw|" .. q .. "|" .. k) == 1 then
+  redis.call("ZADD", tag .. ":fairwake", "LT", at, q .. "|" .. k)
+  local cur = tonumber(redis.call("HGET", tag .. ":queues", "|fwnext") or "")
+  if not cur or wake < cur then
+    redis.call("HSET", tag .. ":queues", "|fwnext", at)
     redis.call("SPUBLISH", tag .. ":wake", at)
   end
   return wake

@@ -51,12 +51,13 @@
 --             most LIMIT per call); the owner calls again at once
 --   ahead     members due from next_due to next_due + ARGV[6] ms, both
 --             included (one ZCOUNT); 0 without ARGV[6] or a next_due
---   next_wake the time (ms) of the earliest "|fw|<q>|<key>" member: a
---             fair queue's key waiting for its next token (lib.lua's
---             fair_hold), -1 if none seen. Such a member is acted on only
---             once its time has come, never ahead by the prefetch, and
---             next_due leaves it out: the owner calls at next_wake
---             exactly.
+--   next_wake the time (ms) a fair queue's key held for its next token
+--             gets it, the earliest in the shard (the queues hash's field
+--             "|fwnext", lib.lua's fair_hold), -1 if none: the owner calls
+--             at that time exactly. A call at or after it puts the keys
+--             whose time has come ("<tag>:fairwake") back on their rings
+--             and refills their windows; never ahead of it, whatever the
+--             prefetch.
 --   lateness_i  now - due of each moved task, ms (negative: moved early)
 -- or {-1, stored_epoch} when ARGV[1] is older than the stored epoch;
 -- or the error "TRYAGAIN ...", nothing written, while the shard's slot is
@@ -113,19 +114,11 @@ end
 local due = redis.call("ZRANGE", KEYS[1], "0", "1", "WITHSCORES")
 local next_due = -1 -- known next due time; nil: read it after moving
 local n = #due / 2
--- A fair queue's key waiting for its next token ("|fw|...", lib.lua's
--- fair_hold) is due once its time has come, whatever the prefetch, and
--- its time is next_wake, never next_due.
-local function token_member(member)
-  return string.byte(member, 1) == 124 and member ~= "|far"
-end
 for i = 1, n do
   local sc = tonumber(due[2 * i])
   due[2 * i] = sc -- parsed once
-  local token = token_member(due[2 * i - 1])
-  if sc > cut or (token and sc > now) then
+  if sc > cut then
     next_due = valid_due(sc) and sc or -1
-    if token then next_due = nil end -- read the head after, for both times
     for j = #due, 2 * i - 1, -1 do due[j] = nil end
     break
   end
@@ -253,11 +246,12 @@ local function spread(due)
   return out
 end
 
+local fast_wake = nil -- the queues hash's "|fwnext", when the one-task path read it
 if #due == 4 then -- both entries the probe read are due
   local after
   due, after = spread(redis.call("ZRANGE", KEYS[1], "-inf", string.format("%d", cut), "BYSCORE", "LIMIT", "0", ARGV[2], "WITHSCORES"))
   next_due = after -- nil: read after moving
-elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 and next_due ~= nil then
+elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 then
   -- One task due, the usual call at a steady rate: lib.lua's make_ready
   -- writes what the batch code below writes for it, without the batch
   -- tables. Data without a queue takes the batch code, which buries it
@@ -272,7 +266,11 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 and next_due ~= nil then
   if q and KEYS[11] and string.byte(blob, 1) ~= 2 and redis.call("HEXISTS", KEYS[11], q) == 0 then
     q = nil -- the batch code buries it
   end
-  if q and fair_window(qn.key, q) then q = nil end -- a fair queue's: the batch code
+  -- One read of the queues hash: a fair queue's task, or a key's token
+  -- whose time has come, take the batch code.
+  local f = redis.call("HMGET", qn.key, "|fair|" .. (q or ""), "|fwnext")
+  fast_wake = tonumber(f[2] or "") or -1
+  if q and (f[1] or (fast_wake >= 0 and fast_wake <= now)) then q = nil end
   if q then
     local pk, rk = ARGV[4] .. q, ARGV[3] .. q
     local moving = served_here(KEYS[1], {pk, rk})
@@ -281,7 +279,7 @@ elseif #due == 2 and due[1] ~= "|far" and due[2] >= 0 and next_due ~= nil then
     make_ready(KEYS[7], pk, rk, id, blob)
     redis.call("SADD", KEYS[8], q)
     redis.call("HINCRBY", KEYS[10], "s|" .. q, -1)
-    return {1, 1, next_due, now_us, 0, 0, ahead_of(next_due), -1, now - due[2]}
+    return {1, 1, next_due, now_us, 0, 0, ahead_of(next_due), fast_wake, now - due[2]}
   end
 end
 
@@ -333,22 +331,24 @@ local function promote(fh)
 end
 
 local out = {1, 0, -1, now_us, 0, 0, 0, -1} -- [7]: ahead, [8]: next_wake, set last
+-- Keys of fair queues whose next token has come (lib.lua's fair_hold):
+-- put back and their windows refilled below, after the checks.
+local fairwake = (string.match(KEYS[1], "^{[^}]*}") or "") .. ":fairwake"
+local next_wake = fast_wake or tonumber(redis.call("HGET", qn.key, "|fwnext") or "") or -1
+local woken = {}
+if next_wake >= 0 and next_wake <= now then
+  for _, m in ipairs(redis.call("ZRANGE", fairwake, "-inf", string.format("%d", now), "BYSCORE", "LIMIT", "0", "64")) do
+    local q, k = string.match(m, "^([^|]+)|(.*)$")
+    woken[#woken + 1] = {q or "", k or "", m}
+  end
+end
 local moved, buried, promoted = 0, 0, 0
 local far_due = false
--- The due members other than "|far", and their due times; "|fw|<q>|<key>"
--- members are fair queues' keys whose next token has come (lib.lua's
--- fair_hold).
+-- The due members other than "|far", and their due times.
 local ids, dues = {}, {}
-local woken = {} -- {queue, key} of each "|fw|" member due
 for i = 1, #due, 2 do
   if due[i] == "|far" then
     far_due = true
-  elseif string.byte(due[i], 1) == 124 then -- "|": a marker, never a task id
-    if tonumber(due[i + 1]) <= now then
-      local q, k = string.match(due[i], "^|fw|([^|]+)|(.*)$")
-      woken[#woken + 1] = {q or "", k or "", due[i]}
-    end
-    next_due = nil -- a token not come yet, or one a refill may have moved: read the head after
   else
     ids[#ids + 1] = due[i]
     dues[#dues + 1] = due[i + 1]
@@ -445,37 +445,47 @@ if far_due then
   if fh[2] and tonumber(fh[2]) <= cut then lists[#lists + 1] = KEYS[9] .. ":" .. fh[1] end
 end
 for i = 1, #park, 2 do lists[#lists + 1] = park[i] end
-for _, wk in ipairs(woken) do
-  if wk[1] ~= "" then
-    local ring = fair_ring(KEYS[1], wk[1])
-    fair_state(ring, lists)
-    lists[#lists + 1] = ring .. "|" .. wk[2]
-    lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
-    lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. wk[2]
-    lists[#lists + 1] = ARGV[4] .. wk[1]
-    lists[#lists + 1] = ARGV[3] .. wk[1]
+if #woken > 0 then
+  lists[#lists + 1] = fairwake
+  lists[#lists + 1] = qn.key
+  for _, wk in ipairs(woken) do
+    if wk[1] ~= "" then
+      local ring = fair_ring(KEYS[1], wk[1])
+      fair_state(ring, lists)
+      lists[#lists + 1] = ring .. "|" .. wk[2]
+      lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
+      lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. wk[2]
+      lists[#lists + 1] = ARGV[4] .. wk[1]
+      lists[#lists + 1] = ARGV[3] .. wk[1]
+    end
   end
 end
 local moving = served_here(KEYS[1], lists)
 if moving then return moving end
--- Keys whose next token has come: back on their rings, and their
--- windows refilled. held_wake: the earliest time a key this call held
--- for its next token gets it (lib.lua's fair_hold).
-local held_wake = nil
-for _, wk in ipairs(woken) do
-  redis.call("ZREM", KEYS[1], wk[3])
-  if wk[1] ~= "" then
-    local ring = fair_ring(KEYS[1], wk[1])
-    local pk, rk = ARGV[4] .. wk[1], ARGV[3] .. wk[1]
-    local _, w = fair_unblock(ring, {wk[2]}, pk)
-    held_wake = earlier(held_wake, w)
-    if redis.call("LLEN", ring) > 0 then
-      _, w = fair_refill(ring, KEYS[7], pk, rk, fair_window(qn.key, wk[1]) or 32)
-      held_wake = earlier(held_wake, w)
+for i = 1, #park, 2 do redis.call("HSET", park[i], park[i + 1], "1") end
+if #woken > 0 then
+  for _, wk in ipairs(woken) do
+    redis.call("ZREM", fairwake, wk[3])
+  end
+  -- The next time is the earliest left, before the refills below hold
+  -- keys again (fair_hold lowers it itself).
+  local head = redis.call("ZRANGE", fairwake, "0", "0", "WITHSCORES")
+  if head[2] then
+    redis.call("HSET", qn.key, "|fwnext", head[2])
+  else
+    redis.call("HDEL", qn.key, "|fwnext")
+  end
+  for _, wk in ipairs(woken) do
+    if wk[1] ~= "" then
+      local ring = fair_ring(KEYS[1], wk[1])
+      local pk, rk = ARGV[4] .. wk[1], ARGV[3] .. wk[1]
+      fair_unblock(ring, {wk[2]}, pk)
+      if redis.call("LLEN", ring) > 0 then
+        fair_refill(ring, KEYS[7], pk, rk, fair_window(qn.key, wk[1]) or 32)
+      end
     end
   end
 end
-for i = 1, #park, 2 do redis.call("HSET", park[i], park[i + 1], "1") end
 if #ids > 0 then
   -- One command per kind for the whole batch (the HMGET above, ZREM,
   -- INCRBY), and per queue one RPUSH and one ZADD.
@@ -524,8 +534,7 @@ if #ids > 0 then
       if fairw[q] then
         local ring = fair_ring(KEYS[1], q)
         fair_wait(ring, fkeys[q], e)
-        local _, w = fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
-        held_wake = earlier(held_wake, w)
+        fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
       else
         ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
       end
@@ -539,26 +548,17 @@ if far_due then
   promoted = promote(fh)
   next_due = nil
 end
-local next_wake = held_wake or -1
 if next_due == nil then
-  -- The first member that is not a key waiting for its token, and the
-  -- first that is (next_wake); eight are enough: a head of eight such
-  -- members wakes the owner at the first's time, and it reads again.
   local head = redis.call("ZRANGE", KEYS[1], "0", "0", "WITHSCORES")
-  if head[1] and token_member(head[1]) then
-    head = redis.call("ZRANGE", KEYS[1], "0", "7", "WITHSCORES")
-  end
-  next_due = -1
-  for i = 1, #head, 2 do
-    local m, sc = head[i], tonumber(head[i + 1])
-    if token_member(m) then
-      if next_wake < 0 or sc < next_wake then next_wake = sc end
-    else
-      if valid_due(sc) then next_due = sc end
-      break
-    end
-  end
+  next_due = tonumber(head[2] or "-1")
+  if not valid_due(next_due) then next_due = -1 end
 end
+-- A refill of a fair queue may have held a key for its next token.
+local fair_ran = #woken > 0
+for q in pairs(fairw) do
+  if fairw[q] then fair_ran = true end
+end
+if fair_ran then next_wake = tonumber(redis.call("HGET", qn.key, "|fwnext") or "") or -1 end
 out[8] = next_wake
 out[3] = next_due
 out[2] = moved

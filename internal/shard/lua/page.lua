@@ -25,9 +25,8 @@
 -- score, encoded task with at most ARGV[9] bytes of payload or "", the
 -- payload's whole length (-1: no data, or in neither encoding), dead info or
 -- "", last error or ""}. done is 1 when the set holds nothing after this
--- page; the delayed set's markers ("|far", the far tier's, and "|fw|..."
--- of fair queues' keys waiting for a token: members starting with "|",
--- which no task id does) are never listed. Task data is read one task at a time, so a call holds one
+-- page; the delayed set's markers (members starting with "|", which no
+-- task id does: "|far", the far tier's) are never listed. Task data is read one task at a time, so a call holds one
 -- payload at once, not LIMIT of them.
 local qn = queue_names(KEYS[2])
 local limit = tonumber(ARGV[3])

@@ -286,7 +286,7 @@ end
 -- for a replay.
 local function bury_corrupt(lo, hi)
   for _, id in ipairs(redis.call("ZRANGE", KEYS[1], lo, hi, "BYSCORE", "LIMIT", 0, limit)) do
-    if string.byte(id, 1) ~= 124 then -- not a marker ("|far", "|fw|...")
+    if string.byte(id, 1) ~= 124 then -- not a marker ("|far")
       queues_here(qn)
       local q = blob_queue(redis.call("HGET", KEYS[2], id), qn)
       redis.call("ZREM", KEYS[1], id)
