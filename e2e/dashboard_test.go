@@ -311,6 +311,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Keys["tenant-42"] != 2 {
 		t.Fatalf("caps after Set cap: %+v, %v", c, err)
 	}
+	// A key's rate: set by its form, listed in the rate column.
+	step(t, bctx, "type a key's rate", chromedp.SendKeys(`#keyrate input[name="key"]`, "tenant-42"), chromedp.SendKeys(`#keyrate input[name="rate"]`, "5"))
+	if got := confirmClick(t, bctx, asked, "click Set rate", `#keyrate button[type="submit"]`); !strings.HasPrefix(got, `Let at most 5 tasks of key "tenant-42" of queue default start per 1s, bursts of 1?`) {
+		t.Fatalf("Set rate asked %q", got)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the rate in the keys' table", func() (bool, string) {
+		rate := value(t, bctx, "read the key's rate", chromedp.Text(`#weights tr[data-key="tenant-42"] td:nth-child(4)`))
+		return strings.HasPrefix(rate, "5 per "), rate
+	})
+	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Rates["tenant-42"].Rate != 5 {
+		t.Fatalf("rates after Set rate: %+v, %v", c, err)
+	}
 
 	step(t, bctx, "look up a task", chromedp.SendKeys(`#lookup input[name="id"]`, "later-0"),
 		chromedp.Click(`#lookup button[type="submit"]`), chromedp.WaitVisible(`#taskcancel`))

@@ -194,6 +194,32 @@ func (d *dash) weight(ctx context.Context, r *http.Request, queue string) error 
 	return d.o.Inspector.SetKeyWeight(ctx, queue, q.Get("key"), n)
 }
 
+// keyrate sets the rate of key ?key= of the queue to ?rate= per ?period=
+// (a Go duration, default 1s) with bursts of ?burst= (default 1); rate 0:
+// none; "default": the queue's. As hourglass queue keyrate does.
+func (d *dash) keyrate(ctx context.Context, r *http.Request, queue string) error {
+	q := r.URL.Query()
+	if q.Get("rate") == "default" {
+		return d.o.Inspector.ClearKeyRate(ctx, queue, q.Get("key"))
+	}
+	var kr inspect.KeyRate
+	var err error
+	if kr.Rate, err = strconv.Atoi(q.Get("rate")); err != nil {
+		return fmt.Errorf("%w: rate %q is not a whole number or default", inspect.ErrInvalidArgument, q.Get("rate"))
+	}
+	if p := q.Get("period"); p != "" {
+		if kr.Period, err = time.ParseDuration(p); err != nil {
+			return fmt.Errorf("%w: period %q is not a duration", inspect.ErrInvalidArgument, p)
+		}
+	}
+	if b := q.Get("burst"); b != "" {
+		if kr.Burst, err = strconv.Atoi(b); err != nil {
+			return fmt.Errorf("%w: burst %q is not a whole number", inspect.ErrInvalidArgument, b)
+		}
+	}
+	return d.o.Inspector.SetKeyRate(ctx, queue, q.Get("key"), kr)
+}
+
 // TaskPayloadCap bounds the payload GET task answers (the page's task
 // view shows it): a longer one is cut to its first TaskPayloadCap bytes,
 // and payload_size says how long the whole is (hourglass task show ID

@@ -130,6 +130,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /ui/api/weights", d.weights)
 	mux.HandleFunc("POST /ui/api/queues/{target}/weight", d.change(d.weight))
 	mux.HandleFunc("POST /ui/api/queues/{target}/keycap", d.change(d.keycap))
+	mux.HandleFunc("POST /ui/api/queues/{target}/keyrate", d.change(d.keyrate))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/reschedule", d.change(d.reschedule))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/replace", d.change(d.replace))
 	return securityHeaders(d.hostCheck(d.auth(mux)))

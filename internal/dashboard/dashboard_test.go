@@ -145,7 +145,9 @@ func TestReadsAndChanges(t *testing.T) {
 	for path, want := range map[string]int{"queues/q/weight?key=k&weight=x": 400, "queues/q/weight?key=k&weight=1001": 400,
 		"queues/q/weight?key=a%7Db&weight=2": 400, "queues/nope/weight?key=k&weight=2": 404,
 		"queues/q/keycap?key=k&concurrency=x": 400, "queues/q/keycap?key=k&concurrency=-1": 400,
-		"queues/nope/keycap?key=k&concurrency=2": 404} {
+		"queues/nope/keycap?key=k&concurrency=2": 404,
+		"queues/q/keyrate?key=k&rate=x": 400, "queues/q/keyrate?key=k&rate=5&period=soon": 400,
+		"queues/q/keyrate?key=k&rate=5&period=1500us": 400, "queues/nope/keyrate?key=k&rate=2": 404} {
 		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != want {
 			t.Errorf("%s: %d %s, want %d", path, code, body, want)
 		}
@@ -159,6 +161,16 @@ func TestReadsAndChanges(t *testing.T) {
 	}
 	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"caps":{"default":0,"keys":{"tenant-42":3},"rates":{}}`) {
 		t.Fatalf("weights with caps: %d %s", code, body)
+	}
+	// Keys' rates: set, listed, back to the default.
+	for _, path := range []string{"queues/q/keyrate?key=partner-7&rate=50&period=1s&burst=5", "queues/q/keyrate?key=partner-8&rate=0",
+		"queues/q/keyrate?key=partner-8&rate=default"} {
+		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != 200 {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"rates":{"partner-7":{"rate":50,"period":1000000000,"burst":5}}`) {
+		t.Fatalf("weights with rates: %d %s", code, body)
 	}
 }
 
@@ -349,7 +361,7 @@ func TestReadOnly(t *testing.T) {
 	}
 	for _, path := range []string{"/ui/api/dead/d0/replay", "/ui/api/dead/d0/purge", "/ui/api/queues/q/pause",
 		"/ui/api/queues/q/resume", "/ui/api/tasks/s1/cancel", "/ui/api/tasks/s1/reschedule?at=1h", "/ui/api/tasks/s1/replace",
-		"/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume", "/ui/api/queues/q/weight?key=k&weight=2", "/ui/api/queues/q/keycap?key=k&concurrency=2"} {
+		"/ui/api/schedules/tick/pause", "/ui/api/schedules/tick/resume", "/ui/api/queues/q/weight?key=k&weight=2", "/ui/api/queues/q/keycap?key=k&concurrency=2", "/ui/api/queues/q/keyrate?key=k&rate=2"} {
 		if code, _ := do(t, "POST", srv.URL+path, ui); code != 403 {
 			t.Errorf("%s in read-only mode: %d", path, code)
 		}

@@ -509,6 +509,22 @@ async function start() {
       await loadWeights();
     });
   });
+  $("#keyrate").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    const q = weightsQueue, key = f.get("key"), r = f.get("rate"), per = f.get("period") || "1s", b = f.get("burst") || "1";
+    if (!q) { status("show a queue's keys first", true); return; }
+    const what = r === "" ? "Give key " + JSON.stringify(key) + " of queue " + q + " the queue's rate again?"
+      : r === "0" ? "Lift every rate of key " + JSON.stringify(key) + " of queue " + q + "?"
+      : "Let at most " + r + " tasks of key " + JSON.stringify(key) + " of queue " + q + " start per " + per + ", bursts of " + b + "?";
+    if (!confirmed("Set rate", what)) return;
+    guarded("set rate", async () => {
+      const args = r === "" ? "&rate=default" : "&rate=" + encodeURIComponent(r) + (r === "0" ? "" : "&period=" + encodeURIComponent(per) + "&burst=" + encodeURIComponent(b));
+      await post("queues/" + encodeURIComponent(q) + "/keyrate?key=" + encodeURIComponent(key) + args);
+      status("set the rate of " + JSON.stringify(key) + " of " + q);
+      await loadWeights();
+    });
+  });
   $("#lookup").addEventListener("submit", (e) => {
     e.preventDefault();
     lookup(new FormData(e.target).get("id"));
