@@ -146,7 +146,7 @@ func TestReadsAndChanges(t *testing.T) {
 		"queues/q/weight?key=a%7Db&weight=2": 400, "queues/nope/weight?key=k&weight=2": 404,
 		"queues/q/keycap?key=k&concurrency=x": 400, "queues/q/keycap?key=k&concurrency=-1": 400,
 		"queues/nope/keycap?key=k&concurrency=2": 404,
-		"queues/q/keyrate?key=k&rate=x": 400, "queues/q/keyrate?key=k&rate=5&period=soon": 400,
+		"queues/q/keyrate?key=k&rate=x":          400, "queues/q/keyrate?key=k&rate=5&period=soon": 400,
 		"queues/q/keyrate?key=k&rate=5&period=1500us": 400, "queues/nope/keyrate?key=k&rate=2": 404} {
 		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != want {
 			t.Errorf("%s: %d %s, want %d", path, code, body, want)
