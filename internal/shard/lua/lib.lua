@@ -504,12 +504,12 @@ end
 -- two), makes the mover put it back then (move.lua); the queues hash's
 -- field "|fwnext" holds the earliest such time, which the mover reports
 -- with each call, and a wake-up on the shard's channel tells the mover
--- of an earlier one. Returns that time (ms), or nil.
+-- of an earlier one.
 local function fair_hold(ring, k, b, now_us)
   redis.call("SADD", fair_sibling(ring, "b"), k)
-  if not b then return nil end
+  if not b then return end
   local n, wake = fair_tokens(b, now_us, 1)
-  if n > 0 then return nil end
+  if n > 0 then return end
   local tag, q = fair_parts(ring)
   local at = string.format("%d", wake)
   redis.call("ZADD", tag .. ":fairwake", "LT", at, q .. "|" .. k)
@@ -518,14 +518,6 @@ local function fair_hold(ring, k, b, now_us)
     redis.call("HSET", tag .. ":queues", "|fwnext", at)
     redis.call("SPUBLISH", tag .. ":wake", at)
   end
-  return wake
-end
-
--- earlier returns the earlier of two times, either nil.
-local function earlier(a, b)
-  if not a then return b end
-  if not b then return a end
-  return math.min(a, b)
 end
 
 -- fair_room returns how many more of key k's tasks may take a permit
@@ -565,13 +557,11 @@ end
 
 -- fair_unblock puts back on the ring each held key ("b") among keys (a
 -- number n: up to n of them, at random) that has a permit free now, or
--- drops it from the held ones when its list is empty. Returns the number
--- put back, and the earliest time (ms) a key still out of tokens gets
--- its next one (fair_hold), or nil.
+-- drops it from the held ones when its list is empty; a key still out of
+-- tokens gets its wake-up (fair_hold). Returns the number put back.
 local function fair_unblock(ring, keys, pending_key)
   local bkey = fair_sibling(ring, "b")
   if redis.call("EXISTS", bkey) == 0 then return 0 end
-  local wake = nil
   local _, q = fair_parts(ring)
   local caps = fair_caps(ring, q)
   if type(keys) == "number" then keys = redis.call("SRANDMEMBER", bkey, keys) end
@@ -589,11 +579,11 @@ local function fair_unblock(ring, keys, pending_key)
           back = back + 1
         end
       elseif b then
-        wake = earlier(wake, fair_hold(ring, k, b, caps.now_us)) -- out of tokens: woken when one comes
+        fair_hold(ring, k, b, caps.now_us) -- out of tokens: woken when one comes
       end
     end
   end
-  return back, wake
+  return back
 end
 
 -- fair_release gives back the permits of ids (tasks a worker settled:
@@ -673,8 +663,7 @@ end
 -- refill, having written what it took so far. A key the mover parked
 -- (fair_park_depth) whose list falls below fair_wake_depth is unparked
 -- and the shard's owner woken on "<tag>:wake", to move more of it.
--- Returns the number of entries added, and the earliest time (ms) a key
--- it held for its next token gets it (nil: none).
+-- Returns the number of entries added.
 local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
@@ -838,20 +827,19 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     redis.call("DEL", tkey)
   end
   -- Tokens are taken for the entries that entered the window; a key held
-  -- out of tokens gets its wake-up (fair_hold). Returns the earliest.
+  -- out of tokens gets its wake-up (fair_hold).
   local function settle_rates(kept)
-    if not caps or not caps.now_us then return nil end
+    if not caps or not caps.now_us then return end
     for k, n in pairs(kept) do
       if buckets[k] then fair_take(buckets[k], caps.now_us, n) end
     end
-    local wake = nil
     for k in pairs(held_now) do
-      if buckets[k] then wake = earlier(wake, fair_hold(ring, k, buckets[k], caps.now_us)) end
+      if buckets[k] then fair_hold(ring, k, buckets[k], caps.now_us) end
     end
-    return wake
   end
   if #keep_ids == 0 then
-    return 0, settle_rates({})
+    settle_rates({})
+    return 0
   end
   local base = redis.call("INCRBY", seq_key, string.format("%d", #keep_ids)) - #keep_ids
   local pend, entries = {}, {}
@@ -878,7 +866,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       end
       kept[k] = #l
     end
-    return #keep_ids, settle_rates(kept)
+    settle_rates(kept)
   end
   return #keep_ids
 end
