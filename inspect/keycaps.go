@@ -61,19 +61,25 @@ func (i *Inspector) ClearKeyRate(ctx context.Context, name, key string) error {
 }
 
 func (i *Inspector) setKeyRate(ctx context.Context, name, key string, r shard.KeyRate, clear bool) error {
-	if key != "" && !shard.ValidKey(key) {
-		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
-	}
 	if r.Rate < 0 {
 		return errorf(ErrInvalidArgument, "rate %d below 0", r.Rate)
 	}
 	if err := r.Validate(); err != nil {
 		return mapErr(err)
 	}
+	return i.keyChange(ctx, name, key, func() error { return i.store.SetKeyRate(ctx, name, key, r, clear) })
+}
+
+// keyChange checks key and that queue name is registered, then runs set,
+// a change of the key's weight or limits.
+func (i *Inspector) keyChange(ctx context.Context, name, key string, set func() error) error {
+	if key != "" && !shard.ValidKey(key) {
+		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
+	}
 	if err := i.mustExist(ctx, name); err != nil {
 		return err
 	}
-	return mapErr(i.store.SetKeyRate(ctx, name, key, r, clear))
+	return mapErr(set())
 }
 
 // SetKeyConcurrency gives key of fair queue name a concurrency cap of its
@@ -100,13 +106,7 @@ func (i *Inspector) ClearKeyConcurrency(ctx context.Context, name, key string) e
 }
 
 func (i *Inspector) setKeyConcurrency(ctx context.Context, name, key string, n int) error {
-	if key != "" && !shard.ValidKey(key) {
-		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
-	}
-	if err := i.mustExist(ctx, name); err != nil {
-		return err
-	}
-	return mapErr(i.store.SetKeyConcurrency(ctx, name, key, n))
+	return i.keyChange(ctx, name, key, func() error { return i.store.SetKeyConcurrency(ctx, name, key, n) })
 }
 
 // KeyConcurrency returns the limits of fair queue name's keys: their

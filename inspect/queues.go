@@ -270,16 +270,10 @@ func (i *Inspector) ClearQueueLimits(ctx context.Context, name string) error {
 // ErrInvalidArgument for a key or weight out of bounds; ErrNotFound for
 // a queue that is not registered.
 func (i *Inspector) SetKeyWeight(ctx context.Context, name, key string, weight int) error {
-	if key != "" && !shard.ValidKey(key) {
-		return errorf(ErrInvalidArgument, "key %q: want %s", key, shard.KeyRule)
-	}
 	if weight < 0 || weight > MaxKeyWeight {
 		return errorf(ErrInvalidArgument, "weight %d not in 0..%d", weight, MaxKeyWeight)
 	}
-	if err := i.mustExist(ctx, name); err != nil {
-		return err
-	}
-	return mapErr(i.store.SetKeyWeight(ctx, name, key, weight))
+	return i.keyChange(ctx, name, key, func() error { return i.store.SetKeyWeight(ctx, name, key, weight) })
 }
 
 // KeyWeights returns the keys of queue name that have a weight of their

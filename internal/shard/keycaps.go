@@ -78,23 +78,36 @@ func KeyHint(key string) string { return "{" + key + "}" }
 // KeyConcurrency returns fair queue's default cap per key (0: none) and
 // the keys that have a cap of their own, as shard 0 holds them.
 func (s *Store) KeyConcurrency(ctx context.Context, queue string) (def int, own map[string]int, err error) {
-	pipe := s.rdb.Pipeline()
-	d := pipe.HGet(ctx, s.k.Queues(0), keyCapField(queue))
-	m := pipe.HGetAll(ctx, s.k.FairCaps(0, queue))
-	if _, err := pipe.Exec(ctx); err != nil && d.Err() != nil && m.Err() != nil {
-		return 0, nil, errtext.Errorf("read the key caps of queue %q: %w", queue, err)
+	d, m, err := s.keyLimits(ctx, keyCapField(queue), s.k.FairCaps(0, queue), "caps", queue)
+	if err != nil {
+		return 0, nil, err
 	}
-	if m.Err() != nil {
-		return 0, nil, errtext.Errorf("read the key caps of queue %q: %w", queue, m.Err())
-	}
-	def, _ = strconv.Atoi(d.Val())
-	own = make(map[string]int, len(m.Val()))
-	for k, v := range m.Val() {
+	def, _ = strconv.Atoi(d)
+	own = make(map[string]int, len(m))
+	for k, v := range m {
 		if c, err := strconv.Atoi(v); err == nil {
 			own[k] = c
 		}
 	}
 	return def, own, nil
+}
+
+// keyLimits reads, as shard 0 holds them, the queues hash's field of a
+// fair queue's default limit per key ("" when none) and the hash of its
+// keys' own (key -> value).
+func (s *Store) keyLimits(ctx context.Context, field, hash, what, queue string) (string, map[string]string, error) {
+	pipe := s.rdb.Pipeline()
+	d := pipe.HGet(ctx, s.k.Queues(0), field)
+	m := pipe.HGetAll(ctx, hash)
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	err := m.Err()
+	if derr := d.Err(); err == nil && derr != redis.Nil {
+		err = derr
+	}
+	if err != nil {
+		return "", nil, errtext.Errorf("read the key %s of queue %q: %w", what, queue, err)
+	}
+	return d.Val(), m.Val(), nil
 }
 
 // KeyCapDefaults reads the default cap per key of each of queues that has
@@ -181,19 +194,13 @@ func (s *Store) SetKeyRate(ctx context.Context, queue, key string, r KeyRate, cl
 // KeyRates returns fair queue's default rate per key and the keys that
 // have a rate of their own, as shard 0 holds them.
 func (s *Store) KeyRates(ctx context.Context, queue string) (def KeyRate, own map[string]KeyRate, err error) {
-	pipe := s.rdb.Pipeline()
-	d := pipe.HGet(ctx, s.k.Queues(0), keyRateField(queue))
-	m := pipe.HGetAll(ctx, s.k.FairRates(0, queue))
-	_, _ = pipe.Exec(ctx)
-	if err := m.Err(); err != nil {
-		return KeyRate{}, nil, errtext.Errorf("read the key rates of queue %q: %w", queue, err)
+	d, m, err := s.keyLimits(ctx, keyRateField(queue), s.k.FairRates(0, queue), "rates", queue)
+	if err != nil {
+		return KeyRate{}, nil, err
 	}
-	if err := d.Err(); err != nil && err != redis.Nil {
-		return KeyRate{}, nil, errtext.Errorf("read the key rates of queue %q: %w", queue, err)
-	}
-	own = make(map[string]KeyRate, len(m.Val()))
-	for k, v := range m.Val() {
+	own = make(map[string]KeyRate, len(m))
+	for k, v := range m {
 		own[k] = parseKeyRate(v)
 	}
-	return parseKeyRate(d.Val()), own, nil
+	return parseKeyRate(d), own, nil
 }
