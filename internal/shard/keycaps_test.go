@@ -54,18 +54,8 @@ func byKey(ds []Delivery) map[string]int {
 // without a key (the tasks without one) is not capped by the default.
 func TestKeyConcurrencyCap(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.StartRedis(t).Client(t)
-	l, err := NewLayout("hgcap", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(rdb, l)
+	s, rdb := newCapStore(t, 32, 2)
 	ctx := testenv.Ctx(t, 30*time.Second)
-	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{
-		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: 32, KeyConcurrency: 2},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for i := range 6 {
 		ids = append(ids, fmt.Sprintf("{a}%d", i), fmt.Sprintf("{b}%d", i), fmt.Sprintf("plain%d", i))
@@ -209,15 +199,21 @@ func countKey(t *testing.T, s *Store, rdb *redis.Client, key string) int {
 // window, a cap of cap per key).
 func newCapStore(t *testing.T, window, cap int) (*Store, *redis.Client) {
 	t.Helper()
+	return newKeyedStore(t, QueuePolicy{FairWindow: window, KeyConcurrency: cap})
+}
+
+// newKeyedStore returns a one-shard store with the fair queue "t" of
+// policy p (its retries, timeout and payload bound filled in).
+func newKeyedStore(t *testing.T, p QueuePolicy) (*Store, *redis.Client) {
+	t.Helper()
 	rdb := testenv.StartRedis(t).Client(t)
-	l, err := NewLayout("hgcap", 1)
+	l, err := NewLayout("hgkeys", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := NewStore(rdb, l)
-	if err := s.RegisterQueues(context.Background(), map[string]QueuePolicy{
-		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: window, KeyConcurrency: cap},
-	}); err != nil {
+	p.MaxRetries, p.Timeout, p.MaxPayload = 3, 30*time.Second, 1024
+	if err := s.RegisterQueues(context.Background(), map[string]QueuePolicy{"t": p}); err != nil {
 		t.Fatal(err)
 	}
 	return s, rdb
@@ -346,19 +342,8 @@ func TestGrowCopiesKeysCapsAndWeights(t *testing.T) {
 // lifts the default for it.
 func TestKeyRate(t *testing.T) {
 	t.Parallel()
-	rdb := testenv.StartRedis(t).Client(t)
-	l, err := NewLayout("hgrate", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewStore(rdb, l)
+	s, rdb := newKeyedStore(t, QueuePolicy{FairWindow: 32, KeyRate: KeyRate{Rate: 5, Period: time.Second, Burst: 2}})
 	ctx := testenv.Ctx(t, 30*time.Second)
-	if err := s.RegisterQueues(ctx, map[string]QueuePolicy{
-		"t": {MaxRetries: 3, Timeout: 30 * time.Second, MaxPayload: 1024, FairWindow: 32,
-			KeyRate: KeyRate{Rate: 5, Period: time.Second, Burst: 2}},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	// b's own rate: bursts of 8 at 3/s, a burst a floating-point quotient
 	// would cut to 7.
 	if err := s.SetKeyRate(ctx, "t", "b", KeyRate{Rate: 3, Period: time.Second, Burst: 8}, false); err != nil {
