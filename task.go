@@ -52,6 +52,9 @@ type TaskInfo struct {
 	// MaxRetries is the task's retry limit: the one it was enqueued
 	// with, or its queue's default at the time.
 	MaxRetries int `json:"max_retries"`
+	// Priority is the task's level (PriorityNormal unless it was given
+	// one).
+	Priority Priority `json:"priority"`
 	// Timeout is the handler timeout of one attempt, and its lease.
 	Timeout time.Duration `json:"timeout"`
 	// Due is the time the task is (or was last) due.

@@ -79,6 +79,20 @@ func (c *Client) Replace(ctx context.Context, id string, payload []byte) error {
 	return err
 }
 
+// SetPriority changes the level of the pending task id, keeping
+// everything else. A task of a fair queue still waiting for its key's
+// turn moves to the end of the key's tasks of level p; a scheduled task
+// waits with its new level; a task already in its queue's window keeps
+// its place (the level applies to its retries). Errors as for
+// Reschedule.
+func (c *Client) SetPriority(ctx context.Context, id string, p Priority) error {
+	if !p.Valid() {
+		return fmt.Errorf("%w: priority %d", ErrInvalidArgument, int(p))
+	}
+	_, err := c.change(ctx, id, shard.Change{SetPriority: true, Priority: p})
+	return err
+}
+
 // change applies ch to id, trying again, for c.retryFor, the calls that
 // did nothing (notRun: an id on its way to its new shard, a slot
 // migrating). A call whose connection failed is not sent again: it may

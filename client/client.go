@@ -110,6 +110,11 @@ type Task struct {
 	// delivery's lease, at least 1ms, millisecond precision; 0 means the
 	// queue's.
 	Timeout time.Duration
+	// Priority is the task's level: PriorityHigh, PriorityNormal (the
+	// zero value) or PriorityLow. A fair queue takes each key's tasks of
+	// the three levels in the shares 16 : 4 : 1 while they wait
+	// (docs/fairness.md, "Priorities"); SetPriority changes it later.
+	Priority Priority
 	// OnConflict is what the enqueue does when a task with the same ID is
 	// live: ConflictIgnore (the zero value) reports ErrDuplicate and
 	// changes nothing; the other rules change the live task if it is
@@ -295,6 +300,10 @@ func (c *Client) check(t Task) (shard.EnqueueArgs, error) {
 		return a, fmt.Errorf("%w: UniqueFor %s must be 0 or at least 1ms", ErrInvalidArgument, t.UniqueFor)
 	}
 	a.UniqueFor = t.UniqueFor
+	if !t.Priority.Valid() {
+		return a, fmt.Errorf("%w: priority %d (want PriorityHigh, PriorityNormal or PriorityLow)", ErrInvalidArgument, int(t.Priority))
+	}
+	a.Priority = t.Priority
 	if t.MaxRetries != nil {
 		if *t.MaxRetries < 0 || *t.MaxRetries > MaxRetriesLimit {
 			return a, fmt.Errorf("%w: max retries %d not in 0..%d", ErrInvalidArgument, *t.MaxRetries, MaxRetriesLimit)

@@ -177,3 +177,13 @@ func (c Config) withDefaults() Config {
 func invalidConfig(format string, args ...any) error {
 	return errtext.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
+
+// Priority is a task's level: hourglass.Priority.
+type Priority = hourglass.Priority
+
+// The levels of Task.Priority and SetPriority.
+const (
+	PriorityHigh   = hourglass.PriorityHigh
+	PriorityNormal = hourglass.PriorityNormal
+	PriorityLow    = hourglass.PriorityLow
+)

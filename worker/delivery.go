@@ -76,7 +76,7 @@ func newDelivery(k *deps, q *queue, sd shard.Delivery, sent time.Time) *delivery
 	t := sd.Task
 	d.task = &Task{
 		ID: t.ID, Queue: t.Queue, Payload: t.Payload, Attempt: t.Attempts + 1,
-		MaxRetries: t.MaxRetries, Due: t.Due, Enqueued: t.Enqueued, d: d,
+		MaxRetries: t.MaxRetries, Priority: t.Priority, Due: t.Due, Enqueued: t.Enqueued, d: d,
 	}
 	q.met.deliveries.Inc()
 	return d

@@ -57,6 +57,8 @@ type Task struct {
 	// Attempt is 1 for the first delivery, 2 for the first retry, ...
 	Attempt    int
 	MaxRetries int
+	// Priority is the task's level (hourglass.Priority).
+	Priority hourglass.Priority
 	// Due is when the task was due (Redis time); Enqueued when stored.
 	Due, Enqueued time.Time
 

@@ -24,7 +24,7 @@ const (
 )
 
 // Change is a change to a pending task (Store.Change): its due time, its
-// payload, or both.
+// payload, its priority, or any of them.
 type Change struct {
 	// SetDue changes the due time: to Due when it is not zero, else to
 	// Delay (0 or more) after Redis server time, as Rule says.
@@ -36,6 +36,11 @@ type Change struct {
 	// Payload replaces the payload when it is not nil (an empty, non-nil
 	// slice empties it).
 	Payload []byte
+	// SetPriority changes the task's level to Priority. A task of a fair
+	// queue waiting for its key's turn moves to the end of the key's
+	// tasks of that level (docs/fairness.md, "Priorities").
+	SetPriority bool
+	Priority    Priority
 }
 
 // ChangeResult is the outcome of a Change.
@@ -48,7 +53,8 @@ type ChangeResult struct {
 	Shard int
 }
 
-// args renders c as change.lua's ARGV[5..8].
+// args renders c as change.lua's ARGV[5..8], and ARGV[10] when it sets
+// the priority.
 func (c Change) args() ([]any, error) {
 	due := ""
 	switch {
@@ -71,10 +77,17 @@ func (c Change) args() ([]any, error) {
 	default:
 		return nil, fmt.Errorf("%w: due rule %q", ErrInvalidArgument, c.Rule)
 	}
-	if c.Payload == nil {
-		return []any{due, string(rule), "", ""}, nil
+	args := []any{due, string(rule), "", ""}
+	if c.Payload != nil {
+		args[2], args[3] = "1", c.Payload
 	}
-	return []any{due, string(rule), "1", c.Payload}, nil
+	if c.SetPriority {
+		if !c.Priority.Valid() {
+			return nil, fmt.Errorf("%w: priority %d", ErrInvalidArgument, int(c.Priority))
+		}
+		args = append(args, "", strconv.Itoa(int(c.Priority))) // ARGV[9] (no latest due), ARGV[10]
+	}
+	return args, nil
 }
 
 // Change applies c to the pending task id, atomically, wherever a change

@@ -65,10 +65,13 @@ type Task struct {
 	Queue      string
 	Attempts   int
 	MaxRetries int
-	Timeout    time.Duration
-	Due        time.Time
-	Enqueued   time.Time
-	Payload    []byte
+	// Priority is the task's level; the data keeps it in its
+	// max_retries field (docs/protocol.md, "Task data").
+	Priority Priority
+	Timeout  time.Duration
+	Due      time.Time
+	Enqueued time.Time
+	Payload  []byte
 }
 
 // Encode renders t in the stored format, version 1:
@@ -79,7 +82,7 @@ func Encode(t Task) []byte {
 	b = strconv.AppendInt(b, EncodingVersion, 10)
 	b = append(b, '|')
 	b = append(b, t.Queue...)
-	for _, n := range []int64{int64(t.Attempts), int64(t.MaxRetries), t.Timeout.Milliseconds(), t.Due.UnixMilli(), t.Enqueued.UnixMilli()} {
+	for _, n := range []int64{int64(t.Attempts), int64(t.MaxRetries + priorityShift*int(t.Priority)), t.Timeout.Milliseconds(), t.Due.UnixMilli(), t.Enqueued.UnixMilli()} {
 		b = append(b, '|')
 		b = strconv.AppendInt(b, n, 10)
 	}
@@ -95,7 +98,7 @@ func EncodeV2(t Task, qid uint16) []byte {
 	b[0] = 2
 	binary.BigEndian.PutUint16(b[1:], qid)
 	binary.BigEndian.PutUint16(b[3:], uint16(t.Attempts))
-	binary.BigEndian.PutUint16(b[5:], uint16(t.MaxRetries))
+	binary.BigEndian.PutUint16(b[5:], uint16(t.MaxRetries+priorityShift*int(t.Priority)))
 	putUint(b[7:12], uint64(t.Timeout.Milliseconds()))
 	putUint(b[12:18], uint64(t.Due.UnixMilli()))
 	putUint(b[18:24], uint64(t.Enqueued.UnixMilli()))
@@ -156,11 +159,13 @@ func DecodeWith(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	if len(f[1]) == 0 {
 		return Task{}, fmt.Errorf("%w: %q: empty queue", ErrUndecodable, id)
 	}
+	mr, prio := splitRetries(int(n[1]))
 	return Task{
 		ID:         id,
 		Queue:      string(f[1]),
 		Attempts:   int(n[0]),
-		MaxRetries: int(n[1]),
+		MaxRetries: mr,
+		Priority:   prio,
 		Timeout:    time.Duration(n[2]) * time.Millisecond,
 		Due:        time.UnixMilli(n[3]),
 		Enqueued:   time.UnixMilli(n[4]),
@@ -183,11 +188,13 @@ func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	if q == "" {
 		return Task{}, fmt.Errorf("%w: %q: unknown queue number %d", ErrUndecodable, id, qid)
 	}
+	mr, prio := splitRetries(int(binary.BigEndian.Uint16(blob[5:])))
 	return Task{
 		ID:         id,
 		Queue:      q,
 		Attempts:   int(binary.BigEndian.Uint16(blob[3:])),
-		MaxRetries: int(binary.BigEndian.Uint16(blob[5:])),
+		MaxRetries: mr,
+		Priority:   prio,
 		Timeout:    time.Duration(getUint(blob[7:12])) * time.Millisecond,
 		Due:        time.UnixMilli(int64(getUint(blob[12:18]))),
 		Enqueued:   time.UnixMilli(int64(getUint(blob[18:24]))),

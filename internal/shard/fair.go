@@ -209,13 +209,14 @@ func (s *Store) fairKeys(ctx context.Context, sh int, queue string) ([]string, e
 		return nil, errtext.Errorf("read the ring of queue %q in shard %d: %w", queue, sh, err)
 	}
 	out := []string{ring, s.k.FairWeights(sh, queue), s.k.FairTurn(sh, queue), s.k.FairParked(sh, queue),
-		s.k.FairCaps(sh, queue), s.k.FairHeld(sh, queue), s.k.FairRates(sh, queue), s.k.FairWake(sh)}
+		s.k.FairCaps(sh, queue), s.k.FairHeld(sh, queue), s.k.FairRates(sh, queue), s.k.FairWake(sh), s.k.FairLevels(sh, queue)}
 	held, err := s.rdb.SMembers(ctx, s.k.FairHeld(sh, queue)).Result()
 	if err != nil && err != redis.Nil {
 		return nil, errtext.Errorf("read the held keys of queue %q in shard %d: %w", queue, sh, err)
 	}
 	for _, k := range slices.Concat(keys, held) {
-		out = append(out, s.k.FairList(sh, queue, k), s.k.FairPermits(sh, queue, k), s.k.FairBucket(sh, queue, k))
+		out = append(out, s.k.FairList(sh, queue, k), s.k.FairPermits(sh, queue, k), s.k.FairBucket(sh, queue, k),
+			s.k.FairLevelList(sh, queue, k, PriorityHigh), s.k.FairLevelList(sh, queue, k, PriorityLow))
 	}
 	return out, nil
 }

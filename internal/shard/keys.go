@@ -83,6 +83,22 @@ func (k Keys) FairRing(s int, queue string) string { return k.Tag(s) + ":fair:" 
 // turn, as ready entries in due order. Queue names hold no "|".
 func (k Keys) FairList(s int, queue, key string) string { return k.FairRing(s, queue) + "|" + key }
 
+// FairLevelList is the list of one key's tasks of a fair queue at
+// priority level p (high or low) that wait for a turn; the key's normal
+// tasks are in FairList (docs/fairness.md, "Priorities").
+func (k Keys) FairLevelList(s int, queue, key string, p Priority) string {
+	if p == PriorityNormal {
+		return k.FairList(s, queue, key)
+	}
+	return k.FairList(s, queue, key) + "|" + strconv.Itoa(int(p))
+}
+
+// FairLevels is the hash of a fair queue's keys in shard s that have
+// tasks of a level other than normal waiting: key -> its stride state
+// "pass_normal|pass_high|pass_low|virtual_time" (lib.lua's
+// fair_levels_pop).
+func (k Keys) FairLevels(s int, queue string) string { return k.Tag(s) + ":fairv:" + queue }
+
 // FairWeights is the hash of a fair queue's key weights in shard s: key ->
 // turns per round (1 for a key without a field).
 func (k Keys) FairWeights(s int, queue string) string { return k.Tag(s) + ":fairw:" + queue }

@@ -24,6 +24,8 @@ type EnqueueArgs struct {
 	Delay      time.Duration
 	MaxRetries int           // < 0: the queue's default
 	Timeout    time.Duration // 0: the queue's default
+	// Priority is the task's level (PriorityNormal: none).
+	Priority Priority
 	// UniqueFor, above zero, reserves the id that long from the enqueue
 	// (unique.lua): an enqueue with UniqueFor of the same id is refused
 	// as a duplicate ("reserved") until then, even after the task
@@ -52,6 +54,9 @@ func enqueueArgs(a EnqueueArgs) []any {
 	retries, timeout := "", ""
 	if a.MaxRetries >= 0 {
 		retries = strconv.Itoa(a.MaxRetries)
+	}
+	if a.Priority != PriorityNormal {
+		retries += ":" + strconv.Itoa(int(a.Priority))
 	}
 	if a.Timeout > 0 {
 		timeout = strconv.FormatInt(a.Timeout.Milliseconds(), 10)

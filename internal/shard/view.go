@@ -70,7 +70,7 @@ func view(r rawTask) hourglass.TaskInfo {
 		t.Problem = strings.TrimPrefix(r.decodeErr.Error(), "hourglass: ")
 	} else {
 		d := r.data
-		t.Queue, t.Attempts, t.MaxRetries, t.Timeout = d.Queue, d.Attempts, d.MaxRetries, d.Timeout
+		t.Queue, t.Attempts, t.MaxRetries, t.Timeout, t.Priority = d.Queue, d.Attempts, d.MaxRetries, d.Timeout, d.Priority
 		t.Due, t.Enqueued, t.Payload, t.PayloadSize = d.Due, d.Enqueued, d.Payload, int64(len(d.Payload))
 		if r.size >= 0 {
 			t.PayloadSize = r.size

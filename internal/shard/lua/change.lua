@@ -32,6 +32,8 @@
 -- ARGV[8] the new payload (opaque bytes, at most the queue's max_payload)
 -- ARGV[9] optional: the latest due time the change may set, absolute unix
 --         ms: a new due time after it becomes it (debounce.lua's MaxWait)
+-- ARGV[10] optional: the task's new priority level, "0" normal, "1" high,
+--         "2" low ("" or absent keeps it; docs/fairness.md, "Priorities")
 --
 -- A scheduled task (in the delayed set) gets its new due time there. A
 -- task in the far tier leaves it for the delayed set, and its enqueue
@@ -43,8 +45,10 @@
 -- mover moves it again when it is due; it is counted scheduled again),
 -- and keeps its place in the list when only its payload changes or it
 -- is due at once. A fair queue's ready task still waiting for its key's
--- turn is changed in its key's list the same way (docs/fairness.md). A
--- task a worker has popped or leased, and a dead letter, are not changed.
+-- turn is changed in its key's list the same way (docs/fairness.md); a
+-- change of its level alone moves its entry to the end of the key's list
+-- of the new level. A task a worker has popped or leased, and a dead
+-- letter, are not changed.
 --
 -- Returns {code, state, due_ms}:
 --   { 1, state, due}  changed (or nothing to change); state is what the
@@ -92,6 +96,13 @@ if ARGV[5] ~= "" then
     due = math.min(due, tonumber(ARGV[9]))
   end
 end
+local level = t.level
+if ARGV[10] and ARGV[10] ~= "" then
+  level = tonumber(ARGV[10])
+  if ARGV[10] ~= "0" and ARGV[10] ~= "1" and ARGV[10] ~= "2" then
+    return {-3, "invalid priority level (0 normal, 1 high, 2 low)", 0}
+  end
+end
 local payload = string.sub(blob, t.pos)
 if ARGV[7] == "1" then
   local policy = redis.call("HGET", KEYS[5], t.queue) or ""
@@ -107,10 +118,12 @@ local state, seq = "scheduled", nil
 local pk, rk = ARGV[3] .. t.queue, ARGV[2] .. t.queue
 -- A fair queue's task waiting for its key's turn has its entry in its
 -- key's list, not in the ready list (lib.lua's fair_wait).
-local fk = fair_ring(KEYS[1], t.queue) .. "|" .. fair_key(id)
+local ring = fair_ring(KEYS[1], t.queue)
+local fk = fair_list(ring, fair_key(id), t.level)
+local nk = fair_list(ring, fair_key(id), level)
 local score = redis.call("ZSCORE", KEYS[1], id)
 if not score then
-  local moving = served_here(KEYS[1], {pk, rk, fk})
+  local moving = served_here(KEYS[1], {pk, rk, fk, nk, fair_sibling(ring, "v")})
   if moving then return moving end
   seq = redis.call("ZSCORE", pk, id)
   if seq then
@@ -120,13 +133,15 @@ if not score then
   end
 end
 local old_due = t.due
-if due == old_due and ARGV[7] ~= "1" then return {1, state, due} end
+if due == old_due and ARGV[7] ~= "1" and level == t.level then return {1, state, due} end
 if state == "scheduled" and not score and due ~= old_due then
   -- Leaving the far tier for the delayed set: its bucket entry is made
   -- stale (see the top).
   t.enqueued = t.enqueued + 1
 end
 t.due = due
+local was_level = t.level
+t.level = level
 local changed = encode(t, blob, payload)
 redis.call("HSET", KEYS[2], id, changed)
 tally(KEYS[6], ARGV[7] == "1" and "replace" or "reschedule")
@@ -139,6 +154,15 @@ if state == "ready" then
     -- keeps its place in the list, with the changed task. (An entry
     -- without the task, "seq|id", the form before entries carried it,
     -- has nothing to rewrite: its worker reads the task data.)
+    if rk == fk and level ~= was_level then
+      -- Waiting for its key's turn under another level: to the end of
+      -- the new level's list (the key stays on the ring; it has this
+      -- task waiting).
+      if redis.call("LREM", rk, 1, entry) == 0 then redis.call("LREM", rk, 1, seq_s .. "|" .. id) end
+      if level > 0 then redis.call("HSETNX", fair_sibling(ring, "v"), fair_key(id), "0|0|0|0") end
+      redis.call("RPUSH", nk, seq_s .. "|" .. id .. "|" .. changed)
+      return {1, state, due}
+    end
     local at = redis.call("LPOS", rk, entry)
     if at then redis.call("LSET", rk, at, seq_s .. "|" .. id .. "|" .. changed) end
     return {1, state, due}

@@ -50,7 +50,10 @@
 --   due         absolute unix ms ("1795338744244", at most 13 digits), or a
 --               delay in ms after Redis server time ("+30000", at most 12)
 --   queue       queue name (must be registered in KEYS[3])
---   max retries "" for the queue's default, else 0..1000
+--   max retries "" for the queue's default, else 0..1000; optionally
+--               followed by ":<level>", the task's priority level: 0
+--               normal (the same as none), 1 high, 2 low ("3:1", ":2";
+--               see "Priorities" in docs/protocol.md)
 --   timeout ms  "" for the queue's default, else 1..9999999999
 --   payload     opaque bytes
 --
@@ -155,6 +158,15 @@ local function queue_name(qn, qid)
   return n or nil
 end
 
+-- prio_split splits a task data's max_retries field into the task's max
+-- retries and its priority level (docs/fairness.md, "Priorities"): the
+-- field holds 16384 * level + max retries (at most 1000), level 0 normal,
+-- 1 high, 2 low, so that the level travels with the task data through
+-- retries, changes, exports and replays.
+local function prio_split(mr)
+  return mr % 16384, math.floor(mr / 16384)
+end
+
 -- v2_fields reads the fixed header of task data version 2 after its
 -- first byte (2): the interned queue number, attempts, max_retries,
 -- timeout_ms, due_ms and enqueued_ms, big-endian, 23 bytes (the payload
@@ -176,10 +188,12 @@ local function header(blob, qn)
     local qid, att, mr, to, due, enq = v2_fields(blob)
     local q = qid and queue_name(qn, qid)
     if not q then return nil end
-    return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
+    return q, string.format("%d", att), string.format("%d", (prio_split(mr))), string.format("%d", to),
       string.format("%d", due), string.format("%d", enq), 25
   end
-  return string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+  local q, att, mr, to, due, enq, pos = string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+  if q then mr = string.format("%d", (prio_split(tonumber(mr)))) end
+  return q, att, mr, to, due, enq, pos
 end
 -- @lib: end
 
@@ -370,10 +384,15 @@ local function enqueue(i)
     return -2, 0, p.max_payload
   end
   -- Numbers are bounded so that they stay exact in Lua and in every reader.
+  local level = 0
+  local r, l = string.match(retries, "^(%d*):([012])$")
+  if r then retries, level = r, tonumber(l) end
   if retries == "" then retries = p.retries end
   if not string.match(retries, "^%d%d?%d?%d?$") or (#retries == 4 and tonumber(retries) > 1000) then
-    return -3, 0, "invalid max retries (0..1000)"
+    return -3, 0, "invalid max retries (0..1000, optionally followed by :0, :1 or :2, the priority level)"
   end
+  -- The level is kept in the max_retries field (lib.lua's prio_split).
+  if level > 0 then retries = string.format("%d", tonumber(retries) + 16384 * level) end
   if timeout == "" then timeout = p.timeout end
   if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
     return -3, 0, "invalid timeout (1..9999999999 ms)"

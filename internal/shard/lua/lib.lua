@@ -95,6 +95,15 @@ local function queue_name(qn, qid)
   return n or nil
 end
 
+-- prio_split splits a task data's max_retries field into the task's max
+-- retries and its priority level (docs/fairness.md, "Priorities"): the
+-- field holds 16384 * level + max retries (at most 1000), level 0 normal,
+-- 1 high, 2 low, so that the level travels with the task data through
+-- retries, changes, exports and replays.
+local function prio_split(mr)
+  return mr % 16384, math.floor(mr / 16384)
+end
+
 -- v2_fields reads the fixed header of task data version 2 after its
 -- first byte (2): the interned queue number, attempts, max_retries,
 -- timeout_ms, due_ms and enqueued_ms, big-endian, 23 bytes (the payload
@@ -116,14 +125,16 @@ local function decode(blob, qn)
     if not qid then return nil, "undecodable task data" end
     local q = queue_name(qn, qid)
     if not q then return nil, "unknown queue number " .. qid end
-    return {v = 2, qid = qid, queue = q, attempts = att, max_retries = mr,
+    local m, level = prio_split(mr)
+    return {v = 2, qid = qid, queue = q, attempts = att, max_retries = m, level = level,
       timeout = to, due = due, enqueued = enq, pos = 25}
   end
   local v, q, att, mr, to, due, enq, pos = string.match(blob,
     "^(%d+)|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
   if not v then return nil, "undecodable task data" end
   if v ~= "1" then return nil, "unsupported task encoding version " .. v end
-  return {v = 1, queue = q, attempts = tonumber(att), max_retries = tonumber(mr),
+  local m, level = prio_split(tonumber(mr))
+  return {v = 1, queue = q, attempts = tonumber(att), max_retries = m, level = level,
     timeout = tonumber(to), due = tonumber(due), enqueued = tonumber(enq),
     pos = pos}
 end
@@ -181,10 +192,21 @@ local function header(blob, qn)
     local qid, att, mr, to, due, enq = v2_fields(blob)
     local q = qid and queue_name(qn, qid)
     if not q then return nil end
-    return q, string.format("%d", att), string.format("%d", mr), string.format("%d", to),
+    return q, string.format("%d", att), string.format("%d", (prio_split(mr))), string.format("%d", to),
       string.format("%d", due), string.format("%d", enq), 25
   end
-  return string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+  local q, att, mr, to, due, enq, pos = string.match(blob, "^1|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
+  if q then mr = string.format("%d", (prio_split(tonumber(mr)))) end
+  return q, att, mr, to, due, enq, pos
+end
+
+-- blob_level returns the priority level of encoded task data
+-- (prio_split), 0 when it has none or cannot be read.
+local function blob_level(blob)
+  if not blob then return 0 end
+  if string.byte(blob, 1) == 2 then return math.floor((string.byte(blob, 6) or 0) / 64) end
+  local mr = string.match(blob, "^1|[^|]+|%d+|(%d+)|")
+  return mr and select(2, prio_split(tonumber(mr))) or 0
 end
 
 -- blob_queue returns the queue named by encoded task data (version 2:
@@ -224,15 +246,16 @@ end
 
 -- encode renders task fields, in the version they were decoded from
 -- (t.v; version 2 with t.qid), with the payload of the original blob, or
--- with payload when it is given.
+-- with payload when it is given; t.level (prio_split) is kept.
 local function encode(t, blob, payload)
   payload = payload or string.sub(blob, t.pos)
+  local mr = t.max_retries + 16384 * (t.level or 0)
   if t.v == 2 then
-    return "\2" .. struct.pack(">I2I2I2I5I6I6", t.qid, t.attempts, t.max_retries,
+    return "\2" .. struct.pack(">I2I2I2I5I6I6", t.qid, t.attempts, mr,
       t.timeout, t.due, t.enqueued) .. payload
   end
   return "1|" .. t.queue .. "|" .. string.format("%d", t.attempts) .. "|" ..
-    string.format("%d", t.max_retries) .. "|" .. string.format("%d", t.timeout) ..
+    string.format("%d", mr) .. "|" .. string.format("%d", t.timeout) ..
     "|" .. string.format("%d", t.due) .. "|" .. string.format("%d", t.enqueued) ..
     "|" .. payload
 end
@@ -408,7 +431,8 @@ end
 -- fair_sibling returns a key of a fair queue's state beside its ring:
 -- kind "w" its weights, "t" its turn, "p" its parked keys, "c" its keys'
 -- own concurrency caps, "q" their own rates, "b" its keys held at their
--- cap or out of tokens, "r" the prefix of its keys' permit sets
+-- cap or out of tokens, "v" its keys' turns between priority levels
+-- (fair_levels_pop), "r" the prefix of its keys' permit sets
 -- ("<tag>:fairr:<q>|<key>", not declared) and "s" of their token buckets
 -- ("<tag>:fairs:<q>|<key>", not declared).
 local function fair_sibling(ring, kind)
@@ -420,9 +444,101 @@ end
 -- and its siblings), for served_here.
 local function fair_state(ring, list)
   list[#list + 1] = ring
-  for _, kind in ipairs({"w", "t", "p", "c", "b", "q"}) do list[#list + 1] = fair_sibling(ring, kind) end
+  for _, kind in ipairs({"w", "t", "p", "c", "b", "q", "v"}) do list[#list + 1] = fair_sibling(ring, kind) end
   list[#list + 1] = fair_parts(ring) .. ":inflight" -- read by fair_room
   list[#list + 1] = fair_parts(ring) .. ":fairwake" -- written by fair_hold
+end
+
+-- Priorities (docs/fairness.md, "Priorities"): a key's tasks of level 0
+-- (normal) wait in its list "<ring>|<key>", those of level 1 (high) and
+-- 2 (low) in "<ring>|<key>|1" and "<ring>|<key>|2". A key with a task of
+-- another level than normal waiting has a field in "v" (its stride
+-- state); a key without one has only its one list, read as before.
+
+-- fair_list returns key k's list of level lvl (0 or nil: normal).
+local function fair_list(ring, k, lvl)
+  if lvl and lvl > 0 then return ring .. "|" .. k .. "|" .. string.format("%d", lvl) end
+  return ring .. "|" .. k
+end
+
+-- fair_lists appends key k's lists of levels 1 and 2 to list when the
+-- queue has keys with levels (vkey exists), for served_here.
+local function fair_lists(ring, k, list, leveled)
+  if leveled then
+    list[#list + 1] = fair_list(ring, k, 1)
+    list[#list + 1] = fair_list(ring, k, 2)
+  end
+end
+
+-- fair_len returns the number of key k's tasks waiting in its lists.
+local function fair_len(ring, k)
+  local n = redis.call("LLEN", ring .. "|" .. k)
+  if redis.call("HEXISTS", fair_sibling(ring, "v"), k) == 1 then
+    n = n + redis.call("LLEN", fair_list(ring, k, 1)) + redis.call("LLEN", fair_list(ring, k, 2))
+  end
+  return n
+end
+
+-- prio_stride is each level's stride: levels with tasks waiting get a
+-- key's turns in the shares 16 (high) : 4 (normal) : 1 (low).
+local function prio_stride(l)
+  if l == 1 then return 1 end
+  if l == 2 then return 16 end
+  return 4
+end
+
+-- fair_levels_pop takes up to n entries of key k from its levels' lists
+-- by stride scheduling. st is the key's state, "p0|p1|p2|vt": each
+-- level's pass and the virtual time. The next entry comes from the level
+-- with entries and the lowest pass (ties: high, normal, low), whose pass
+-- then grows by its stride; a level that had none comes back at the
+-- virtual time, without credit for the time it was empty. So a level
+-- with tasks waiting gets at least its share of the key's entries, the
+-- bound docs/fairness.md states. Returns the entries in that order and
+-- the number left in the key's lists; the state is written back, or
+-- dropped when none are left. A list not on this node returns its
+-- error reply, nothing taken.
+local function fair_levels_pop(ring, k, n, st)
+  local vkey = fair_sibling(ring, "v")
+  local a, b, c, d = string.match(st, "^(%d+)|(%d+)|(%d+)|(%d+)$")
+  local p = {[0] = tonumber(a) or 0, [1] = tonumber(b) or 0, [2] = tonumber(c) or 0}
+  local vt = tonumber(d) or 0
+  local len = {}
+  for l = 0, 2 do
+    local r = redis.pcall("LLEN", fair_list(ring, k, l))
+    if type(r) == "table" then return r end
+    len[l] = r
+    if r > 0 and p[l] < vt then p[l] = vt end
+  end
+  local take, order = {[0] = 0, [1] = 0, [2] = 0}, {}
+  for i = 1, n do
+    local best
+    for _, l in ipairs({1, 0, 2}) do
+      if len[l] > take[l] and (not best or p[l] < p[best]) then best = l end
+    end
+    if not best then break end
+    vt = p[best]
+    p[best] = p[best] + prio_stride(best)
+    take[best] = take[best] + 1
+    order[i] = best
+  end
+  local got = {}
+  for l = 0, 2 do
+    got[l] = take[l] > 0 and redis.call("LPOP", fair_list(ring, k, l), take[l]) or {}
+  end
+  local out, at = {}, {[0] = 1, [1] = 1, [2] = 1}
+  for _, l in ipairs(order) do
+    local e = got[l][at[l]]
+    at[l] = at[l] + 1
+    if e then out[#out + 1] = e end
+  end
+  local left = len[0] + len[1] + len[2] - #out
+  if left > 0 then
+    redis.call("HSET", vkey, k, string.format("%d|%d|%d|%d", p[0], p[1], p[2], vt))
+  else
+    redis.call("HDEL", vkey, k)
+  end
+  return out, left
 end
 
 -- Per-key concurrency caps (docs/fairness.md, "Limits per key"). A key
@@ -568,13 +684,15 @@ local function fair_unblock(ring, keys, pending_key)
   local back = 0
   for _, k in ipairs(keys) do
     local list, rkey = ring .. "|" .. k, fair_sibling(ring, "r") .. "|" .. k
-    -- Not declared: a key whose list or permits are migrating waits.
-    if served_here(ring, {list, rkey, fair_sibling(ring, "s") .. "|" .. k}) then return back end
+    -- Not declared: a key whose lists or permits are migrating waits.
+    local own = {list, rkey, fair_sibling(ring, "s") .. "|" .. k}
+    fair_lists(ring, k, own, true)
+    if served_here(ring, own) then return back end
     if redis.call("SISMEMBER", bkey, k) == 1 then
       local free, b = fair_room(ring, caps, k, pending_key)
       if free > 0 then
         redis.call("SREM", bkey, k)
-        if redis.call("LLEN", list) > 0 then
+        if fair_len(ring, k) > 0 then
           redis.call("RPUSH", ring, k)
           back = back + 1
         end
@@ -621,22 +739,39 @@ end
 -- fair_wait appends ready entries of fair queue q ("seq|id|blob", seq
 -- already above fair_wait_base(); pending recorded by the caller) to
 -- their keys' lists, grouped by key in order, and puts each key whose
--- list was empty on the ring. keys[i] is the key of entries[i].
-local function fair_wait(ring, keys, entries)
-  local by, order = {}, {}
+-- lists were empty on the ring. keys[i] is the key of entries[i] and
+-- levels[i] (nil: all 0) its priority level; an entry of level 1 or 2
+-- goes to the key's list of that level and gives the key its stride
+-- state (fair_levels_pop).
+local function fair_wait(ring, keys, entries, levels)
+  local by, order, leveled = {}, {}, false
   for i, k in ipairs(keys) do
     local l = by[k]
     if not l then
-      l = {}
+      l = {[0] = {}, [1] = {}, [2] = {}}
       by[k] = l
       order[#order + 1] = k
     end
-    l[#l + 1] = entries[i]
+    local lvl = levels and levels[i] or 0
+    if lvl ~= 1 and lvl ~= 2 then lvl = 0 end
+    if lvl > 0 then leveled = true end
+    local e = l[lvl]
+    e[#e + 1] = entries[i]
   end
+  local vkey = fair_sibling(ring, "v")
+  leveled = leveled or redis.call("EXISTS", vkey) == 1
   local new = {}
   for _, k in ipairs(order) do
     local l = by[k]
-    if bulk("RPUSH", ring .. "|" .. k, l) == #l then new[#new + 1] = k end
+    if not leveled then
+      if bulk("RPUSH", ring .. "|" .. k, l[0]) == #l[0] then new[#new + 1] = k end
+    else
+      if #l[1] + #l[2] > 0 then redis.call("HSETNX", vkey, k, "0|0|0|0") end
+      if fair_len(ring, k) == 0 then new[#new + 1] = k end
+      for lvl = 0, 2 do
+        if #l[lvl] > 0 then bulk("RPUSH", fair_list(ring, k, lvl), l[lvl]) end
+      end
+    end
   end
   if #new > 0 then
     bulk("RPUSH", ring, new)
@@ -697,6 +832,8 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     cur, left = k, tonumber(l)
   end
   local weighted = redis.call("EXISTS", wkey) == 1
+  local vkey = fair_sibling(ring, "v")
+  local leveled = redis.call("EXISTS", vkey) == 1
   local pkey = fair_sibling(ring, "p")
   local parking = redis.call("EXISTS", pkey) == 1
   local keep_ids, keep_rests, keep_keys, cut, cut_left = {}, {}, {}, nil, nil
@@ -710,6 +847,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
     local lists = {}
     for _, k in ipairs(keys) do
       lists[#lists + 1] = ring .. "|" .. k
+      fair_lists(ring, k, lists, leveled)
       if caps then lists[#lists + 1] = rprefix .. k end
       if caps and caps.now_us then lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. k end
     end
@@ -739,22 +877,31 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
         if held then redis.call("SREM", bkey, k) end
         local list = ring .. "|" .. k
         local ask = math.min(w, room, free)
-        -- One entry more than the turn's tells whether the list goes on
-        -- (it is put back), sparing a read of its length, which only a
-        -- queue with parked keys needs.
-        local extra = parking and 0 or 1
-        local got = redis.pcall("LPOP", list, ask + extra)
-        if type(got) == "table" and got.err then
+        local st = leveled and redis.call("HGET", vkey, k)
+        local got, n
+        if st then
+          -- Tasks of several levels: taken by stride between them.
+          got, n = fair_levels_pop(ring, k, ask, st)
+        else
+          -- One entry more than the turn's tells whether the list goes
+          -- on (it is put back), sparing a read of its length, which only
+          -- a queue with parked keys needs.
+          local extra = parking and 0 or 1
+          got = redis.pcall("LPOP", list, ask + extra)
+          if type(got) ~= "table" or not got.err then
+            got = got or {}
+            n = 0
+            if #got > ask then
+              redis.call("LPUSH", list, table.remove(got))
+              n = 1
+            elseif extra == 0 and #got == ask then
+              n = redis.call("LLEN", list)
+            end
+          end
+        end
+        if got.err then
           h = h - 1 -- k goes back to the head
           break
-        end
-        got = got or {}
-        local n = 0
-        if #got > ask then
-          redis.call("LPUSH", list, table.remove(got))
-          n = 1
-        elseif extra == 0 and #got == ask then
-          n = redis.call("LLEN", list)
         end
         for _, e in ipairs(got) do
           got_all[#got_all + 1] = e
@@ -807,7 +954,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
           held_now[k] = nil
           if fair_room(ring, caps, k, pending_key, took[k]) > 0 then
             redis.call("SREM", bkey, k)
-            if redis.call("LLEN", ring .. "|" .. k) > 0 then redis.call("RPUSH", ring, k) end
+            if fair_len(ring, k) > 0 then redis.call("RPUSH", ring, k) end
           else
             held_now[k] = true
           end

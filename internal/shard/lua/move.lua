@@ -211,7 +211,7 @@ local function spread(due)
       -- (A run of one task is not checked: a key whose tasks come due
       -- one at a time is not a backlog to park.)
       local room = fair_park_depth(w)
-      if take > 1 then room = room - redis.call("LLEN", ring .. "|" .. k) end
+      if take > 1 then room = room - fair_len(ring, k) end
       if room < take then
         take = math.max(room, 0)
         park[#park + 1] = fair_sibling(ring, "p")
@@ -412,7 +412,7 @@ for i in ipairs(ids) do
 end
 -- Fair queues (lib.lua's fair_wait): their tasks wait in their keys'
 -- lists, and the window is refilled from them.
-local fairw, fkeys = {}, {}
+local fairw, fkeys, flevels = {}, {}, {}
 if queued > 0 then
   local names, fields = {}, {}
   for q in pairs(listed) do
@@ -424,17 +424,19 @@ if queued > 0 then
     fairw[q] = tonumber(v[k] or "")
     if fairw[q] then
       fair_state(fair_ring(KEYS[1], q), lists)
-      fkeys[q] = {}
+      fkeys[q], flevels[q] = {}, {}
     end
   end
   local seen = {}
   for i, id in ipairs(ids) do
     local q = queues[i]
     if q and fairw[q] then
-      local l = fair_ring(KEYS[1], q) .. "|" .. fair_key(id)
+      local ring, k = fair_ring(KEYS[1], q), fair_key(id)
+      local l = ring .. "|" .. k
       if not seen[l] then
         seen[l] = true
         lists[#lists + 1] = l
+        fair_lists(ring, k, lists, true) -- its levels' lists
       end
     end
   end
@@ -453,6 +455,7 @@ if #woken > 0 then
       local ring = fair_ring(KEYS[1], wk[1])
       fair_state(ring, lists)
       lists[#lists + 1] = ring .. "|" .. wk[2]
+      fair_lists(ring, wk[2], lists, true)
       lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
       lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. wk[2]
       lists[#lists + 1] = ARGV[4] .. wk[1]
@@ -517,6 +520,7 @@ if #ids > 0 then
           s = string.format("%d", seq + fair_wait_base())
           local fk = fkeys[q]
           fk[#fk + 1] = fair_key(id)
+          flevels[q][#fk] = blob_level(blobs[i])
         else
           s = string.format("%d", seq)
         end
@@ -533,7 +537,7 @@ if #ids > 0 then
       bulk("ZADD", ARGV[4] .. q, pending[q])
       if fairw[q] then
         local ring = fair_ring(KEYS[1], q)
-        fair_wait(ring, fkeys[q], e)
+        fair_wait(ring, fkeys[q], e, flevels[q])
         fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
       else
         ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)

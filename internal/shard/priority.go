@@ -1,0 +1,23 @@
+package shard
+
+import "github.com/hourglass-sched/hourglass"
+
+// Priority is a task's priority level: hourglass.Priority.
+type Priority = hourglass.Priority
+
+// The levels, as hourglass names them.
+const (
+	PriorityNormal = hourglass.PriorityNormal
+	PriorityHigh   = hourglass.PriorityHigh
+	PriorityLow    = hourglass.PriorityLow
+)
+
+// priorityShift is where the level starts in the task data's max_retries
+// field: 16384 * level + max retries (lib.lua's prio_split;
+// docs/protocol.md, "Task data").
+const priorityShift = 16384
+
+// splitRetries splits a task data's max_retries field.
+func splitRetries(field int) (maxRetries int, p Priority) {
+	return field % priorityShift, Priority(field / priorityShift)
+}
