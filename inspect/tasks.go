@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -252,6 +253,18 @@ func (i *Inspector) Replace(ctx context.Context, id string, payload []byte) erro
 		payload = []byte{}
 	}
 	_, err := i.store.Change(ctx, id, shard.Change{Payload: payload})
+	return mapErr(err)
+}
+
+// SetPriority changes the level of the pending task id, as
+// client.SetPriority does: a task of a fair queue waiting for its key's
+// turn moves to the end of the key's tasks of that level
+// (docs/fairness.md, "Priorities"). Errors as Reschedule's.
+func (i *Inspector) SetPriority(ctx context.Context, id string, p hourglass.Priority) error {
+	if !p.Valid() {
+		return errorf(ErrInvalidArgument, "priority %d of %q", int(p), id)
+	}
+	_, err := i.store.Change(ctx, id, shard.Change{SetPriority: true, Priority: p})
 	return mapErr(err)
 }
 

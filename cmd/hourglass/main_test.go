@@ -229,8 +229,8 @@ func TestGoFlags(t *testing.T) {
 	}
 }
 
-// TestTaskRescheduleAndReplace: the CLI's verbs change a pending task in
-// place and say what they did; unknown ids exit 3, dead letters exit 4.
+// TestTaskRescheduleAndReplace: the CLI's verbs (reschedule, replace,
+// priority) change a pending task in place and say what they did; unknown ids exit 3, dead letters exit 4.
 func TestTaskRescheduleAndReplace(t *testing.T) {
 	t.Parallel()
 	e := newCLIEnv(t, "change")
@@ -264,5 +264,17 @@ func TestTaskRescheduleAndReplace(t *testing.T) {
 	}
 	if _, _, code := e.cli("task", "replace", "order-9"); code != exitUsage {
 		t.Errorf("replace without a payload: exit %d, want %d", code, exitUsage)
+	}
+	if out, errOut, code := e.cli("task", "priority", "order-9", "high"); code != exitOK || out != "set the priority to high of order-9\n" {
+		t.Errorf("task priority: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, _, code := e.cli("task", "show", "order-9"); code != exitOK || !strings.Contains(out, "priority") || !strings.Contains(out, "high") {
+		t.Errorf("task show after the priority: exit %d, stdout %q", code, out)
+	}
+	if info, err := e.store.Lookup(ctx, "order-9"); err != nil || info.Task.Priority != shard.PriorityHigh || string(info.Task.Payload) != "new" {
+		t.Errorf("the task after task priority: %+v, %v", info.Task, err)
+	}
+	if _, _, code := e.cli("task", "priority", "order-9", "urgent"); code != exitUsage {
+		t.Errorf("an unknown level: exit %d, want %d", code, exitUsage)
 	}
 }

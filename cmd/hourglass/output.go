@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/version"
 )
@@ -127,6 +128,9 @@ func showTask(w io.Writer, t inspect.Task) {
 	row(w, "state", t.State)
 	row(w, "shard", t.Shard)
 	row(w, "attempts", fmt.Sprintf("%d (max retries %d)", t.Attempts, t.MaxRetries))
+	if t.Priority != hourglass.PriorityNormal {
+		row(w, "priority", t.Priority)
+	}
 	row(w, "timeout", t.Timeout)
 	row(w, "due", when(t.Due))
 	row(w, "enqueued", when(t.Enqueued))

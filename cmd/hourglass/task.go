@@ -12,12 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/inspect"
 )
 
 func (a *app) taskCmd() *cobra.Command {
-	return noun("task", "List, show, cancel, reschedule and replace tasks", a.taskLs(), a.taskShow(), a.taskCancel(),
-		a.taskReschedule(), a.taskReplace())
+	return noun("task", "List, show, cancel, reschedule and replace tasks, and change their priority", a.taskLs(), a.taskShow(), a.taskCancel(),
+		a.taskReschedule(), a.taskReplace(), a.taskPriority())
 }
 
 // pageFlags are the paging flags of ls verbs.
@@ -266,6 +267,29 @@ func (a *app) taskReschedule() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&at, "at", "", "the new due time: RFC 3339, or a delay (10m = in ten minutes)")
 	return cmd
+}
+
+func (a *app) taskPriority() *cobra.Command {
+	return &cobra.Command{
+		Use:   "priority ID high|normal|low",
+		Short: "Change a pending task's priority (a fair queue's waiting task moves to the end of its key's tasks of that level)",
+		Args:  exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := hourglass.ParsePriority(args[1])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := in.SetPriority(ctx, args[0], p); err != nil {
+				return err
+			}
+			return a.done(actionResult{Action: "set the priority to " + p.String() + " of", ID: args[0]})
+		},
+	}
 }
 
 func (a *app) taskReplace() *cobra.Command {
