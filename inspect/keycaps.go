@@ -29,13 +29,28 @@ type KeyCaps struct {
 }
 
 // KeyRate is a rate per key: at most Rate of its tasks enter the queue's
-// window per Period on average, Burst at once after a quiet time (a
-// token bucket in the key's shard; the permit is taken before any worker
-// claims the task, as for a cap).
+// window per Period, by the limiter Kind names (kept in the key's shard;
+// the token is taken before any worker claims the task, as a cap's
+// permit is).
 type KeyRate struct {
 	Rate   int           `json:"rate"`
 	Period time.Duration `json:"period"`
-	Burst  int           `json:"burst"`
+	// Burst is how many enter at once after a quiet time (token bucket);
+	// 0 or 1 for the other kinds.
+	Burst int `json:"burst"`
+	// Kind is "token_bucket" ("" means it: Rate per Period on average),
+	// "leaky_bucket" (evenly spaced, one each Period/Rate),
+	// "fixed_window" (at most Rate in each Period, aligned on the epoch)
+	// or "sliding_window" (at most Rate in any Period).
+	Kind string `json:"kind,omitempty"`
+}
+
+func (r KeyRate) shard() shard.KeyRate {
+	return shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst, Kind: r.Kind}
+}
+
+func keyRateOf(r shard.KeyRate) KeyRate {
+	return KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst, Kind: r.Kind}
 }
 
 // SetKeyRate gives key of fair queue name a rate of its own (r.Rate 0:
@@ -51,7 +66,7 @@ func (i *Inspector) SetKeyRate(ctx context.Context, name, key string, r KeyRate)
 	case r.Period == 0:
 		r.Period = time.Second
 	}
-	return i.setKeyRate(ctx, name, key, shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}, false)
+	return i.setKeyRate(ctx, name, key, r.shard(), false)
 }
 
 // ClearKeyRate drops key's own rate (SetKeyRate): the queue's default
@@ -125,10 +140,11 @@ func (i *Inspector) KeyConcurrency(ctx context.Context, name string) (KeyCaps, e
 	}
 	c := KeyCaps{Default: def, Keys: own, Rates: make(map[string]KeyRate, len(rown))}
 	if rdef.Rate > 0 {
-		c.DefaultRate = &KeyRate{Rate: rdef.Rate, Period: rdef.Period, Burst: rdef.Burst}
+		d := keyRateOf(rdef)
+		c.DefaultRate = &d
 	}
 	for k, r := range rown {
-		c.Rates[k] = KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}
+		c.Rates[k] = keyRateOf(r)
 	}
 	return c, nil
 }

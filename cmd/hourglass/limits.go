@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -172,12 +173,15 @@ func (a *app) queueKeyrate() *cobra.Command {
 		def bool
 	)
 	cmd := &cobra.Command{
-		Use:   "keyrate QUEUE KEY (--rate N [--period D] [--burst B] | --default)",
+		Use:   "keyrate QUEUE KEY (--rate N [--period D] [--burst B] [--kind K] | --default)",
 		Short: "Limit the tasks of a key of a fair queue starting per period (--rate 0: no rate; --default: the queue's)",
 		Long: `Give a key (a task id's hash tag, client.Task.Key) of a fair queue a rate
 of its own: at most N of its tasks enter the queue's window per --period
-(default 1s) on average, --burst (default 1) at once after a quiet time,
-by a token bucket in the key's shard. The token is taken when a task
+(default 1s), by the limiter --kind names, in the key's shard:
+token_bucket (the default: N per period on average, --burst (default 1)
+at once after a quiet time), leaky_bucket (evenly spaced, one each
+period/N), fixed_window (at most N in each period, aligned on the
+epoch) or sliding_window (at most N in any period). The token is taken when a task
 enters the window, before any worker pops it: a key out of tokens has its
 tasks wait, unclaimed, and the shard's scheduler lets its next task in
 when its next token comes. --rate 0 lifts the queue's default rate
@@ -218,6 +222,8 @@ the deployment places tasks by key (hourglass shards resize N
 					fmt.Fprintf(w, "key %q of %s: the queue's default rate applies\n", args[1], printable(args[0]))
 				case r.Rate == 0:
 					fmt.Fprintf(w, "key %q of %s: no rate\n", args[1], printable(args[0]))
+				case r.Kind != "" && r.Kind != "token_bucket":
+					fmt.Fprintf(w, "rated key %q of %s: %d per %s by a %s\n", args[1], printable(args[0]), r.Rate, r.Period, strings.ReplaceAll(r.Kind, "_", " "))
 				default:
 					fmt.Fprintf(w, "rated key %q of %s: %d per %s, bursts of %d\n", args[1], printable(args[0]), r.Rate, r.Period, r.Burst)
 				}
@@ -227,7 +233,8 @@ the deployment places tasks by key (hourglass shards resize N
 	f := cmd.Flags()
 	f.IntVar(&r.Rate, "rate", 0, "tasks of the key entering the window per --period (0: no rate for the key)")
 	f.DurationVar(&r.Period, "period", 0, "period of --rate (0: 1s)")
-	f.IntVar(&r.Burst, "burst", 0, "tasks of the key entering at once after a quiet time (0: 1)")
+	f.IntVar(&r.Burst, "burst", 0, "tasks of the key entering at once after a quiet time (0: 1; token_bucket only)")
+	f.StringVar(&r.Kind, "kind", "", "the limiter: token_bucket (the default), leaky_bucket, fixed_window or sliding_window")
 	f.BoolVar(&def, "default", false, "drop the key's own rate: the queue's applies")
 	return cmd
 }

@@ -157,12 +157,20 @@ func TestQueueKeyrate(t *testing.T) {
 	if out, _, code := e.cli("-o", "json", "queue", "keyrate", "q", "partner-8", "--rate", "0"); code != exitOK || !strings.Contains(out, `"rate": 0`) {
 		t.Fatalf("keyrate 0 in JSON: exit %d, %q", code, out)
 	}
+	if out, errOut, code := e.cli("queue", "keyrate", "q", "partner-9", "--rate", "20", "--period", "1m", "--kind", "sliding_window"); code != exitOK || !strings.Contains(out, `rated key "partner-9" of q: 20 per 1m0s by a sliding window`) {
+		t.Fatalf("queue keyrate --kind: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, own, err := e.store.KeyRates(ctx, "q"); err != nil || own["partner-9"] != (shard.KeyRate{Rate: 20, Period: time.Minute, Burst: 1, Kind: shard.LimiterSlidingWindow}) {
+		t.Fatalf("stored rates %v, %v", own, err)
+	}
 	for _, bad := range [][]string{
 		{"queue", "keyrate", "q", "partner-7"},
 		{"queue", "keyrate", "q", "partner-7", "--rate", "5", "--default"},
 		{"queue", "keyrate", "q", "partner-7", "--rate", "-1"},
 		{"queue", "keyrate", "q", "partner-7", "--rate", "5", "--period", "1500us"},
 		{"queue", "keyrate", "q", "a}b", "--rate", "2"},
+		{"queue", "keyrate", "q", "partner-7", "--rate", "2", "--kind", "bucket"},
+		{"queue", "keyrate", "q", "partner-7", "--rate", "2", "--burst", "3", "--kind", "leaky_bucket"},
 	} {
 		if _, errOut, code := e.cli(bad...); code != exitUsage {
 			t.Errorf("%v: exit %d (stderr %q), want %d", bad, code, errOut, exitUsage)
@@ -171,7 +179,7 @@ func TestQueueKeyrate(t *testing.T) {
 	if out, _, code := e.cli("queue", "keyrate", "q", "partner-7", "--default"); code != exitOK || !strings.Contains(out, "the queue's default rate applies") {
 		t.Fatalf("keyrate --default: exit %d, %q", code, out)
 	}
-	if _, own, err := e.store.KeyRates(ctx, "q"); err != nil || len(own) != 1 {
+	if _, own, err := e.store.KeyRates(ctx, "q"); err != nil || len(own) != 2 {
 		t.Fatalf("rates after --default: %v, %v", own, err)
 	}
 }

@@ -251,7 +251,7 @@ log:
 				Backoff:     config.BackoffConfig{Base: 100 * time.Millisecond, Cap: 10 * time.Minute, Factor: 1.5},
 				Concurrency: 50, HandlerTimeout: 0, LeaseAfter: 0, RetentionCount: shard.DefaultRetentionCount, FairWindow: shard.DefaultFairWindow,
 				RateLimit:    config.RateLimitConfig{Period: time.Second, Burst: 1, Kind: "token_bucket"},
-				KeyRateLimit: config.KeyRateConfig{Period: time.Second, Burst: 1},
+				KeyRateLimit: config.KeyRateConfig{Period: time.Second, Burst: 1, Kind: "token_bucket"},
 				HTTP: config.HTTPTarget{
 					URL:     "https://hooks.example.com/run?x=1",
 					Method:  "PUT",

@@ -78,11 +78,13 @@ type RateLimitConfig struct {
 }
 
 // KeyRateConfig is a rate per key of a fair queue: Rate tasks of a key
-// per Period on average, Burst at once after a quiet time.
+// per Period, held by the limiter Kind names (shard.KeyRate; by default
+// a token bucket with bursts of up to Burst).
 type KeyRateConfig struct {
 	Rate   int           `koanf:"rate"`
 	Period time.Duration `koanf:"period"`
 	Burst  int           `koanf:"burst"`
+	Kind   string        `koanf:"kind"`
 }
 
 // BackoffConfig is an exponential retry delay: failed attempt n waits
@@ -124,7 +126,7 @@ func DefaultQueue() QueueConfig {
 		RetentionCount: shard.DefaultRetentionCount,
 		FairWindow:     shard.DefaultFairWindow,
 		RateLimit:      RateLimitConfig{Period: worker.DefaultRatePeriod, Burst: worker.DefaultBurst, Kind: string(worker.TokenBucket)},
-		KeyRateLimit:   KeyRateConfig{Period: time.Second, Burst: 1},
+		KeyRateLimit:   KeyRateConfig{Period: time.Second, Burst: 1, Kind: shard.LimiterTokenBucket},
 		HTTP:           HTTPTarget{Method: "POST"},
 	}
 }
@@ -151,10 +153,23 @@ func (v *validator) queue(key, name string, q QueueConfig) {
 	if q.KeyRateLimit.Rate > 0 && !q.Fair {
 		v.add(key+".key_rate_limit.rate", "limits the keys of a fair queue: set %s.fair too", key)
 	}
+	if r := q.KeyRateLimit; r.Rate > 0 && (r.Kind == "" || slices.Contains(shard.LimiterKinds, r.Kind)) {
+		// The kind's rules (the ranges and the kinds are the rows').
+		if field, why := shard.LimiterProblem(r.Kind, r.Rate, r.Period, r.Burst); field != "" {
+			v.add(key+".key_rate_limit."+strings.ToLower(field), "%s", why)
+		} else if r.Kind == shard.LimiterLeakyBucket && r.Burst > 1 {
+			v.add(key+".key_rate_limit.burst", "%d: a key's leaky bucket spaces its tasks evenly (0 or 1)", r.Burst)
+		}
+	}
 	if b := q.Backoff; b.Cap < b.Base {
 		v.add(key+".backoff.cap", "must be at least %s.backoff.base (%s) (got %s)", key, b.Base, b.Cap)
 	}
 	v.target(key, q)
+}
+
+// keyRate is r as the shard registers it.
+func keyRate(r KeyRateConfig) shard.KeyRate {
+	return shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst, Kind: r.Kind}
 }
 
 // target checks a queue's delivery target: http or command, not both.
@@ -216,7 +231,7 @@ func (c *Config) QueuePolicies() map[string]shard.QueuePolicy {
 		if q.Fair {
 			p.FairWindow, p.KeyConcurrency = q.FairWindow, q.KeyConcurrency
 			if r := q.KeyRateLimit; r.Rate > 0 {
-				p.KeyRate = shard.KeyRate{Rate: r.Rate, Period: r.Period, Burst: r.Burst}
+				p.KeyRate = keyRate(r)
 			}
 		}
 		out[name] = p

@@ -228,6 +228,18 @@ func TestValidateNewKeys(t *testing.T) {
 			"config: queues.default.key_concurrency: caps the keys of a fair queue: set queues.default.fair too"},
 		{"key_concurrency negative", withQueue(func(q *config.QueueConfig) { q.Fair, q.KeyConcurrency = true, -1 }),
 			"config: queues.default.key_concurrency: must be between 0 and 10000 (got -1)"},
+		{"key_rate_limit by a sliding window", withQueue(func(q *config.QueueConfig) {
+			q.Fair, q.KeyRateLimit = true, config.KeyRateConfig{Rate: 5, Period: time.Second, Burst: 1, Kind: "sliding_window"}
+		}), ""},
+		{"key_rate_limit of an unknown kind", withQueue(func(q *config.QueueConfig) {
+			q.Fair, q.KeyRateLimit = true, config.KeyRateConfig{Rate: 5, Period: time.Second, Burst: 1, Kind: "bucket"}
+		}), "config: queues.default.key_rate_limit.kind: must be one of"},
+		{"key_rate_limit of a leaky bucket with a burst", withQueue(func(q *config.QueueConfig) {
+			q.Fair, q.KeyRateLimit = true, config.KeyRateConfig{Rate: 5, Period: time.Second, Burst: 3, Kind: "leaky_bucket"}
+		}), "config: queues.default.key_rate_limit.burst: 3: a key's leaky bucket spaces its tasks evenly (0 or 1)"},
+		{"key_rate_limit of a window with a burst", withQueue(func(q *config.QueueConfig) {
+			q.Fair, q.KeyRateLimit = true, config.KeyRateConfig{Rate: 5, Period: time.Second, Burst: 2, Kind: "fixed_window"}
+		}), "config: queues.default.key_rate_limit.burst: 2 has no meaning for a fixed_window"},
 
 		{"concurrency max", withQueue(func(q *config.QueueConfig) { q.Concurrency = 10000 }), ""},
 		{"concurrency zero: the default", withQueue(func(q *config.QueueConfig) { q.Concurrency = 0 }), ""},

@@ -195,8 +195,9 @@ func (d *dash) weight(ctx context.Context, r *http.Request, queue string) error 
 }
 
 // keyrate sets the rate of key ?key= of the queue to ?rate= per ?period=
-// (a Go duration, default 1s) with bursts of ?burst= (default 1); rate 0:
-// none; "default": the queue's. As hourglass queue keyrate does.
+// (a Go duration, default 1s) by the limiter ?kind= (default
+// token_bucket) with bursts of ?burst= (default 1); rate 0: none;
+// "default": the queue's. As hourglass queue keyrate does.
 func (d *dash) keyrate(ctx context.Context, r *http.Request, queue string) error {
 	q := r.URL.Query()
 	if q.Get("rate") == "default" {
@@ -217,6 +218,7 @@ func (d *dash) keyrate(ctx context.Context, r *http.Request, queue string) error
 			return fmt.Errorf("%w: burst %q is not a whole number", inspect.ErrInvalidArgument, b)
 		}
 	}
+	kr.Kind = q.Get("kind")
 	return d.o.Inspector.SetKeyRate(ctx, queue, q.Get("key"), kr)
 }
 

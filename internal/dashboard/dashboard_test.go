@@ -147,7 +147,8 @@ func TestReadsAndChanges(t *testing.T) {
 		"queues/q/keycap?key=k&concurrency=x": 400, "queues/q/keycap?key=k&concurrency=-1": 400,
 		"queues/nope/keycap?key=k&concurrency=2": 404,
 		"queues/q/keyrate?key=k&rate=x":          400, "queues/q/keyrate?key=k&rate=5&period=soon": 400,
-		"queues/q/keyrate?key=k&rate=5&period=1500us": 400, "queues/nope/keyrate?key=k&rate=2": 404} {
+		"queues/q/keyrate?key=k&rate=5&period=1500us": 400, "queues/nope/keyrate?key=k&rate=2": 404,
+		"queues/q/keyrate?key=k&rate=5&kind=bucket": 400} {
 		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != want {
 			t.Errorf("%s: %d %s, want %d", path, code, body, want)
 		}
@@ -164,12 +165,13 @@ func TestReadsAndChanges(t *testing.T) {
 	}
 	// Keys' rates: set, listed, back to the default.
 	for _, path := range []string{"queues/q/keyrate?key=partner-7&rate=50&period=1s&burst=5", "queues/q/keyrate?key=partner-8&rate=0",
-		"queues/q/keyrate?key=partner-8&rate=default"} {
+		"queues/q/keyrate?key=partner-8&rate=default", "queues/q/keyrate?key=partner-9&rate=20&period=1m&kind=sliding_window"} {
 		if code, body := do(t, "POST", srv.URL+"/ui/api/"+path, ui); code != 200 {
 			t.Fatalf("%s: %d %s", path, code, body)
 		}
 	}
-	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 || !strings.Contains(body, `"rates":{"partner-7":{"rate":50,"period":1000000000,"burst":5}}`) {
+	if code, body := do(t, "GET", srv.URL+"/ui/api/weights?queue=q", nil); code != 200 ||
+		!strings.Contains(body, `"rates":{"partner-7":{"rate":50,"period":1000000000,"burst":5},"partner-9":{"rate":20,"period":60000000000,"burst":1,"kind":"sliding_window"}}`) {
 		t.Fatalf("weights with rates: %d %s", code, body)
 	}
 }

@@ -139,9 +139,9 @@ type keyField struct {
 	// ownField, when not "", replaces keyCapsOwnField as the queues
 	// hash's field that says some key has a limit of its own.
 	ownField string
-	// reset, when set, names a key of the key's state to delete in each
+	// reset, when set, names the keys of the key's state to delete in each
 	// shard (a token bucket, so that a new rate applies at once).
-	reset func(sh int, queue, key string) string
+	reset func(sh int, queue, key string) []string
 	what  string
 }
 
@@ -167,7 +167,7 @@ func (s *Store) setKeyField(ctx context.Context, queue, key string, f keyField) 
 			pipe.HSet(ctx, s.k.Queues(sh), cmp.Or(f.ownField, keyCapsOwnField(queue)), 1)
 		}
 		if f.reset != nil {
-			pipe.Del(ctx, f.reset(sh, queue, key))
+			pipe.Del(ctx, f.reset(sh, queue, key)...)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -215,8 +215,9 @@ func (s *Store) fairKeys(ctx context.Context, sh int, queue string) ([]string, e
 		return nil, errtext.Errorf("read the held keys of queue %q in shard %d: %w", queue, sh, err)
 	}
 	for _, k := range slices.Concat(keys, held) {
-		out = append(out, s.k.FairList(sh, queue, k), s.k.FairPermits(sh, queue, k), s.k.FairBucket(sh, queue, k),
+		out = append(out, s.k.FairList(sh, queue, k), s.k.FairPermits(sh, queue, k),
 			s.k.FairLevelList(sh, queue, k, PriorityHigh), s.k.FairLevelList(sh, queue, k, PriorityLow))
+		out = append(out, s.k.FairBuckets(sh, queue, k)...)
 	}
 	return out, nil
 }

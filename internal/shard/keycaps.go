@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -117,15 +118,23 @@ func (s *Store) KeyCapDefaults(ctx context.Context, queues []string) (map[string
 }
 
 // KeyRate is a rate per key of a fair queue: at most Rate of a key's
-// tasks enter the window per Period on average, Burst at once after a
-// quiet time, by a token bucket (GCRA) kept in the key's shard. A key
-// out of tokens is held like a key at its cap, and the shard's mover puts
-// it back when its next token comes (Keys.FairWake). The zero KeyRate is
-// no rate.
+// tasks enter the window per Period, by the limiter Kind names, kept in
+// the key's shard. A key out of tokens is held like a key at its cap,
+// and the shard's mover puts it back when its next token comes
+// (Keys.FairWake). The zero KeyRate is no rate.
 type KeyRate struct {
 	Rate   int
 	Period time.Duration
-	Burst  int
+	// Burst is how many enter at once after a quiet time (token bucket;
+	// 0 means 1); a leaky bucket and the windows take 0 or 1.
+	Burst int
+	// Kind is one of LimiterKinds ("" is LimiterTokenBucket): the token
+	// bucket (GCRA: Rate per Period on average, Burst at once), the
+	// leaky bucket (evenly spaced, one each Period/Rate), the fixed
+	// window (at most Rate in each Period, aligned on the epoch) or the
+	// sliding window (at most Rate in any Period, a log of the key's
+	// admissions).
+	Kind string
 }
 
 // Bounds of a KeyRate. The interval between two tokens is kept in whole
@@ -134,6 +143,9 @@ const (
 	MaxKeyRate         = 1000000
 	MaxKeyRateBurst    = 100000
 	MinKeyRateInterval = 10 * time.Microsecond
+	// MaxKeyRatePerSecond is the most a rate of the default period (1s)
+	// may be: a token each MinKeyRateInterval.
+	MaxKeyRatePerSecond = int(time.Second / MinKeyRateInterval)
 )
 
 // Validate reports a KeyRate the scripts cannot use.
@@ -146,26 +158,55 @@ func (r KeyRate) Validate() error {
 		return fmt.Errorf("%w: rate per key %d per %s, burst %d: want 1..%d per a whole number of ms, at least %s apart, burst 0..%d",
 			ErrInvalidArgument, r.Rate, r.Period, r.Burst, MaxKeyRate, MinKeyRateInterval, MaxKeyRateBurst)
 	}
+	if field, why := LimiterProblem(r.Kind, r.Rate, r.Period, r.Burst); field != "" {
+		return fmt.Errorf("%w: rate per key: %s: %s", ErrInvalidArgument, strings.ToLower(field), why)
+	}
+	if r.Kind == LimiterLeakyBucket && r.Burst > 1 {
+		return fmt.Errorf("%w: rate per key: burst %d: a key's leaky bucket spaces its tasks evenly (0 or 1)", ErrInvalidArgument, r.Burst)
+	}
 	return nil
 }
 
+// kindLetters are the kinds' letters in a spec (lib.lua's fair_rate).
+var kindLetters = map[string]string{LimiterSlidingWindow: "s", LimiterFixedWindow: "f", LimiterLeakyBucket: "l"}
+
 // spec is r as the scripts read it: "rate|period_ms|burst" (burst at
-// least 1), or "0" for none.
+// least 1) for a token bucket, followed by "|<letter>" for another kind
+// (kindLetters), or "0" for none.
 func (r KeyRate) spec() string {
 	if r.Rate <= 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%d|%d|%d", r.Rate, r.Period.Milliseconds(), max(r.Burst, 1))
+	s := fmt.Sprintf("%d|%d|%d", r.Rate, r.Period.Milliseconds(), max(r.Burst, 1))
+	if l := kindLetters[r.Kind]; l != "" {
+		s += "|" + l
+	}
+	return s
 }
 
 // parseKeyRate reads a spec; "0" or a bad one is no rate.
 func parseKeyRate(v string) KeyRate {
-	var r KeyRate
-	var ms int64
-	if _, err := fmt.Sscanf(v, "%d|%d|%d", &r.Rate, &ms, &r.Burst); err != nil || r.Rate <= 0 {
+	parts := strings.Split(v, "|")
+	if len(parts) != 3 && len(parts) != 4 {
 		return KeyRate{}
 	}
-	r.Period = time.Duration(ms) * time.Millisecond
+	rate, err1 := strconv.Atoi(parts[0])
+	ms, err2 := strconv.ParseInt(parts[1], 10, 64)
+	burst, err3 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || rate <= 0 {
+		return KeyRate{}
+	}
+	r := KeyRate{Rate: rate, Period: time.Duration(ms) * time.Millisecond, Burst: burst}
+	if len(parts) == 4 {
+		for kind, l := range kindLetters {
+			if l == parts[3] {
+				r.Kind = kind
+			}
+		}
+		if r.Kind == "" {
+			return KeyRate{}
+		}
+	}
 	return r
 }
 
@@ -188,7 +229,7 @@ func (s *Store) SetKeyRate(ctx context.Context, queue, key string, r KeyRate, cl
 		return err
 	}
 	return s.setKeyField(ctx, queue, key, keyField{hash: s.k.FairRates, val: r.spec(), del: clear, own: true,
-		ownField: keyRatesOwnField(queue), reset: s.k.FairBucket, what: "rate"})
+		ownField: keyRatesOwnField(queue), reset: s.k.FairBuckets, what: "rate"})
 }
 
 // KeyRates returns fair queue's default rate per key and the keys that

@@ -433,3 +433,77 @@ func TestKeyRate(t *testing.T) {
 		t.Fatalf("after b's rate was raised: %v, want its last 2 tasks", got)
 	}
 }
+
+// TestKeyRateKinds: a key's rate by each of the other limiters: a fixed
+// window admits its rate until the window ends, a sliding window its
+// rate in any period, a leaky bucket one at a time, evenly spaced; each
+// held key's wake-up is at the time its next admission comes, and the
+// mover lets the next ones in then.
+func TestKeyRateKinds(t *testing.T) {
+	t.Parallel()
+	s, rdb := newKeyedStore(t, QueuePolicy{FairWindow: 64})
+	ctx := testenv.Ctx(t, 30*time.Second)
+	rates := map[string]KeyRate{
+		"f": {Rate: 3, Period: time.Hour, Burst: 1, Kind: LimiterFixedWindow},
+		"s": {Rate: 4, Period: time.Hour, Burst: 1, Kind: LimiterSlidingWindow},
+		"l": {Rate: 2, Period: time.Hour, Burst: 1, Kind: LimiterLeakyBucket},
+		"q": {Rate: 2, Period: 400 * time.Millisecond, Burst: 1, Kind: LimiterSlidingWindow},
+	}
+	var ids []string
+	for k, r := range rates {
+		if err := s.SetKeyRate(ctx, "t", k, r, false); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			ids = append(ids, fmt.Sprintf("{%s}%d", k, i))
+		}
+	}
+	if err := s.SetKeyRate(ctx, "t", "x", KeyRate{Rate: 2, Period: time.Second, Burst: 3, Kind: LimiterLeakyBucket}, false); err == nil {
+		t.Fatal("a leaky bucket with a burst of 3 accepted")
+	}
+	_, own, err := s.KeyRates(ctx, "t")
+	if err != nil || own["f"] != rates["f"] || own["s"] != rates["s"] || own["l"].Kind != LimiterLeakyBucket {
+		t.Fatalf("KeyRates: %+v %v", own, err)
+	}
+	enqueueDue(t, s, "t", time.Now().Add(-time.Second), ids...)
+	before := rdb.Time(ctx).Val()
+	if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	got := byKey(claimWindow(t, s, rdb))
+	after := rdb.Time(ctx).Val()
+	sameWindow := before.Truncate(time.Hour).Equal(after.Truncate(time.Hour))
+	if (sameWindow && got["f"] != 3) || got["s"] != 4 || got["l"] != 1 || got["q"] != 2 {
+		t.Fatalf("first window %v, want 3 of f (fixed window), 4 of s (sliding), 1 of l (leaky), 2 of q", got)
+	}
+	wake := func(k string) time.Time {
+		at, err := rdb.ZScore(ctx, s.k.FairWake(0), "t|"+k).Result()
+		if err != nil {
+			t.Fatalf("no wake-up for %s: %v", k, err)
+		}
+		return time.UnixMilli(int64(at))
+	}
+	if w := wake("f"); sameWindow && !w.Equal(after.Truncate(time.Hour).Add(time.Hour)) {
+		t.Fatalf("f's wake-up at %v, want its window's end %v", w, after.Truncate(time.Hour).Add(time.Hour))
+	}
+	for k, want := range map[string]time.Duration{"s": time.Hour, "l": 30 * time.Minute} {
+		if d := wake(k).Sub(after); d < want-5*time.Second || d > want+time.Second {
+			t.Fatalf("%s's wake-up in %v, want about %v", k, d, want)
+		}
+	}
+	// q's window slides: two more once the first two are 400 ms old.
+	testenv.WaitFor(t, 10*time.Second, "q's next admissions", func() (bool, string) {
+		if _, err := s.Move(ctx, 0, 1, 1000); err != nil {
+			return false, err.Error()
+		}
+		got = byKey(claimWindow(t, s, rdb))
+		return got["q"] > 0, fmt.Sprint(got)
+	})
+	if got["q"] != 2 || got["f"]+got["s"]+got["l"] != 0 {
+		t.Fatalf("after q's wake-up %v, want 2 of q and none of the others", got)
+	}
+	if since := time.Since(first); since < 390*time.Millisecond {
+		t.Fatalf("q's next admissions %v after its first, want at least its period", since)
+	}
+}

@@ -120,9 +120,18 @@ func (k Keys) FairCaps(s int, queue string) string { return k.Tag(s) + ":fairc:"
 // bucket (its theoretical arrival time in µs).
 func (k Keys) FairRates(s int, queue string) string { return k.Tag(s) + ":fairq:" + queue }
 
-// FairBucket: see FairRates.
+// FairBucket: see FairRates. It holds a token or leaky bucket's state;
+// a fixed window's is in the same key followed by "|f", a sliding
+// window's in it followed by "|w" (FairBuckets).
 func (k Keys) FairBucket(s int, queue, key string) string {
 	return k.Tag(s) + ":fairs:" + queue + "|" + key
+}
+
+// FairBuckets returns the keys of a key's rate state, one per kind of
+// limiter (FairBucket).
+func (k Keys) FairBuckets(s int, queue, key string) []string {
+	b := k.FairBucket(s, queue, key)
+	return []string{b, b + "|f", b + "|w"}
 }
 
 // FairWake is the sorted set of a shard's fair queues' keys held for

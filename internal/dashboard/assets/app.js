@@ -158,7 +158,7 @@ async function loadWeights() {
   const rates = (data.caps && data.caps.rates) || {}, defRate = data.caps && data.caps.default_rate;
   const def = (data.caps && data.caps.default) || 0;
   // rateText: "50 per 1s, bursts of 1" (periods in ns, as the API's JSON).
-  const rateText = (r) => r.rate > 0 ? r.rate + " per " + span(r.period) + ", bursts of " + r.burst : "none";
+  const rateText = (r) => r.rate > 0 ? r.rate + " per " + span(r.period) + (r.kind && r.kind !== "token_bucket" ? " by " + r.kind.replace("_", " ") : ", bursts of " + r.burst) : "none";
   $("#capdefault").textContent = (def > 0 ? "At most " + def + " tasks of each key running at once" : "No cap per key") +
     (defRate ? "; " + rateText(defRate) + " of each key" : "") + ", unless a key has limits of its own.";
   const body = $("#weights tbody");
@@ -512,14 +512,14 @@ async function start() {
   $("#keyrate").addEventListener("submit", (e) => {
     e.preventDefault();
     const f = new FormData(e.target);
-    const q = weightsQueue, key = f.get("key"), r = f.get("rate"), per = f.get("period") || "1s", b = f.get("burst") || "1";
+    const q = weightsQueue, key = f.get("key"), r = f.get("rate"), per = f.get("period") || "1s", b = f.get("burst") || "1", kind = f.get("kind") || "token_bucket";
     if (!q) { status("show a queue's keys first", true); return; }
     const what = r === "" ? "Give key " + JSON.stringify(key) + " of queue " + q + " the queue's rate again?"
       : r === "0" ? "Lift every rate of key " + JSON.stringify(key) + " of queue " + q + "?"
-      : "Let at most " + r + " tasks of key " + JSON.stringify(key) + " of queue " + q + " start per " + per + ", bursts of " + b + "?";
+      : "Let at most " + r + " tasks of key " + JSON.stringify(key) + " of queue " + q + " start per " + per + " by a " + kind.replace("_", " ") + (kind === "token_bucket" ? ", bursts of " + b : "") + "?";
     if (!confirmed("Set rate", what)) return;
     guarded("set rate", async () => {
-      const args = r === "" ? "&rate=default" : "&rate=" + encodeURIComponent(r) + (r === "0" ? "" : "&period=" + encodeURIComponent(per) + "&burst=" + encodeURIComponent(b));
+      const args = r === "" ? "&rate=default" : "&rate=" + encodeURIComponent(r) + (r === "0" ? "" : "&period=" + encodeURIComponent(per) + "&kind=" + encodeURIComponent(kind) + (kind === "token_bucket" ? "&burst=" + encodeURIComponent(b) : ""));
       await post("queues/" + encodeURIComponent(q) + "/keyrate?key=" + encodeURIComponent(key) + args);
       status("set the rate of " + JSON.stringify(key) + " of " + q);
       await loadWeights();

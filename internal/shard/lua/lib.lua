@@ -575,41 +575,96 @@ local function fair_caps(ring, q)
   return caps
 end
 
--- Rates per key: a GCRA token bucket per key, "<rate>|<period_ms>|<burst>"
--- (the queue's default "|krate|<q>", a key's own in "<tag>:fairq:<q>",
--- "0" for none). Its state is the key's theoretical arrival time in µs
--- ("<tag>:fairs:<q>|<key>", expiring once the bucket is full again). A
--- key out of tokens is held like a key at its cap, and its member
--- "<q>|<key>" of the shard's "<tag>:fairwake", scored by the time its
--- next token comes, wakes the shard's mover then (fair_hold; move.lua),
--- which puts the key back and refills the window.
+-- Rates per key: "<rate>|<period_ms>|<burst>[|<kind>]" (the queue's
+-- default "|krate|<q>", a key's own in "<tag>:fairq:<q>", "0" for none),
+-- kind "t" a token bucket (GCRA; the default), "l" a leaky bucket (the
+-- same with a burst of 1: evenly spaced), "f" a fixed window (at most
+-- rate in each period, windows aligned on the epoch), "s" a sliding
+-- window (at most rate in any period: a log). The state is in the key
+-- "<tag>:fairs:<q>|<key>" (t, l: the theoretical arrival time in µs),
+-- or that key followed by "|f" (f: "window_start_us|count") or "|w" (s:
+-- a ZSET of the admissions' times in µs); each expires when it no
+-- longer limits anything. A key out of tokens is held like a key at its
+-- cap, and its member "<q>|<key>" of the shard's "<tag>:fairwake",
+-- scored by the time its next token comes, wakes the shard's mover then
+-- (fair_hold; move.lua), which puts the key back and refills the window.
 
--- fair_rate returns key k's bucket: its emission interval and burst tolerance
--- in µs and its state's key, or nil without a rate.
+-- fair_buckets appends the keys of key k's rate state to list, for
+-- served_here.
+local function fair_buckets(ring, k, list)
+  local key = fair_sibling(ring, "s") .. "|" .. k
+  list[#list + 1] = key
+  list[#list + 1] = key .. "|f"
+  list[#list + 1] = key .. "|w"
+end
+
+-- fair_rate returns key k's limiter, or nil without a rate: its kind,
+-- its state's key and, for a bucket, its emission interval and burst
+-- tolerance in µs, for a window its rate and period in µs.
 local function fair_rate(ring, caps, k)
   local spec = k ~= "" and caps.rate or nil
   if caps.own_rate then spec = redis.call("HGET", fair_sibling(ring, "q"), k) or spec end
   if not spec then return nil end
-  local r, p, b = string.match(spec, "^(%d+)|(%d+)|(%d+)$")
+  local r, p, b, kind = string.match(spec, "^(%d+)|(%d+)|(%d+)|?(%a?)$")
   r, p, b = tonumber(r), tonumber(p), tonumber(b)
   if not r or r <= 0 or not p or p <= 0 then return nil end
+  local key = fair_sibling(ring, "s") .. "|" .. k
+  if kind == "f" then return {kind = "f", rate = r, p = p * 1000, key = key .. "|f"} end
+  if kind == "s" then return {kind = "s", rate = r, p = p * 1000, key = key .. "|w"} end
+  if kind == "l" then b = 1 end
   -- Whole µs: the arithmetic below stays exact (a burst is not lost to
   -- a quotient just under a whole number).
   local t = math.max(math.floor(p * 1000 / r + 0.5), 1)
-  return {t = t, tau = math.max(b - 1, 0) * t, key = fair_sibling(ring, "s") .. "|" .. k}
+  return {kind = "t", t = t, tau = math.max(b - 1, 0) * t, key = key}
 end
 
--- fair_tokens returns how many tokens bucket b (fair_rate) has now, at
+-- fair_window_count returns fixed window b's start and the admissions
+-- counted in it so far.
+local function fair_window_count(b, now_us)
+  local w0 = now_us - now_us % b.p
+  local s0, c = string.match(redis.call("GET", b.key) or "", "^(%d+)|(%d+)$")
+  if tonumber(s0) ~= w0 then c = 0 end
+  return w0, tonumber(c) or 0
+end
+
+-- fair_tokens returns how many tokens limiter b (fair_rate) has now, at
 -- most limit, and, with none, the time in ms its next one comes.
 local function fair_tokens(b, now_us, limit)
+  if b.kind == "f" then
+    local w0, c = fair_window_count(b, now_us)
+    if c < b.rate then return math.min(b.rate - c, limit), nil end
+    return 0, math.ceil((w0 + b.p) / 1000)
+  elseif b.kind == "s" then
+    redis.call("ZREMRANGEBYSCORE", b.key, "-inf", string.format("%d", now_us - b.p))
+    local c = redis.call("ZCARD", b.key)
+    if c < b.rate then return math.min(b.rate - c, limit), nil end
+    -- The oldest admission leaves the window a period after it.
+    local oldest = redis.call("ZRANGE", b.key, 0, c - b.rate, "WITHSCORES")
+    return 0, math.ceil((tonumber(oldest[#oldest]) + b.p + 1) / 1000)
+  end
   local tat = math.max(tonumber(redis.call("GET", b.key) or "") or 0, now_us)
   local n = math.floor((b.tau - (tat - now_us)) / b.t) + 1
   if n >= 1 then return math.min(n, limit), nil end
   return 0, math.ceil((tat - b.tau) / 1000)
 end
 
--- fair_take takes n tokens of bucket b.
+-- fair_take takes n tokens of limiter b.
 local function fair_take(b, now_us, n)
+  if b.kind == "f" then
+    local w0, c = fair_window_count(b, now_us)
+    redis.call("SET", b.key, string.format("%d|%d", w0, c + n), "PX", math.ceil((w0 + b.p - now_us) / 1000) + 1000)
+    return
+  elseif b.kind == "s" then
+    local c = redis.call("ZCARD", b.key)
+    local z = {}
+    for i = 1, n do
+      z[#z + 1] = string.format("%d", now_us)
+      z[#z + 1] = string.format("%d:%d", now_us, c + i)
+    end
+    bulk("ZADD", b.key, z)
+    redis.call("PEXPIRE", b.key, math.ceil(b.p / 1000) + 1000)
+    return
+  end
   local tat = math.max(tonumber(redis.call("GET", b.key) or "") or 0, now_us) + n * b.t
   redis.call("SET", b.key, string.format("%d", math.ceil(tat)), "PX", math.ceil((tat - now_us) / 1000) + 1000)
 end
@@ -685,7 +740,8 @@ local function fair_unblock(ring, keys, pending_key)
   for _, k in ipairs(keys) do
     local list, rkey = ring .. "|" .. k, fair_sibling(ring, "r") .. "|" .. k
     -- Not declared: a key whose lists or permits are migrating waits.
-    local own = {list, rkey, fair_sibling(ring, "s") .. "|" .. k}
+    local own = {list, rkey}
+    fair_buckets(ring, k, own)
     fair_lists(ring, k, own, true)
     if served_here(ring, own) then return back end
     if redis.call("SISMEMBER", bkey, k) == 1 then
@@ -849,7 +905,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       lists[#lists + 1] = ring .. "|" .. k
       fair_lists(ring, k, lists, leveled)
       if caps then lists[#lists + 1] = rprefix .. k end
-      if caps and caps.now_us then lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. k end
+      if caps and caps.now_us then fair_buckets(ring, k, lists) end
     end
     if served_here(ring, lists) then
       for j = #keys, 1, -1 do redis.call("LPUSH", ring, keys[j]) end

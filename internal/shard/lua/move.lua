@@ -457,7 +457,7 @@ if #woken > 0 then
       lists[#lists + 1] = ring .. "|" .. wk[2]
       fair_lists(ring, wk[2], lists, true)
       lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
-      lists[#lists + 1] = fair_sibling(ring, "s") .. "|" .. wk[2]
+      fair_buckets(ring, wk[2], lists)
       lists[#lists + 1] = ARGV[4] .. wk[1]
       lists[#lists + 1] = ARGV[3] .. wk[1]
     end
