@@ -96,6 +96,16 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 	return v
 }
 
+// text reads the text of the element sel for a WaitFor condition: a
+// node the page redrew while it was read ("No node with given id
+// found") is not an answer yet, so the error is the condition's detail,
+// not the test's end.
+func text(ctx context.Context, sel string) (string, error) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return chromedp.Run(sctx, chromedp.Text(sel))
+}
+
 // dialogs answers the JavaScript dialogs (the page's confirmations) of
 // the browser's tab and records their messages.
 type dialogs struct {
@@ -305,22 +315,29 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	step(t, bctx, "see the cap listed", chromedp.WaitVisible(`#weights tr[data-key="tenant-42"]`))
 	testenv.WaitFor(t, 10*time.Second, "the cap in the keys' table", func() (bool, string) {
-		cap := value(t, bctx, "read the key's cap", chromedp.Text(`#weights tr[data-key="tenant-42"] td:nth-child(3)`))
+		cap, err := text(bctx, `#weights tr[data-key="tenant-42"] td:nth-child(3)`)
+		if err != nil {
+			return false, err.Error()
+		}
 		return cap == "2", cap
 	})
 	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Keys["tenant-42"] != 2 {
 		t.Fatalf("caps after Set cap: %+v, %v", c, err)
 	}
 	// A key's rate: set by its form, listed in the rate column.
-	step(t, bctx, "type a key's rate", chromedp.SendKeys(`#keyrate input[name="key"]`, "tenant-42"), chromedp.SendKeys(`#keyrate input[name="rate"]`, "5"))
-	if got := confirmClick(t, bctx, asked, "click Set rate", `#keyrate button[type="submit"]`); !strings.HasPrefix(got, `Let at most 5 tasks of key "tenant-42" of queue default start per 1s, bursts of 1?`) {
+	step(t, bctx, "type a key's rate", chromedp.SendKeys(`#keyrate input[name="key"]`, "tenant-42"), chromedp.SendKeys(`#keyrate input[name="rate"]`, "5"),
+		chromedp.SetValue(`#keyrate select[name="kind"]`, "sliding_window"))
+	if got := confirmClick(t, bctx, asked, "click Set rate", `#keyrate button[type="submit"]`); !strings.HasPrefix(got, `Let at most 5 tasks of key "tenant-42" of queue default start per 1s by a sliding window?`) {
 		t.Fatalf("Set rate asked %q", got)
 	}
 	testenv.WaitFor(t, 10*time.Second, "the rate in the keys' table", func() (bool, string) {
-		rate := value(t, bctx, "read the key's rate", chromedp.Text(`#weights tr[data-key="tenant-42"] td:nth-child(4)`))
-		return strings.HasPrefix(rate, "5 per "), rate
+		rate, err := text(bctx, `#weights tr[data-key="tenant-42"] td:nth-child(4)`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.HasPrefix(rate, "5 per ") && strings.HasSuffix(rate, "by sliding window"), rate
 	})
-	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Rates["tenant-42"].Rate != 5 {
+	if c, err := in.KeyConcurrency(ctx, "default"); err != nil || c.Rates["tenant-42"].Rate != 5 || c.Rates["tenant-42"].Kind != "sliding_window" {
 		t.Fatalf("rates after Set rate: %+v, %v", c, err)
 	}
 
