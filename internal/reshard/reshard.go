@@ -234,11 +234,10 @@ func (m *Resharder) pass(ctx context.Context, s owner.Shard, l shard.Layout, log
 // moveWaiting moves to their new shards the ready tasks of shard s that
 // wait for a worker: those of a paused queue, and those due longer than
 // Config.ReadyAfter ago (shard.Store.ExportReady), reading each such
-// queue's ready list from its head, the task that has waited longest. It
-// returns how many it moved. It looks at most at ten batches of entries
-// per queue and pass, and stops at the first entry of a queue that is
-// not paused and has not waited that long (the list is in due order, as
-// the mover pushes it).
+// queue's ready list from its head, the task that has waited longest,
+// and, for a fair queue, its keys' lists of tasks waiting for their turn
+// (shard.Store.WaitingLists: a paused key's, a key's held at its cap,
+// a backlog's). It returns how many it moved.
 func (m *Resharder) moveWaiting(ctx context.Context, s owner.Shard, l shard.Layout, stayed map[shard.Stay]int, log hclog.Logger) (int, error) {
 	var paused map[string]time.Time
 	if m.cfg.Paused != nil {
@@ -253,44 +252,65 @@ func (m *Resharder) moveWaiting(ctx context.Context, s owner.Shard, l shard.Layo
 			continue
 		}
 		_, isPaused := paused[k.Queue]
-		cutoff := time.Now().Add(-m.cfg.ReadyAfter)
-		var start int64
-		for range 10 {
-			win, err := m.store.ReadyWindow(ctx, s.ID, k.Queue, start, m.cfg.Batch)
+		lists, err := m.store.WaitingLists(ctx, s.ID, k.Queue)
+		if err != nil {
+			return moved, err
+		}
+		for _, list := range append([]string{m.store.Keys().Ready(s.ID, k.Queue)}, lists...) {
+			n, err := m.moveList(ctx, s, l, k.Queue, list, isPaused)
+			moved += n
 			if err != nil {
 				return moved, err
 			}
-			var take []shard.ReadyEntry
-			young := false
-			for _, e := range win {
-				if !isPaused && (e.Due.IsZero() || e.Due.After(cutoff)) {
-					young = true
-					break
-				}
-				if e.ID != "" && l.ShardOf(e.ID) != s.ID {
-					take = append(take, e)
-				}
-			}
-			if !m.pace(ctx, len(take)) {
-				return moved, ctx.Err()
-			}
-			out, err := m.store.ExportReady(ctx, l, s.ID, s.Epoch, k.Queue, take)
-			if err != nil {
-				return moved, err
-			}
-			if err := m.deliver(ctx, s, l, out); err != nil {
-				return moved, err
-			}
-			moved += len(out)
-			m.cfg.Metrics.movedReady(len(out))
-			if young || len(win) < m.cfg.Batch {
-				break
-			}
-			start += int64(len(win) - len(out))
 		}
 	}
 	if moved > 0 {
 		log.Info("moved ready tasks that waited for a worker to their new shards", "tasks", moved, "ready_after", m.cfg.ReadyAfter)
+	}
+	return moved, nil
+}
+
+// moveList moves the tasks of list (queue's ready list or one of its
+// keys' lists) in shard s that wait too long (all of them when the
+// queue is paused) to their new shards. It looks at most at ten batches
+// of entries a pass and stops at the first entry that has not waited
+// that long (the list is in due order, as the mover pushes it).
+func (m *Resharder) moveList(ctx context.Context, s owner.Shard, l shard.Layout, queue, list string, paused bool) (int, error) {
+	cutoff := time.Now().Add(-m.cfg.ReadyAfter)
+	moved := 0
+	var start int64
+	for range 10 {
+		win, err := m.store.ListWindow(ctx, s.ID, list, start, m.cfg.Batch)
+		if err != nil {
+			return moved, err
+		}
+		var take []shard.ReadyEntry
+		young := false
+		for _, e := range win {
+			if !paused && (e.Due.IsZero() || e.Due.After(cutoff)) {
+				young = true
+				break
+			}
+			if e.ID != "" && l.ShardOf(e.ID) != s.ID {
+				take = append(take, e)
+			}
+		}
+		if !m.pace(ctx, len(take)) {
+			return moved, ctx.Err()
+		}
+		out, err := m.store.ExportWaiting(ctx, l, s.ID, s.Epoch, queue, list, take)
+		if err != nil {
+			return moved, err
+		}
+		if err := m.deliver(ctx, s, l, out); err != nil {
+			return moved, err
+		}
+		moved += len(out)
+		m.cfg.Metrics.movedReady(len(out))
+		if young || len(win) < m.cfg.Batch {
+			break
+		}
+		start += int64(len(win) - len(out))
 	}
 	return moved, nil
 }

@@ -107,3 +107,57 @@ func waiting(t *testing.T, reg *prometheus.Registry, shard, queue, why string) f
 	}
 	return 0
 }
+
+// TestFairQueuesWaitingTasksMove: a fair queue's tasks that wait for
+// their key's turn in its keys' lists, not in the ready list, kept their
+// old shard from being done when nobody took them: a paused key's (weight
+// 0) and a key's held at its cap. They move to their new shard once they
+// waited ReadyAfter, with their level, and are waiting there again.
+func TestFairQueuesWaitingTasksMove(t *testing.T) {
+	t.Parallel()
+	p := shardtest.Policy()
+	p.FairWindow, p.KeyConcurrency = 4, 1
+	e := shardtest.New(t, shardtest.Options{Shards: 1, Queues: map[string]shard.QueuePolicy{"f": p}})
+	ctx := testenv.Ctx(t, time.Minute)
+	if err := e.Store.SetKeyWeight(ctx, "f", "paused", 0); err != nil {
+		t.Fatal(err)
+	}
+	var ids, high []string
+	for i := range 12 {
+		ids = append(ids, fmt.Sprintf("{paused}%d", i), fmt.Sprintf("{held}%d", i))
+		high = append(high, fmt.Sprintf("{held}h%d", i))
+	}
+	e.Schedule("f", 0, ids...)
+	args := make([]shard.EnqueueArgs, len(high))
+	for i, id := range high {
+		args[i] = shard.EnqueueArgs{ID: id, Queue: "f", MaxRetries: -1, Priority: shard.PriorityHigh}
+	}
+	for _, r := range e.Store.EnqueueBatch(ctx, args) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	ids = append(ids, high...)
+	e.MoveAhead(0)
+	// One of the held key's tasks took its permit and is in the window;
+	// the rest wait in the keys' lists.
+	if n := e.ReadyLen(0, "f"); n != 1 {
+		t.Fatalf("the window holds %d, want the held key's one", n)
+	}
+	if _, err := e.Store.BeginResize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m, err := reshard.New(e.Store, reshard.Config{Retry: 50 * time.Millisecond, ReadyAfter: time.Second, Paused: e.Store.Paused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Own(owner.Loop{Name: "reshard", Run: m.Run})
+	waitStable(t, e, 1)
+	e.MoveAhead(0) // the new shard's mover puts them in their keys' lists again
+	checkPlaced(t, e, 2, "ready", ids...)
+	for _, id := range high {
+		if info, err := e.Store.Lookup(ctx, id); err != nil || info.Task.Priority != shard.PriorityHigh {
+			t.Fatalf("%s after the move: %+v %v, want high", id, info.Task, err)
+		}
+	}
+}

@@ -153,9 +153,16 @@ type ReadyEntry struct {
 // from index start (0: the head, the task that has waited longest).
 // Read-only.
 func (s *Store) ReadyWindow(ctx context.Context, sh int, queue string, start int64, n int) ([]ReadyEntry, error) {
-	v, err := s.rdb.LRange(ctx, s.k.Ready(sh, queue), start, start+int64(n)-1).Result()
+	return s.ListWindow(ctx, sh, s.k.Ready(sh, queue), start, n)
+}
+
+// ListWindow returns up to n entries of list, a list of ready entries in
+// shard sh (a ready list, or a fair queue's key's list: WaitingLists),
+// from index start. Read-only.
+func (s *Store) ListWindow(ctx context.Context, sh int, list string, start int64, n int) ([]ReadyEntry, error) {
+	v, err := s.rdb.LRange(ctx, list, start, start+int64(n)-1).Result()
 	if err != nil {
-		return nil, errtext.Errorf("read the ready list of queue %q in shard %d: %w", queue, sh, err)
+		return nil, errtext.Errorf("read %s: %w", list, err)
 	}
 	out := make([]ReadyEntry, len(v))
 	for i, raw := range v {
@@ -182,6 +189,13 @@ func (s *Store) ReadyWindow(ctx context.Context, sh int, queue string, start int
 // left. Fenced by epoch (ErrStaleEpoch) and by the shard's marker
 // (ErrStaleLayout).
 func (s *Store) ExportReady(ctx context.Context, l Layout, sh int, epoch int64, queue string, entries []ReadyEntry) ([]Exported, error) {
+	return s.ExportWaiting(ctx, l, sh, epoch, queue, s.k.Ready(sh, queue), entries)
+}
+
+// ExportWaiting is ExportReady for entries read from list (ListWindow):
+// queue's ready list, or a list of its keys' waiting tasks
+// (WaitingLists).
+func (s *Store) ExportWaiting(ctx context.Context, l Layout, sh int, epoch int64, queue, list string, entries []ReadyEntry) ([]Exported, error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}
@@ -191,7 +205,7 @@ func (s *Store) ExportReady(ctx context.Context, l Layout, sh int, epoch int64, 
 		args = append(args, e.Index, e.Raw)
 	}
 	v, err := exportReadyScript.Run(ctx, s.rdb, []string{
-		s.k.Ready(sh, queue), s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh), s.k.Outbox(sh),
+		list, s.k.Pending(sh, queue), s.k.Tasks(sh), s.k.Errors(sh), s.k.Outbox(sh),
 		s.k.Epoch(sh), s.k.Stats(sh), s.k.Marker(sh),
 	}, args...).Slice()
 	if err != nil {
