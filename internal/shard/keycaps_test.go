@@ -507,3 +507,43 @@ func TestKeyRateKinds(t *testing.T) {
 		t.Fatalf("q's next admissions %v after its first, want at least its period", since)
 	}
 }
+
+// TestRemovedFairQueueLeavesNoState: once a removed fair queue has
+// drained, the recovery pass drops its fairness, its default caps and
+// rates per key and its keys' own weights, caps and rates with its
+// registration, so that a queue added again by that name starts clean.
+func TestRemovedFairQueueLeavesNoState(t *testing.T) {
+	t.Parallel()
+	s, rdb := newKeyedStore(t, QueuePolicy{FairWindow: 8, KeyConcurrency: 2, KeyRate: KeyRate{Rate: 5, Period: time.Second, Burst: 1}})
+	ctx := testenv.Ctx(t, 30*time.Second)
+	if err := s.SetKeyWeight(ctx, "t", "a", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetKeyConcurrency(ctx, "t", "a", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetKeyRate(ctx, "t", "a", KeyRate{Rate: 9, Period: time.Second, Kind: LimiterFixedWindow}, false); err != nil {
+		t.Fatal(err)
+	}
+	state := []string{s.k.FairWeights(0, "t"), s.k.FairCaps(0, "t"), s.k.FairRates(0, "t")}
+	if n := rdb.Exists(ctx, state...).Val(); n != 3 {
+		t.Fatalf("%d of the keys' state hashes, want 3", n)
+	}
+	if err := s.RemoveQueue(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 100}); err != nil {
+		t.Fatal(err)
+	}
+	reg := rdb.HGetAll(ctx, s.k.Queues(0)).Val()
+	for f := range reg {
+		// (shard 0's "|num|t" speaks for the namespace: a queue keeps its
+		// number, which is never given to another.)
+		if (strings.HasSuffix(f, "|t") || f == "t") && f != "|num|t" {
+			t.Errorf("the registry keeps %q = %q after the removed queue drained", f, reg[f])
+		}
+	}
+	if n := rdb.Exists(ctx, state...).Val(); n != 0 {
+		t.Fatalf("%d of the keys' state hashes left after the removed queue drained", n)
+	}
+}

@@ -15,7 +15,7 @@
 --      the size bound are deleted with their data.
 --   4. Removed queues (policy "drain|..." in KEYS[8]) that have no task
 --      left in this shard lose their registration (their interned name
---      and number included) and counters here.
+--      and number included), counters and a fair queue's state here.
 --   5. Corrupt due times: delayed-set members scored beyond the latest
 --      due time enqueue.lua accepts (inf included), which never come due,
 --      are buried with the reason "corrupt due time" (counted in
@@ -273,9 +273,18 @@ for i = 1, #qs, 2 do
     for _, v in ipairs(c) do left = left + math.max(0, tonumber(v or "0") or 0) end
     left = left + redis.call("LLEN", ARGV[5] .. q) + redis.call("ZCARD", ARGV[6] .. q)
     if left == 0 then
-      redis.call("HDEL", KEYS[8], q, "|id|" .. q, unpack(numbers[q] or {}))
+      redis.call("HDEL", KEYS[8], q, "|id|" .. q, "|fair|" .. q, "|kcap|" .. q, "|kcapo|" .. q,
+        "|krate|" .. q, "|krateo|" .. q, unpack(numbers[q] or {}))
       redis.call("HDEL", KEYS[12], "s|" .. q, "l|" .. q, "d|" .. q)
       redis.call("SREM", KEYS[11], q)
+      -- A fair queue's state: its ring, its keys' weights, caps, rates,
+      -- held keys, turn, parked keys and levels (a key's permits and
+      -- bucket expire by themselves). Not declared: while the slot
+      -- migrates, a key not on this node stays, to the next pass.
+      local ring = fair_ring(KEYS[1], q)
+      local state = {ring}
+      for _, kind in ipairs({"w", "t", "p", "c", "b", "q", "v"}) do state[#state + 1] = fair_sibling(ring, kind) end
+      redis.pcall("DEL", unpack(state))
     end
   end
 end
