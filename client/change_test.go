@@ -95,7 +95,7 @@ func TestDebounceAndThrottle(t *testing.T) {
 	c := newClient(t, 0)
 	ctx := testenv.Ctx(t, 30*time.Second)
 	d := client.Debounce{Key: "customer-1", Delay: time.Hour, MaxWait: 2 * time.Hour}
-	first, err := c.Debounce(ctx, d, client.Task{Queue: "emails", Payload: []byte("v1")})
+	first, err := c.Debounce(ctx, d, client.Task{Queue: "emails", Payload: []byte("v1"), Priority: client.PriorityLow})
 	if err != nil || first.Outcome != client.Created || first.Turn != 1 {
 		t.Fatalf("first call: %+v, %v", first, err)
 	}
@@ -103,8 +103,8 @@ func TestDebounceAndThrottle(t *testing.T) {
 	if err != nil || second.Outcome != client.Changed || second.ID != first.ID || second.Turn != 2 || second.Due.Before(first.Due) {
 		t.Fatalf("second call: %+v, %v; want %s changed and moved later", second, err, first.ID)
 	}
-	if info, err := c.Lookup(ctx, first.ID); err != nil || string(info.Payload) != "v2" || !info.Due.Equal(second.Due) {
-		t.Fatalf("the window's task: %+v, %v", info, err)
+	if info, err := c.Lookup(ctx, first.ID); err != nil || string(info.Payload) != "v2" || !info.Due.Equal(second.Due) || info.Priority != client.PriorityLow {
+		t.Fatalf("the window's task: %+v, %v; want v2 at the first call's level, low", info, err)
 	}
 	if r, err := c.Throttle(ctx, "endpoint-9", time.Hour, client.Task{Queue: "emails"}); err != nil || r.Outcome != client.Created {
 		t.Fatalf("throttle, first: %+v, %v", r, err)

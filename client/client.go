@@ -120,7 +120,8 @@ type Task struct {
 	// changes nothing; the other rules change the live task if it is
 	// still pending (Result.Changed), atomically in Redis, and enqueue
 	// this task if the live one finished meanwhile. Only the payload and
-	// the due time change (not the queue, retries or timeout).
+	// the due time change (not the queue, retries, timeout or priority:
+	// SetPriority changes that).
 	OnConflict Conflict
 	// UniqueFor, above zero (at least 1ms), keeps the id reserved that
 	// long from this enqueue: until then another enqueue of the id with

@@ -68,8 +68,10 @@ type DebounceResult struct {
 
 // Debounce runs t as a call of key d.Key: calls of one key in a window
 // become one task (see Edge), decided atomically in Redis whichever
-// producers call. t gives the queue, payload, retries and timeout; its
-// ID (a fresh one is made), At, Delay and OnConflict must be left zero.
+// producers call. t gives the queue, payload, retries, timeout and
+// priority (that of the call that creates the window's task: a later
+// call changes its payload and time, not its level); its ID (a fresh
+// one is made), At, Delay and OnConflict must be left zero.
 // Errors: ErrInvalidArgument, ErrUnknownQueue, ErrPayloadTooLarge; a
 // call Redis refused before running it is sent again for
 // Config.RetryFor, and any other error (a connection lost) leaves its
@@ -107,7 +109,7 @@ func (c *Client) debounce(ctx context.Context, a shard.DebounceArgs, t Task) (De
 	if err != nil {
 		return DebounceResult{}, err
 	}
-	a.Queue, a.Payload, a.MaxRetries, a.Timeout = checked.Queue, checked.Payload, checked.MaxRetries, checked.Timeout
+	a.Queue, a.Payload, a.MaxRetries, a.Timeout, a.Priority = checked.Queue, checked.Payload, checked.MaxRetries, checked.Timeout, checked.Priority
 	c.layout.Layout(ctx)
 	var r shard.DebounceResult
 	err = c.retryNotRun(ctx, func() error {

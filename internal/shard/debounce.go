@@ -42,6 +42,9 @@ type DebounceArgs struct {
 	Payload    []byte
 	MaxRetries int
 	Timeout    time.Duration
+	// Priority is the level of the task a window creates; a call that
+	// changes the window's task leaves its level.
+	Priority Priority
 }
 
 // DebounceOutcome says what a debounced call did.
@@ -86,7 +89,7 @@ func (s *Store) Debounce(ctx context.Context, a DebounceArgs) (DebounceResult, e
 	for attempt := 0; ; attempt++ {
 		l := s.Layout()
 		sh := l.ShardOf(a.Key)
-		task := enqueueArgs(EnqueueArgs{ID: freshID(l, sh), Queue: a.Queue, Payload: a.Payload, MaxRetries: a.MaxRetries, Timeout: a.Timeout})
+		task := enqueueArgs(EnqueueArgs{ID: freshID(l, sh), Queue: a.Queue, Payload: a.Payload, MaxRetries: a.MaxRetries, Timeout: a.Timeout, Priority: a.Priority})
 		args := []any{string(a.Mode), a.Delay.Milliseconds(), a.MaxWait.Milliseconds(), "@" + strconv.FormatInt(l.Gen(), 10),
 			l.WakeChannel(sh), task[0], task[2], task[3], task[4], task[5], l.ReadyPrefix(sh), l.PendingPrefix(sh)}
 		keys := []string{l.Delayed(sh), l.Tasks(sh), l.Queues(sh), l.Far(sh), l.Counts(sh), l.Marker(sh), l.Window(sh, a.Key), l.Inflight(sh), l.Dead(sh)}

@@ -17,7 +17,13 @@ const (
 // docs/protocol.md, "Task data").
 const priorityShift = 16384
 
-// splitRetries splits a task data's max_retries field.
+// splitRetries splits a task data's max_retries field. A level above
+// PriorityLow (corrupt data) reads as PriorityNormal, as lib.lua's
+// prio_split reads it.
 func splitRetries(field int) (maxRetries int, p Priority) {
-	return field % priorityShift, Priority(field / priorityShift)
+	p = Priority(field / priorityShift)
+	if !p.Valid() {
+		p = PriorityNormal
+	}
+	return field % priorityShift, p
 }

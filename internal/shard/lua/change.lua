@@ -159,7 +159,10 @@ if state == "ready" then
       -- the new level's list (the key stays on the ring; it has this
       -- task waiting).
       if redis.call("LREM", rk, 1, entry) == 0 then redis.call("LREM", rk, 1, seq_s .. "|" .. id) end
-      if level > 0 then redis.call("HSETNX", fair_sibling(ring, "v"), fair_key(id), "0|0|0|0") end
+      if level > 0 then
+        redis.call("HSETNX", fair_sibling(ring, "v"), fair_key(id), "0|0|0|0")
+        redis.call("HSET", KEYS[5], "|lvl|" .. t.queue, "1") -- lib.lua's fair_caps
+      end
       redis.call("RPUSH", nk, seq_s .. "|" .. id .. "|" .. changed)
       return {1, state, due}
     end

@@ -161,10 +161,13 @@ end
 -- prio_split splits a task data's max_retries field into the task's max
 -- retries and its priority level (docs/fairness.md, "Priorities"): the
 -- field holds 16384 * level + max retries (at most 1000), level 0 normal,
--- 1 high, 2 low, so that the level travels with the task data through
--- retries, changes, exports and replays.
+-- 1 high, 2 low (a corrupt field above 2 reads as 0), so that the level
+-- travels with the task data through retries, changes, exports and
+-- replays.
 local function prio_split(mr)
-  return mr % 16384, math.floor(mr / 16384)
+  local level = math.floor(mr / 16384)
+  if level > 2 then level = 0 end -- corrupt: read as normal
+  return mr % 16384, level
 end
 
 -- v2_fields reads the fixed header of task data version 2 after its

@@ -21,7 +21,8 @@
 --                        ring (Keys.FairHeld); the keys' own rates
 --                        (Keys.FairRates), their token buckets and the
 --                        shard's fairwake set (a held key's wake-up,
---                        lib.lua's fair_hold) are not declared
+--                        lib.lua's fair_hold) and the keys' levels
+--                        (Keys.FairLevels) are not declared
 -- ARGV[1] the default window
 -- ARGV[2..] ids of the queue's tasks that a worker settled (acked,
 --   retried or buried), whose permits are given back, or "{key}" to name a
@@ -36,7 +37,7 @@
 -- while the shard's slot is being migrated and a declared key is not on
 -- this node; a key's list that is not ends the refill (fair_refill).
 local moving = served_here(KEYS[1], {KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
-  fair_parts(KEYS[1]) .. ":inflight", fair_parts(KEYS[1]) .. ":fairwake", fair_sibling(KEYS[1], "q")})
+  fair_parts(KEYS[1]) .. ":inflight", fair_parts(KEYS[1]) .. ":fairwake", fair_sibling(KEYS[1], "q"), fair_sibling(KEYS[1], "v")})
 if moving then return moving end
 if #ARGV > 1 then fair_release(KEYS[1], {unpack(ARGV, 2)}, KEYS[3]) end
 if redis.call("LLEN", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[10]) == 0 then return 0 end

@@ -98,10 +98,13 @@ end
 -- prio_split splits a task data's max_retries field into the task's max
 -- retries and its priority level (docs/fairness.md, "Priorities"): the
 -- field holds 16384 * level + max retries (at most 1000), level 0 normal,
--- 1 high, 2 low, so that the level travels with the task data through
--- retries, changes, exports and replays.
+-- 1 high, 2 low (a corrupt field above 2 reads as 0), so that the level
+-- travels with the task data through retries, changes, exports and
+-- replays.
 local function prio_split(mr)
-  return mr % 16384, math.floor(mr / 16384)
+  local level = math.floor(mr / 16384)
+  if level > 2 then level = 0 end -- corrupt: read as normal
+  return mr % 16384, level
 end
 
 -- v2_fields reads the fixed header of task data version 2 after its
@@ -560,11 +563,13 @@ end
 -- when none of that field, "|kcapo|<q>" (some key was given a cap of
 -- its own, ever), "|krate|<q>" (a default rate per key) and "|krateo|<q>"
 -- (some key was given a rate of its own) is set: a queue whose keys were
--- never limited pays one HMGET a refill.
+-- never limited pays one HMGET a refill. The second value is the field
+-- "|lvl|<q>": some task of the queue waited with a level other than
+-- normal, ever (fair_wait), so that keys may have levels' lists.
 local function fair_caps(ring, q)
   local tag = fair_parts(ring)
-  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q, "|krate|" .. q, "|krateo|" .. q)
-  if not f[1] and not f[2] and not f[3] and not f[4] then return nil end
+  local f = redis.call("HMGET", tag .. ":queues", "|kcap|" .. q, "|kcapo|" .. q, "|krate|" .. q, "|krateo|" .. q, "|lvl|" .. q)
+  if not f[1] and not f[2] and not f[3] and not f[4] then return nil, f[5] end
   local own = f[2] and redis.call("EXISTS", fair_sibling(ring, "c")) == 1
   local own_rate = f[4] and redis.call("EXISTS", fair_sibling(ring, "q")) == 1
   local caps = {default = tonumber(f[1] or "") or 0, own = own, rate = f[3], own_rate = own_rate}
@@ -572,7 +577,7 @@ local function fair_caps(ring, q)
     local t = redis.call("TIME")
     caps.now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  return caps
+  return caps, f[5]
 end
 
 -- Rates per key: "<rate>|<period_ms>|<burst>[|<kind>]" (the queue's
@@ -589,21 +594,44 @@ end
 -- scored by the time its next token comes, wakes the shard's mover then
 -- (fair_hold; move.lua), which puts the key back and refills the window.
 
--- fair_buckets appends the keys of key k's rate state to list, for
--- served_here.
-local function fair_buckets(ring, k, list)
+-- fair_spec returns key k's rate spec under caps (fair_caps): its own,
+-- else the queue's default (the tasks without a key: only their own), or
+-- nil; read once per call (caps.specs).
+local function fair_spec(ring, caps, k)
+  if not caps.rate and not caps.own_rate then return nil end
+  caps.specs = caps.specs or {}
+  local spec = caps.specs[k]
+  if spec == nil then
+    spec = k ~= "" and caps.rate or false
+    if caps.own_rate then spec = redis.call("HGET", fair_sibling(ring, "q"), k) or spec end
+    caps.specs[k] = spec
+  end
+  return spec or nil
+end
+
+-- fair_buckets appends to list, for served_here, the key of key k's rate
+-- state under caps (that of its limiter's kind; caps nil: of every
+-- kind, for a caller that has not read the caps).
+local function fair_buckets(ring, caps, k, list)
   local key = fair_sibling(ring, "s") .. "|" .. k
+  if not caps then
+    list[#list + 1] = key
+    list[#list + 1] = key .. "|f"
+    list[#list + 1] = key .. "|w"
+    return
+  end
+  local spec = fair_spec(ring, caps, k)
+  if not spec then return end
+  local kind = string.match(spec, "^%d+|%d+|%d+|(%a)$")
+  if kind == "f" then key = key .. "|f" elseif kind == "s" then key = key .. "|w" end
   list[#list + 1] = key
-  list[#list + 1] = key .. "|f"
-  list[#list + 1] = key .. "|w"
 end
 
 -- fair_rate returns key k's limiter, or nil without a rate: its kind,
 -- its state's key and, for a bucket, its emission interval and burst
 -- tolerance in µs, for a window its rate and period in µs.
 local function fair_rate(ring, caps, k)
-  local spec = k ~= "" and caps.rate or nil
-  if caps.own_rate then spec = redis.call("HGET", fair_sibling(ring, "q"), k) or spec end
+  local spec = fair_spec(ring, caps, k)
   if not spec then return nil end
   local r, p, b, kind = string.match(spec, "^(%d+)|(%d+)|(%d+)|?(%a?)$")
   r, p, b = tonumber(r), tonumber(p), tonumber(b)
@@ -734,15 +762,16 @@ local function fair_unblock(ring, keys, pending_key)
   local bkey = fair_sibling(ring, "b")
   if redis.call("EXISTS", bkey) == 0 then return 0 end
   local _, q = fair_parts(ring)
-  local caps = fair_caps(ring, q)
+  local caps, lvl = fair_caps(ring, q)
   if type(keys) == "number" then keys = redis.call("SRANDMEMBER", bkey, keys) end
   local back = 0
+  local vkey = fair_sibling(ring, "v")
   for _, k in ipairs(keys) do
     local list, rkey = ring .. "|" .. k, fair_sibling(ring, "r") .. "|" .. k
     -- Not declared: a key whose lists or permits are migrating waits.
-    local own = {list, rkey}
-    fair_buckets(ring, k, own)
-    fair_lists(ring, k, own, true)
+    local own = {list, rkey, vkey}
+    if caps then fair_buckets(ring, caps, k, own) end
+    fair_lists(ring, k, own, lvl)
     if served_here(ring, own) then return back end
     if redis.call("SISMEMBER", bkey, k) == 1 then
       local free, b = fair_room(ring, caps, k, pending_key)
@@ -751,6 +780,8 @@ local function fair_unblock(ring, keys, pending_key)
         if fair_len(ring, k) > 0 then
           redis.call("RPUSH", ring, k)
           back = back + 1
+        elseif lvl then
+          redis.call("HDEL", vkey, k) -- its lists emptied while it was held
         end
       elseif b then
         fair_hold(ring, k, b, caps.now_us) -- out of tokens: woken when one comes
@@ -798,8 +829,9 @@ end
 -- lists were empty on the ring. keys[i] is the key of entries[i] and
 -- levels[i] (nil: all 0) its priority level; an entry of level 1 or 2
 -- goes to the key's list of that level and gives the key its stride
--- state (fair_levels_pop).
-local function fair_wait(ring, keys, entries, levels)
+-- state (fair_levels_pop). flagged: the queues hash's "|lvl|<q>" is set
+-- (fair_caps); the first entry of another level than normal sets it.
+local function fair_wait(ring, keys, entries, levels, flagged)
   local by, order, leveled = {}, {}, false
   for i, k in ipairs(keys) do
     local l = by[k]
@@ -815,7 +847,11 @@ local function fair_wait(ring, keys, entries, levels)
     e[#e + 1] = entries[i]
   end
   local vkey = fair_sibling(ring, "v")
-  leveled = leveled or redis.call("EXISTS", vkey) == 1
+  if leveled and not flagged then
+    local tag, q = fair_parts(ring)
+    redis.call("HSET", tag .. ":queues", "|lvl|" .. q, "1")
+  end
+  leveled = leveled or (flagged and redis.call("EXISTS", vkey) == 1)
   local new = {}
   for _, k in ipairs(order) do
     local l = by[k]
@@ -859,7 +895,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   local room = window - redis.call("LLEN", ready_key)
   if room <= 0 then return 0 end
   local tag, q = fair_parts(ring)
-  local caps = fair_caps(ring, q)
+  local caps, lvl = fair_caps(ring, q)
   local bkey = fair_sibling(ring, "b")
   -- A key held under a default cap that was removed since stays held
   -- until the recovery pass (fair_unblock) puts it back.
@@ -889,7 +925,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
   end
   local weighted = redis.call("EXISTS", wkey) == 1
   local vkey = fair_sibling(ring, "v")
-  local leveled = redis.call("EXISTS", vkey) == 1
+  local leveled = lvl and redis.call("EXISTS", vkey) == 1
   local pkey = fair_sibling(ring, "p")
   local parking = redis.call("EXISTS", pkey) == 1
   local keep_ids, keep_rests, keep_keys, cut, cut_left = {}, {}, {}, nil, nil
@@ -905,7 +941,7 @@ local function fair_refill(ring, seq_key, pending_key, ready_key, window)
       lists[#lists + 1] = ring .. "|" .. k
       fair_lists(ring, k, lists, leveled)
       if caps then lists[#lists + 1] = rprefix .. k end
-      if caps and caps.now_us then fair_buckets(ring, k, lists) end
+      if caps and caps.now_us then fair_buckets(ring, caps, k, lists) end
     end
     if served_here(ring, lists) then
       for j = #keys, 1, -1 do redis.call("LPUSH", ring, keys[j]) end

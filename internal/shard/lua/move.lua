@@ -412,33 +412,44 @@ for i in ipairs(ids) do
 end
 -- Fair queues (lib.lua's fair_wait): their tasks wait in their keys'
 -- lists, and the window is refilled from them.
-local fairw, fkeys, flevels = {}, {}, {}
+local fairw, fkeys, flevels, flagged = {}, {}, {}, {}
 if queued > 0 then
   local names, fields = {}, {}
+  -- With each queue's window, "|lvl|<q>": keys of the queue may have
+  -- lists of other levels than normal (lib.lua's fair_wait).
   for q in pairs(listed) do
     names[#names + 1] = q
     fields[#fields + 1] = "|fair|" .. q
+    fields[#fields + 1] = "|lvl|" .. q
   end
   local v = redis.call("HMGET", qn.key, unpack(fields))
   for k, q in ipairs(names) do
-    fairw[q] = tonumber(v[k] or "")
+    fairw[q] = tonumber(v[2 * k - 1] or "")
     if fairw[q] then
       fair_state(fair_ring(KEYS[1], q), lists)
       fkeys[q], flevels[q] = {}, {}
+      flagged[q] = v[2 * k] and true or false
     end
   end
-  local seen = {}
+  -- Each key's list, and its levels' lists where it may have some: the
+  -- queue is flagged, or a task of the batch has a level.
+  local seen, order = {}, {}
   for i, id in ipairs(ids) do
     local q = queues[i]
     if q and fairw[q] then
       local ring, k = fair_ring(KEYS[1], q), fair_key(id)
       local l = ring .. "|" .. k
-      if not seen[l] then
-        seen[l] = true
-        lists[#lists + 1] = l
-        fair_lists(ring, k, lists, true) -- its levels' lists
+      if seen[l] == nil then
+        seen[l] = false
+        order[#order + 1] = {ring, k, q}
       end
+      if not seen[l] and (flagged[q] or blob_level(blobs[i]) > 0) then seen[l] = true end
     end
+  end
+  for _, o in ipairs(order) do
+    local l = o[1] .. "|" .. o[2]
+    lists[#lists + 1] = l
+    fair_lists(o[1], o[2], lists, seen[l])
   end
 end
 local fh
@@ -457,7 +468,7 @@ if #woken > 0 then
       lists[#lists + 1] = ring .. "|" .. wk[2]
       fair_lists(ring, wk[2], lists, true)
       lists[#lists + 1] = fair_sibling(ring, "r") .. "|" .. wk[2]
-      fair_buckets(ring, wk[2], lists)
+      fair_buckets(ring, nil, wk[2], lists)
       lists[#lists + 1] = ARGV[4] .. wk[1]
       lists[#lists + 1] = ARGV[3] .. wk[1]
     end
@@ -537,7 +548,7 @@ if #ids > 0 then
       bulk("ZADD", ARGV[4] .. q, pending[q])
       if fairw[q] then
         local ring = fair_ring(KEYS[1], q)
-        fair_wait(ring, fkeys[q], e, flevels[q])
+        fair_wait(ring, fkeys[q], e, flevels[q], flagged[q])
         fair_refill(ring, KEYS[7], ARGV[4] .. q, ARGV[3] .. q, fairw[q])
       else
         ready_pushed(ARGV[3] .. q, bulk("RPUSH", ARGV[3] .. q, e), #e)
