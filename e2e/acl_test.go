@@ -173,6 +173,15 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}{
 		{"queues", func() error { _, _, err := admin.Queues(ctx); return err }},
 		{"shards", func() error { _, err := admin.Shards(ctx); return err }},
+		{"processes", func() error {
+			// Listed: the scheduler and the worker wrote their entries and
+			// named their connections under their own users.
+			ps, err := admin.Processes(ctx)
+			if err == nil && len(ps) != 2 {
+				return fmt.Errorf("listed %+v, want the scheduler and the worker", ps)
+			}
+			return err
+		}},
 		{"list dead", func() error {
 			_, err := admin.ListDead(ctx, inspect.DeadFilter{Reason: "max retries exhausted"}, "", 10)
 			return err

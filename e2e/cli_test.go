@@ -105,9 +105,9 @@ func TestCLIEveryVerb(t *testing.T) {
 		return false
 	})
 	args := append(workerArgs(tg.URL, 5*time.Second, 4), "-set", "queues.default.max_retries=0")
-	c.start("cli-s", args...)
+	sch := c.start("cli-s", args...)
 	testenv.WaitFor(t, 20*time.Second, "replica owns all shards", func() (bool, string) { return c.settled("cli-s") })
-	c.startWorker("cli-w", args...)
+	w := c.startWorker("cli-w", args...)
 	h := newCLI(t, c)
 	// A budget for the whole test's client calls, not a bound on any one
 	// step: on a busy machine the 45 CLI runs alone can take a minute.
@@ -283,4 +283,31 @@ func TestCLIEveryVerb(t *testing.T) {
 	if !strings.Contains(out, "default") || !strings.Contains(out, "SCHEDULED") {
 		t.Fatalf("queue ls table:\n%s", out)
 	}
+
+	// ps: the live scheduler and worker, each with its version, host and
+	// queues; a killed worker is gone from the list at once (its
+	// connections close), not after the silence bound.
+	var ps struct {
+		Processes []inspect.Process `json:"processes"`
+	}
+	h.json(&ps, "ps")
+	if len(ps.Processes) != 2 {
+		t.Fatalf("ps: %+v, want the scheduler and the worker", ps)
+	}
+	s, wk := ps.Processes[0], ps.Processes[1]
+	host, _ := os.Hostname()
+	if s.Role != "scheduler" || s.ID != "cli-s" || s.Version == "" || s.Host != host || s.PID != sch.Pid() {
+		t.Fatalf("ps's scheduler: %+v", s)
+	}
+	if wk.Role != "worker" || wk.Queues["default"] != 4 || wk.Slots != 4 || wk.PID != w.Pid() || wk.Conns < 1 {
+		t.Fatalf("ps's worker: %+v", wk)
+	}
+	if out, _, code := h.run("ps"); code != 0 || !strings.Contains(out, "BUSY") || !strings.Contains(out, "0/4") || !strings.Contains(out, "default:4") {
+		t.Fatalf("ps table: %d\n%s", code, out)
+	}
+	w.Kill()
+	testenv.WaitFor(t, 10*time.Second, "the killed worker gone from ps", func() (bool, string) {
+		h.json(&ps, "ps")
+		return len(ps.Processes) == 1 && ps.Processes[0].Role == "scheduler", fmt.Sprint(ps.Processes)
+	})
 }

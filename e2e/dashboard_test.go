@@ -243,6 +243,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if want := fmt.Sprintf("generation 0, %d shards, stable (never resized)", nShards); layout != want {
 		t.Fatalf("layout %q, want %q", layout, want)
 	}
+	// The processes: the scheduler, and the worker with its slots.
+	step(t, bctx, "see the processes", chromedp.WaitVisible(`#processes tr[data-process="ui-s"]`),
+		chromedp.WaitVisible(`#processes tr[data-role="worker"] td[data-col="busy"]`))
+	testenv.WaitFor(t, 10*time.Second, "the worker's slots in the processes' table", func() (bool, string) {
+		busy, err := text(bctx, `#processes tr[data-role="worker"] td[data-col="busy"]`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.HasSuffix(busy, "/4"), busy
+	})
 	cells := value(t, bctx, "read the queue's row", chromedp.Text(`#queues tr[data-queue="default"]`))
 	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") || !strings.Contains(cells, "1h, 10,000 a shard") {
 		t.Fatalf("queue row %q, want the queue, active, its retention (1h, 10,000 a shard)", cells)

@@ -28,6 +28,9 @@ import (
 type blockingPopper struct {
 	store  *shard.Store
 	client *redis.Client // nil: no connections of its own
+	// name is the client name its connections take (procs.ConnName), ""
+	// when the client names them.
+	name string
 
 	mu     sync.Mutex
 	idle   []*popConn
@@ -53,9 +56,12 @@ type popConn struct {
 // it was being sent: the first one may reach Redis before the BLMPOP.
 const unblockRetry = 20 * time.Millisecond
 
-func newBlockingPopper(rdb redis.UniversalClient, store *shard.Store) *blockingPopper {
+func newBlockingPopper(rdb redis.UniversalClient, store *shard.Store, name string) *blockingPopper {
 	c, _ := rdb.(*redis.Client)
-	return &blockingPopper{store: store, client: c, busy: map[*popConn]struct{}{}}
+	if c != nil && (c.Options().ClientName != "" || c.Options().OnConnect != nil) {
+		name = "" // its connections are named already (or its owner decides)
+	}
+	return &blockingPopper{store: store, client: c, busy: map[*popConn]struct{}{}, name: name}
 }
 
 func (p *blockingPopper) pop(ctx context.Context, ring *readyRing, count int, timeout time.Duration) (string, []string, error) {
@@ -94,7 +100,17 @@ func (p *blockingPopper) take(ctx context.Context) (*popConn, error) {
 		p.pinged.Store(true)
 	}
 	conn := p.client.Conn()
-	id, err := conn.ClientID(ctx).Result()
+	var idc *redis.IntCmd
+	_, _ = conn.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		if p.name != "" {
+			// The process registry's liveness; a refusal (an ACL user
+			// without "client|setname") leaves the connection unnamed.
+			pipe.ClientSetName(ctx, p.name)
+		}
+		idc = pipe.ClientID(ctx)
+		return nil
+	})
+	id, err := idc.Result()
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

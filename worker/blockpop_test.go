@@ -63,7 +63,7 @@ func TestLongFetchStillStopsAtOnce(t *testing.T) {
 func TestInterruptEndsABlockedPop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
-	p := newBlockingPopper(e.RDB, e.Store)
+	p := newBlockingPopper(e.RDB, e.Store, "hg|test|blockpop")
 	defer p.close()
 	ring := &readyRing{keys: []string{"{test}:ready:q"}}
 	type result struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/logbridge"
+	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -136,6 +137,16 @@ type Config struct {
 	// meanwhile; an ack that still holds a slot or a flow-control permit
 	// never waits.
 	AckLinger time.Duration
+	// ProcessID names the worker in the process registry (`hourglass ps`,
+	// inspect.Processes; docs/operations.md, "Processes"); "" means
+	// "<host>-<pid>-<4 hex digits>". The worker writes its entry when Run
+	// starts and when its busy slots change (at most once per 5 s, never
+	// while idle), and deletes it when Run returns. Its liveness is read
+	// from the client name of its connections: the worker names the
+	// connections of its blocking pops, and a client whose options set
+	// ClientName to ConnName(namespace, ProcessID) names them all (the
+	// worker binary does; on a Redis Cluster it is the only way).
+	ProcessID string
 	// LayoutRefresh is how often the worker re-reads the layout record
 	// (the shard count, docs/resharding.md) besides the announcements it
 	// hears on the control channel, at least shard.MinLayoutRefresh; 0
@@ -209,7 +220,18 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = logbridge.New(c.Slog) // slog.Default() when nil
 	}
+	if c.ProcessID == "" {
+		c.ProcessID = procs.DefaultID()
+	}
 	return c
+}
+
+// ConnName returns the client name the process registry knows the
+// connections of worker processID of namespace by: set it as the Redis
+// client's ClientName (docs/operations.md, "Processes").
+func ConnName(namespace, processID string) string {
+	ns, _ := shard.LayoutDefaults(namespace, 0)
+	return procs.ConnName(ns, processID)
 }
 
 // Backoff is an exponential retry delay: failed attempt n waits

@@ -10,7 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hourglass-sched/hourglass/internal/errtext"
+	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/version"
 )
 
 // The worker in reading order: this file (the Worker and its lifecycle),
@@ -91,7 +93,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	}
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
-	blocking := newBlockingPopper(rdb, store)
+	blocking := newBlockingPopper(rdb, store, procs.ConnName(cfg.Namespace, cfg.ProcessID))
 	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
 		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Existing())
 		// Pops blocked on the old shards' lists end now; the next ones
@@ -196,6 +198,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	hctx, stopHandlers := context.WithCancelCause(context.Background())
 	defer stopHandlers(nil)
 	run := &runState{hctx: hctx, active: map[*delivery]struct{}{}}
+	// The process registry (package procs): its entry is written now and
+	// when the busy slots change, and deleted when Run returns.
+	slots := map[string]int{}
+	for _, q := range queues {
+		slots[q.name] = q.opts.Concurrency
+	}
+	self := procs.New(w.rdb, w.cfg.Namespace, procs.Self(w.cfg.ProcessID, procs.RoleWorker, version.Short(), slots))
+	run.onBusy = self.SetBusy
+	registered := make(chan struct{})
+	go func() {
+		defer close(registered)
+		self.Run(ctx, func(err error) { w.deps.log.Warn("process registry", "error", err) })
+	}()
+	defer func() { <-registered }()
 
 	w.deps.acks.start()
 	defer w.deps.acks.stop() // after the handlers: their acks go out first
@@ -302,6 +318,9 @@ type runState struct {
 	mu      sync.Mutex
 	active  map[*delivery]struct{}
 	closing bool // no handler starts any more
+	// onBusy hears the number of handlers running after each start and
+	// end (the process registry's busy slots); nil: nobody.
+	onBusy func(int)
 }
 
 // start runs the delivery's handler in a goroutine of its own; if the
@@ -321,14 +340,23 @@ func (r *runState) start(ctx context.Context, d *delivery) {
 	d.cancel = cancel
 	r.active[d] = struct{}{}
 	r.handlers.Add(1) // under mu: never after close, so never during handlers.Wait from zero
+	r.busy()
 	r.mu.Unlock()
 	go func() {
 		defer r.handlers.Done()
 		d.run(hctx)
 		r.mu.Lock()
 		delete(r.active, d)
+		r.busy()
 		r.mu.Unlock()
 	}()
+}
+
+// busy reports the handlers running to onBusy; r.mu is held.
+func (r *runState) busy() {
+	if r.onBusy != nil {
+		r.onBusy(len(r.active))
+	}
 }
 
 // cancelTask ends the handler's ctx of the delivery of task id, with the

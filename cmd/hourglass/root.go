@@ -163,7 +163,7 @@ count runs).`,
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "bound of each Redis or etcd call")
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return ofKind(errUsage, err) })
-	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.schedulesCmd(), a.scheduleCmd(), a.statsCmd(), a.versionCmd())
+	root.AddCommand(a.queueCmd(), a.taskCmd(), a.dlqCmd(), a.shardsCmd(), a.schedulesCmd(), a.scheduleCmd(), a.statsCmd(), a.psCmd(), a.versionCmd())
 	return root
 }
 

@@ -56,6 +56,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/config"
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/executor"
+	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/version"
 	"github.com/hourglass-sched/hourglass/worker"
 )
@@ -92,7 +93,11 @@ func run(args []string) int {
 	log := connect.Logger(cfg.Log, "worker", os.Stderr)
 	log.Debug("effective configuration", "config", fmt.Sprintf("%+v", cfg.Redacted()))
 
-	rdb, err := connect.Redis(cfg.Redis)
+	wc := cfg.ForWorker()
+	wc.ProcessID = procs.DefaultID()
+	// Every connection carries the worker's name: the process registry
+	// tells it is alive by them (hourglass ps).
+	rdb, err := connect.RedisAs(cfg.Redis, worker.ConnName(wc.Namespace, wc.ProcessID))
 	if err != nil {
 		log.Error("start failed", "error", err)
 		return 1
@@ -101,7 +106,6 @@ func run(args []string) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	wc := cfg.ForWorker()
 	wc.Logger, wc.Registerer = log, reg
 	w, err := worker.New(rdb, wc)
 	if err != nil {

@@ -33,7 +33,14 @@ import (
 // Redis returns a client for the Redis topology described by cfg: a
 // standalone server, a primary found through Sentinels (followed across
 // failovers), or a Redis Cluster. The caller closes it.
-func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) {
+func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) { return RedisAs(cfg, "") }
+
+// RedisAs is Redis with every connection named name (CLIENT SETNAME on
+// connect; "" names none): a scheduler's or worker's procs.ConnName,
+// by which the process registry tells it is alive. A server that refuses
+// the name (an ACL user without "client|setname") leaves the connection
+// unnamed, and working: the process is then not listed as alive.
+func RedisAs(cfg config.RedisConfig, name string) (redis.UniversalClient, error) {
 	tc, err := tlsConfig("redis.tls", cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err) // it names the key, redis.tls.*
@@ -54,6 +61,12 @@ func Redis(cfg config.RedisConfig) (redis.UniversalClient, error) {
 		// Cloud) during upgrades. Hourglass talks to a self-run server, so
 		// skip the extra handshake and its effect on pool sizing.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	if name != "" {
+		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			_ = cn.ClientSetName(ctx, name).Err() // refused: unnamed, not broken
+			return nil
+		}
 	}
 	switch cfg.Mode {
 	case config.RedisSentinel:

@@ -96,6 +96,16 @@ func (d *dash) pauseSchedule(ctx context.Context, name string) error {
 
 // shards answers the layout record (inspect.LayoutStatus: the shard
 // count and the progress of a change of it) and the shards it lists.
+// processes lists the live schedulers and workers (inspect.Processes).
+func (d *dash) processes(w http.ResponseWriter, r *http.Request) {
+	ps, err := d.o.Inspector.Processes(r.Context())
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"processes": ps})
+}
+
 func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ownersTimeout)
 	defer cancel()

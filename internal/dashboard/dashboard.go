@@ -107,6 +107,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /ui/api/queues", d.queues)
 	mux.HandleFunc("GET /ui/api/schedules", d.schedules)
 	mux.HandleFunc("GET /ui/api/shards", d.shards)
+	mux.HandleFunc("GET /ui/api/processes", d.processes)
 	mux.HandleFunc("GET /ui/api/dead", d.dead)
 	mux.HandleFunc("GET /ui/api/task", d.task)
 	mux.HandleFunc("GET /ui/api/recent", d.recent)

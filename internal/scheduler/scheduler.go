@@ -42,10 +42,12 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/fire"
 	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
 	"github.com/hourglass-sched/hourglass/internal/reshard"
 	"github.com/hourglass-sched/hourglass/internal/scan"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/version"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
 
@@ -116,7 +118,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		host, _ := os.Hostname()
 		s.replica = replicaIDFor(host, os.Getpid())
 	}
-	if s.rdb, err = connect.Redis(cfg.Redis); err != nil {
+	if s.rdb, err = connect.RedisAs(cfg.Redis, procs.ConnName(cfg.Namespace, s.replica)); err != nil {
 		return nil, err
 	}
 	if s.etcd, err = connect.Etcd(cfg.Etcd); err != nil {
@@ -294,6 +296,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			defer wg.Done()
 			s.layout.Run(wctx)
 		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.registerSelf(wctx)
+		}()
 
 		// A call in flight when ctx ends blocks in its read until the
 		// client's read timeout (3 s) if Redis does not answer (paused,
@@ -326,6 +333,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// registerSelf keeps this replica's entry in the process registry
+// (package procs) until ctx ends: written once, deleted at the end.
+func (s *Scheduler) registerSelf(ctx context.Context) {
+	queues := make(map[string]int, len(s.cfg.Queues))
+	for q := range s.cfg.Queues {
+		queues[q] = 0
+	}
+	r := procs.New(s.rdb, s.cfg.Namespace, procs.Self(s.replica, procs.RoleScheduler, version.Short(), queues))
+	r.Run(ctx, func(err error) { s.log.Warn("process registry", "error", err) })
 }
 
 // shutdownCallGrace is how long Run's shutdown lets the owner loops'

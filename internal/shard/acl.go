@@ -107,7 +107,7 @@ func ACLUsers(ns string) []ACLUser {
 			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
+			Commands: []string{"ping", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
@@ -117,7 +117,7 @@ func ACLUsers(ns string) []ACLUser {
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq), w(fair),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
-				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()),
+				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()), wr(k.Procs()),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, done},
 		},
@@ -126,7 +126,7 @@ func ACLUsers(ns string) []ACLUser {
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; refills fair queues' windows; " +
 				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
 			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "blmpop", "client|id", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
+			Commands: []string{"ping", "blmpop", "client|id", "client|setname", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "llen", "lpop", "lpush", "rpush", "incr", "incrby",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
@@ -134,7 +134,7 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed), w(fair),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
-				rd(k.Paused()), rd(k.Record()),
+				rd(k.Paused()), rd(k.Record()), wr(k.Procs()),
 				wr(flow + ":sem"), wr("rate:" + flow + ":tb"), wr(flow + ":sw"), wr(flow + ":fw"), wr(flow + ":lb"),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake", done},
@@ -160,7 +160,7 @@ func ACLUsers(ns string) []ACLUser {
 				"fair queues' key weights (and the refill of their windows that follows)",
 			Scripts: []string{"depth.lua", "registry.lua", "pause.lua", "page.lua", "pagefar.lua", "pageready.lua", "deadops.lua",
 				"cancel.lua", "change.lua", "lookup.lua", "layout.lua", "fairrefill.lua"},
-			Commands: []string{"del", "exists", "get", "set", "time", "incrby",
+			Commands: []string{"client|list", "del", "exists", "get", "set", "time", "incrby",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
@@ -170,7 +170,7 @@ func ACLUsers(ns string) []ACLUser {
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
 				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair), w(k.Seq),
-				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()),
+				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()), wr(k.Procs()),
 			},
 			// ready: a fair queue's refill after a change of a key's
 			// weight or cap announces the window it fills.

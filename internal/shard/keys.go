@@ -227,6 +227,10 @@ func (k Keys) DonePrefix() string { return "{" + k.ns + "}:done:" }
 // Done is the done channel of task id (DonePrefix).
 func (k Keys) Done(id string) string { return k.DonePrefix() + id }
 
+// Procs is the process registry's hash, one key for the deployment:
+// process id -> its entry as JSON (package procs).
+func (k Keys) Procs() string { return "{" + k.ns + "}:procs" }
+
 // Registered is set by a scheduler once it has registered its queues:
 // its absence tells the schedulers that Redis lost its data (a restart
 // without persistence, a flush) and that the queues must be registered

@@ -12,6 +12,37 @@ import (
 // go build -ldflags "-X github.com/hourglass-sched/hourglass/internal/version.version=v1.2.3".
 var version string
 
+// Short names the build in a word: the module version, or for a build
+// of a checkout "devel-" and the first 12 digits of its revision
+// ("+dirty" when modified).
+func Short() string {
+	v, rev, modified := version, "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v != "" && v != "(devel)" {
+		return v
+	}
+	v = "devel"
+	if rev != "" {
+		v += fmt.Sprintf("-%.12s", rev)
+	}
+	if modified {
+		v += "+dirty"
+	}
+	return v
+}
+
 // String describes the build, for example
 // "hourglass v1.2.3 (rev 1a2b3c4d5e6f, modified) go1.26.8".
 func String() string {

@@ -209,6 +209,30 @@ function when(t) {
   return t ? new Date(t).toLocaleString() : "-";
 }
 
+// loadProcesses draws the live schedulers and workers (hourglass ps).
+async function loadProcesses() {
+  const current = fresh("processes");
+  const data = await api("processes");
+  if (!current() || !changed("processes", data)) return;
+  $("#noprocesses").hidden = data.processes.length > 0;
+  const body = $("#processes tbody");
+  body.replaceChildren();
+  for (const p of data.processes) {
+    const row = body.insertRow();
+    row.dataset.process = p.id;
+    row.dataset.role = p.role;
+    cell(row, p.role);
+    cell(row, p.id);
+    cell(row, p.version);
+    cell(row, p.host);
+    cell(row, String(p.pid));
+    cell(row, when(p.started));
+    cell(row, p.role === "worker" ? p.busy + "/" + p.slots : "-").dataset.col = "busy";
+    const qs = Object.keys(p.queues || {}).sort();
+    cell(row, qs.map((q) => p.role === "worker" ? q + ":" + p.queues[q] : q).join(" "));
+  }
+}
+
 async function loadSchedules() {
   const current = fresh("schedules");
   const data = await api("schedules");
@@ -422,7 +446,7 @@ async function lookup(id) {
 
 async function refreshOnce() {
   try {
-    await Promise.all([loadQueues(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false), loadRecent()]);
+    await Promise.all([loadQueues(), loadProcesses(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false), loadRecent()]);
     status("updated " + new Date().toLocaleTimeString());
   } catch (e) {
     status("refresh failed: " + e.message, true);
