@@ -4,17 +4,18 @@
 //
 // It costs an idle deployment almost nothing: a process writes its entry
 // (field <id> of the hash "{<ns>}:procs", JSON) when it starts, when its
-// number of busy handler slots changes (at most once per MinWrite), and
-// otherwise once per Refresh (10 minutes), and deletes it when it stops. Whether it is
-// alive is read from Redis itself: every connection of a process carries
-// the client name ConnName(ns, id) (go-redis sets it on connect), and a
-// process is alive while one of its connections has sent a command
+// number of busy handler slots changes (at most once per MinWrite),
+// otherwise once per Refresh (10 minutes), and deletes it when it stops.
+// Whether it is alive is read from Redis itself: every connection of a
+// process carries the client name ConnName(ns, id) (set on connect), and
+// a process is alive while one of its connections has sent a command
 // within the silence bound (Silence: a worker's blocking fetch returns
 // every worker.fetch_timeout, every pub/sub connection is pinged once a
 // minute). A killed process's connections close, so it disappears at
 // once; a paused or cut-off one when the bound has passed. List reads
 // the entries and CLIENT LIST of every primary, and deletes the entries
-// of processes no longer alive, which bounds the hash.
+// of processes no longer alive; a starting process deletes those not
+// written for two Refresh periods: the hash stays bounded.
 package procs
 
 import (
@@ -183,6 +184,9 @@ func (r *Registry) write(ctx context.Context) error {
 // then it deletes the entry. A write that fails is tried again MinWrite
 // later. onErr (may be nil) hears of failures.
 func (r *Registry) Run(ctx context.Context, onErr func(error)) {
+	if err := r.prune(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+		onErr(err)
+	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = r.rdb.HDel(dctx, r.key, r.e.ID).Err()
@@ -217,6 +221,31 @@ func (r *Registry) Run(ctx context.Context, onErr func(error)) {
 			r.mu.Unlock()
 		}
 	}
+}
+
+// prune deletes the entries not written for two Refresh periods: their
+// processes are gone (a live one writes at least once per Refresh). So
+// the hash holds at most the processes started within that time, even
+// if nobody lists it.
+func (r *Registry) prune(ctx context.Context) error {
+	all, err := r.rdb.HGetAll(ctx, r.key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return errtext.Errorf("read the process registry: %w", err)
+	}
+	var old []string
+	for id, v := range all {
+		var e Entry
+		if json.Unmarshal([]byte(v), &e) != nil || time.Since(e.Updated) > 2*Refresh {
+			old = append(old, id)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	if err := r.rdb.HDel(ctx, r.key, old...).Err(); err != nil {
+		return errtext.Errorf("drop gone processes from the registry: %w", err)
+	}
+	return nil
 }
 
 func (r *Registry) busy() int {

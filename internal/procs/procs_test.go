@@ -49,6 +49,9 @@ func TestRegistryListsTheLive(t *testing.T) {
 	admin := srv.Client(t)
 	ctx := testenv.Ctx(t, 60*time.Second)
 	w := named(t, srv.Addr, "w1")
+	// An entry of a process gone long ago, never listed since: the next
+	// process to start deletes it.
+	admin.HSet(ctx, Key("ns1"), "ancient", `{"id":"ancient","updated":"2020-01-01T00:00:00Z"}`)
 	r := New(w, "ns1", Self("w1", RoleWorker, "v1.2.3", map[string]int{"emails": 4, "hooks": 2}))
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -59,6 +62,12 @@ func TestRegistryListsTheLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		return ps
+	}
+	testenv.WaitFor(t, 10*time.Second, "the entry written", func() (bool, string) {
+		return admin.HExists(ctx, Key("ns1"), "w1").Val(), ""
+	})
+	if admin.HExists(ctx, Key("ns1"), "ancient").Val() {
+		t.Fatal("the start left an entry not written for years")
 	}
 	testenv.WaitFor(t, 10*time.Second, "the worker listed", func() (bool, string) {
 		ps := list(0)
