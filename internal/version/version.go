@@ -12,12 +12,13 @@ import (
 // go build -ldflags "-X github.com/hourglass-sched/hourglass/internal/version.version=v1.2.3".
 var version string
 
-// Short names the build in a word: the module version, or for a build
-// of a checkout "devel-" and the first 12 digits of its revision
-// ("+dirty" when modified).
-func Short() string {
-	v, rev, modified := version, "", false
+// build reads what the binary knows of its build: the module version
+// (or the one set at link time, "" if none), the VCS revision, whether
+// the tree was modified, and the Go version.
+func build() (v, rev string, modified bool, goVersion string) {
+	v = version
 	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
 		if v == "" {
 			v = bi.Main.Version
 		}
@@ -30,6 +31,14 @@ func Short() string {
 			}
 		}
 	}
+	return v, rev, modified, goVersion
+}
+
+// Short names the build in a word: the module version, or for a build
+// of a checkout "devel-" and the first 12 digits of its revision
+// ("+dirty" when modified).
+func Short() string {
+	v, rev, modified, _ := build()
 	if v != "" && v != "(devel)" {
 		return v
 	}
@@ -46,21 +55,7 @@ func Short() string {
 // String describes the build, for example
 // "hourglass v1.2.3 (rev 1a2b3c4d5e6f, modified) go1.26.8".
 func String() string {
-	v, rev, modified, goVersion := version, "", false, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if v == "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
+	v, rev, modified, goVersion := build()
 	if v == "" {
 		v = "(devel)"
 	}
