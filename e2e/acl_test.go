@@ -257,7 +257,7 @@ func TestLeastPrivilegeACLs(t *testing.T) {
 	}
 
 	// The dashboard, on the scheduler's connection.
-	for _, path := range []string{"config", "queues", "dead", "shards", "schedules", "stats", "task?id=stay-2", "weights?queue=default"} {
+	for _, path := range []string{"config", "queues", "dead", "shards", "schedules", "stats", "task?id=stay-2", "weights?queue=default", "processes"} {
 		if code, body := httpGet(s.http + "/ui/api/" + path); code != 200 {
 			t.Fatalf("dashboard %s: %d %s", path, code, body)
 		}

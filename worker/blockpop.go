@@ -28,8 +28,7 @@ import (
 type blockingPopper struct {
 	store  *shard.Store
 	client *redis.Client // nil: no connections of its own
-	// name is the client name its connections take (procs.ConnName), ""
-	// when the client names them.
+	// name is the client name its connections take (procs.ConnName).
 	name string
 
 	mu     sync.Mutex
@@ -58,9 +57,6 @@ const unblockRetry = 20 * time.Millisecond
 
 func newBlockingPopper(rdb redis.UniversalClient, store *shard.Store, name string) *blockingPopper {
 	c, _ := rdb.(*redis.Client)
-	if c != nil && (c.Options().ClientName != "" || c.Options().OnConnect != nil) {
-		name = "" // its connections are named already (or its owner decides)
-	}
 	return &blockingPopper{store: store, client: c, busy: map[*popConn]struct{}{}, name: name}
 }
 

@@ -140,12 +140,12 @@ type Config struct {
 	// ProcessID names the worker in the process registry (`hourglass ps`,
 	// inspect.Processes; docs/operations.md, "Processes"); "" means
 	// "<host>-<pid>-<4 hex digits>". The worker writes its entry when Run
-	// starts and when its busy slots change (at most once per 5 s, never
-	// while idle), and deletes it when Run returns. Its liveness is read
+	// starts, when its busy slots change (at most once per 5 s) and every
+	// 10 minutes, and deletes it when Run's ctx ends. Its liveness is read
 	// from the client name of its connections: the worker names the
 	// connections of its blocking pops, and a client whose options set
 	// ClientName to ConnName(namespace, ProcessID) names them all (the
-	// worker binary does; on a Redis Cluster it is the only way).
+	// worker binary's does; on a Redis Cluster it is the only way).
 	ProcessID string
 	// LayoutRefresh is how often the worker re-reads the layout record
 	// (the shard count, docs/resharding.md) besides the announcements it

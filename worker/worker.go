@@ -204,7 +204,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, q := range queues {
 		slots[q.name] = q.opts.Concurrency
 	}
-	self := procs.New(w.rdb, w.cfg.Namespace, procs.Self(w.cfg.ProcessID, procs.RoleWorker, version.Short(), slots))
+	me := procs.Self(w.cfg.ProcessID, procs.RoleWorker, version.Short(), slots)
+	me.Named = w.namesConnections(ctx)
+	self := procs.New(w.rdb, w.cfg.Namespace, me)
 	run.onBusy = self.SetBusy
 	registered := make(chan struct{})
 	go func() {
@@ -257,6 +259,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.deps.log.Info("worker stopped")
 	return nil
+}
+
+// namesConnections reports whether the client names its connections
+// for this worker (procs.ConnName: the worker binary's do, or a client
+// given it as ClientName): one CLIENT GETNAME at start. Otherwise the
+// worker names only its blocking pops' connections.
+func (w *Worker) namesConnections(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	name, err := w.rdb.ClientGetName(cctx).Result()
+	return err == nil && name == procs.ConnName(w.cfg.Namespace, w.cfg.ProcessID)
 }
 
 // start marks the worker started and returns its queues in name order.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hourglass-sched/hourglass"
@@ -96,16 +97,36 @@ func (d *dash) pauseSchedule(ctx context.Context, name string) error {
 
 // shards answers the layout record (inspect.LayoutStatus: the shard
 // count and the progress of a change of it) and the shards it lists.
-// processes lists the live schedulers and workers (inspect.Processes).
-func (d *dash) processes(w http.ResponseWriter, r *http.Request) {
-	ps, err := d.o.Inspector.Processes(r.Context())
-	if err != nil {
-		d.fail(w, err)
-		return
-	}
-	writeJSON(w, map[string]any{"processes": ps})
+// procCache keeps the processes' last listing for procTTL: it reads
+// CLIENT LIST of every primary, work on Redis's main thread that grows
+// with its clients, and every open page asks each refresh.
+type procCache struct {
+	mu sync.Mutex
+	at time.Time
+	ps []inspect.Process
 }
 
+// procTTL is how long a listing of the processes is served again.
+const procTTL = 10 * time.Second
+
+// processes lists the live schedulers and workers (inspect.Processes),
+// at most once per procTTL.
+func (d *dash) processes(w http.ResponseWriter, r *http.Request) {
+	c := &d.procs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ps == nil || time.Since(c.at) > procTTL {
+		ps, err := d.o.Inspector.Processes(r.Context())
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		c.ps, c.at = ps, time.Now()
+	}
+	writeJSON(w, map[string]any{"processes": c.ps})
+}
+
+// shards returns the layout and the shards' owners.
 func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ownersTimeout)
 	defer cancel()

@@ -165,6 +165,7 @@ func securityHeaders(next http.Handler) http.Handler {
 type dash struct {
 	o     Options
 	fails *failures // basic-auth failures per client
+	procs procCache // the processes' last listing
 }
 
 // hostCheck refuses a Host that is neither an IP address, localhost nor

@@ -13,9 +13,9 @@
 // every worker.fetch_timeout, every pub/sub connection is pinged once a
 // minute). A killed process's connections close, so it disappears at
 // once; a paused or cut-off one when the bound has passed. List reads
-// the entries and CLIENT LIST of every primary, and deletes the entries
-// of processes no longer alive; a starting process deletes those not
-// written for two Refresh periods: the hash stays bounded.
+// the entries and CLIENT LIST of every primary and writes nothing; a
+// starting process deletes the entries not written for two Refresh
+// periods, and a stopping one its own: the hash stays bounded.
 package procs
 
 import (
@@ -56,6 +56,10 @@ const (
 	// silence bound is back within it. An idle deployment's only cost,
 	// one HSET per process each 10 minutes.
 	Refresh = 10 * time.Minute
+	// BusyRefresh is how often a process whose connections are not all
+	// named (Entry.Named) writes its entry while a handler runs: a busy
+	// worker may pop nothing for longer than Silence.
+	BusyRefresh = time.Minute
 )
 
 // Entry is what a process says of itself.
@@ -75,6 +79,11 @@ type Entry struct {
 	Busy  int `json:"busy"`
 	// Updated is when the entry was written.
 	Updated time.Time `json:"updated"`
+	// Named says that every connection of the process carries its name
+	// (ConnName; the binaries'). An embedded worker whose client does not
+	// name them names only those of its blocking pops; it is then also
+	// listed while its entry is newer than the silence bound.
+	Named bool `json:"named"`
 }
 
 // Process is a listed process: its entry, and what Redis says of its
@@ -136,7 +145,8 @@ type Registry struct {
 
 	mu      sync.Mutex
 	e       Entry
-	written int // Busy at the last write
+	written int       // Busy at the last write, -1 before the first
+	last    time.Time // the last write
 	changed chan struct{}
 }
 
@@ -156,10 +166,26 @@ func (r *Registry) SetBusy(n int) {
 	}
 }
 
-// write writes the entry if it changed since the last write.
-func (r *Registry) write(ctx context.Context) error {
+// due returns when the entry is to be written again whether it changed
+// or not: Refresh after the last write, BusyRefresh while a handler
+// runs and the process's connections are not all named (Entry.Named: a
+// busy embedded worker may send its named connections nothing).
+func (r *Registry) due() time.Time {
 	r.mu.Lock()
-	if r.e.Busy == r.written {
+	defer r.mu.Unlock()
+	every := Refresh
+	if !r.e.Named && r.e.Busy > 0 {
+		every = BusyRefresh
+	}
+	return r.last.Add(every)
+}
+
+// write writes the entry if it changed since the last write or its
+// refresh is due.
+func (r *Registry) write(ctx context.Context) error {
+	force := !time.Now().Before(r.due())
+	r.mu.Lock()
+	if r.e.Busy == r.written && !force {
 		r.mu.Unlock()
 		return nil
 	}
@@ -174,41 +200,53 @@ func (r *Registry) write(ctx context.Context) error {
 		return errtext.Errorf("write the process registry: %w", err)
 	}
 	r.mu.Lock()
-	r.written = e.Busy
+	r.written, r.last = e.Busy, e.Updated
 	r.mu.Unlock()
 	return nil
 }
 
 // Run writes the entry at once, then each change of the busy slots, at
 // most once per MinWrite, and at least once per Refresh, until ctx ends;
-// then it deletes the entry. A write that fails is tried again MinWrite
-// later. onErr (may be nil) hears of failures.
+// then it deletes the entry. A write that fails is tried again after
+// MinWrite, then after twice as long each time up to Refresh; onErr (may
+// be nil) hears of the first failure and of the recovery (nil).
 func (r *Registry) Run(ctx context.Context, onErr func(error)) {
-	if err := r.prune(ctx); err != nil && onErr != nil && ctx.Err() == nil {
-		onErr(err)
+	report := func(err error) {
+		if onErr != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+	}
+	if err := r.prune(ctx); err != nil {
+		report(err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = r.rdb.HDel(dctx, r.key, r.e.ID).Err()
 		cancel()
 	}()
+	wait, failing := MinWrite, false
 	for {
 		if err := r.write(ctx); err != nil {
-			if onErr != nil && ctx.Err() == nil {
-				onErr(err)
+			if !failing {
+				report(err)
 			}
-			r.SetBusy(r.busy()) // try again after MinWrite
+			failing = true
+			if !sleep(ctx, wait) {
+				return
+			}
+			wait = min(2*wait, Refresh)
+			continue
 		}
+		if failing {
+			report(nil) // written again
+		}
+		failing, wait = false, MinWrite
 		// At most one write per MinWrite; the changes meanwhile are
 		// written together.
-		t := time.NewTimer(MinWrite)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, MinWrite) {
 			return
-		case <-t.C:
 		}
-		refresh := time.NewTimer(Refresh - MinWrite)
+		refresh := time.NewTimer(time.Until(r.due()))
 		select {
 		case <-ctx.Done():
 			refresh.Stop()
@@ -216,10 +254,19 @@ func (r *Registry) Run(ctx context.Context, onErr func(error)) {
 		case <-r.changed:
 			refresh.Stop()
 		case <-refresh.C:
-			r.mu.Lock()
-			r.written = -1 // written again, changed or not
-			r.mu.Unlock()
 		}
+	}
+}
+
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -248,17 +295,12 @@ func (r *Registry) prune(ctx context.Context) error {
 	return nil
 }
 
-func (r *Registry) busy() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.e.Busy
-}
-
 // List returns the live processes of namespace ns, in role and id order:
 // those whose entry is in the registry and one of whose connections has
-// sent a command within silence (Silence when 0). Entries of processes
-// with no such connection that were last written longer than silence ago
-// are deleted. It needs CLIENT LIST on every primary.
+// sent a command within silence (Silence when 0), and those whose
+// connections are not all named (Entry.Named false) whose entry was
+// written within silence. It reads CLIENT LIST of every primary and
+// writes nothing.
 func List(ctx context.Context, rdb redis.UniversalClient, ns string, silence time.Duration) ([]Process, error) {
 	if silence <= 0 {
 		silence = Silence
@@ -272,23 +314,15 @@ func List(ctx context.Context, rdb redis.UniversalClient, ns string, silence tim
 		return nil, err
 	}
 	var out []Process
-	var gone []string
 	for id, v := range raw {
 		var e Entry
 		if err := json.Unmarshal([]byte(v), &e); err != nil {
-			gone = append(gone, id)
-			continue
+			continue // Run's prune deletes it
 		}
 		c := conns[ConnName(ns, id)]
-		if c.n > 0 && c.quiet <= silence {
+		active := c.n > 0 && c.quiet <= silence
+		if active || (!e.Named && time.Since(e.Updated) <= silence) {
 			out = append(out, Process{Entry: e, Conns: c.n, Quiet: c.quiet})
-		} else if time.Since(e.Updated) > silence {
-			gone = append(gone, id)
-		}
-	}
-	if len(gone) > 0 {
-		if err := rdb.HDel(ctx, Key(ns), gone...).Err(); err != nil {
-			return nil, errtext.Errorf("drop gone processes from the registry: %w", err)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

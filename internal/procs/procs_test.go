@@ -52,7 +52,9 @@ func TestRegistryListsTheLive(t *testing.T) {
 	// An entry of a process gone long ago, never listed since: the next
 	// process to start deletes it.
 	admin.HSet(ctx, Key("ns1"), "ancient", `{"id":"ancient","updated":"2020-01-01T00:00:00Z"}`)
-	r := New(w, "ns1", Self("w1", RoleWorker, "v1.2.3", map[string]int{"emails": 4, "hooks": 2}))
+	me := Self("w1", RoleWorker, "v1.2.3", map[string]int{"emails": 4, "hooks": 2})
+	me.Named = true
+	r := New(w, "ns1", me)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(rctx, func(err error) { t.Errorf("registry: %v", err) }) }()
@@ -94,18 +96,18 @@ func TestRegistryListsTheLive(t *testing.T) {
 	if n := calls() - before; n != 2 {
 		t.Fatalf("%d writes for two rounds of changes, want 2", n)
 	}
-	// A process whose connections are quiet past the bound is not listed,
-	// and its entry, not written for that long, is deleted; its next
-	// write brings it back.
+	// A process whose connections are quiet past the bound is not
+	// listed; its entry stays (a listing writes nothing), and its next
+	// command lists it again.
 	time.Sleep(1100 * time.Millisecond) // the connection's idle time must reach a whole second
 	if ps := list(time.Nanosecond); len(ps) != 0 {
 		t.Fatalf("a process quiet for a second listed with a bound of 1ns: %v", ps)
 	}
-	if n := admin.HLen(ctx, Key("ns1")).Val(); n != 0 {
-		t.Fatalf("the quiet process's entry stayed: %d", n)
+	if n := admin.HLen(ctx, Key("ns1")).Val(); n != 1 {
+		t.Fatalf("a listing deleted the quiet process's entry: %d", n)
 	}
 	r.SetBusy(0)
-	testenv.WaitFor(t, 3*MinWrite, "the entry written again", func() (bool, string) {
+	testenv.WaitFor(t, 3*MinWrite, "busy 0 written", func() (bool, string) {
 		ps := list(0)
 		return len(ps) == 1 && ps[0].Busy == 0, fmt.Sprint(ps)
 	})
@@ -114,7 +116,7 @@ func TestRegistryListsTheLive(t *testing.T) {
 	if err := w2.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	admin.HSet(ctx, Key("ns1"), "w2", fmt.Sprintf(`{"id":"w2","role":"worker","updated":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
+	admin.HSet(ctx, Key("ns1"), "w2", fmt.Sprintf(`{"id":"w2","role":"worker","named":true,"updated":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
 	if ps := list(0); len(ps) != 2 {
 		t.Fatalf("listed %v, want w1 and w2", ps)
 	}
@@ -129,13 +131,35 @@ func TestRegistryListsTheLive(t *testing.T) {
 	if n := admin.HLen(ctx, Key("ns1")).Val(); n != 0 {
 		t.Fatalf("the entry stayed after the registry stopped: %d", n)
 	}
-	// An entry left by a process that died without deleting it goes at
-	// the first listing after the bound.
-	admin.HSet(ctx, Key("ns1"), "dead", `{"id":"dead","role":"worker","updated":"2020-01-01T00:00:00Z"}`, "junk", "{")
-	if ps := list(0); len(ps) != 0 {
-		t.Fatalf("listed %v", ps)
+	// A process whose connections are not all named (an embedded worker
+	// whose client names none) is listed while its entry is newer than
+	// the bound, not after.
+	admin.HSet(ctx, Key("ns1"), "lib", fmt.Sprintf(`{"id":"lib","role":"worker","updated":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
+	if ps := list(0); len(ps) != 1 || ps[0].ID != "lib" || ps[0].Conns != 0 {
+		t.Fatalf("listed %v, want lib, by its fresh entry", ps)
 	}
-	if n := admin.HLen(ctx, Key("ns1")).Val(); n != 0 {
-		t.Fatalf("%d stale entries left", n)
+	time.Sleep(10 * time.Millisecond)
+	if ps := list(5 * time.Millisecond); len(ps) != 0 {
+		t.Fatalf("listed %v after its entry aged past the bound", ps)
+	}
+}
+
+// TestRefreshDue: a process whose connections are not all named
+// writes its entry each BusyRefresh while a handler runs, changed or not;
+// a named one only on changes (and each Refresh).
+func TestRefreshDue(t *testing.T) {
+	r := New(nil, "ns1", Entry{ID: "x"})
+	now := time.Now()
+	r.last = now
+	if d := r.due().Sub(now); d != Refresh {
+		t.Fatalf("idle: due in %v, want %v", d, Refresh)
+	}
+	r.SetBusy(2)
+	if d := r.due().Sub(now); d != BusyRefresh {
+		t.Fatalf("busy, unnamed: due in %v, want %v", d, BusyRefresh)
+	}
+	r.e.Named = true
+	if d := r.due().Sub(now); d != Refresh {
+		t.Fatalf("busy, named: due in %v, want %v", d, Refresh)
 	}
 }

@@ -342,7 +342,9 @@ func (s *Scheduler) registerSelf(ctx context.Context) {
 	for q := range s.cfg.Queues {
 		queues[q] = 0
 	}
-	r := procs.New(s.rdb, s.cfg.Namespace, procs.Self(s.replica, procs.RoleScheduler, version.Short(), queues))
+	me := procs.Self(s.replica, procs.RoleScheduler, version.Short(), queues)
+	me.Named = true // connect.RedisAs names every connection
+	r := procs.New(s.rdb, s.cfg.Namespace, me)
 	r.Run(ctx, func(err error) { s.log.Warn("process registry", "error", err) })
 }
 

@@ -107,7 +107,7 @@ func ACLUsers(ns string) []ACLUser {
 			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
+			Commands: []string{"ping", "client|list", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
@@ -126,7 +126,7 @@ func ACLUsers(ns string) []ACLUser {
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; refills fair queues' windows; " +
 				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
 			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "blmpop", "client|id", "client|setname", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
+			Commands: []string{"ping", "blmpop", "client|id", "client|getname", "client|setname", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "llen", "lpop", "lpush", "rpush", "incr", "incrby",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",

@@ -212,7 +212,17 @@ function when(t) {
 // loadProcesses draws the live schedulers and workers (hourglass ps).
 async function loadProcesses() {
   const current = fresh("processes");
-  const data = await api("processes");
+  let data;
+  try {
+    data = await api("processes");
+  } catch (e) {
+    // Not the page's refresh: an ACL user without "client|list" may
+    // leave only this table empty.
+    $("#noprocesses").hidden = false;
+    $("#noprocesses").textContent = "Processes unknown: " + e.message;
+    return;
+  }
+  $("#noprocesses").textContent = "No live scheduler or worker in this namespace.";
   if (!current() || !changed("processes", data)) return;
   $("#noprocesses").hidden = data.processes.length > 0;
   const body = $("#processes tbody");

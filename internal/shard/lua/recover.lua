@@ -272,17 +272,17 @@ for i = 1, #qs, 2 do
     local left = 0
     for _, v in ipairs(c) do left = left + math.max(0, tonumber(v or "0") or 0) end
     left = left + redis.call("LLEN", ARGV[5] .. q) + redis.call("ZCARD", ARGV[6] .. q)
-    -- A fair queue's state goes first: its ring and its keys' lists
-    -- (left with entries of cancelled tasks only), its keys' weights,
+    -- A fair queue's state goes first: its keys' lists (left with
+    -- entries of cancelled tasks only), then its ring, its keys' weights,
     -- caps, rates, held keys, turn, parked keys and levels (a key's
-    -- permits and bucket expire by themselves). Not declared: while the
-    -- slot migrates, a key not on this node fails the DEL, and the queue
+    -- permits and bucket expire by themselves), last, so that a pass cut
+    -- short still finds the keys. Not declared: while the slot migrates,
+    -- a key not on this node fails the DEL, the rest waits, and the queue
     -- stays registered until a later pass deletes it.
     local gone = true
     if left == 0 then
       local ring = fair_ring(KEYS[1], q)
-      local state = {ring}
-      for _, kind in ipairs({"w", "t", "p", "c", "b", "q", "v"}) do state[#state + 1] = fair_sibling(ring, kind) end
+      local state = {}
       local ks = redis.pcall("LRANGE", ring, 0, -1)
       local held = redis.pcall("SMEMBERS", fair_sibling(ring, "b"))
       if type(ks) ~= "table" or ks.err or type(held) ~= "table" or held.err then
@@ -290,9 +290,16 @@ for i = 1, #qs, 2 do
       else
         for _, k in ipairs(ks) do fair_lists(ring, k, state, true); state[#state + 1] = ring .. "|" .. k end
         for _, k in ipairs(held) do fair_lists(ring, k, state, true); state[#state + 1] = ring .. "|" .. k end
-        for i = 1, #state, 1000 do
-          local r = redis.pcall("DEL", unpack(state, i, math.min(i + 999, #state)))
+        local n = #state
+        state[#state + 1] = ring
+        for _, kind in ipairs({"w", "t", "p", "c", "b", "q", "v"}) do state[#state + 1] = fair_sibling(ring, kind) end
+        -- The lists in chunks, then the ring and its siblings in one.
+        local i = 1
+        while gone and i <= #state do
+          local j = i <= n and math.min(i + 999, n) or #state
+          local r = redis.pcall("DEL", unpack(state, i, j))
           if type(r) == "table" and r.err then gone = false end
+          i = j + 1
         end
       end
     end
