@@ -26,6 +26,10 @@ type Process struct {
 	Busy  int `json:"busy"`
 	// Updated is when it last wrote its entry.
 	Updated time.Time `json:"updated"`
+	// Named says every connection of the process carries its name (the
+	// binaries'); an embedded worker whose client names none is listed
+	// by its entry's age too.
+	Named bool `json:"named"`
 	// Conns is the number of its Redis connections; Quiet how long ago
 	// the latest command on any of them was sent (whole seconds).
 	Conns int           `json:"conns"`
@@ -40,9 +44,10 @@ const ProcessSilence = procs.Silence
 // Processes lists the deployment's live schedulers and workers, schedulers
 // first, each in id order (docs/operations.md, "Processes"). A process is
 // live while its entry is in the registry and one of its connections
-// sent a command within ProcessSilence; the entries of processes gone
-// longer are deleted. It reads CLIENT LIST of every primary (the admin
-// ACL user's "client|list").
+// sent a command within ProcessSilence, or, for a process whose
+// connections are not all named (Named false), while its entry is
+// younger than that. It reads CLIENT LIST of every primary (the ACL
+// user's "client|list") and writes nothing.
 func (i *Inspector) Processes(ctx context.Context) ([]Process, error) {
 	ps, err := procs.List(ctx, i.rdb, i.Namespace(), 0)
 	if err != nil {
@@ -51,7 +56,7 @@ func (i *Inspector) Processes(ctx context.Context) ([]Process, error) {
 	out := make([]Process, len(ps))
 	for k, p := range ps {
 		out[k] = Process{ID: p.ID, Role: p.Role, Version: p.Version, Host: p.Host, PID: p.PID, Started: p.Started,
-			Queues: p.Queues, Slots: p.Slots, Busy: p.Busy, Updated: p.Updated, Conns: p.Conns, Quiet: p.Quiet}
+			Queues: p.Queues, Slots: p.Slots, Busy: p.Busy, Updated: p.Updated, Named: p.Named, Conns: p.Conns, Quiet: p.Quiet}
 	}
 	return out, nil
 }

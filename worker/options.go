@@ -141,7 +141,8 @@ type Config struct {
 	// inspect.Processes; docs/operations.md, "Processes"); "" means
 	// "<host>-<pid>-<4 hex digits>". The worker writes its entry when Run
 	// starts, when its busy slots change (at most once per 5 s) and every
-	// 10 minutes, and deletes it when Run's ctx ends. Its liveness is read
+	// 10 minutes (every minute when its client does not name its
+	// connections, below), and deletes it when Run's ctx ends. Its liveness is read
 	// from the client name of its connections: the worker names the
 	// connections of its blocking pops, and a client whose options set
 	// ClientName to ConnName(namespace, ProcessID) names them all (the

@@ -211,7 +211,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	registered := make(chan struct{})
 	go func() {
 		defer close(registered)
-		self.Run(ctx, func(err error) { w.deps.log.Warn("process registry", "error", err) })
+		self.Run(ctx, func(err error) {
+			if err != nil {
+				w.deps.log.Warn("process registry: could not write this worker's entry; trying again", "error", err)
+			} else {
+				w.deps.log.Info("process registry: this worker's entry written again")
+			}
+		})
 	}()
 	defer func() { <-registered }()
 

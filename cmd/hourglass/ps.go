@@ -21,7 +21,9 @@ each scheduler and worker with its id, version, host, pid, start time,
 queues and, for a worker, its busy and total handler slots. A process is
 listed while one of its Redis connections has sent a command within the
 last ` + inspect.ProcessSilence.String() + `: a killed process disappears at once, a paused or
-cut-off one within that bound.`,
+cut-off one within that bound. (An embedded worker whose client does not
+name its connections is listed while its entry, written every minute, is
+younger than that bound.)`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, ctx, done, err := a.session(cmd)

@@ -116,7 +116,10 @@ func (d *dash) processes(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ps == nil || time.Since(c.at) > procTTL {
-		ps, err := d.o.Inspector.Processes(r.Context())
+		// Bounded: the other pages' requests wait on the lock.
+		ctx, cancel := context.WithTimeout(r.Context(), ownersTimeout)
+		defer cancel()
+		ps, err := d.o.Inspector.Processes(ctx)
 		if err != nil {
 			d.fail(w, err)
 			return

@@ -167,14 +167,15 @@ func (r *Registry) SetBusy(n int) {
 }
 
 // due returns when the entry is to be written again whether it changed
-// or not: Refresh after the last write, BusyRefresh while a handler
-// runs and the process's connections are not all named (Entry.Named: a
-// busy embedded worker may send its named connections nothing).
+// or not: Refresh after the last write, BusyRefresh when the process's
+// connections are not all named (Entry.Named: an embedded worker that is
+// busy, or runs on a Redis Cluster, may send no named connection
+// anything; List then lists it by its entry's age).
 func (r *Registry) due() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	every := Refresh
-	if !r.e.Named && r.e.Busy > 0 {
+	if !r.e.Named {
 		every = BusyRefresh
 	}
 	return r.last.Add(every)
@@ -197,6 +198,9 @@ func (r *Registry) write(ctx context.Context) error {
 		return err
 	}
 	if err := r.rdb.HSet(ctx, r.key, e.ID, b).Err(); err != nil {
+		r.mu.Lock()
+		r.written = -1 // sent again, changed or not: what recovers is a write
+		r.mu.Unlock()
 		return errtext.Errorf("write the process registry: %w", err)
 	}
 	r.mu.Lock()
@@ -272,8 +276,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // prune deletes the entries not written for two Refresh periods: their
 // processes are gone (a live one writes at least once per Refresh). So
-// the hash holds at most the processes started within that time, even
-// if nobody lists it.
+// a dead process's entry stays at most until a process starts 20
+// minutes or more after its last write, and the hash holds the entries
+// of the processes alive or gone since the last such start.
 func (r *Registry) prune(ctx context.Context) error {
 	all, err := r.rdb.HGetAll(ctx, r.key).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -144,22 +144,19 @@ func TestRegistryListsTheLive(t *testing.T) {
 	}
 }
 
-// TestRefreshDue: a process whose connections are not all named
-// writes its entry each BusyRefresh while a handler runs, changed or not;
-// a named one only on changes (and each Refresh).
+// TestRefreshDue: a process whose connections are not all named writes
+// its entry each BusyRefresh, changed or not; a named one only on
+// changes and each Refresh.
 func TestRefreshDue(t *testing.T) {
-	r := New(nil, "ns1", Entry{ID: "x"})
+	r := New(nil, "ns1", Entry{ID: "x", Named: true})
 	now := time.Now()
 	r.last = now
-	if d := r.due().Sub(now); d != Refresh {
-		t.Fatalf("idle: due in %v, want %v", d, Refresh)
-	}
 	r.SetBusy(2)
-	if d := r.due().Sub(now); d != BusyRefresh {
-		t.Fatalf("busy, unnamed: due in %v, want %v", d, BusyRefresh)
-	}
-	r.e.Named = true
 	if d := r.due().Sub(now); d != Refresh {
-		t.Fatalf("busy, named: due in %v, want %v", d, Refresh)
+		t.Fatalf("named: due in %v, want %v", d, Refresh)
+	}
+	r.e.Named = false
+	if d := r.due().Sub(now); d != BusyRefresh {
+		t.Fatalf("not named: due in %v, want %v", d, BusyRefresh)
 	}
 }

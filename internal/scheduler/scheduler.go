@@ -345,7 +345,13 @@ func (s *Scheduler) registerSelf(ctx context.Context) {
 	me := procs.Self(s.replica, procs.RoleScheduler, version.Short(), queues)
 	me.Named = true // connect.RedisAs names every connection
 	r := procs.New(s.rdb, s.cfg.Namespace, me)
-	r.Run(ctx, func(err error) { s.log.Warn("process registry", "error", err) })
+	r.Run(ctx, func(err error) {
+		if err != nil {
+			s.log.Warn("process registry: could not write this replica's entry; trying again", "error", err)
+		} else {
+			s.log.Info("process registry: this replica's entry written again")
+		}
+	})
 }
 
 // shutdownCallGrace is how long Run's shutdown lets the owner loops'

@@ -218,11 +218,16 @@ async function loadProcesses() {
   } catch (e) {
     // Not the page's refresh: an ACL user without "client|list" may
     // leave only this table empty.
+    if (!current()) return;
+    delete drawn.processes;
+    $("#processes tbody").replaceChildren();
     $("#noprocesses").hidden = false;
     $("#noprocesses").textContent = "Processes unknown: " + e.message;
     return;
   }
+  if (!current()) return;
   $("#noprocesses").textContent = "No live scheduler or worker in this namespace.";
+  $("#noprocesses").hidden = data.processes.length > 0;
   if (!current() || !changed("processes", data)) return;
   $("#noprocesses").hidden = data.processes.length > 0;
   const body = $("#processes tbody");
