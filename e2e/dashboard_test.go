@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -253,6 +254,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return strings.HasSuffix(busy, "/4"), busy
 	})
+	// Times as the CLI shows them: 24-hour, with the zone's offset.
+	if started := value(t, bctx, "read the scheduler's start", chromedp.Text(`#processes tr[data-process="ui-s"] td:nth-child(6)`)); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d\d:\d\d$`).MatchString(started) {
+		t.Fatalf("the scheduler's start shown as %q", started)
+	}
 	cells := value(t, bctx, "read the queue's row", chromedp.Text(`#queues tr[data-queue="default"]`))
 	if !strings.Contains(cells, "default") || !strings.Contains(cells, "active") || !strings.Contains(cells, "1h, 10,000 a shard") {
 		t.Fatalf("queue row %q, want the queue, active, its retention (1h, 10,000 a shard)", cells)

@@ -89,12 +89,16 @@ func errText(err error) string {
 	return strings.Join(lines, "\n")
 }
 
+// timeLayout is how tables show a time: local, 24-hour, to the
+// millisecond, with the zone's offset, as the dashboard shows it.
+const timeLayout = "2006-01-02 15:04:05.000 -07:00"
+
 // when formats a time for tables ("-" for none).
 func when(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	return t.Local().Format(timeLayout)
 }
 
 // tablePayload bounds the payload bytes a table shows; -o json prints

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,22 @@ func TestPayloadText(t *testing.T) {
 		if got := payloadText([]byte(c.in)); got != c.want {
 			t.Errorf("payloadText(%.20q…) = %.60q…, want %.60q…", c.in, got, c.want)
 		}
+	}
+}
+
+// TestWhenShowsTheZone: table times are local, 24-hour, to the
+// millisecond, with the zone's offset, as the dashboard shows them.
+func TestWhenShowsTheZone(t *testing.T) {
+	at := time.Date(2026, 11, 28, 17, 49, 12, 3_000_000, time.FixedZone("X", 5*3600+30*60))
+	got := when(at)
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d\d:\d\d$`).MatchString(got) {
+		t.Fatalf("when = %q", got)
+	}
+	back, err := time.Parse(timeLayout, got)
+	if err != nil || !back.Equal(at) {
+		t.Fatalf("when = %q reads back as %v (%v), want %v", got, back, err, at)
+	}
+	if when(time.Time{}) != "-" {
+		t.Fatalf("the zero time: %q", when(time.Time{}))
 	}
 }

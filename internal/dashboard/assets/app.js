@@ -205,8 +205,15 @@ function span(ns) {
 }
 
 // when formats an API time, "-" for none.
+// when shows a time as the CLI's tables do: local, 24-hour, to the
+// millisecond, with the zone's offset ("2026-11-28 17:49:12.000 +01:00").
 function when(t) {
-  return t ? new Date(t).toLocaleString() : "-";
+  if (!t) return "-";
+  const d = new Date(t);
+  const p = (n, w) => String(n).padStart(w || 2, "0");
+  const off = -d.getTimezoneOffset();
+  const zone = (off < 0 ? "-" : "+") + p(Math.floor(Math.abs(off) / 60)) + ":" + p(Math.abs(off) % 60);
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)} ${zone}`;
 }
 
 // loadProcesses draws the live schedulers and workers (hourglass ps).
