@@ -302,7 +302,7 @@ async function loadDead(more) {
     row.dataset.id = t.id;
     cell(row, t.id);
     cell(row, t.queue);
-    cell(row, new Date(t.dead.at).toLocaleString());
+    cell(row, when(t.dead.at));
     cell(row, t.attempts, "n");
     cell(row, t.dead.reason);
     cell(row, t.dead.error);
@@ -341,7 +341,7 @@ async function loadRecent() {
   for (const t of data.tasks) {
     const row = body.insertRow();
     row.dataset.id = t.id;
-    cell(row, new Date(t.ended).toLocaleString());
+    cell(row, when(t.ended));
     cell(row, t.state);
     cell(row, t.id);
     cell(row, resultText(t.result, 200));
@@ -469,7 +469,7 @@ async function lookup(id) {
 async function refreshOnce() {
   try {
     await Promise.all([loadQueues(), loadProcesses(), loadSchedules(), loadShards(), loadStats(), deadPaged ? null : loadDead(false), loadRecent()]);
-    status("updated " + new Date().toLocaleTimeString());
+    status("updated " + when(new Date().toISOString()).slice(11));
   } catch (e) {
     status("refresh failed: " + e.message, true);
   }
