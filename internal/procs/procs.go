@@ -32,6 +32,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
@@ -228,26 +229,27 @@ func (r *Registry) Run(ctx context.Context, onErr func(error)) {
 		_ = r.rdb.HDel(dctx, r.key, r.e.ID).Err()
 		cancel()
 	}()
-	wait, failing := MinWrite, false
+	retry := backoff.Backoff{Min: MinWrite, Max: Refresh}
+	failing := false
 	for {
 		if err := r.write(ctx); err != nil {
 			if !failing {
 				report(err)
 			}
 			failing = true
-			if !sleep(ctx, wait) {
+			if !backoff.Sleep(ctx, retry.Next()) {
 				return
 			}
-			wait = min(2*wait, Refresh)
 			continue
 		}
 		if failing {
 			report(nil) // written again
 		}
-		failing, wait = false, MinWrite
+		failing = false
+		retry.Reset()
 		// At most one write per MinWrite; the changes meanwhile are
 		// written together.
-		if !sleep(ctx, MinWrite) {
+		if !backoff.Sleep(ctx, MinWrite) {
 			return
 		}
 		refresh := time.NewTimer(time.Until(r.due()))
@@ -259,18 +261,6 @@ func (r *Registry) Run(ctx context.Context, onErr func(error)) {
 			refresh.Stop()
 		case <-refresh.C:
 		}
-	}
-}
-
-// sleep waits d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
