@@ -413,6 +413,7 @@ end
 -- Fair queues (lib.lua's fair_wait): their tasks wait in their keys'
 -- lists, and the window is refilled from them.
 local fairw, fkeys, flevels, flagged = {}, {}, {}, {}
+local fkey_of, flevel_of = {}, {} -- a fair queue's task i: its key and level
 if queued > 0 then
   local names, fields = {}, {}
   -- With each queue's window, "|lvl|<q>": keys of the queue may have
@@ -433,17 +434,19 @@ if queued > 0 then
   end
   -- Each key's list, and its levels' lists where it may have some: the
   -- queue is flagged, or a task of the batch has a level.
+  -- (Each task's key and level are kept for fair_wait below.)
   local seen, order = {}, {}
   for i, id in ipairs(ids) do
     local q = queues[i]
     if q and fairw[q] then
       local ring, k = fair_ring(KEYS[1], q), fair_key(id)
+      fkey_of[i], flevel_of[i] = k, blob_level(blobs[i])
       local l = ring .. "|" .. k
       if seen[l] == nil then
         seen[l] = false
         order[#order + 1] = {ring, k, q}
       end
-      if not seen[l] and (flagged[q] or blob_level(blobs[i]) > 0) then seen[l] = true end
+      if not seen[l] and (flagged[q] or flevel_of[i] > 0) then seen[l] = true end
     end
   end
   for _, o in ipairs(order) do
@@ -530,8 +533,8 @@ if #ids > 0 then
         if fairw[q] then
           s = string.format("%d", seq + fair_wait_base())
           local fk = fkeys[q]
-          fk[#fk + 1] = fair_key(id)
-          flevels[q][#fk] = blob_level(blobs[i])
+          fk[#fk + 1] = fkey_of[i]
+          flevels[q][#fk] = flevel_of[i]
         else
           s = string.format("%d", seq)
         end
