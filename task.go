@@ -85,6 +85,10 @@ type TaskInfo struct {
 	// Result is what the handler of a succeeded task returned
 	// (worker.Task.SetResult; an HTTP target's answer body).
 	Result []byte `json:"result,omitempty"`
+	// TraceID is the W3C trace id (32 hex digits) of the trace the task
+	// was enqueued in, for a task enqueued with tracing on
+	// (docs/tracing.md); empty otherwise.
+	TraceID string `json:"trace_id,omitempty"`
 	// Problem explains task data that could not be decoded (the data
 	// fields are then empty), or a corrupt due time (a delayed-set score
 	// that is no time: the shard's owner dead-letters such a task). It

@@ -1,6 +1,10 @@
 package client
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
+	"github.com/hourglass-sched/hourglass/internal/version"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +38,9 @@ type Client struct {
 	// runs generates the ids of tasks enqueued without one, a run of
 	// them in one shard at a time (shard.Runs).
 	runs shard.Runs
+	// tracer makes the enqueue spans; nil when tracing is off
+	// (Config.TracerProvider).
+	tracer trace.Tracer
 }
 
 // New returns a Client on rdb.
@@ -64,8 +71,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, invalidConfig("%w", err)
 	}
-	return &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
-		small: groupcommit.New(enqueueMerged(store)), hub: fanout.New(rdb, fanout.Classic, nil)}, nil
+	c := &Client{store: store, layout: follow, maxPayload: cfg.MaxPayload, retryFor: cfg.RetryFor, codec: cfg.Codec,
+		small: groupcommit.New(enqueueMerged(store)), hub: fanout.New(rdb, fanout.Classic, nil)}
+	if cfg.TracerProvider != nil {
+		c.tracer = cfg.TracerProvider.Tracer(tracectx.Instrumentation, trace.WithInstrumentationVersion(version.Short()))
+	}
+	return c, nil
 }
 
 // Task describes one task to enqueue.
@@ -200,6 +211,15 @@ func (e *BatchError) Unwrap() error { return e.First }
 // the calls made meanwhile, each shard's tasks of all of them in one
 // script call. A larger batch goes at once, alone.
 func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, error) {
+	if c.tracer != nil {
+		return c.enqueueTraced(ctx, tasks)
+	}
+	return c.enqueueBatch(ctx, tasks, "")
+}
+
+// enqueueBatch is EnqueueBatch; its tasks carry traceParent when it is
+// not "" (docs/tracing.md).
+func (c *Client) enqueueBatch(ctx context.Context, tasks []Task, traceParent string) ([]Result, error) {
 	c.layout.Layout(ctx) // at most every LayoutRefresh
 	out := make([]Result, len(tasks))
 	args := make([]shard.EnqueueArgs, 0, len(tasks))
@@ -212,6 +232,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, tasks []Task) ([]Result, erro
 			out[i].Err = err
 			continue
 		}
+		a.TraceParent = traceParent
 		args = append(args, a)
 		generated = append(generated, t.ID == "")
 		idx = append(idx, i)

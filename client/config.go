@@ -1,6 +1,8 @@
 package client
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"time"
 
 	"github.com/hourglass-sched/hourglass"
@@ -107,6 +109,12 @@ type Config struct {
 	// (worker.TypedWith; worker.Typed is JSON). Task.Payload bytes are
 	// sent as they are, whatever the codec.
 	Codec codec.Codec
+	// TracerProvider, when set, turns tracing on (docs/tracing.md): each
+	// Enqueue and EnqueueBatch call is a span ("enqueue <queue>", kind
+	// producer) in the trace of its ctx, and each of its tasks carries
+	// that span's context to the worker, whose span for the handler is
+	// its child. nil (the default) is off, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"log/slog"
 	"time"
 
@@ -177,6 +179,14 @@ type Config struct {
 	Logger hclog.Logger
 	// Registerer receives the worker's metrics; nil: not registered.
 	Registerer prometheus.Registerer
+	// TracerProvider, when set, turns tracing on (docs/tracing.md): each
+	// attempt of a task runs its handler in a span ("process <queue>",
+	// kind consumer), the child of the producer's span the task carries
+	// (client.Config.TracerProvider), or the root of a trace of its own
+	// for a task that carries none; an attempt after a failed one links to
+	// that attempt's span. The handler's ctx holds the span. nil (the
+	// default) is off, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports every field New cannot use, each error a

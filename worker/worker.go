@@ -1,6 +1,10 @@
 package worker
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
+
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"sort"
 	"sync"
@@ -72,6 +76,9 @@ type deps struct {
 	// time may lie and the task still be held (shard.MaxHold; a test may
 	// raise it on its own Worker).
 	maxHold time.Duration
+	// tracer makes the handlers' spans; nil when tracing is off
+	// (Config.TracerProvider).
+	tracer trace.Tracer
 }
 
 // New returns a Worker on rdb.
@@ -111,6 +118,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		log:     log,
 		now:     time.Now,
 		maxHold: shard.MaxHold,
+	}
+	if cfg.TracerProvider != nil {
+		k.tracer = cfg.TracerProvider.Tracer(tracectx.Instrumentation, trace.WithInstrumentationVersion(version.Short()))
 	}
 	k.clock = newRedisClock(store, func() time.Time { return k.now() }, log) // k.now: a test may move the clock
 	return &Worker{

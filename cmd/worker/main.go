@@ -35,6 +35,8 @@
 package main
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/tracing"
+
 	"context"
 	"errors"
 	"flag"
@@ -107,6 +109,18 @@ func run(args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wc.Logger, wc.Registerer = log, reg
+	t := cfg.Worker.Tracing
+	tp, flush, err := tracing.New(context.Background(), tracing.Config{Exporter: t.Exporter, Endpoint: t.Endpoint, File: t.File}, "hourglass-worker", version.Short())
+	switch {
+	case errors.Is(err, tracing.ErrOff):
+	case err != nil:
+		log.Error("start failed", "error", err)
+		return 1
+	default:
+		wc.TracerProvider = tp
+		defer flushSpans(flush, log)
+		log.Info("tracing on", "exporter", t.Exporter)
+	}
 	w, err := worker.New(rdb, wc)
 	if err != nil {
 		log.Error("start failed", "error", err)
@@ -149,6 +163,15 @@ func run(args []string) int {
 		}
 	}
 	return code
+}
+
+// flushSpans exports the spans not exported yet, for at most 5 s.
+func flushSpans(flush func(context.Context) error, log hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		log.Warn("tracing: spans not exported", "error", err)
+	}
 }
 
 func hasTarget(q config.QueueConfig) bool { return q.HTTP.URL != "" || len(q.Command) > 0 }

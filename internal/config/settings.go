@@ -170,6 +170,12 @@ var settings = concat(
 		{Key: "worker.registration_wait", Min: time.Duration(0), Zero: ZeroDefault,
 			Lib: []string{"worker.Config.RegistrationWait"},
 			Doc: "how long the worker waits at start for a scheduler to register each of its queues in its namespace; then it exits 1 naming the namespace and the queues missing"},
+		{Key: "worker.tracing.exporter", Allowed: []string{"otlp", "file"}, Zero: "off",
+			Doc: "where the worker's OpenTelemetry spans go: an OTLP/HTTP collector, or a file (docs/tracing.md)"},
+		{Key: "worker.tracing.endpoint", Rule: "an http or https URL", Zero: "OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318",
+			Doc: "the OTLP/HTTP collector's URL (exporter otlp)"},
+		{Key: "worker.tracing.file", Rule: "with exporter file", Zero: "none",
+			Doc: "file the spans are appended to as JSON lines (exporter file)"},
 
 		{Key: "dlq.max_size", Min: 0, Zero: "unbounded",
 			Lib: []string{"recovery.DeadMaxSize"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -40,6 +41,7 @@ func (c *Config) Validate() error {
 	v.scheduler(c.Scheduler)
 	v.queues(c.Queues)
 	v.periodic(c)
+	v.tracing(c.Worker.Tracing)
 	if c.HTTP.Addr != "" {
 		v.hostPort("http.addr", c.HTTP.Addr, false)
 	}
@@ -277,5 +279,25 @@ func (v *validator) hostPort(key, addr string, needHost bool) {
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < lo || p > 65535 {
 		v.add(key, "must have a port number from %d to 65535 (got %q)", lo, addr)
+	}
+}
+
+// tracing checks the worker.tracing keys that depend on the exporter.
+func (v *validator) tracing(t TracingConfig) {
+	switch {
+	case t.Exporter == "file" && t.File == "":
+		v.add("worker.tracing.file", "must be set with exporter file")
+	case t.Exporter != "file" && t.File != "":
+		v.add("worker.tracing.file", "is for exporter file (exporter is %q)", t.Exporter)
+	}
+	if t.Endpoint == "" {
+		return
+	}
+	if t.Exporter != "otlp" {
+		v.add("worker.tracing.endpoint", "is for exporter otlp (exporter is %q)", t.Exporter)
+		return
+	}
+	if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add("worker.tracing.endpoint", "must be an http or https URL (got %q)", t.Endpoint)
 	}
 }

@@ -23,6 +23,19 @@ type WorkerConfig struct {
 	// scheduler to register each of its queues in its namespace before it
 	// exits non-zero naming what is missing.
 	RegistrationWait time.Duration `koanf:"registration_wait"`
+	// Tracing configures the worker's OpenTelemetry spans
+	// (docs/tracing.md).
+	Tracing TracingConfig `koanf:"tracing"`
+}
+
+// TracingConfig configures where the worker binary's spans go.
+type TracingConfig struct {
+	// Exporter is "otlp", "file", or "" for no tracing.
+	Exporter string `koanf:"exporter"`
+	// Endpoint is the OTLP/HTTP collector's URL.
+	Endpoint string `koanf:"endpoint"`
+	// File is where the file exporter appends its JSON lines.
+	File string `koanf:"file"`
 }
 
 func defaultWorker() WorkerConfig {

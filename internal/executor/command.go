@@ -1,6 +1,9 @@
 package executor
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +27,10 @@ const (
 	EnvAttempt    = "HOURGLASS_ATTEMPT"
 	EnvDueMs      = "HOURGLASS_DUE_MS"
 	EnvEnqueuedMs = "HOURGLASS_ENQUEUED_MS"
+	// EnvTraceParent carries the W3C traceparent of the handler's span
+	// when tracing is on (OpenTelemetry's name for it in a process's
+	// environment).
+	EnvTraceParent = "TRACEPARENT"
 )
 
 const (
@@ -87,6 +94,9 @@ func runCommand(ctx context.Context, argv []string, t *worker.Task) error {
 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = taskEnv(os.Environ(), t)
+	if tp := tracectx.Format(trace.SpanContextFromContext(ctx)); tp != "" {
+		cmd.Env = append(cmd.Env, EnvTraceParent+"="+tp) // the handler's span (docs/tracing.md)
+	}
 	cmd.Stdin = stdinR
 	cmd.Stderr = stderrW // stdout stays nil: /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

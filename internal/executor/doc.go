@@ -15,6 +15,7 @@
 //	Hourglass-Due          when the task was due, RFC 3339 in UTC with milliseconds
 //	Hourglass-Due-Ms       the same, in Unix milliseconds
 //	Hourglass-Enqueued-Ms  when the task was stored, in Unix milliseconds
+//	Traceparent            with tracing on (tracing.exporter), the W3C traceparent of the handler's span
 //
 // plus the configured headers, which cannot replace the Hourglass-
 // headers. The answer decides the task's fate:
@@ -35,8 +36,9 @@
 //
 // Each task runs the configured argv directly (no shell) with the payload
 // on stdin and HOURGLASS_TASK_ID, HOURGLASS_QUEUE, HOURGLASS_ATTEMPT,
-// HOURGLASS_DUE_MS and HOURGLASS_ENQUEUED_MS added to the worker's
-// environment, from which every other HOURGLASS_ variable is removed:
+// HOURGLASS_DUE_MS and HOURGLASS_ENQUEUED_MS (and, with tracing on,
+// TRACEPARENT: the W3C traceparent of the handler's span) added to the
+// worker's environment, from which every other HOURGLASS_ variable is removed:
 // those configure the worker and may hold its Redis password. Stdout is
 // discarded; the last 512 bytes of stderr become the error message.
 //

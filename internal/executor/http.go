@@ -1,6 +1,9 @@
 package executor
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
+	"go.opentelemetry.io/otel/trace"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -72,6 +75,9 @@ func HTTP(target config.HTTPTarget, client *http.Client) worker.Handler {
 			req.Header[name] = values
 		}
 		setTaskHeaders(req.Header, t)
+		if tp := tracectx.Format(trace.SpanContextFromContext(ctx)); tp != "" {
+			req.Header.Set("Traceparent", tp) // the handler's span (docs/tracing.md)
+		}
 
 		resp, err := client.Do(req)
 		if err != nil {

@@ -72,6 +72,11 @@ type Task struct {
 	Due      time.Time
 	Enqueued time.Time
 	Payload  []byte
+	// TraceParent is the W3C traceparent the producer sent with the task
+	// ("" for none); TraceLink is the span id of its last failed attempt
+	// ("" before one failed). The data keeps them before the payload
+	// (docs/protocol.md, "Traces").
+	TraceParent, TraceLink string
 }
 
 // Encode renders t in the stored format, version 1:
@@ -82,11 +87,12 @@ func Encode(t Task) []byte {
 	b = strconv.AppendInt(b, EncodingVersion, 10)
 	b = append(b, '|')
 	b = append(b, t.Queue...)
-	for _, n := range []int64{int64(t.Attempts), int64(t.MaxRetries + priorityShift*int(t.Priority)), t.Timeout.Milliseconds(), t.Due.UnixMilli(), t.Enqueued.UnixMilli()} {
+	for _, n := range []int64{int64(t.Attempts), int64(retriesField(t)), t.Timeout.Milliseconds(), t.Due.UnixMilli(), t.Enqueued.UnixMilli()} {
 		b = append(b, '|')
 		b = strconv.AppendInt(b, n, 10)
 	}
 	b = append(b, '|')
+	b = append(b, traceContext(t)...)
 	return append(b, t.Payload...)
 }
 
@@ -98,10 +104,11 @@ func EncodeV2(t Task, qid uint16) []byte {
 	b[0] = 2
 	binary.BigEndian.PutUint16(b[1:], qid)
 	binary.BigEndian.PutUint16(b[3:], uint16(t.Attempts))
-	binary.BigEndian.PutUint16(b[5:], uint16(t.MaxRetries+priorityShift*int(t.Priority)))
+	binary.BigEndian.PutUint16(b[5:], uint16(retriesField(t)))
 	putUint(b[7:12], uint64(t.Timeout.Milliseconds()))
 	putUint(b[12:18], uint64(t.Due.UnixMilli()))
 	putUint(b[18:24], uint64(t.Enqueued.UnixMilli()))
+	b = append(b, traceContext(t)...)
 	return append(b, t.Payload...)
 }
 
@@ -159,8 +166,8 @@ func DecodeWith(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	if len(f[1]) == 0 {
 		return Task{}, fmt.Errorf("%w: %q: empty queue", ErrUndecodable, id)
 	}
-	mr, prio := splitRetries(int(n[1]))
-	return Task{
+	mr, prio, traced := splitRetries(int(n[1]))
+	return withTrace(Task{
 		ID:         id,
 		Queue:      string(f[1]),
 		Attempts:   int(n[0]),
@@ -170,7 +177,7 @@ func DecodeWith(id string, blob []byte, names QueueNameFunc) (Task, error) {
 		Due:        time.UnixMilli(n[3]),
 		Enqueued:   time.UnixMilli(n[4]),
 		Payload:    rest,
-	}, nil
+	}, traced), nil
 }
 
 func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
@@ -188,8 +195,8 @@ func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
 	if q == "" {
 		return Task{}, fmt.Errorf("%w: %q: unknown queue number %d", ErrUndecodable, id, qid)
 	}
-	mr, prio := splitRetries(int(binary.BigEndian.Uint16(blob[5:])))
-	return Task{
+	mr, prio, traced := splitRetries(int(binary.BigEndian.Uint16(blob[5:])))
+	return withTrace(Task{
 		ID:         id,
 		Queue:      q,
 		Attempts:   int(binary.BigEndian.Uint16(blob[3:])),
@@ -199,5 +206,5 @@ func decodeV2(id string, blob []byte, names QueueNameFunc) (Task, error) {
 		Due:        time.UnixMilli(int64(getUint(blob[12:18]))),
 		Enqueued:   time.UnixMilli(int64(getUint(blob[18:24]))),
 		Payload:    blob[v2Header:],
-	}, nil
+	}, traced), nil
 }

@@ -17,13 +17,23 @@ const (
 // docs/protocol.md, "Task data").
 const priorityShift = 16384
 
-// splitRetries splits a task data's max_retries field. A level above
-// PriorityLow (corrupt data) reads as PriorityNormal, as lib.lua's
-// prio_split reads it.
-func splitRetries(field int) (maxRetries int, p Priority) {
+// splitRetries splits a task data's max_retries field: max retries, the
+// level and the trace flag (traceFlag). A level above PriorityLow
+// (corrupt data) reads as PriorityNormal, as lib.lua's prio_split reads
+// it.
+func splitRetries(field int) (maxRetries int, p Priority, traced bool) {
 	p = Priority(field / priorityShift)
 	if !p.Valid() {
 		p = PriorityNormal
 	}
-	return field % priorityShift, p
+	return field % traceFlag, p, field/traceFlag%2 == 1
+}
+
+// retriesField renders t's max_retries field (splitRetries).
+func retriesField(t Task) int {
+	f := t.MaxRetries + priorityShift*int(t.Priority)
+	if t.TraceParent != "" {
+		f += traceFlag
+	}
+	return f
 }

@@ -26,6 +26,9 @@ type EnqueueArgs struct {
 	Timeout    time.Duration // 0: the queue's default
 	// Priority is the task's level (PriorityNormal: none).
 	Priority Priority
+	// TraceParent, when set, is the W3C traceparent (ValidTraceParent)
+	// the task carries to its worker (docs/protocol.md, "Traces").
+	TraceParent string
 	// UniqueFor, above zero, reserves the id that long from the enqueue
 	// (unique.lua): an enqueue with UniqueFor of the same id is refused
 	// as a duplicate ("reserved") until then, even after the task
@@ -55,13 +58,18 @@ func enqueueArgs(a EnqueueArgs) []any {
 	if a.MaxRetries >= 0 {
 		retries = strconv.Itoa(a.MaxRetries)
 	}
-	if a.Priority != PriorityNormal {
+	payload := a.Payload
+	switch {
+	case a.TraceParent != "":
+		retries += ":" + strconv.Itoa(int(a.Priority)) + "t"
+		payload = append([]byte(a.TraceParent), a.Payload...)
+	case a.Priority != PriorityNormal:
 		retries += ":" + strconv.Itoa(int(a.Priority))
 	}
 	if a.Timeout > 0 {
 		timeout = strconv.FormatInt(a.Timeout.Milliseconds(), 10)
 	}
-	return []any{a.ID, due, a.Queue, retries, timeout, a.Payload}
+	return []any{a.ID, due, a.Queue, retries, timeout, payload}
 }
 
 // enqueueChunk bounds the tasks of one script call, so that no call keeps

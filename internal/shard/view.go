@@ -75,6 +75,9 @@ func view(r rawTask) hourglass.TaskInfo {
 		if r.size >= 0 {
 			t.PayloadSize = r.size
 		}
+		if d.TraceParent != "" {
+			t.TraceID = d.TraceParent[3:35]
+		}
 	}
 	if r.corruptDue {
 		t.Problem = CorruptDueProblem

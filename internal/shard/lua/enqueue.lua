@@ -53,7 +53,10 @@
 --   max retries "" for the queue's default, else 0..1000; optionally
 --               followed by ":<level>", the task's priority level: 0
 --               normal (the same as none), 1 high, 2 low ("3:1", ":2";
---               see "Priorities" in docs/protocol.md)
+--               see "Priorities" in docs/protocol.md), and then by "t"
+--               when the payload starts with a W3C traceparent, 55
+--               bytes that are not counted as payload (":0t"; see
+--               "Traces" in docs/protocol.md)
 --   timeout ms  "" for the queue's default, else 1..9999999999
 --   payload     opaque bytes
 --
@@ -159,15 +162,16 @@ local function queue_name(qn, qid)
 end
 
 -- prio_split splits a task data's max_retries field into the task's max
--- retries and its priority level (docs/fairness.md, "Priorities"): the
--- field holds 16384 * level + max retries (at most 1000), level 0 normal,
--- 1 high, 2 low (a corrupt field above 2 reads as 0), so that the level
--- travels with the task data through retries, changes, exports and
--- replays.
+-- retries, its priority level (docs/fairness.md, "Priorities") and its
+-- trace flag (docs/protocol.md, "Traces"): the field holds
+-- 16384 * level + 8192 * traced + max retries (at most 1000), level 0
+-- normal, 1 high, 2 low (a corrupt field above 2 reads as 0), so that the
+-- level and the trace context travel with the task data through retries,
+-- changes, exports and replays.
 local function prio_split(mr)
   local level = math.floor(mr / 16384)
   if level > 2 then level = 0 end -- corrupt: read as normal
-  return mr % 16384, level
+  return mr % 8192, level, math.floor(mr / 8192) % 2
 end
 
 -- v2_fields reads the fixed header of task data version 2 after its
@@ -383,19 +387,32 @@ local function enqueue(i)
   if not p.max_payload then
     return -3, 0, "corrupt queue policy for " .. queue
   end
-  if #payload > p.max_len then
+  -- A traceparent before the payload (the "t" below) is not counted.
+  if #payload > p.max_len and (string.sub(retries, -1) ~= "t" or #payload - 55 > p.max_len) then
     return -2, 0, p.max_payload
   end
   -- Numbers are bounded so that they stay exact in Lua and in every reader.
-  local level = 0
-  local r, l = string.match(retries, "^(%d*):([012])$")
-  if r then retries, level = r, tonumber(l) end
+  local level, traced = 0, ""
+  local r, l, tr = string.match(retries, "^(%d*):([012])(t?)$")
+  if r then retries, level, traced = r, tonumber(l), tr end
   if retries == "" then retries = p.retries end
   if not string.match(retries, "^%d%d?%d?%d?$") or (#retries == 4 and tonumber(retries) > 1000) then
-    return -3, 0, "invalid max retries (0..1000, optionally followed by :0, :1 or :2, the priority level)"
+    return -3, 0, "invalid max retries (0..1000, optionally followed by :0, :1 or :2, the priority level, and t)"
   end
-  -- The level is kept in the max_retries field (lib.lua's prio_split).
-  if level > 0 then retries = string.format("%d", tonumber(retries) + 16384 * level) end
+  if traced == "t" then
+    -- The payload starts with a W3C traceparent; the slot for the span id
+    -- of a failed attempt goes after it (lib.lua's trace_len).
+    local x = "[0-9a-f]"
+    local h = string.rep(x, 8)
+    if not string.match(string.sub(payload, 1, 55), "^" .. x .. x .. "%-" .. h .. h .. h .. h .. "%-" .. h .. h .. "%-" .. x .. x .. "$") then
+      return -3, 0, "invalid trace context (the payload must start with a W3C traceparent, 55 bytes)"
+    end
+    payload = string.sub(payload, 1, 55) .. "-0000000000000000" .. string.sub(payload, 56)
+  end
+  -- The level and the trace flag are kept in the max_retries field
+  -- (lib.lua's prio_split).
+  local flags = 16384 * level + (traced == "t" and 8192 or 0)
+  if flags > 0 then retries = string.format("%d", tonumber(retries) + flags) end
   if timeout == "" then timeout = p.timeout end
   if #timeout > 10 or not string.match(timeout, "^0*[1-9]%d*$") then
     return -3, 0, "invalid timeout (1..9999999999 ms)"

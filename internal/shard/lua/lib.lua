@@ -96,15 +96,24 @@ local function queue_name(qn, qid)
 end
 
 -- prio_split splits a task data's max_retries field into the task's max
--- retries and its priority level (docs/fairness.md, "Priorities"): the
--- field holds 16384 * level + max retries (at most 1000), level 0 normal,
--- 1 high, 2 low (a corrupt field above 2 reads as 0), so that the level
--- travels with the task data through retries, changes, exports and
--- replays.
+-- retries, its priority level (docs/fairness.md, "Priorities") and its
+-- trace flag (docs/protocol.md, "Traces"): the field holds
+-- 16384 * level + 8192 * traced + max retries (at most 1000), level 0
+-- normal, 1 high, 2 low (a corrupt field above 2 reads as 0), so that the
+-- level and the trace context travel with the task data through retries,
+-- changes, exports and replays.
 local function prio_split(mr)
   local level = math.floor(mr / 16384)
   if level > 2 then level = 0 end -- corrupt: read as normal
-  return mr % 16384, level
+  return mr % 8192, level, math.floor(mr / 8192) % 2
+end
+
+-- trace_len is the length of the trace context that starts the payload
+-- area of traced task data (prio_split): a W3C traceparent (55 bytes),
+-- "-" and the span id of the last failed attempt in 16 hex digits
+-- ("0000000000000000" before one failed).
+local function trace_len()
+  return 72
 end
 
 -- v2_fields reads the fixed header of task data version 2 after its
@@ -114,6 +123,19 @@ end
 local function v2_fields(blob)
   if #blob < 24 then return end
   return struct.unpack(">I2I2I2I5I6I6", blob, 2)
+end
+
+-- traced_at sets t.tctx to the trace context that starts the payload
+-- area of blob when traced is 1 (prio_split) and moves t.pos past it, so
+-- that string.sub(blob, t.pos) is the payload alone; data too short for
+-- one keeps its flag and its whole payload. It returns t.
+local function traced_at(t, blob, traced)
+  if traced == 1 and #blob >= t.pos + trace_len() - 1 then
+    t.tctx = string.sub(blob, t.pos, t.pos + trace_len() - 1)
+    t.pos = t.pos + trace_len()
+  end
+  t.traced = traced
+  return t
 end
 
 -- decode parses encoded task data, version 1 or 2 (docs/protocol.md), the
@@ -128,18 +150,18 @@ local function decode(blob, qn)
     if not qid then return nil, "undecodable task data" end
     local q = queue_name(qn, qid)
     if not q then return nil, "unknown queue number " .. qid end
-    local m, level = prio_split(mr)
-    return {v = 2, qid = qid, queue = q, attempts = att, max_retries = m, level = level,
-      timeout = to, due = due, enqueued = enq, pos = 25}
+    local m, level, traced = prio_split(mr)
+    return traced_at({v = 2, qid = qid, queue = q, attempts = att, max_retries = m, level = level,
+      timeout = to, due = due, enqueued = enq, pos = 25}, blob, traced)
   end
   local v, q, att, mr, to, due, enq, pos = string.match(blob,
     "^(%d+)|([^|]+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()")
   if not v then return nil, "undecodable task data" end
   if v ~= "1" then return nil, "unsupported task encoding version " .. v end
-  local m, level = prio_split(tonumber(mr))
-  return {v = 1, queue = q, attempts = tonumber(att), max_retries = m, level = level,
+  local m, level, traced = prio_split(tonumber(mr))
+  return traced_at({v = 1, queue = q, attempts = tonumber(att), max_retries = m, level = level,
     timeout = tonumber(to), due = tonumber(due), enqueued = tonumber(enq),
-    pos = pos}
+    pos = pos}, blob, traced)
 end
 
 -- fence checks the caller's epoch against the shard's stored one. A newer
@@ -249,10 +271,11 @@ end
 
 -- encode renders task fields, in the version they were decoded from
 -- (t.v; version 2 with t.qid), with the payload of the original blob, or
--- with payload when it is given; t.level (prio_split) is kept.
+-- with payload when it is given; t.level and the trace flag (prio_split)
+-- are kept, and the trace context t.tctx goes before the payload.
 local function encode(t, blob, payload)
-  payload = payload or string.sub(blob, t.pos)
-  local mr = t.max_retries + 16384 * (t.level or 0)
+  payload = (t.tctx or "") .. (payload or string.sub(blob, t.pos))
+  local mr = t.max_retries + 16384 * (t.level or 0) + 8192 * (t.traced or 0)
   if t.v == 2 then
     return "\2" .. struct.pack(">I2I2I2I5I6I6", t.qid, t.attempts, mr,
       t.timeout, t.due, t.enqueued) .. payload
@@ -1176,13 +1199,18 @@ end
 -- reply so stays small whatever the payloads (docs/protocol.md,
 -- "Administration scripts").
 local function preview(blob, n)
-  local e
+  local e, mr
   if string.byte(blob, 1) == 2 then
-    if #blob >= 24 then e = 24 end
+    if #blob >= 24 then e, mr = 24, struct.unpack(">I2", blob, 6) end
   else
-    e = select(2, string.find(blob, "^1|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|"))
+    local _
+    _, e, mr = string.find(blob, "^1|[^|]*|[^|]*|([^|]*)|[^|]*|[^|]*|[^|]*|")
   end
   if not e then return string.sub(blob, 1, 1024), -1 end
+  -- A trace context is shown whole and is not payload (prio_split).
+  if select(3, prio_split(tonumber(mr) or 0)) == 1 and #blob >= e + trace_len() then
+    return string.sub(blob, 1, e + trace_len() + n), #blob - e - trace_len()
+  end
   return string.sub(blob, 1, e + n), #blob - e
 end
 

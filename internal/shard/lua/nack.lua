@@ -27,6 +27,10 @@
 -- ARGV[9] prefix of the task's done channel (the id is appended): a task
 --         buried here whose queue keeps records of its ended tasks is
 --         published "dead" there (Client.Wait)
+-- ARGV[10] optional: the span id of the failed attempt, 16 hex digits,
+--         kept in a traced task's trace context so that the next
+--         attempt's span links to it (docs/protocol.md, "Traces"); ""
+--         or absent keeps the one there
 --
 -- Returns {1, due_ms, attempts} rescheduled, {2, 0, attempts} buried,
 -- {0, 0, 0} stale token, {-1, 0, 0} undecodable task (buried).
@@ -48,6 +52,9 @@ if not task then
   return {-1, 0, 0}
 end
 task.attempts = task.attempts + 1
+if task.tctx and ARGV[10] and string.match(ARGV[10], "^[0-9a-f]+$") and #ARGV[10] == 16 then
+  task.tctx = string.sub(task.tctx, 1, 56) .. ARGV[10]
+end
 
 -- buried ends the task in the dead-letter set for reason.
 local function buried(reason)
