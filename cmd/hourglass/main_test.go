@@ -277,4 +277,12 @@ func TestTaskRescheduleAndReplace(t *testing.T) {
 	if _, _, code := e.cli("task", "priority", "order-9", "urgent"); code != exitUsage {
 		t.Errorf("an unknown level: exit %d, want %d", code, exitUsage)
 	}
+	// A traced task shows its trace id (docs/tracing.md).
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	if r := e.store.Enqueue(ctx, shard.EnqueueArgs{ID: "traced", Queue: "q", Delay: time.Hour, MaxRetries: -1, TraceParent: "00-" + traceID + "-00f067aa0ba902b7-01"}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if out, _, code := e.cli("task", "show", "traced"); code != exitOK || !strings.Contains(out, "trace id") || !strings.Contains(out, traceID) {
+		t.Errorf("task show of a traced task: exit %d, stdout %q", code, out)
+	}
 }

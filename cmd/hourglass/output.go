@@ -135,6 +135,9 @@ func showTask(w io.Writer, t inspect.Task) {
 	if t.Priority != hourglass.PriorityNormal {
 		row(w, "priority", t.Priority)
 	}
+	if t.TraceID != "" {
+		row(w, "trace id", t.TraceID)
+	}
 	row(w, "timeout", t.Timeout)
 	row(w, "due", when(t.Due))
 	row(w, "enqueued", when(t.Enqueued))
