@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -307,6 +308,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if tk, err := in.Task(ctx, "bad-2"); err != nil || tk.State != inspect.StateDead {
 		t.Fatalf("bad-2 should still be dead: %+v %v", tk, err)
+	}
+	// Purge all: every dead letter of the applied filter (none: all).
+	if got := confirmClick(t, bctx, asked, "click Purge all", `#deadbulk button[data-action="purgeall"]`); !strings.HasPrefix(got, "Purge every dead letter (no filter: all of them)?") {
+		t.Fatalf("Purge all asked %q", got)
+	}
+	value(t, bctx, "the bulk purge's count", chromedp.Poll[string](`(() => {
+		const s = document.querySelector("#status").textContent;
+		return s.includes("Purged 1 of 1 dead letters examined") ? s : "";
+	})()`))
+	if _, err := in.Task(ctx, "bad-2"); !errors.Is(err, inspect.ErrNotFound) {
+		t.Fatalf("bad-2 after Purge all: %v", err)
 	}
 
 	// A key's weight: shown per queue, set by the form (0 would pause it).

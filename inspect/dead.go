@@ -26,21 +26,27 @@ type DeadFilter struct {
 // a call then runs for a few milliseconds at most.
 const deadBatch = 500
 
-// ListDead returns a page of dead letters matching f, oldest first in
-// each shard. limit bounds the entries returned and examined per call
-// (default 100, at most 1000); cursor is "" to start.
+// ListDead returns a page of dead letters matching f, newest first
+// across every shard (by the time each was dead-lettered, then by id).
+// limit bounds the entries returned and those examined in each shard per
+// call (default 100, at most 1000); cursor is "" to start. A page may be
+// short while more follow: keep paging until the Cursor is "".
+// (ListTasks with StateDead lists them oldest first in each shard.)
 func (i *Inspector) ListDead(ctx context.Context, f DeadFilter, cur string, limit int) (Page, error) {
-	c := cursor{State: StateDead, Dead: &f}.start(0)
+	c := cursor{State: StateDead, Dead: &f, Newest: true}
 	if cur != "" {
 		var err error
 		if c, err = decodeCursor(cur); err != nil {
 			return Page{}, err
 		}
-		if c.State != StateDead || c.Dead == nil || !sameFilter(*c.Dead, f) {
+		if c.State != StateDead || c.Dead == nil || !c.Newest || !sameFilter(*c.Dead, f) {
 			return Page{}, errorf(ErrInvalidArgument, "the cursor belongs to another listing")
 		}
 	}
-	return i.page(ctx, c, limit)
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	return i.deadNewest(ctx, c, min(limit, MaxLimit))
 }
 
 func sameFilter(a, b DeadFilter) bool {

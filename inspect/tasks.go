@@ -62,6 +62,9 @@ type cursor struct {
 	Set   shard.Cursor      `json:"c"`
 	FarC  shard.FarCursor   `json:"f"`
 	Ready shard.ReadyCursor `json:"r"`
+	// Newest marks a newest-first listing of dead letters across shards
+	// (ListDead): Set is then its frontier in every shard.
+	Newest bool `json:"nw,omitempty"`
 }
 
 func (c cursor) encode() string {

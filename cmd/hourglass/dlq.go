@@ -70,7 +70,7 @@ func (a *app) dlqLs() *cobra.Command {
 	var ff filterFlags
 	var p pageFlags
 	cmd := &cobra.Command{
-		Use: "ls", Short: "List dead letters, oldest first in each shard", Args: exactArgs(0),
+		Use: "ls", Short: "List dead letters, newest first across the shards", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := ff.filter()
 			if err != nil {

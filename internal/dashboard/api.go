@@ -153,9 +153,38 @@ func (d *dash) shards(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"layout": layout, "shards": shards, "warning": warning})
 }
 
+// deadFilter is the dead-letter filter of r's query: queue, reason and
+// error (a substring of the last error).
+func deadFilter(r *http.Request) inspect.DeadFilter {
+	q := r.URL.Query()
+	return inspect.DeadFilter{Queue: q.Get("queue"), Reason: q.Get("reason"), ErrorContains: q.Get("error")}
+}
+
+// deadAll replays (due now) or purges, as op says, every dead letter
+// matching the query's filter, as hourglass dlq replay --all and purge
+// --all do; the answer counts those done and examined. One request is
+// bounded as every change is: a larger set is done in part, the answer's
+// error says how far, and the next request goes on.
+func (d *dash) deadAll(ctx context.Context, r *http.Request, op string) (map[string]any, error) {
+	var p inspect.Progress
+	var err error
+	switch op {
+	case "replay":
+		p, err = d.o.Inspector.ReplayDead(ctx, deadFilter(r), time.Time{}, nil)
+	case "purge":
+		p, err = d.o.Inspector.PurgeDead(ctx, deadFilter(r), nil)
+	default:
+		return nil, fmt.Errorf("%w: bulk action %q (want replay or purge)", inspect.ErrInvalidArgument, op)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s of %d dead letters done before: %w", op, p.Done, err)
+	}
+	return map[string]any{"done": p.Done, "scanned": p.Scanned}, nil
+}
+
 func (d *dash) dead(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := inspect.DeadFilter{Queue: q.Get("queue"), Reason: q.Get("reason"), ErrorContains: q.Get("error")}
+	f := deadFilter(r)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	page, err := d.o.Inspector.ListDead(ctx, f, q.Get("cursor"), 50)

@@ -25,6 +25,8 @@
 package dashboard
 
 import (
+	"maps"
+
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -134,6 +136,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /ui/api/queues/{target}/keyrate", d.change(d.keyrate))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/reschedule", d.change(d.reschedule))
 	mux.HandleFunc("POST /ui/api/tasks/{target}/replace", d.change(d.replace))
+	mux.HandleFunc("POST /ui/api/deadall/{target}", d.changeWith(d.deadAll))
 	return securityHeaders(d.hostCheck(d.auth(mux)))
 }
 
@@ -261,6 +264,15 @@ func (d *dash) sameOrigin(r *http.Request) (bool, string) {
 // read-only mode, without the CSRF header, or from another site; logged
 // either way.
 func (d *dash) change(do func(ctx context.Context, r *http.Request, target string) error) http.HandlerFunc {
+	return d.changeWith(func(ctx context.Context, r *http.Request, target string) (map[string]any, error) {
+		return nil, do(ctx, r, target)
+	})
+}
+
+// changeWith is change for an action whose answer carries more: the
+// fields do returns are added to it (a bulk action's counts), also to an
+// error's answer when do returns both.
+func (d *dash) changeWith(do func(ctx context.Context, r *http.Request, target string) (map[string]any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		target := r.PathValue("target")
 		action := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
@@ -284,12 +296,15 @@ func (d *dash) change(do func(ctx context.Context, r *http.Request, target strin
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 		defer cancel()
-		if err := do(ctx, r, target); err != nil {
+		more, err := do(ctx, r, target)
+		if err != nil {
 			d.fail(w, err)
 			return
 		}
 		d.o.Log.Info("dashboard change", "action", action, "target", target, "remote", r.RemoteAddr)
-		writeJSON(w, map[string]string{"action": action, "target": target})
+		answer := map[string]any{"action": action, "target": target}
+		maps.Copy(answer, more)
+		writeJSON(w, answer)
 	}
 }
 

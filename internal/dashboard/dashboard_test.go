@@ -533,3 +533,55 @@ func TestUpcoming(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadBulk (#29): Replay all and Purge all act on every dead letter
+// the filter matches, in every shard, and answer the counts; an unknown
+// action is refused, and so is either without the header or in
+// read-only mode.
+func TestDeadBulk(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2, Queues: map[string]shard.QueuePolicy{"q": shardtest.Policy(), "other": shardtest.Policy()}})
+	inQ := e.Dead("q", "dq", 5)
+	inOther := e.Dead("other", "do", 3)
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in}))
+	t.Cleanup(srv.Close)
+	ro := httptest.NewServer(New(Options{Inspector: in, ReadOnly: true}))
+	t.Cleanup(ro.Close)
+	for _, c := range []struct {
+		url  string
+		hdr  map[string]string
+		code int
+	}{
+		{srv.URL + "/ui/api/deadall/replay?queue=q", nil, 403},
+		{ro.URL + "/ui/api/deadall/purge", ui, 403},
+		{srv.URL + "/ui/api/deadall/drop", ui, 400},
+	} {
+		if code, body := do(t, "POST", c.url, c.hdr); code != c.code {
+			t.Fatalf("%s: %d %s, want %d", c.url, code, body, c.code)
+		}
+	}
+	if e.State(inQ[0]) != "dead" || e.State(inOther[0]) != "dead" {
+		t.Fatal("a refused bulk action changed something")
+	}
+	code, body := do(t, "POST", srv.URL+"/ui/api/deadall/replay?queue=q", ui)
+	if code != 200 || !strings.Contains(body, `"done":5`) || !strings.Contains(body, `"scanned":8`) {
+		t.Fatalf("replay all of q: %d %s", code, body)
+	}
+	for _, id := range inQ {
+		if s := e.State(id); s != "scheduled" {
+			t.Fatalf("%s after replay all: %s", id, s)
+		}
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?error=shardtest", ui); code != 200 || !strings.Contains(body, `"done":3`) {
+		t.Fatalf("purge all: %d %s", code, body)
+	}
+	for _, id := range inOther {
+		if s := e.State(id); s != "gone" {
+			t.Fatalf("%s after purge all: %s", id, s)
+		}
+	}
+}

@@ -47,6 +47,10 @@ type Filter struct {
 	Min, Max      int64
 	Reason        string
 	ErrorContains string
+	// Desc pages from the highest score down, ties in reverse id order
+	// (page.lua's "desc"): the cursor is then the last entry examined
+	// going down.
+	Desc bool
 }
 
 func (f Filter) bounds() (string, string) {
@@ -93,7 +97,7 @@ func (s *Store) PageSet(ctx context.Context, sh int, kind SetKind, cur Cursor, l
 	}
 	lo, hi := f.bounds()
 	v, err := pageScript.Run(ctx, s.rdb, []string{key, s.k.Tasks(sh), s.k.DeadInfo(sh), s.k.Errors(sh)},
-		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains, PagePreview).Slice()
+		cur.Score, cur.Member, limit, f.Queue, lo, hi, f.Reason, f.ErrorContains, PagePreview, map[bool]string{true: "desc"}[f.Desc]).Slice()
 	if err != nil {
 		return nil, cur, false, errtext.Errorf("page of shard %d: %w", sh, err)
 	}

@@ -95,9 +95,9 @@ function button(td, label, action, attrs, run, ask) {
   b.dataset.action = action;
   for (const [k, v] of Object.entries(attrs)) b.dataset[k] = v;
   b.addEventListener("click", async () => {
-    if (b.disabled || !confirmed(label, ask)) return;
+    if (b.disabled || !confirmed(label, typeof ask === "function" ? ask() : ask)) return;
     b.disabled = true;
-    try { await run(); status(label + " done"); await refresh(); }
+    try { const said = await run(); status(typeof said === "string" ? said : label + " done"); await refresh(); }
     catch (e) { status(label + " failed: " + e.message, true); }
     finally { b.disabled = false; }
   });
@@ -508,6 +508,18 @@ async function start() {
     delete drawn.dead;
     guarded("filter", () => loadDead(false));
   });
+  // Bulk actions on every dead letter the applied filter matches.
+  const filterText = () => deadFilter.toString() ? "matching " + [...deadFilter].map(([k, v]) => k + " " + JSON.stringify(v)).join(", ") : "(no filter: all of them)";
+  const bulk = (op) => async () => {
+    const a = await post("deadall/" + op + "?" + deadFilter);
+    delete drawn.dead;
+    deadPaged = false;
+    return `${op === "replay" ? "Replayed" : "Purged"} ${a.done} of ${a.scanned} dead letters examined`;
+  };
+  button($("#deadbulk"), "Replay all", "replayall", {}, bulk("replay"),
+    () => "Replay every dead letter " + filterText() + "? They are due now, with their attempts back at 0.");
+  button($("#deadbulk"), "Purge all", "purgeall", {}, bulk("purge"),
+    () => "Purge every dead letter " + filterText() + "? Their data is deleted.");
   $("#recentqueue").addEventListener("submit", (e) => {
     e.preventDefault();
     recentQueue = new FormData(e.target).get("queue");

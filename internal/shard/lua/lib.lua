@@ -1142,23 +1142,40 @@ end
 -- page_start returns the rank at which a page of sorted set key starts,
 -- for a cursor (score cs, member cm; cs "" for the first page) and a
 -- lower score bound min ("-inf" for none): right after the cursor member
--- if it is still there with that score (anchored true), else at the first
--- member scored at least cs; then the caller skips members scored cs that
--- sort no later than cm (ties are ordered by member). Never before the
--- first member scored at least min.
-local function page_start(key, cs, cm, min)
+-- if it is still there with that score, else right after where it would
+-- sort (ties are ordered by member: a binary search among the members
+-- scored cs, one ZRANGE of one rank a step), so that a cursor whose
+-- member is gone, or was never in this set (a listing merged across
+-- shards), skips exactly what sorts up to it however many share its
+-- score. anchored is true once the start is exact (always but for a
+-- first page). Never before the first member scored at least min. With
+-- rev true the page goes from the highest score down: ranks are
+-- ZREVRANK's, ties sort in reverse member order, and min is the highest
+-- score listed ("+inf" for none).
+local function page_start(key, cs, cm, min, rev)
   local start, anchored = 0, false
+  local before = function(score) -- members sorting before score
+    if rev then return redis.call("ZCOUNT", key, "(" .. score, "+inf") end
+    return redis.call("ZCOUNT", key, "-inf", "(" .. score)
+  end
   if cs ~= "" then
-    local r = redis.call("ZRANK", key, cm)
+    local r = redis.call(rev and "ZREVRANK" or "ZRANK", key, cm)
     local s = r and redis.call("ZSCORE", key, cm)
     if s and tonumber(s) == tonumber(cs) then
       start, anchored = r + 1, true
     else
-      start = redis.call("ZCOUNT", key, "-inf", "(" .. cs)
+      local lo = before(cs)
+      local hi = lo + redis.call("ZCOUNT", key, cs, cs)
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local m = redis.call(rev and "ZREVRANGE" or "ZRANGE", key, mid, mid)[1]
+        if (rev and m < cm) or (not rev and m > cm) then hi = mid else lo = mid + 1 end
+      end
+      start, anchored = lo, true
     end
   end
-  if min ~= "-inf" then
-    local m = redis.call("ZCOUNT", key, "-inf", "(" .. min)
+  if min ~= "-inf" and min ~= "+inf" then
+    local m = before(min)
     if m > start then start, anchored = m, true end
   end
   return start, anchored
@@ -1169,9 +1186,10 @@ end
 -- is not anchored, and stopping before the first scored above max
 -- ("+inf" for none). Returns the members, their scores (strings), the
 -- last member and score examined (the next cursor) and whether the set
--- is exhausted.
-local function page_rows(key, start, anchored, cs, cm, limit, max)
-  local rows = redis.call("ZRANGE", key, start, start + limit - 1, "WITHSCORES")
+-- is exhausted. With rev true the ranks and the order are page_start's
+-- reversed ones, and max is the lowest score listed ("-inf" for none).
+local function page_rows(key, start, anchored, cs, cm, limit, max, rev)
+  local rows = redis.call(rev and "ZREVRANGE" or "ZRANGE", key, start, start + limit - 1, "WITHSCORES")
   local ids, scores = {}, {}
   local last_s, last_m = cs, cm
   local maxn = tonumber(max)
@@ -1179,12 +1197,12 @@ local function page_rows(key, start, anchored, cs, cm, limit, max)
   for i = 1, #rows, 2 do
     local m, s = rows[i], rows[i + 1]
     local sn = tonumber(s)
-    if sn > maxn then
+    if (rev and sn < maxn) or (not rev and sn > maxn) then
       done = true
       break
     end
     last_s, last_m = s, m
-    if anchored or sn ~= tonumber(cs) or m > cm then
+    if anchored or sn ~= tonumber(cs) or (rev and m < cm) or (not rev and m > cm) then
       ids[#ids + 1] = m
       scores[#scores + 1] = s
     end

@@ -20,6 +20,10 @@
 -- ARGV[7] dead-letter reason filter, "" for any
 -- ARGV[8] last-error substring filter, "" for any
 -- ARGV[9] payload bytes shown per task at most (lib.lua's preview)
+-- ARGV[10] optional: "desc" pages from the highest score down (ties in
+--         reverse member order); the cursor is then the last member
+--         examined going down, and ARGV[5] and ARGV[6] still bound the
+--         scores listed
 --
 -- Returns {next_score, next_member, done, then per matching task: id,
 -- score, encoded task with at most ARGV[9] bytes of payload or "", the
@@ -30,8 +34,11 @@
 -- payload at once, not LIMIT of them.
 local qn = queue_names(KEYS[2])
 local limit = tonumber(ARGV[3])
-local start, anchored = page_start(KEYS[1], ARGV[1], ARGV[2], ARGV[5])
-local ids, scores, ns, nm, done = page_rows(KEYS[1], start, anchored, ARGV[1], ARGV[2], limit, ARGV[6])
+local rev = ARGV[10] == "desc"
+local first, last = ARGV[5], ARGV[6]
+if rev then first, last = last, first end
+local start, anchored = page_start(KEYS[1], ARGV[1], ARGV[2], first, rev)
+local ids, scores, ns, nm, done = page_rows(KEYS[1], start, anchored, ARGV[1], ARGV[2], limit, last, rev)
 local out = {ns, nm, done and 1 or 0}
 if #ids == 0 then return out end
 local shown = tonumber(ARGV[9])
