@@ -161,8 +161,8 @@ func scheduleTable(w io.Writer, rows []scheduleRow) {
 }
 
 func (a *app) scheduleCmd() *cobra.Command {
-	return noun("schedule", "Register, remove, pause and resume periodic schedules",
-		a.scheduleSet(), a.scheduleRm(), a.schedulePause(true), a.schedulePause(false))
+	return noun("schedule", "Register, remove, pause and resume periodic schedules, and show their history",
+		a.scheduleSet(), a.scheduleRm(), a.schedulePause(true), a.schedulePause(false), a.scheduleHistory())
 }
 
 func (a *app) schedulePause(pause bool) *cobra.Command {

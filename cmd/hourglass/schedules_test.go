@@ -246,3 +246,45 @@ func TestScheduleResumeOfAnUnknownNameIsRefused(t *testing.T) {
 		t.Fatalf("paused schedules after the resume: %v %v", paused, err)
 	}
 }
+
+// TestScheduleHistory: schedule history lists a schedule's outcomes as
+// fire.lua and the catch-up policy recorded them, newest first, in a
+// table and as JSON; a schedule without any says so.
+func TestScheduleHistory(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t, "hist")
+	ctx := testenv.Ctx(t, 10*time.Second)
+	l := e.store.Layout()
+	sh := l.HomeShard("nightly")
+	occ := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := e.store.RecordSkipped(ctx, sh, "nightly", occ.Add(-3*time.Hour), 3, "skip"); err != nil {
+		t.Fatal(err)
+	}
+	id := l.OccurrenceID("nightly", occ)
+	r, err := e.store.Fire(ctx, sh, shard.FireArgs{Schedule: "nightly", Occurrence: occ, Epoch: 1, CaughtUp: true,
+		Task: shard.EnqueueArgs{ID: id, Queue: "q", Due: occ, MaxRetries: -1}})
+	if err != nil || r.Outcome != shard.Fired {
+		t.Fatalf("fire: %+v %v", r, err)
+	}
+	out, errOut, code := e.cli("-o", "json", "schedule", "history", "nightly")
+	var got struct{ History []inspect.Occurrence }
+	if err := json.Unmarshal([]byte(out), &got); code != exitOK || err != nil || len(got.History) == 0 {
+		t.Fatalf("history -o json: exit %d, %v, stdout %q, stderr %q", code, err, out, errOut)
+	}
+	last := got.History[len(got.History)-1]
+	if last.Outcome != inspect.OutcomeSkipped || last.Count != 3 || !strings.Contains(last.Detail, "catch_up skip: 3 missed") {
+		t.Fatalf("the oldest entry: %+v", last)
+	}
+	if len(got.History) != 2 || (got.History[0].Outcome != inspect.OutcomeFired || !got.History[0].CaughtUp || got.History[0].TaskID != id) {
+		t.Fatalf("the newest entry: %+v", got.History[0])
+	}
+	if out, _, code := e.cli("schedule", "history", "nightly"); code != exitOK || !strings.Contains(out, "skipped ×3") {
+		t.Fatalf("history table: exit %d, %q", code, out)
+	}
+	if out, _, code := e.cli("schedule", "history", "never"); code != exitOK || !strings.Contains(out, "no history") {
+		t.Fatalf("history of a schedule that never fired: exit %d, %q", code, out)
+	}
+	if _, _, code := e.cli("schedule", "history", "bad name!"); code != exitUsage {
+		t.Fatalf("history of an invalid name: exit %d", code)
+	}
+}

@@ -353,7 +353,10 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 		st.next = st.c.Next(maxTime(now, st.last))
 		return nil
 	}
-	missed := st.c.Missed(st.last, now)
+	// What the policy skips is counted from the last recorded before
+	// catching up: firing the missed ones moves st.last.
+	from := st.last
+	missed := st.c.Missed(from, now)
 	for _, occ := range missed {
 		// A paused schedule's missed occurrences are recorded as
 		// skipped, not caught up.
@@ -361,16 +364,19 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 			return err
 		}
 	}
-	if !st.last.IsZero() && st.c.CatchUp != periodic.CatchUpAll {
+	if !from.IsZero() && st.c.CatchUp != periodic.CatchUpAll {
 		// The occurrences neither fired nor caught up are skipped by
-		// the policy: counted, not recorded (the next firing records a
-		// later occurrence).
+		// the policy: counted, and one entry of the history (the next
+		// firing records a later occurrence as the last).
 		n := 0
-		for t := st.c.Next(st.last); !t.IsZero() && !t.After(now) && n < periodic.MaxCatchUp; t = st.c.Next(t) {
+		for t := st.c.Next(from); !t.IsZero() && !t.After(now) && n < periodic.MaxCatchUp; t = st.c.Next(t) {
 			n++
 		}
 		if n -= len(missed); n > 0 {
 			f.met.skipped.WithLabelValues(st.c.Name, skipPolicy).Add(float64(n))
+			if err := f.store.RecordSkipped(ctx, s.ID, st.c.Name, st.c.Next(from), n, string(st.c.CatchUp)); err != nil {
+				f.log.Warn("the skipped occurrences were not recorded in the schedule's history", "schedule", st.c.Name, "error", err)
+			}
 		}
 	}
 	st.next = st.c.Next(maxTime(now, st.last))
@@ -391,6 +397,7 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 			Due: c.Due(occ), MaxRetries: retries, Timeout: c.Timeout},
 	}
 	a.Overlap = c.Overlap == periodic.OverlapSkip
+	a.CaughtUp = caughtUp
 	r, err := f.store.Fire(ctx, s.ID, a)
 	if err != nil {
 		return fmt.Errorf("fire: %w", err)

@@ -177,6 +177,7 @@ func TestCatchUpPolicies(t *testing.T) {
 					before = append(before, ms)
 				}
 			}
+			checkCatchUpHistory(t, e, policy, before)
 			switch policy {
 			case periodic.CatchUpSkip:
 				if caught != 0 || len(before) != 0 {
@@ -353,5 +354,53 @@ func TestPausedScheduleRecordsWithoutTasks(t *testing.T) {
 	})
 	if o := occurrences(t, e, "p"); len(o) != 0 {
 		t.Fatalf("a paused schedule created tasks %v", o)
+	}
+	// Its history says why, occurrence by occurrence.
+	h, err := e.Store.ScheduleHistory(context.Background(), "p", 0)
+	if err != nil || len(h) < 9 {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+	for _, o := range h {
+		if o.Outcome != shard.OutcomeSkipped || o.Detail != "paused" || o.CaughtUp || o.Count != 1 || !o.At.After(last) {
+			t.Fatalf("a paused schedule's history: %+v", o)
+		}
+	}
+}
+
+// checkCatchUpHistory checks schedule "c"'s history after a catch-up by
+// policy that fired before (the occurrences before the start, sorted):
+// those it fired are marked caught up, and what it skipped is one entry
+// counting them.
+func checkCatchUpHistory(t *testing.T, e *shardtest.Env, policy periodic.CatchUp, before []int64) {
+	t.Helper()
+	h, err := e.Store.ScheduleHistory(context.Background(), "c", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caught []int64
+	skipped := 0
+	for i := len(h) - 1; i >= 0; i-- { // oldest first
+		o := h[i]
+		switch {
+		case o.Outcome == shard.OutcomeFired && o.CaughtUp:
+			caught = append(caught, o.At.UnixMilli())
+		case o.Outcome == shard.OutcomeSkipped:
+			if !strings.Contains(o.Detail, "catch_up "+string(policy)) || o.TaskID != "" {
+				t.Fatalf("%s: a skip %+v", policy, o)
+			}
+			skipped += o.Count
+		case o.Outcome != shard.OutcomeFired:
+			t.Fatalf("%s: outcome %+v", policy, o)
+		}
+	}
+	t.Logf("%s: history of %d entries, caught up %v, %d skipped by the policy", policy, len(h), caught, skipped)
+	if policy != periodic.CatchUpLatest && len(before) > 0 && !slices.Equal(caught, before) || policy == periodic.CatchUpLatest && len(caught) != len(before) {
+		t.Fatalf("%s: history caught up %v, the tasks say %v", policy, caught, before)
+	}
+	switch {
+	case policy == periodic.CatchUpAll && skipped != 0,
+		policy == periodic.CatchUpSkip && (skipped < 3 || skipped > 5),
+		policy == periodic.CatchUpLatest && (skipped < 2 || skipped > 4):
+		t.Fatalf("%s: %d skipped by the policy", policy, skipped)
 	}
 }

@@ -109,14 +109,14 @@ func ACLUsers(ns string) []ACLUser {
 				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
 			Commands: []string{"ping", "client|list", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
-				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
+				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "ltrim", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zremrangebyscore", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq), w(fair),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
-				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
+				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(prefix(k.ScheduleHistoryPrefix)), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
 				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()), wr(k.Procs()),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, done},
@@ -169,7 +169,7 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
-				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), w(fair), w(k.Seq),
+				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), r(prefix(k.ScheduleHistoryPrefix)), w(fair), w(k.Seq),
 				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()), wr(k.Procs()),
 			},
 			// ready: a fair queue's refill after a change of a key's

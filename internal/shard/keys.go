@@ -58,6 +58,15 @@ func (k Keys) ReadyPrefix(s int) string { return k.Tag(s) + ":ready:" }
 // schedule name -> the last occurrence fired or skipped (unix ms).
 func (k Keys) Periodic(s int) string { return k.Tag(s) + ":periodic" }
 
+// ScheduleHistoryPrefix is the prefix of the lists of the outcomes of
+// the schedules whose home is shard s; the schedule's name follows
+// (fire.lua's KEYS[9], ScheduleHistory).
+func (k Keys) ScheduleHistoryPrefix(s int) string { return k.Tag(s) + ":periodic:hist:" }
+
+// ScheduleHistory is the list of schedule name's last outcomes in its
+// home shard s, newest first.
+func (k Keys) ScheduleHistory(s int, name string) string { return k.ScheduleHistoryPrefix(s) + name }
+
 // Ready is the list of due task ids of one queue.
 func (k Keys) Ready(s int, queue string) string { return k.ReadyPrefix(s) + queue }
 

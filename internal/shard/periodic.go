@@ -76,6 +76,9 @@ type FireArgs struct {
 	// Overlap skips the occurrence (recorded, without a task) while the
 	// schedule's last task (ScheduleState.LastTask) is still stored.
 	Overlap bool
+	// CaughtUp marks, in the schedule's history, an occurrence fired
+	// after it was missed (catch-up).
+	CaughtUp bool
 }
 
 // FireResult is the outcome of Fire.
@@ -111,10 +114,10 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 		}
 	}
 	args := append([]any{s.k.WakeChannel(sh)}, enqueueArgs(a.Task)...)
-	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode)
+	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode, map[bool]string{true: "1"}[a.CaughtUp])
 	v, err := fireScript.Run(ctx, s.rdb, []string{
 		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Queues(sh), s.k.Far(sh), s.k.Counts(sh),
-		s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh),
+		s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.ScheduleHistory(sh, a.Schedule),
 	}, args...).Slice()
 	if err != nil {
 		return FireResult{}, errtext.Errorf("fire %q at %d: %w", a.Schedule, a.Occurrence.UnixMilli(), err)

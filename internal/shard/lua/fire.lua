@@ -19,6 +19,14 @@
 --                        or found live), not skipped nor refused
 -- KEYS[7] epoch    STRING fencing epoch of the current owner
 -- KEYS[8] stats    HASH  counters (stale_epoch)
+-- KEYS[9] history  LIST  optional: the schedule's last 100 outcomes,
+--                        newest first, each JSON {occ, outcome, at,
+--                        id, detail, caught}: outcome "fired",
+--                        "duplicate" (its task was found live), "refused"
+--                        (detail: why), "skipped" (detail: "paused",
+--                        "overlap" or "busy"); caught 1 for an occurrence
+--                        caught up after it was missed (ARGV[12]). The
+--                        list expires 30 days after its last entry.
 -- ARGV[1..7] as enqueue.lua, with one task: wake channel, id (the
 --         occurrence's task id), due, queue, max retries, timeout, payload
 -- ARGV[8]  schedule name
@@ -29,6 +37,8 @@
 --          schedule's last task ("<name>|task") is still stored; "busy"
 --          to skip it (recorded) because the caller found that task
 --          stored in another shard (the shard count changed since)
+-- ARGV[12] optional: "1" when the occurrence is caught up (missed while
+--          no scheduler ran), for the history
 --
 -- Returns {code, due_ms, detail}:
 --   enqueue.lua's reply for the task (1 enqueued, 0 duplicate, -1..-3
@@ -47,7 +57,16 @@ local ok, stored = fence(KEYS[7], KEYS[8], ARGV[10])
 if not ok then
   return {-10, stored, ""}
 end
-local name, occ, mode, task_id = ARGV[8], ARGV[9], ARGV[11], ARGV[2]
+local name, occ, mode, task_id, caught = ARGV[8], ARGV[9], ARGV[11], ARGV[2], ARGV[12] == "1"
+
+-- record adds the occurrence's outcome to the schedule's history.
+local function record(outcome, detail)
+  if not KEYS[9] then return end
+  redis.call("LPUSH", KEYS[9], cjson.encode({occ = tonumber(occ), outcome = outcome, at = now_ms(),
+    id = task_id, detail = detail or "", caught = caught and 1 or 0}))
+  redis.call("LTRIM", KEYS[9], 0, 99)
+  redis.call("PEXPIRE", KEYS[9], 2592000000)
+end
 local last = redis.call("HGET", KEYS[6], name)
 if last and string.sub(last, 1, 6) == "moved:" then
   return {8, 0, ""}
@@ -57,16 +76,20 @@ if last and tonumber(occ) <= tonumber(last) then
 end
 if mode == "paused" then
   redis.call("HSET", KEYS[6], name, occ)
+  record("skipped", "paused")
   return {7, tonumber(occ), ""}
 end
 if mode == "busy" then
   redis.call("HSET", KEYS[6], name, occ)
-  return {6, tonumber(occ), redis.call("HGET", KEYS[6], name .. "|task") or ""}
+  local watched = redis.call("HGET", KEYS[6], name .. "|task") or ""
+  record("skipped", "busy: the last task, " .. watched .. ", is still stored")
+  return {6, tonumber(occ), watched}
 end
 if mode == "overlap" then
   local watched = redis.call("HGET", KEYS[6], name .. "|task")
   if watched and redis.call("HEXISTS", KEYS[2], watched) == 1 then
     redis.call("HSET", KEYS[6], name, occ)
+    record("skipped", "overlap: the last task, " .. watched .. ", is still stored")
     return {6, tonumber(occ), watched}
   end
 end
@@ -79,7 +102,10 @@ end
 if reply[1] == 1 or reply[1] == 0 then
   -- Its task is stored (enqueued, or found live): the last fired.
   redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id, name .. "|fired", occ)
+  record(reply[1] == 1 and "fired" or "duplicate")
 else
   redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id)
+  local why = ({[-1] = "unknown or removed queue ", [-2] = "payload larger than the queue's max_payload, "})[reply[1]] or ""
+  record("refused", why .. tostring(reply[3]))
 end
 return reply
