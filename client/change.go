@@ -138,7 +138,8 @@ const maxConflictRounds = 5
 // of out: the live task is changed (Result.Changed), or, when it finished
 // meanwhile, the task is enqueued again. A live task that cannot change
 // (a worker has it, or it is dead) leaves ErrDuplicate, wrapped with why.
-func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Result) {
+// A task enqueued again carries traceParent, as the first try did.
+func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Result, traceParent string) {
 	for i, t := range tasks {
 		ch, ok := conflictChange(t)
 		if !ok || !errors.Is(out[i].Err, ErrDuplicate) || errors.Is(out[i].Err, ErrNotReplicated) {
@@ -162,6 +163,7 @@ func (c *Client) resolveConflicts(ctx context.Context, tasks []Task, out []Resul
 				out[i].Err = err
 				break
 			}
+			a.TraceParent = traceParent
 			r2 := c.enqueueRetrying(ctx, []shard.EnqueueArgs{a}, []bool{false})[0]
 			out[i] = Result{ID: a.ID, Due: r2.Due, Err: r2.Err}
 			if !errors.Is(r2.Err, ErrDuplicate) || r2.State == "reserved" {

@@ -241,7 +241,7 @@ func (c *Client) enqueueBatch(ctx context.Context, tasks []Task, traceParent str
 		for j, r := range c.enqueueRetrying(ctx, args, generated) {
 			out[idx[j]].Due, out[idx[j]].Err = r.Due, r.Err
 		}
-		c.resolveConflicts(ctx, tasks, out)
+		c.resolveConflicts(ctx, tasks, out, traceParent)
 		c.explainUnknownQueues(ctx, tasks, out)
 	}
 	var be *BatchError

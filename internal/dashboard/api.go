@@ -163,19 +163,37 @@ func deadFilter(r *http.Request) inspect.DeadFilter {
 // deadAll replays (due now) or purges, as op says, every dead letter
 // matching the query's filter, as hourglass dlq replay --all and purge
 // --all do; the answer counts those done and examined. One request is
-// bounded as every change is: a larger set is done in part, the answer's
-// error says how far, and the next request goes on.
+// bounded as every change is (10 s): a set too large for that is done in
+// part, and the answer's error says how far (hourglass dlq replay --all
+// has no such bound).
+//
+// The query may hold only those keys and "all": without a filter, all=1
+// must say that every dead letter is meant, so that a misspelt key
+// (?errors=) never widens the action to all of them.
 func (d *dash) deadAll(ctx context.Context, r *http.Request, op string) (map[string]any, error) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "queue" && k != "reason" && k != "error" && k != "all" {
+			return nil, fmt.Errorf("%w: unknown parameter %q (queue, reason, error, all)", inspect.ErrInvalidArgument, k)
+		}
+	}
+	f := deadFilter(r)
+	if f == (inspect.DeadFilter{}) && q.Get("all") != "1" {
+		return nil, fmt.Errorf("%w: no filter: pass all=1 to %s every dead letter", inspect.ErrInvalidArgument, op)
+	}
 	var p inspect.Progress
 	var err error
 	switch op {
 	case "replay":
-		p, err = d.o.Inspector.ReplayDead(ctx, deadFilter(r), time.Time{}, nil)
+		p, err = d.o.Inspector.ReplayDead(ctx, f, time.Time{}, nil)
 	case "purge":
-		p, err = d.o.Inspector.PurgeDead(ctx, deadFilter(r), nil)
+		p, err = d.o.Inspector.PurgeDead(ctx, f, nil)
 	default:
 		return nil, fmt.Errorf("%w: bulk action %q (want replay or purge)", inspect.ErrInvalidArgument, op)
 	}
+	// The change's own log line names neither the filter nor the counts.
+	d.o.Log.Info("dashboard bulk action on dead letters", "action", op, "queue", f.Queue, "reason", f.Reason, "error_contains", f.ErrorContains,
+		"done", p.Done, "scanned", p.Scanned, "remote", r.RemoteAddr, "error", err)
 	if err != nil {
 		return nil, fmt.Errorf("%s of %d dead letters done before: %w", op, p.Done, err)
 	}

@@ -270,8 +270,8 @@ func (d *dash) change(do func(ctx context.Context, r *http.Request, target strin
 }
 
 // changeWith is change for an action whose answer carries more: the
-// fields do returns are added to it (a bulk action's counts), also to an
-// error's answer when do returns both.
+// fields do returns with a nil error are added to it (a bulk action's
+// counts).
 func (d *dash) changeWith(do func(ctx context.Context, r *http.Request, target string) (map[string]any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		target := r.PathValue("target")

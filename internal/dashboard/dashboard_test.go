@@ -558,7 +558,9 @@ func TestDeadBulk(t *testing.T) {
 	}{
 		{srv.URL + "/ui/api/deadall/replay?queue=q", nil, 403},
 		{ro.URL + "/ui/api/deadall/purge", ui, 403},
-		{srv.URL + "/ui/api/deadall/drop", ui, 400},
+		{srv.URL + "/ui/api/deadall/drop?all=1", ui, 400},
+		{srv.URL + "/ui/api/deadall/purge", ui, 400},                  // no filter, no all=1
+		{srv.URL + "/ui/api/deadall/purge?errors=shardtest", ui, 400}, // a misspelt key
 	} {
 		if code, body := do(t, "POST", c.url, c.hdr); code != c.code {
 			t.Fatalf("%s: %d %s, want %d", c.url, code, body, c.code)

@@ -189,11 +189,15 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 }
 
 // taskEnv returns environ without the worker's own HOURGLASS_ variables
-// (its configuration, possibly with secrets) plus the task's variables.
+// (its configuration, possibly with secrets) and trace context
+// (TRACEPARENT, TRACESTATE, BAGGAGE), plus the task's variables.
 func taskEnv(environ []string, t *worker.Task) []string {
 	env := make([]string, 0, len(environ)+5)
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, config.EnvPrefix) {
+		// The worker's own trace context is not the task's: TRACEPARENT
+		// is the handler's span's, or none.
+		if !strings.HasPrefix(kv, config.EnvPrefix) && !strings.HasPrefix(kv, "TRACEPARENT=") &&
+			!strings.HasPrefix(kv, "TRACESTATE=") && !strings.HasPrefix(kv, "BAGGAGE=") {
 			env = append(env, kv)
 		}
 	}

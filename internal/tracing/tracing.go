@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -56,7 +57,7 @@ func New(ctx context.Context, cfg Config, service, version string) (trace.Tracer
 	case ExporterOTLP:
 		var opts []otlptracehttp.Option
 		if cfg.Endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+			opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.Endpoint)))
 		}
 		e, err := otlptracehttp.New(ctx, opts...)
 		if err != nil {
@@ -83,13 +84,10 @@ func New(ctx context.Context, cfg Config, service, version string) (trace.Tracer
 	if err != nil {
 		res = resource.Environment()
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(res),
-		// A task's trace is sampled where its producer decided; a task
-		// without one starts a sampled trace of its own.
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
-	)
+	// The SDK's sampler: OTEL_TRACES_SAMPLER's, by default parent-based
+	// (a task's trace is sampled where its producer decided) and always on
+	// for a task without one.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return tp, func(ctx context.Context) error {
 		err := tp.Shutdown(ctx)
 		if closeFile != nil {
@@ -97,4 +95,16 @@ func New(ctx context.Context, cfg Config, service, version string) (trace.Tracer
 		}
 		return err
 	}, nil
+}
+
+// tracesURL returns the URL spans are sent to for a collector's URL u:
+// u itself when it names a path, else u's /v1/traces, as
+// OTEL_EXPORTER_OTLP_ENDPOINT is read (the exporter would post to "/").
+func tracesURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || (p.Path != "" && p.Path != "/") {
+		return u
+	}
+	p.Path = "/v1/traces"
+	return p.String()
 }

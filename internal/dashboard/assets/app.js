@@ -91,6 +91,7 @@ function confirmed(label, ask) {
 // user confirmed ask (every button changes something).
 function button(td, label, action, attrs, run, ask) {
   const b = document.createElement("button");
+  b.type = "button"; // never a form's submit (the bulk actions sit in the filter's form)
   b.textContent = label;
   b.dataset.action = action;
   for (const [k, v] of Object.entries(attrs)) b.dataset[k] = v;
@@ -511,7 +512,9 @@ async function start() {
   // Bulk actions on every dead letter the applied filter matches.
   const filterText = () => deadFilter.toString() ? "matching " + [...deadFilter].map(([k, v]) => k + " " + JSON.stringify(v)).join(", ") : "(no filter: all of them)";
   const bulk = (op) => async () => {
-    const a = await post("deadall/" + op + "?" + deadFilter);
+    const q = new URLSearchParams(deadFilter);
+    if (!q.toString()) q.set("all", "1");
+    const a = await post("deadall/" + op + "?" + q);
     delete drawn.dead;
     deadPaged = false;
     return `${op === "replay" ? "Replayed" : "Purged"} ${a.done} of ${a.scanned} dead letters examined`;

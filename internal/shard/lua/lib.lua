@@ -127,14 +127,21 @@ end
 
 -- traced_at sets t.tctx to the trace context that starts the payload
 -- area of blob when traced is 1 (prio_split) and moves t.pos past it, so
--- that string.sub(blob, t.pos) is the payload alone; data too short for
--- one keeps its flag and its whole payload. It returns t.
+-- that string.sub(blob, t.pos) is the payload alone. Data flagged but
+-- without a context of that length and shape (its dashes where a
+-- traceparent and the link slot have them: a hand edit) is read, and
+-- rewritten, as untraced with its whole payload, as Go's splitTrace
+-- reads it. It returns t.
 local function traced_at(t, blob, traced)
-  if traced == 1 and #blob >= t.pos + trace_len() - 1 then
-    t.tctx = string.sub(blob, t.pos, t.pos + trace_len() - 1)
-    t.pos = t.pos + trace_len()
+  local p = t.pos
+  if traced == 1 and #blob >= p + trace_len() - 1 and string.byte(blob, p + 2) == 45 and
+      string.byte(blob, p + 35) == 45 and string.byte(blob, p + 52) == 45 and string.byte(blob, p + 55) == 45 then
+    t.tctx = string.sub(blob, p, p + trace_len() - 1)
+    t.pos = p + trace_len()
+    t.traced = 1
+  else
+    t.traced = 0
   end
-  t.traced = traced
   return t
 end
 
