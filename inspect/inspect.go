@@ -238,6 +238,13 @@ type Queue struct {
 	// schedulers' queues.<q>.key_concurrency; KeyConcurrency lists the
 	// keys' own): 0 for none.
 	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// Routing says which workers may take the queue's tasks (SetRouting);
+	// nil: any worker.
+	Routing *Routing `json:"routing,omitempty"`
+	// Workers counts the live workers that serve the queue and its
+	// Routing admits (Eligible): 0 is "no eligible worker", its tasks
+	// wait; -1 when the process registry could not be read.
+	Workers int `json:"workers"`
 }
 
 // QueueLimits is a queue's cluster-wide flow control set at run time:

@@ -12,8 +12,11 @@ type Process struct {
 	// ID is the scheduler's replica id or the worker's process id.
 	ID string `json:"id"`
 	// Role is "scheduler" or "worker".
-	Role    string    `json:"role"`
-	Version string    `json:"version"`
+	Role    string `json:"role"`
+	Version string `json:"version"`
+	// Tags are a worker's tags (worker.Config.Tags), which a queue's
+	// Routing may admit or exclude.
+	Tags    []string  `json:"tags,omitempty"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
@@ -55,7 +58,7 @@ func (i *Inspector) Processes(ctx context.Context) ([]Process, error) {
 	}
 	out := make([]Process, len(ps))
 	for k, p := range ps {
-		out[k] = Process{ID: p.ID, Role: p.Role, Version: p.Version, Host: p.Host, PID: p.PID, Started: p.Started,
+		out[k] = Process{ID: p.ID, Role: p.Role, Version: p.Version, Tags: p.Tags, Host: p.Host, PID: p.PID, Started: p.Started,
 			Queues: p.Queues, Slots: p.Slots, Busy: p.Busy, Updated: p.Updated, Named: p.Named, Conns: p.Conns, Quiet: p.Quiet}
 	}
 	return out, nil

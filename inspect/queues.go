@@ -1,6 +1,8 @@
 package inspect
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/procs"
+
 	"context"
 	"errors"
 	"slices"
@@ -118,6 +120,9 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 		if l, ok := limits[q.Name]; ok {
 			q.Limits = &l
 		}
+		if r, ok := controls.Routes[q.Name]; ok {
+			q.Routing = &r
+		}
 		if r := kept[q.Name]; r.Age > 0 {
 			q.Retention = &Retention{Age: r.Age, Count: r.Count}
 		}
@@ -125,7 +130,21 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 		out = append(out, *q)
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return cmpString(a.Name, b.Name) })
+	i.countWorkers(ctx, out, controls)
 	return out, derr
+}
+
+// countWorkers sets each queue's Workers: the live workers that serve it
+// and its routing admits (-1 when the process registry cannot be read).
+func (i *Inspector) countWorkers(ctx context.Context, qs []Queue, c shard.Controls) {
+	ps, err := procs.List(ctx, i.rdb, i.Namespace(), 0)
+	n := eligible(ps, c)
+	for k := range qs {
+		qs[k].Workers = n[qs[k].Name]
+		if err != nil {
+			qs[k].Workers = -1
+		}
+	}
 }
 
 func cmpString(a, b string) int {

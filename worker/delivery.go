@@ -132,8 +132,8 @@ func (d *delivery) begin(ctx context.Context) error {
 		return err
 	}
 	err := d.leaseIfStale()
-	if err == nil && d.q.paused.Load() {
-		err = errPaused // popped as the queue was paused: give it back
+	if err == nil && d.q.stopped() {
+		err = errPaused // popped as the queue was paused or this worker excluded: give it back
 	}
 	if err != nil {
 		d.q.endHandler()

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"fmt"
+	"github.com/hourglass-sched/hourglass/internal/version"
 	"go.opentelemetry.io/otel/trace"
+	"slices"
 
 	"log/slog"
 	"time"
@@ -179,6 +182,13 @@ type Config struct {
 	Logger hclog.Logger
 	// Registerer receives the worker's metrics; nil: not registered.
 	Registerer prometheus.Registerer
+	// Version is the version this worker says it runs, for the queues'
+	// routing (inspect.SetRouting: "only version X") and the process
+	// registry; default: the module's version (internal/version). Tags
+	// are its tags ("canary"), which a queue's routing may admit or
+	// exclude. Each is 1..64 bytes of letters, digits and "._:+-".
+	Version string
+	Tags    []string
 	// TracerProvider, when set, turns tracing on (docs/tracing.md): each
 	// attempt of a task runs its handler in a span ("process <queue>",
 	// kind consumer), the child of the producer's span the task carries
@@ -210,6 +220,14 @@ func (c Config) Validate() error {
 		p.Field("Slog", "must be nil when Logger is set (set one logger)")
 	}
 	p.DurationRange("RegistrationWait", c.RegistrationWait, 0, 0)
+	if c.Version != "" && !shard.ValidTag(c.Version) {
+		p.Field("Version", "must be 1..64 bytes of letters, digits and ._:+- (got %q)", c.Version)
+	}
+	for i, t := range c.Tags {
+		if !shard.ValidTag(t) {
+			p.Field(fmt.Sprintf("Tags[%d]", i), "must be 1..64 bytes of letters, digits and ._:+- (got %q)", t)
+		}
+	}
 	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {
 		// The layout follower's rule: 0 is the default, else at least the
 		// minimum.
@@ -234,6 +252,10 @@ func (c Config) withDefaults() Config {
 	if c.ProcessID == "" {
 		c.ProcessID = procs.DefaultID()
 	}
+	if c.Version == "" {
+		c.Version = version.Short()
+	}
+	c.Tags = slices.Clone(c.Tags)
 	return c
 }
 

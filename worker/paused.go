@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/hourglass-sched/hourglass/internal/shard"
+
 	"context"
 	"time"
 
@@ -48,6 +50,7 @@ func (w *Worker) readControls(ctx context.Context, queues []*queue) bool {
 		l, set := c.Limits[q.name]
 		w.applyLimits(q, l, set)
 	}
+	w.applyRoutes(queues, c)
 	for _, q := range queues {
 		_, now := paused[q.name]
 		if q.paused.Swap(now) == now {
@@ -145,6 +148,31 @@ func (w *Worker) watchPauses(ctx context.Context, queues []*queue, run *runState
 			retry = make(<-chan time.Time)
 		} else {
 			retry = time.After(bo.Next())
+		}
+	}
+}
+
+// applyRoutes sets each queue's excluded flag from the routings set at
+// run time: a queue whose routing does not admit this worker's version
+// and tags, or whose routing cannot be read (it may exclude it), gets no
+// free slot here, as a paused one (inspect.SetRouting).
+func (w *Worker) applyRoutes(queues []*queue, c shard.Controls) {
+	for _, q := range queues {
+		r, set := c.Routes[q.name]
+		bad := c.BadRoutes[q.name]
+		now := bad != nil || set && !r.Admits(w.cfg.Version, w.cfg.Tags)
+		if q.excluded.Swap(now) == now {
+			continue
+		}
+		q.met.excluded.Set(flag(now))
+		switch {
+		case bad != nil:
+			w.deps.log.Warn("the queue's routing cannot be read; taking none of its tasks until it is set again", "queue", q.name, "error", bad)
+		case now:
+			w.deps.log.Info("the queue's routing excludes this worker: taking none of its tasks", "queue", q.name, "routing", r.String(), "version", w.cfg.Version, "tags", w.cfg.Tags)
+		default:
+			w.deps.log.Info("the queue's routing admits this worker again", "queue", q.name)
+			q.release(0) // wake the fetch loops waiting for a free slot
 		}
 	}
 }

@@ -38,6 +38,9 @@ type queue struct {
 	// paused is set while the queue is paused cluster-wide (paused.go):
 	// it has no free slot, and a delivery popped meanwhile is given back.
 	paused atomic.Bool
+	// excluded is set while the queue's routing set at run time
+	// (inspect.SetRouting) does not admit this worker (paused.go).
+	excluded atomic.Bool
 	// keeps is set while the queue keeps records of its ended tasks (a
 	// retention registered by the schedulers, read at start and at each
 	// event of the control channel: an announcement of registered queues,
@@ -109,13 +112,17 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 }
 
 // free returns how many handler slots are free: none while the queue is
-// paused.
+// paused, or its routing excludes this worker.
 func (q *queue) free() int {
-	if q.paused.Load() {
+	if q.stopped() {
 		return 0
 	}
 	return q.opts.Concurrency - int(q.running.Load())
 }
+
+// stopped reports whether the worker starts none of the queue's tasks:
+// it is paused, or its routing excludes this worker (paused.go).
+func (q *queue) stopped() bool { return q.paused.Load() || q.excluded.Load() }
 
 // reserve takes n slots for popped entries; each is given back with
 // release unless a delivery takes it over.

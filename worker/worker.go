@@ -214,7 +214,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, q := range queues {
 		slots[q.name] = q.opts.Concurrency
 	}
-	me := procs.Self(w.cfg.ProcessID, procs.RoleWorker, version.Short(), slots)
+	me := procs.Self(w.cfg.ProcessID, procs.RoleWorker, w.cfg.Version, slots)
+	me.Tags = w.cfg.Tags
 	me.Named = w.namesConnections(ctx)
 	self := procs.New(w.rdb, w.cfg.Namespace, me)
 	run.onBusy = self.SetBusy

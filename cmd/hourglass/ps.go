@@ -44,7 +44,11 @@ younger than that bound.)`,
 					if p.Role == "worker" {
 						busy = fmt.Sprintf("%d/%d", p.Busy, p.Slots)
 					}
-					row(w, p.Role, p.ID, p.Version, p.Host, p.PID, when(p.Started), busy, queuesText(p))
+					v := p.Version
+					if len(p.Tags) > 0 {
+						v += " [" + strings.Join(p.Tags, " ") + "]" // a worker's tags: canary
+					}
+					row(w, p.Role, p.ID, v, p.Host, p.PID, when(p.Started), busy, queuesText(p))
 				}
 				if len(ps) == 0 {
 					row(w, "(no live process: none runs, or none of this namespace)")

@@ -16,7 +16,7 @@ import (
 
 func (a *app) queueCmd() *cobra.Command {
 	return noun("queue", "List, inspect, pause, resume, limit, add, change and remove queues",
-		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueKeycap(), a.queueKeyrate(), a.queueSet(), a.queueRm())
+		a.queueLs(), a.queueShow(), a.queueRecent(), a.queuePause(true), a.queuePause(false), a.queueLimit(), a.queueWeight(), a.queueKeycap(), a.queueKeyrate(), a.queueRoute(), a.queueSet(), a.queueRm())
 }
 
 // recentResult bounds the bytes of a result the recent table shows; -o
@@ -127,13 +127,13 @@ func (a *app) warnEmptyNamespace(ctx context.Context, in *inspect.Inspector, qs 
 }
 
 func queueTable(w io.Writer, l queueList) {
-	row(w, "QUEUE", "STATE", "SCHEDULED", "READY", "IN FLIGHT", "DEAD")
+	row(w, "QUEUE", "STATE", "SCHEDULED", "READY", "IN FLIGHT", "DEAD", "WORKERS")
 	for _, q := range l.Queues {
 		name := q.Name
 		if name == "" {
 			name = "(no queue)"
 		}
-		row(w, name, q.State, q.Counts.Scheduled, q.Counts.Ready, q.Counts.InFlight, q.Counts.Dead)
+		row(w, name, q.State, q.Counts.Scheduled, q.Counts.Ready, q.Counts.InFlight, q.Counts.Dead, workersText(q))
 	}
 	row(w, "TOTAL", "", l.Total.Scheduled, l.Total.Ready, l.Total.InFlight, l.Total.Dead)
 }
@@ -187,6 +187,10 @@ func (a *app) queueShow() *cobra.Command {
 				if q.Limits != nil {
 					row(w, "limits", q.Limits.String()+" (set at run time)")
 				}
+				if q.Routing != nil {
+					row(w, "routing", "workers "+q.Routing.String()+" (set at run time)")
+				}
+				row(w, "workers", workersText(q))
 				row(w, "retention", retentionText(q.Retention))
 				row(w, "turns", turnsText(q.FairWindow, q.KeyConcurrency))
 				row(w, "")

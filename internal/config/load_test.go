@@ -238,7 +238,7 @@ log:
 			RecoveryLimit: 100, StrandCheck: 250 * time.Millisecond, IdleRecheck: 5 * time.Minute, FarBucket: time.Minute, FarLead: 15 * time.Second, Prefetch: scan.DefaultPrefetch,
 			ReshardRate: 5000, MisfireGrace: time.Minute, ReshardReadyAfter: time.Minute, TaskEncoding: "auto",
 		},
-		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second, AckLinger: 0, RegistrationWait: time.Minute},
+		Worker: config.WorkerConfig{ShutdownGrace: 0, FetchTimeout: 5 * time.Second, AckLinger: 0, RegistrationWait: time.Minute, Tags: []string{}},
 		DLQ:    config.DLQConfig{MaxSize: 0, MaxAge: 24 * time.Hour},
 		// A queues section replaces the implicit "default" queue, and
 		// every queue gets the defaults for the fields it leaves out.

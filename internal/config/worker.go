@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/worker"
@@ -26,6 +27,10 @@ type WorkerConfig struct {
 	// Tracing configures the worker's OpenTelemetry spans
 	// (docs/tracing.md).
 	Tracing TracingConfig `koanf:"tracing"`
+	// Version is the version the worker says it runs, for the queues'
+	// routing; Tags are its tags ("canary").
+	Version string   `koanf:"version"`
+	Tags    []string `koanf:"tags"`
 }
 
 // TracingConfig configures where the worker binary's spans go.
@@ -44,6 +49,7 @@ func defaultWorker() WorkerConfig {
 		FetchTimeout:     worker.DefaultFetchTimeout,
 		AckLinger:        worker.DefaultAckLinger,
 		RegistrationWait: worker.DefaultRegistrationWait,
+		Tags:             []string{},
 	}
 }
 
@@ -52,6 +58,10 @@ func defaultWorker() WorkerConfig {
 // means: worker.shutdown_grace 0 is worker.NoGrace, worker.ack_linger 0
 // worker.NoAckLinger.
 func (c *Config) ForWorker() worker.Config {
+	var tags []string // none: nil, as the library's default
+	if len(c.Worker.Tags) > 0 {
+		tags = slices.Clone(c.Worker.Tags)
+	}
 	return worker.Config{
 		Namespace:        c.Namespace,
 		Shards:           c.Shards,
@@ -60,5 +70,7 @@ func (c *Config) ForWorker() worker.Config {
 		AckLinger:        c.Worker.AckLinger,
 		LayoutRefresh:    c.LayoutRefresh,
 		RegistrationWait: c.Worker.RegistrationWait,
+		Version:          c.Worker.Version,
+		Tags:             tags,
 	}
 }

@@ -65,9 +65,12 @@ const (
 
 // Entry is what a process says of itself.
 type Entry struct {
-	ID      string    `json:"id"`
-	Role    string    `json:"role"`
-	Version string    `json:"version"`
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Version string `json:"version"`
+	// Tags are a worker's tags (worker.Config.Tags): what a queue's
+	// routing admits or excludes, with Version.
+	Tags    []string  `json:"tags,omitempty"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`

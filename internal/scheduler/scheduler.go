@@ -17,9 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +192,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		s.Close()
 		return nil, err
 	}
+	s.reg.MustRegister(newEligibleCollector(s.inspector, slices.Sorted(maps.Keys(cfg.Queues))))
 	if cfg.HTTP.Addr != "" {
 		if s.listener, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
 			s.Close()

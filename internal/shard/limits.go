@@ -178,6 +178,12 @@ type Controls struct {
 	// used (they do not decode or validate: written by a newer release,
 	// or by hand); they are left out of Limits.
 	BadLimits map[string]error
+	// Routes holds the queues' routings set at run time (SetRouting); a
+	// queue without one admits every worker. BadRoutes holds, by queue,
+	// why a stored routing could not be used: a worker then takes none
+	// of the queue's tasks, as the routing may have excluded it.
+	Routes    map[string]Routing
+	BadRoutes map[string]error
 }
 
 // Controls reads the paused hash in one HGETALL.
@@ -186,8 +192,17 @@ func (s *Store) Controls(ctx context.Context) (Controls, error) {
 	if err != nil && err != redis.Nil {
 		return Controls{}, errtext.Errorf("read paused queues: %w", err)
 	}
-	c := Controls{Paused: map[string]time.Time{}, Limits: map[string]QueueLimits{}, BadLimits: map[string]error{}}
+	c := Controls{Paused: map[string]time.Time{}, Limits: map[string]QueueLimits{}, BadLimits: map[string]error{},
+		Routes: map[string]Routing{}, BadRoutes: map[string]error{}}
 	for field, v := range m {
+		if q, ok := strings.CutPrefix(field, "|route|"); ok {
+			if r, err := parseRouting(v); err != nil {
+				c.BadRoutes[q] = err
+			} else {
+				c.Routes[q] = r
+			}
+			continue
+		}
 		if q, ok := strings.CutPrefix(field, "|lim|"); ok {
 			var l QueueLimits
 			err := json.Unmarshal([]byte(v), &l)

@@ -124,6 +124,7 @@ async function loadQueues() {
     cell(row, keptText(q.retention)).dataset.col = "kept";
     cell(row, limitsText(q.limits)).dataset.col = "limits";
     cell(row, q.fair_window ? "fair, window " + q.fair_window : "due order").dataset.col = "turns";
+    cell(row, workersText(q), q.workers === 0 ? "warn" : "").dataset.col = "workers";
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
     if (q.limits) button(act, "Clear limits", "unlimit", { queue: q.name }, () => post(path + "/unlimit"),
@@ -144,6 +145,20 @@ async function loadQueues() {
   cell(row, "");
   cell(row, "");
   cell(row, "");
+  cell(row, "");
+}
+
+// workersText says how many live workers may take a queue's tasks, and
+// the routing that decides it (hourglass queue route).
+function workersText(q) {
+  const n = q.workers === 0 ? "none eligible" : q.workers < 0 ? "?" : String(q.workers);
+  const r = q.routing;
+  if (!r) return n;
+  const parts = [];
+  if (r.not_tags) parts.push("not tagged " + r.not_tags.join(" or "));
+  if (r.tags) parts.push("tagged " + r.tags.join(" and "));
+  if (r.versions) parts.push("version " + r.versions.join(" or "));
+  return n + " (" + parts.join("; ") + ")";
 }
 
 // weightsQueue is the queue whose keys' weights the page shows.

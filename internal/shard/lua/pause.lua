@@ -3,13 +3,15 @@
 --
 -- KEYS[1] paused   HASH  queue -> unix ms when it was paused; field
 --                        "|lim|<queue>" -> the queue's limits set at run
---                        time (JSON, see docs/operations.md)
--- ARGV[1] "pause", "resume", "limit" or "unlimit"
+--                        time (JSON, see docs/operations.md); field
+--                        "|route|<queue>" -> which workers may take its
+--                        tasks (JSON, see docs/operations.md)
+-- ARGV[1] "pause", "resume", "limit", "unlimit", "route" or "unroute"
 -- ARGV[2] queue name
 -- ARGV[3] control channel: "<op> <queue>" is PUBLISHed there (classic
 --         pub/sub: every worker subscribes, and re-reads KEYS[1] on each
 --         message and on each (re)subscription)
--- ARGV[4] for "limit": the limits (JSON)
+-- ARGV[4] for "limit": the limits (JSON); for "route": the routing (JSON)
 --
 -- Returns 1 when the state changed, 0 when it already was so (the
 -- message is published in both cases: it is cheap and makes a worker that
@@ -27,6 +29,12 @@ elseif ARGV[1] == "limit" then
   redis.call("HSET", KEYS[1], field, ARGV[4])
 elseif ARGV[1] == "unlimit" then
   changed = redis.call("HDEL", KEYS[1], "|lim|" .. ARGV[2])
+elseif ARGV[1] == "route" then
+  local field = "|route|" .. ARGV[2]
+  changed = redis.call("HGET", KEYS[1], field) == ARGV[4] and 0 or 1
+  redis.call("HSET", KEYS[1], field, ARGV[4])
+elseif ARGV[1] == "unroute" then
+  changed = redis.call("HDEL", KEYS[1], "|route|" .. ARGV[2])
 else
   return redis.error_reply("pause: unknown operation " .. ARGV[1])
 end

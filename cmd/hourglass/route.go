@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hourglass-sched/hourglass/inspect"
+)
+
+// queueRoute is `hourglass queue route QUEUE`: which workers may take a
+// queue's tasks, set at run time.
+func (a *app) queueRoute() *cobra.Command {
+	var (
+		r     inspect.Routing
+		clear bool
+	)
+	cmd := &cobra.Command{
+		Use:   "route QUEUE (--not-tag T | --tag T | --version V)... | --clear",
+		Short: "Set which workers may take a queue's tasks (canary: --not-tag canary), or --clear",
+		Long: `Set, cluster-wide and at run time, which workers may take a queue's
+tasks, by the version and tags each worker carries (worker.version and
+worker.tags; docs/operations.md, "Canary workers"): --not-tag canary
+keeps the canaries off the queue, --version 1.4.2 admits only that
+version, --tag canary only the canaries. Flags repeat (--version a
+--version b: either). Each worker re-reads the routing within a second
+of the change: one it excludes stops taking the queue's tasks (a task
+popped at that moment is given back before its handler starts; running
+ones finish). queue ls then counts the workers that may take the queue's
+tasks (WORKERS); none is "no eligible worker", and its tasks wait.
+--clear admits every worker again.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if r.IsZero() == !clear {
+				return usagef("give --not-tag, --tag or --version, or --clear, not both")
+			}
+			in, ctx, done, err := a.session(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if clear {
+				if err := in.ClearRouting(ctx, args[0]); err != nil {
+					return err
+				}
+				return a.done(actionResult{Action: "cleared the routing of", Queue: args[0]})
+			}
+			if err := in.SetRouting(ctx, args[0], r); err != nil {
+				return err
+			}
+			return a.emit(struct {
+				Action  string          `json:"action"`
+				Queue   string          `json:"queue"`
+				Routing inspect.Routing `json:"routing"`
+			}{"routed", args[0], r}, func(w io.Writer) {
+				fmt.Fprintf(w, "routed %s to workers %s\n", printable(args[0]), r.String())
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&r.NotTags, "not-tag", nil, "exclude the workers carrying this tag (canary)")
+	f.StringArrayVar(&r.Tags, "tag", nil, "admit only the workers carrying this tag (all of those given)")
+	f.StringArrayVar(&r.Versions, "version", nil, "admit only the workers of this version (any of those given)")
+	f.BoolVar(&clear, "clear", false, "admit every worker again")
+	return cmd
+}
+
+// workersText renders a queue's eligible workers for the tables.
+func workersText(q inspect.Queue) string {
+	switch q.Workers {
+	case -1:
+		return "?"
+	case 0:
+		return "none eligible"
+	}
+	return fmt.Sprint(q.Workers)
+}

@@ -1,0 +1,104 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/client"
+	"github.com/hourglass-sched/hourglass/inspect"
+	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestCanaryRouting (#29): a stable and a canary worker binary (worker.tags
+// canary) on one queue routed "not canary" at run time: the canary runs
+// none of 10,000 tasks. Once the stable worker stops, the queue has no
+// eligible worker, which queue ls, inspect and the schedulers' metric
+// say.
+func TestCanaryRouting(t *testing.T) {
+	testenv.Parallel(t)
+	c := newCluster(t)
+	var mu sync.Mutex
+	ran := map[string]int{} // worker -> tasks run
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ran[strings.Trim(r.URL.Path, "/")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(target.Close)
+	args := func(who string) []string { return workerArgs(target.URL+"/"+who, 10*time.Second, 32) }
+	s := c.start("cn-s", args("none")...)
+	testenv.WaitFor(t, 20*time.Second, "the scheduler owns all shards", func() (bool, string) { return c.settled("cn-s") })
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	in, err := inspect.New(c.rdb, inspect.Config{Shards: nShards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.SetRouting(ctx, "default", inspect.Routing{NotTags: []string{"canary"}}); err != nil {
+		t.Fatal(err)
+	}
+	stable := c.startWorker("cn-stable", append(args("stable"), "-set", "worker.version=1.0.0")...)
+	canary := c.startWorker("cn-canary", append(args("canary"), "-set", "worker.version=1.1.0-rc1", "-set", "worker.tags=canary")...)
+	gauge := func(p *sched, name string) (float64, error) {
+		fams, err := promread.Families(ctx, "http://"+p.http+"/metrics")
+		if err != nil {
+			return 0, err
+		}
+		return promread.Counter(fams, name)
+	}
+	testenv.WaitFor(t, 20*time.Second, "the canary excluded, the stable worker not", func() (bool, string) {
+		cx, err1 := gauge(canary, "hourglass_worker_queue_excluded")
+		sx, err2 := gauge(stable, "hourglass_worker_queue_excluded")
+		return err1 == nil && err2 == nil && cx == 1 && sx == 0, fmt.Sprintf("canary %v %v, stable %v %v", cx, err1, sx, err2)
+	})
+	qs, _, err := in.Queues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Workers != 1 || qs[0].Routing == nil {
+		t.Fatalf("queues with one eligible worker of two: %+v %v", qs, err)
+	}
+
+	const n = 10000
+	for b := 0; b < n; b += 1000 {
+		tasks := make([]client.Task, 1000)
+		for i := range tasks {
+			tasks[i] = client.Task{ID: fmt.Sprintf("cn-%05d", b+i), Queue: "default"}
+		}
+		if _, err := c.cli.EnqueueBatch(ctx, tasks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 90*time.Second, "every task run", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return ran["stable"]+ran["canary"] >= n, fmt.Sprint(ran)
+	})
+	mu.Lock()
+	t.Logf("not canary: %v of %d tasks", ran, n)
+	if ran["canary"] != 0 {
+		t.Errorf("the canary ran %d of %d tasks of a queue routed not canary", ran["canary"], n)
+	}
+	mu.Unlock()
+
+	if err := stable.Terminate(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "no eligible worker", func() (bool, string) {
+		qs, _, err := in.Queues(ctx)
+		if err != nil || len(qs) != 1 {
+			return false, fmt.Sprint(qs, err)
+		}
+		return qs[0].Workers == 0, fmt.Sprint(qs[0].Workers, " eligible")
+	})
+	if v, err := gauge(s, "hourglass_queue_eligible_workers"); err != nil || v != 0 {
+		t.Errorf("hourglass_queue_eligible_workers: %v %v, want 0", v, err)
+	}
+	out, errOut, code := newCLI(t, c).run("queue", "ls")
+	if code != 0 || !strings.Contains(out, "none eligible") {
+		t.Errorf("queue ls: exit %d, %q %q", code, out, errOut)
+	}
+}

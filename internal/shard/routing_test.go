@@ -1,0 +1,74 @@
+package shard
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hourglass-sched/hourglass/internal/testenv"
+)
+
+// TestRouting: a routing set is read back with the controls and announced;
+// a cleared one is gone; one that cannot be read is reported, not
+// dropped; Admits and Validate follow the rules docs/operations.md states.
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	s, rdb := newTestStore(t)
+	ctx := testenv.Ctx(t, 10*time.Second)
+	sub := rdb.Subscribe(ctx, s.k.ControlChannel())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := Routing{NotTags: []string{"canary"}, Versions: []string{"1.4.2", "1.4.3"}}
+	if changed, err := s.SetRouting(ctx, "mail", &r); err != nil || !changed {
+		t.Fatalf("set: %v %v", changed, err)
+	}
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "route mail" {
+		t.Fatalf("announcement: %+v %v", m, err)
+	}
+	if changed, _ := s.SetRouting(ctx, "mail", &r); changed {
+		t.Fatal("setting the same routing again reported a change")
+	}
+	if err := rdb.HSet(ctx, s.k.Paused(), "|route|default", "{not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Controls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routes["mail"]; got.String() != "not tagged canary; version 1.4.2 or 1.4.3" || len(c.Paused) != 0 || c.BadRoutes["default"] == nil {
+		t.Fatalf("controls: %+v", c)
+	}
+	if _, err := s.SetRouting(ctx, "mail", nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Controls(ctx); len(c.Routes) != 0 {
+		t.Fatalf("cleared, still %+v", c.Routes)
+	}
+	for _, c := range []struct {
+		version string
+		tags    []string
+		want    bool
+	}{
+		{"1.4.2", nil, true},
+		{"1.4.2", []string{"canary"}, false},
+		{"1.5.0", nil, false},
+		{"1.4.3", []string{"eu", "blue"}, true},
+	} {
+		if got := r.Admits(c.version, c.tags); got != c.want {
+			t.Errorf("Admits(%s, %v) = %v", c.version, c.tags, got)
+		}
+	}
+	if !(Routing{Tags: []string{"canary"}}).Admits("x", []string{"eu", "canary"}) || (Routing{Tags: []string{"canary", "eu"}}).Admits("x", []string{"canary"}) {
+		t.Error("Tags must all be carried")
+	}
+	for _, bad := range []Routing{{NotTags: []string{""}}, {Versions: []string{"1.0 beta"}}, {Tags: make([]string, MaxRoutingItems+1)}} {
+		if err := bad.Validate(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Validate(%+v) = %v", bad, err)
+		}
+	}
+	if _, err := s.SetRouting(ctx, "bad|queue", &r); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a bad queue name: %v", err)
+	}
+}
