@@ -322,7 +322,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// A key's weight: shown per queue, set by the form (0 would pause it).
-	if turns := value(t, bctx, "read the queue's turns", chromedp.Text(`#queues tr[data-queue="default"] td[data-col="turns"]`)); turns != "due order" {
+	// Polled: the table is redrawn with each refresh that changed it (the
+	// schedule fires every second), and a read in between finds no cell.
+	if turns := value(t, bctx, "read the queue's turns", chromedp.Poll[string](`(() => {
+		const c = document.querySelector('#queues tr[data-queue="default"] td[data-col="turns"]');
+		return c && c.textContent ? c.textContent : "";
+	})()`)); turns != "due order" {
 		t.Fatalf("turns of a plain queue %q, want due order", turns)
 	}
 	step(t, bctx, "show the queue's key weights", chromedp.SendKeys(`#weightsqueue input[name="queue"]`, "default"),
@@ -382,6 +387,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		tk, err := in.Task(ctx, "later-0")
 		return err == nil && time.Until(tk.Due) > 2*time.Hour, fmt.Sprintf("%v %v", tk.Due, err)
 	})
+
+	// The schedule's history: its occurrences fired every second.
+	step(t, bctx, "show the schedule's history", chromedp.Click(`#schedules button[data-action="history"][data-schedule="tick"]`),
+		chromedp.WaitVisible(`#schedhisttable tbody tr`))
+	if row := value(t, bctx, "read the history", chromedp.Text(`#schedhisttable tbody tr`)); !strings.Contains(row, "fired") || !strings.Contains(row, "tick@") {
+		t.Fatalf("the schedule's newest outcome %q", row)
+	}
 
 	if got := confirmClick(t, bctx, asked, "click the schedule's Pause", `#schedules button[data-action="pause"][data-schedule="tick"]`); !strings.HasPrefix(got, "Pause schedule tick?") {
 		t.Fatalf("the schedule's Pause asked %q", got)

@@ -229,6 +229,22 @@ func (d *dash) recent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"tasks": ts})
 }
 
+// historyShown is how many outcomes GET schedulehistory answers.
+const historyShown = 50
+
+// scheduleHistory answers the last outcomes of schedule ?name=
+// (inspect.ScheduleHistory), newest first.
+func (d *dash) scheduleHistory(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	h, err := d.o.Inspector.ScheduleHistory(ctx, r.URL.Query().Get("name"), historyShown)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	writeJSON(w, map[string]any{"history": h})
+}
+
 // weights answers the keys of queue ?queue= that have a weight or a
 // concurrency cap of their own (a fair queue's; docs/fairness.md):
 // {"weights": {"key": n, ...}, "caps": inspect.KeyCaps}.

@@ -587,3 +587,26 @@ func TestDeadBulk(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleHistoryRoute: GET schedulehistory answers a schedule's
+// outcomes as the CLI's JSON has them; a name no schedule can have is 400.
+func TestScheduleHistoryRoute(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "ui", Shards: 2})
+	in, err := inspect.New(e.RDB, inspect.Config{Namespace: "ui", Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := e.Layout()
+	if err := e.Store.RecordSkipped(testenv.Ctx(t, 10*time.Second), l.HomeShard("tick"), "tick", time.Now().Add(-time.Hour), 4, "skip"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Inspector: in, ReadOnly: true}))
+	t.Cleanup(srv.Close)
+	if code, body := do(t, "GET", srv.URL+"/ui/api/schedulehistory?name=tick", nil); code != 200 || !strings.Contains(body, `"outcome":"skipped"`) || !strings.Contains(body, `"count":4`) {
+		t.Fatalf("history: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", srv.URL+"/ui/api/schedulehistory?name=bad%20name", nil); code != 400 {
+		t.Fatalf("a bad name: %d %s", code, body)
+	}
+}

@@ -111,7 +111,7 @@ func ACLUsers(ns string) []ACLUser {
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "ltrim", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
-				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zremrangebyscore", "zscan", "zscore",
+				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zremrangebyscore", "zrevrange", "zrevrank", "zscan", "zscore",
 				"publish", "spublish", "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq), w(fair),
@@ -164,7 +164,7 @@ func ACLUsers(ns string) []ACLUser {
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
-				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zremrangebyscore", "zscore",
+				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrank", "zrem", "zremrangebyscore", "zrevrange", "zrevrank", "zscore",
 				"publish", "spublish"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),

@@ -292,6 +292,14 @@ async function loadSchedules() {
     next.title = s.next.map(when).join("\n");
     const paused = cell(row, s.paused ? "since " + when(s.paused_at) : "no", s.paused ? "paused" : "");
     paused.dataset.col = "paused";
+    // History reads only: shown in read-only mode too.
+    const hb = document.createElement("button");
+    hb.type = "button";
+    hb.textContent = "History";
+    hb.dataset.action = "history";
+    hb.dataset.schedule = s.name;
+    hb.addEventListener("click", () => guarded("history", () => loadHistory(s.name)));
+    cell(row, "").appendChild(hb);
     const act = cell(row, "", "act");
     const path = "schedules/" + encodeURIComponent(s.name);
     if (s.paused) button(act, "Resume", "resume", { schedule: s.name }, () => post(path + "/resume"),
@@ -299,6 +307,26 @@ async function loadSchedules() {
     else button(act, "Pause", "pause", { schedule: s.name }, () => post(path + "/pause"),
       "Pause schedule " + s.name + "? Its occurrences are skipped until it is resumed.");
   }
+}
+
+// loadHistory shows a schedule's last outcomes (hourglass schedule
+// history), newest first, below the schedules.
+async function loadHistory(name) {
+  const data = await api("schedulehistory?name=" + encodeURIComponent(name));
+  $("#schedhisttitle").textContent = "History of " + name + ", newest first";
+  const body = $("#schedhisttable tbody");
+  body.replaceChildren();
+  for (const o of data.history) {
+    const row = body.insertRow();
+    cell(row, when(o.at));
+    let out = o.outcome + (o.caught_up ? " (caught up)" : "") + (o.count > 1 ? " ×" + o.count : "");
+    cell(row, out, o.outcome === "fired" || o.outcome === "duplicate" ? "" : "warn");
+    cell(row, when(o.recorded));
+    cell(row, o.task_id || "-");
+    cell(row, o.detail || "-");
+  }
+  if (data.history.length === 0) cell(body.insertRow(), "no history: the schedule never fired, or its history expired");
+  $("#schedhist").hidden = false;
 }
 
 // loadDead draws the first page of the applied filter, or (more) appends

@@ -1166,7 +1166,8 @@ local function page_start(key, cs, cm, min, rev)
     return redis.call("ZCOUNT", key, "-inf", "(" .. score)
   end
   if cs ~= "" then
-    local r = redis.call(rev and "ZREVRANK" or "ZRANK", key, cm)
+    local r
+    if rev then r = redis.call("ZREVRANK", key, cm) else r = redis.call("ZRANK", key, cm) end
     local s = r and redis.call("ZSCORE", key, cm)
     if s and tonumber(s) == tonumber(cs) then
       start, anchored = r + 1, true
@@ -1175,7 +1176,8 @@ local function page_start(key, cs, cm, min, rev)
       local hi = lo + redis.call("ZCOUNT", key, cs, cs)
       while lo < hi do
         local mid = math.floor((lo + hi) / 2)
-        local m = redis.call(rev and "ZREVRANGE" or "ZRANGE", key, mid, mid)[1]
+        local m
+        if rev then m = redis.call("ZREVRANGE", key, mid, mid)[1] else m = redis.call("ZRANGE", key, mid, mid)[1] end
         if (rev and m < cm) or (not rev and m > cm) then hi = mid else lo = mid + 1 end
       end
       start, anchored = lo, true
@@ -1196,7 +1198,12 @@ end
 -- is exhausted. With rev true the ranks and the order are page_start's
 -- reversed ones, and max is the lowest score listed ("-inf" for none).
 local function page_rows(key, start, anchored, cs, cm, limit, max, rev)
-  local rows = redis.call(rev and "ZREVRANGE" or "ZRANGE", key, start, start + limit - 1, "WITHSCORES")
+  local rows
+  if rev then
+    rows = redis.call("ZREVRANGE", key, start, start + limit - 1, "WITHSCORES")
+  else
+    rows = redis.call("ZRANGE", key, start, start + limit - 1, "WITHSCORES")
+  end
   local ids, scores = {}, {}
   local last_s, last_m = cs, cm
   local maxn = tonumber(max)
