@@ -241,9 +241,14 @@ type Queue struct {
 	// Routing says which workers may take the queue's tasks (SetRouting);
 	// nil: any worker.
 	Routing *Routing `json:"routing,omitempty"`
+	// RoutingError says why the routing stored for the queue cannot be
+	// read (written by a newer release, or by hand): the workers then take
+	// none of its tasks until it is set again. "" for none.
+	RoutingError string `json:"routing_error,omitempty"`
 	// Workers counts the live workers that serve the queue and its
 	// Routing admits (Eligible): 0 is "no eligible worker", its tasks
-	// wait; -1 when the process registry could not be read.
+	// wait; -1 when the process registry could not be read, and for the
+	// row of dead data that names no queue.
 	Workers int `json:"workers"`
 }
 

@@ -16,7 +16,8 @@ import (
 // Queues returns every queue, by name, with its counts, and the totals
 // over all of them: one pipelined round trip of one bounded script call
 // per shard, one read of the paused queues and one of the queues'
-// retentions. Queues that are no longer
+// retentions, and for Workers a read of the process registry (CLIENT
+// LIST of every primary and one HGETALL). Queues that are no longer
 // registered but still hold tasks (dead letters, say) are listed as
 // removed; dead data that names no queue is listed under the name "".
 // Shards whose data cannot be read are left out of the counts and
@@ -135,14 +136,20 @@ func (i *Inspector) queues(ctx context.Context, perShard bool) ([]Queue, error) 
 }
 
 // countWorkers sets each queue's Workers: the live workers that serve it
-// and its routing admits (-1 when the process registry cannot be read).
+// and its routing admits (-1 when the process registry cannot be read,
+// and for the dead data of no queue), and RoutingError.
 func (i *Inspector) countWorkers(ctx context.Context, qs []Queue, c shard.Controls) {
 	ps, err := procs.List(ctx, i.rdb, i.Namespace(), 0)
 	n := eligible(ps, c)
 	for k := range qs {
-		qs[k].Workers = n[qs[k].Name]
-		if err != nil {
-			qs[k].Workers = -1
+		switch {
+		case qs[k].Name == "" || err != nil:
+			qs[k].Workers = -1 // dead data of no queue: none serves it
+		default:
+			qs[k].Workers = n[qs[k].Name]
+		}
+		if rerr := c.BadRoutes[qs[k].Name]; rerr != nil {
+			qs[k].RoutingError = rerr.Error()
 		}
 	}
 }

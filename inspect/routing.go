@@ -41,9 +41,9 @@ func (i *Inspector) ClearRouting(ctx context.Context, name string) error {
 }
 
 // Eligible returns, for each queue some live worker serves, how many live
-// workers serve it and its routing admits; a queue of queues that is
-// missing from the map, or maps to 0, has no worker that may take its
-// tasks ("no eligible worker" in hourglass queue ls and the dashboard).
+// workers serve it and its routing admits (a worker from before routing,
+// which ignores it, counts as admitted); a queue missing from the map,
+// or mapped to 0, has no worker that may take its tasks ("no eligible worker" in hourglass queue ls and the dashboard).
 // It reads the process registry (Processes: CLIENT LIST of every
 // primary) and the routings.
 func (i *Inspector) Eligible(ctx context.Context) (map[string]int, error) {
@@ -71,7 +71,9 @@ func eligible(ps []procs.Process, c shard.Controls) map[string]int {
 			r, set := c.Routes[q]
 			_, bad := c.BadRoutes[q]
 			n := out[q]
-			if !bad && (!set || r.Admits(p.Version, p.Tags)) {
+			// A worker that does not apply routing (older than it) takes
+			// the queue's tasks whatever it says.
+			if !p.Routes || !bad && (!set || r.Admits(p.Version, p.Tags)) {
 				n++
 			}
 			out[q] = n

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"fmt"
 	"github.com/hourglass-sched/hourglass/internal/version"
 	"go.opentelemetry.io/otel/trace"
 	"slices"
@@ -225,7 +224,7 @@ func (c Config) Validate() error {
 	}
 	for i, t := range c.Tags {
 		if !shard.ValidTag(t) {
-			p.Field(fmt.Sprintf("Tags[%d]", i), "must be 1..64 bytes of letters, digits and ._:+- (got %q)", t)
+			p.Field("Tags", "item %d must be 1..64 bytes of letters, digits and ._:+- (got %q)", i, t)
 		}
 	}
 	if err := (shard.FollowConfig{Refresh: c.LayoutRefresh}).Validate(); err != nil {

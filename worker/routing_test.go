@@ -91,8 +91,8 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 	route(nil, false, false)
 	by := batch("d", 400)
 	t.Logf("routing cleared: %v", by)
-	if by["stable"]+by["canary"] != 400 {
-		t.Fatalf("cleared: %v", by)
+	if by["canary"] == 0 || by["stable"] == 0 {
+		t.Fatalf("cleared, both workers take the queue's tasks again: %v", by)
 	}
 	// A routing no worker can read (a newer release's, a hand edit)
 	// excludes them all: it may have excluded them.

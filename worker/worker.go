@@ -215,7 +215,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots[q.name] = q.opts.Concurrency
 	}
 	me := procs.Self(w.cfg.ProcessID, procs.RoleWorker, w.cfg.Version, slots)
-	me.Tags = w.cfg.Tags
+	me.Tags, me.Routes = w.cfg.Tags, true
 	me.Named = w.namesConnections(ctx)
 	self := procs.New(w.rdb, w.cfg.Namespace, me)
 	run.onBusy = self.SetBusy

@@ -22,8 +22,8 @@ func (a *app) queueRoute() *cobra.Command {
 		Long: `Set, cluster-wide and at run time, which workers may take a queue's
 tasks, by the version and tags each worker carries (worker.version and
 worker.tags; docs/operations.md, "Canary workers"): --not-tag canary
-keeps the canaries off the queue, --version 1.4.2 admits only that
-version, --tag canary only the canaries. Flags repeat (--version a
+keeps the canaries off the queue, --version v1.4.2 (as hourglass ps
+lists it) admits only that version, --tag canary only the canaries. Flags repeat (--version a
 --version b: either). Each worker re-reads the routing within a second
 of the change: one it excludes stops taking the queue's tasks (a task
 popped at that moment is given back before its handler starts; running
@@ -68,6 +68,12 @@ tasks (WORKERS); none is "no eligible worker", and its tasks wait.
 
 // workersText renders a queue's eligible workers for the tables.
 func workersText(q inspect.Queue) string {
+	switch {
+	case q.Name == "":
+		return "-"
+	case q.RoutingError != "":
+		return "none eligible (unreadable routing: " + q.RoutingError + ")"
+	}
 	switch q.Workers {
 	case -1:
 		return "?"

@@ -25,6 +25,9 @@ several in one row), and those fired late by catch-up marked caught up.
 At most ` + fmt.Sprint(inspect.MaxHistory) + ` are kept, for 30 days after the last.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > inspect.MaxHistory {
+				return usagef("--limit %d: want 1..%d", limit, inspect.MaxHistory)
+			}
 			in, ctx, done, err := a.session(cmd)
 			if err != nil {
 				return err

@@ -257,8 +257,17 @@ func TestScheduleHistory(t *testing.T) {
 	l := e.store.Layout()
 	sh := l.HomeShard("nightly")
 	occ := time.Now().Add(-time.Hour).Truncate(time.Second)
-	if err := e.store.RecordSkipped(ctx, sh, "nightly", occ.Add(-3*time.Hour), 3, "skip"); err != nil {
-		t.Fatal(err)
+	skipped := occ.Add(-time.Hour)
+	skip := shard.FireArgs{Schedule: "nightly", Occurrence: skipped, Epoch: 1,
+		Task:   shard.EnqueueArgs{ID: l.OccurrenceID("nightly", skipped), Queue: "q", MaxRetries: -1},
+		Policy: &shard.PolicySkip{First: occ.Add(-3 * time.Hour), Count: 3, Reason: "catch_up skip: 3 missed while no scheduler fired them"}}
+	if r, err := e.store.Fire(ctx, sh, skip); err != nil || r.Outcome != shard.SkippedPolicy {
+		t.Fatalf("policy skip: %+v %v", r, err)
+	}
+	// The same skip again (another owner's pass before the next firing)
+	// is recorded already: the policy's skip is the last recorded.
+	if r, err := e.store.Fire(ctx, sh, skip); err != nil || r.Outcome != shard.AlreadyFired {
+		t.Fatalf("the same policy skip again: %+v %v", r, err)
 	}
 	id := l.OccurrenceID("nightly", occ)
 	r, err := e.store.Fire(ctx, sh, shard.FireArgs{Schedule: "nightly", Occurrence: occ, Epoch: 1, CaughtUp: true,

@@ -598,8 +598,11 @@ func TestScheduleHistoryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := e.Layout()
-	if err := e.Store.RecordSkipped(testenv.Ctx(t, 10*time.Second), l.HomeShard("tick"), "tick", time.Now().Add(-time.Hour), 4, "skip"); err != nil {
-		t.Fatal(err)
+	at := time.Now().Add(-time.Hour)
+	if r, err := e.Store.Fire(testenv.Ctx(t, 10*time.Second), l.HomeShard("tick"), shard.FireArgs{Schedule: "tick", Occurrence: at, Epoch: 1,
+		Task:   shard.EnqueueArgs{ID: l.OccurrenceID("tick", at), Queue: shardtest.Queue, MaxRetries: -1},
+		Policy: &shard.PolicySkip{First: at.Add(-3 * time.Minute), Count: 4, Reason: "catch_up skip"}}); err != nil || r.Outcome != shard.SkippedPolicy {
+		t.Fatalf("policy skip: %+v %v", r, err)
 	}
 	srv := httptest.NewServer(New(Options{Inspector: in, ReadOnly: true}))
 	t.Cleanup(srv.Close)

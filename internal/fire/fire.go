@@ -353,10 +353,10 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 		st.next = st.c.Next(maxTime(now, st.last))
 		return nil
 	}
-	// What the policy skips is counted from the last recorded before
-	// catching up: firing the missed ones moves st.last.
-	from := st.last
-	missed := st.c.Missed(from, now)
+	missed := st.c.Missed(st.last, now)
+	if err := f.skipByPolicy(ctx, s, st, now, missed); err != nil {
+		return err
+	}
 	for _, occ := range missed {
 		// A paused schedule's missed occurrences are recorded as
 		// skipped, not caught up.
@@ -364,22 +364,50 @@ func (f *Firer) catchUp(ctx context.Context, s owner.Shard, st *state) error {
 			return err
 		}
 	}
-	if !from.IsZero() && st.c.CatchUp != periodic.CatchUpAll {
-		// The occurrences neither fired nor caught up are skipped by
-		// the policy: counted, and one entry of the history (the next
-		// firing records a later occurrence as the last).
-		n := 0
-		for t := st.c.Next(from); !t.IsZero() && !t.After(now) && n < periodic.MaxCatchUp; t = st.c.Next(t) {
-			n++
-		}
-		if n -= len(missed); n > 0 {
-			f.met.skipped.WithLabelValues(st.c.Name, skipPolicy).Add(float64(n))
-			if err := f.store.RecordSkipped(ctx, s.ID, st.c.Name, st.c.Next(from), n, string(st.c.CatchUp)); err != nil {
-				f.log.Warn("the skipped occurrences were not recorded in the schedule's history", "schedule", st.c.Name, "error", err)
-			}
-		}
-	}
 	st.next = st.c.Next(maxTime(now, st.last))
+	return nil
+}
+
+// skipByPolicy records, before the missed occurrences the policy fires,
+// those it does not: every occurrence after st.last and before the first
+// of missed (up to now when none is fired), at most periodic.MaxCatchUp
+// of them counted. They go in one fenced script call, as the last
+// recorded and one entry of the history, so that a later pass (a reload,
+// a hand-over, a restart) does not skip them again.
+func (f *Firer) skipByPolicy(ctx context.Context, s owner.Shard, st *state, now time.Time, missed []time.Time) error {
+	if st.last.IsZero() {
+		return nil // never fired: it starts from now, nothing was missed
+	}
+	stop := now.Add(time.Millisecond) // up to now, included
+	if len(missed) > 0 {
+		stop = missed[0]
+	}
+	var first, last time.Time
+	n := 0
+	for t := st.c.Next(st.last); !t.IsZero() && t.Before(stop) && n < periodic.MaxCatchUp; t = st.c.Next(t) {
+		if first.IsZero() {
+			first = t
+		}
+		last, n = t, n+1
+	}
+	if n == 0 {
+		return nil
+	}
+	reason := fmt.Sprintf("catch_up %s: %d missed while no scheduler fired them", st.c.CatchUp, n)
+	if n == periodic.MaxCatchUp {
+		reason = fmt.Sprintf("catch_up %s: at least %d missed while no scheduler fired them", st.c.CatchUp, n)
+	}
+	l := f.store.Layout()
+	r, err := f.store.Fire(ctx, s.ID, shard.FireArgs{Schedule: st.c.Name, Occurrence: last, Epoch: s.Epoch,
+		Task:   shard.EnqueueArgs{ID: l.OccurrenceID(st.c.Name, last), Queue: st.c.Queue, MaxRetries: -1},
+		Policy: &shard.PolicySkip{First: first, Count: n, Reason: reason}})
+	if err != nil {
+		return fmt.Errorf("fire: %w", err)
+	}
+	if r.Outcome == shard.SkippedPolicy {
+		f.met.skipped.WithLabelValues(st.c.Name, skipPolicy).Add(float64(n))
+	}
+	st.last = maxTime(st.last, r.Last)
 	return nil
 }
 

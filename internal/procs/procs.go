@@ -70,7 +70,10 @@ type Entry struct {
 	Version string `json:"version"`
 	// Tags are a worker's tags (worker.Config.Tags): what a queue's
 	// routing admits or excludes, with Version.
-	Tags    []string  `json:"tags,omitempty"`
+	Tags []string `json:"tags,omitempty"`
+	// Routes says a worker applies the queues' routing (a worker built
+	// before routing existed ignores it, and takes every queue's tasks).
+	Routes  bool      `json:"routes,omitempty"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`

@@ -23,7 +23,7 @@ type eligibleCollector struct {
 
 func newEligibleCollector(in *inspect.Inspector, queues []string) *eligibleCollector {
 	return &eligibleCollector{in: in, queues: queues, desc: prometheus.NewDesc("hourglass_queue_eligible_workers",
-		"Live workers that serve the queue and its routing (hourglass queue route) admits; 0: no eligible worker, the queue's tasks wait. Read from the process registry at each scrape; the same on every scheduler.",
+		"Live workers that serve the queue and its routing (hourglass queue route) admits; 0: no eligible worker, the queue's tasks wait. Read from the process registry at each scrape: the queues some live worker serves, and this scheduler's configured queues (0 when none does).",
 		[]string{"queue"}, nil)}
 }
 

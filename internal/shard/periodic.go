@@ -61,6 +61,9 @@ const (
 	// HandedOver: the schedule's home is another shard now (the shard
 	// count changed, HandOff); nothing was recorded.
 	HandedOver
+	// SkippedPolicy: the occurrences of FireArgs.Policy were recorded as
+	// skipped by the catch-up policy.
+	SkippedPolicy
 )
 
 // FireArgs describe one occurrence of a periodic schedule.
@@ -79,6 +82,18 @@ type FireArgs struct {
 	// CaughtUp marks, in the schedule's history, an occurrence fired
 	// after it was missed (catch-up).
 	CaughtUp bool
+	// Policy, when set, records the occurrences the catch-up policy does
+	// not fire, from Policy.First to Occurrence, as skipped: no task, one
+	// entry of the history, and Occurrence as the last recorded.
+	Policy *PolicySkip
+}
+
+// PolicySkip describes the occurrences a catch-up policy skipped
+// (FireArgs.Policy).
+type PolicySkip struct {
+	First  time.Time
+	Count  int
+	Reason string
 }
 
 // FireResult is the outcome of Fire.
@@ -101,6 +116,8 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 	}
 	mode := ""
 	switch {
+	case a.Policy != nil:
+		mode = "policy"
 	case a.Paused:
 		mode = "paused"
 	case a.Overlap:
@@ -115,6 +132,9 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 	}
 	args := append([]any{s.k.WakeChannel(sh)}, enqueueArgs(a.Task)...)
 	args = append(args, a.Schedule, a.Occurrence.UnixMilli(), a.Epoch, mode, map[bool]string{true: "1"}[a.CaughtUp])
+	if p := a.Policy; p != nil {
+		args = append(args, p.First.UnixMilli(), p.Count, p.Reason)
+	}
 	v, err := fireScript.Run(ctx, s.rdb, []string{
 		s.k.Delayed(sh), s.k.Tasks(sh), s.k.Queues(sh), s.k.Far(sh), s.k.Counts(sh),
 		s.k.Periodic(sh), s.k.Epoch(sh), s.k.Stats(sh), s.k.ScheduleHistory(sh, a.Schedule),
@@ -139,6 +159,8 @@ func (s *Store) Fire(ctx context.Context, sh int, a FireArgs) (FireResult, error
 		return FireResult{Outcome: SkippedPaused, Last: occ}, nil
 	case 8:
 		return FireResult{Outcome: HandedOver}, nil
+	case 9:
+		return FireResult{Outcome: SkippedPolicy, Last: occ}, nil
 	}
 	r := parseEnqueue(a.Task, v)
 	switch {

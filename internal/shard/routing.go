@@ -33,7 +33,11 @@ const MaxRoutingItems = 32
 // Validate reports a list too long or holding an empty or malformed item
 // (tags and versions are 1..64 bytes of letters, digits and "._:+-").
 func (r Routing) Validate() error {
-	for name, l := range map[string][]string{"not_tags": r.NotTags, "tags": r.Tags, "versions": r.Versions} {
+	for _, f := range []struct {
+		name string
+		l    []string
+	}{{"not_tags", r.NotTags}, {"tags", r.Tags}, {"versions", r.Versions}} {
+		name, l := f.name, f.l
 		if len(l) > MaxRoutingItems {
 			return fmt.Errorf("%w: routing %s: %d items, at most %d", ErrInvalidArgument, name, len(l), MaxRoutingItems)
 		}

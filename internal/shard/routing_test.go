@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestRouting(t *testing.T) {
 	if !(Routing{Tags: []string{"canary"}}).Admits("x", []string{"eu", "canary"}) || (Routing{Tags: []string{"canary", "eu"}}).Admits("x", []string{"canary"}) {
 		t.Error("Tags must all be carried")
 	}
-	for _, bad := range []Routing{{NotTags: []string{""}}, {Versions: []string{"1.0 beta"}}, {Tags: make([]string, MaxRoutingItems+1)}} {
+	for _, bad := range []Routing{{NotTags: []string{""}}, {Versions: []string{"1.0 beta"}}, {Tags: tooMany()}} {
 		if err := bad.Validate(); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Validate(%+v) = %v", bad, err)
 		}
@@ -71,4 +72,13 @@ func TestRouting(t *testing.T) {
 	if _, err := s.SetRouting(ctx, "bad|queue", &r); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("a bad queue name: %v", err)
 	}
+}
+
+// tooMany returns MaxRoutingItems+1 valid tags.
+func tooMany() []string {
+	out := make([]string, MaxRoutingItems+1)
+	for i := range out {
+		out[i] = fmt.Sprintf("t%d", i)
+	}
+	return out
 }

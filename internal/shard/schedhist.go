@@ -37,8 +37,8 @@ type Occurrence struct {
 	Outcome string `json:"outcome"`
 	// Recorded is when the scheduler recorded it.
 	Recorded time.Time `json:"recorded"`
-	// TaskID is the occurrence's task id ("" for a skip by the catch-up
-	// policy).
+	// TaskID is the occurrence's task id, for one whose task was stored
+	// (fired, duplicate); "" for the others.
 	TaskID string `json:"task_id,omitempty"`
 	// Detail says why a skip or a refusal happened.
 	Detail string `json:"detail,omitempty"`
@@ -84,21 +84,4 @@ func (s *Store) ScheduleHistory(ctx context.Context, name string, n int) ([]Occu
 			Detail: e.Detail, CaughtUp: e.Caught == 1, Count: max(e.Count, 1)}
 	}
 	return out, nil
-}
-
-// RecordSkipped adds to the history of schedule name, whose home is shard
-// sh, that the catch-up policy skipped n occurrences missed from first
-// on (they are not fired, so fire.lua records none of them).
-func (s *Store) RecordSkipped(ctx context.Context, sh int, name string, first time.Time, n int, policy string) error {
-	b, _ := json.Marshal(historyEntry{Occ: first.UnixMilli(), Out: OutcomeSkipped, At: time.Now().UnixMilli(), Count: n,
-		Detail: fmt.Sprintf("catch_up %s: %d missed while no scheduler fired them", policy, n)})
-	key := s.k.ScheduleHistory(sh, name)
-	pipe := s.rdb.Pipeline()
-	pipe.LPush(ctx, key, b)
-	pipe.LTrim(ctx, key, 0, HistoryLen-1)
-	pipe.PExpire(ctx, key, HistoryTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return errtext.Errorf("history of schedule %q: %w", name, err)
-	}
-	return nil
 }

@@ -151,6 +151,8 @@ async function loadQueues() {
 // workersText says how many live workers may take a queue's tasks, and
 // the routing that decides it (hourglass queue route).
 function workersText(q) {
+  if (!q.name) return "-";
+  if (q.routing_error) return "none eligible (unreadable routing: " + q.routing_error + ")";
   const n = q.workers === 0 ? "none eligible" : q.workers < 0 ? "?" : String(q.workers);
   const r = q.routing;
   if (!r) return n;

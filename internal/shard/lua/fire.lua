@@ -21,7 +21,7 @@
 -- KEYS[8] stats    HASH  counters (stale_epoch)
 -- KEYS[9] history  LIST  optional: the schedule's last 100 outcomes,
 --                        newest first, each JSON {occ, outcome, at,
---                        id, detail, caught}: outcome "fired",
+--                        id, detail, caught, count}: outcome "fired",
 --                        "duplicate" (its task was found live), "refused"
 --                        (detail: why), "skipped" (detail: "paused",
 --                        "overlap" or "busy"); caught 1 for an occurrence
@@ -36,9 +36,14 @@
 --          without a task; "overlap" to skip it (recorded) while the
 --          schedule's last task ("<name>|task") is still stored; "busy"
 --          to skip it (recorded) because the caller found that task
---          stored in another shard (the shard count changed since)
+--          stored in another shard (the shard count changed since);
+--          "policy": see ARGV[13..15]
 -- ARGV[12] optional: "1" when the occurrence is caught up (missed while
 --          no scheduler ran), for the history
+-- ARGV[13..15] with ARGV[11] "policy": the catch-up policy skipped the
+--          occurrences from ARGV[13] (unix ms) to ARGV[9], ARGV[14] of
+--          them, for the reason ARGV[15]: recorded as the last, without
+--          a task, and as one entry of the history
 --
 -- Returns {code, due_ms, detail}:
 --   enqueue.lua's reply for the task (1 enqueued, 0 duplicate, -1..-3
@@ -50,6 +55,8 @@
 --   { 6, occurrence, id}  skipped: the schedule's last task, id, is still
 --                         stored (recorded as the last)
 --   { 7, occurrence, ""}  skipped: paused (recorded as the last)
+--   { 9, occurrence, ""}  skipped by the catch-up policy (ARGV[13..15];
+--                         recorded as the last)
 --   { 8, 0, ""}           the schedule was handed over to another home
 --                         shard (handoff.lua): nothing changed
 --   {-10, stored, ""}     ARGV[10] is older than the stored epoch
@@ -59,11 +66,13 @@ if not ok then
 end
 local name, occ, mode, task_id, caught = ARGV[8], ARGV[9], ARGV[11], ARGV[2], ARGV[12] == "1"
 
--- record adds the occurrence's outcome to the schedule's history.
-local function record(outcome, detail)
+-- record adds the occurrence's outcome to the schedule's history: id is
+-- its task's, for one whose task is stored; first and count, for a skip
+-- by the catch-up policy, the first skipped and how many.
+local function record(outcome, detail, id, first, count)
   if not KEYS[9] then return end
-  redis.call("LPUSH", KEYS[9], cjson.encode({occ = tonumber(occ), outcome = outcome, at = now_ms(),
-    id = task_id, detail = detail or "", caught = caught and 1 or 0}))
+  redis.call("LPUSH", KEYS[9], cjson.encode({occ = tonumber(first or occ), outcome = outcome, at = now_ms(),
+    id = id or "", detail = detail or "", caught = caught and 1 or 0, count = count or 1}))
   redis.call("LTRIM", KEYS[9], 0, 99)
   redis.call("PEXPIRE", KEYS[9], 2592000000)
 end
@@ -73,6 +82,13 @@ if last and string.sub(last, 1, 6) == "moved:" then
 end
 if last and tonumber(occ) <= tonumber(last) then
   return {5, tonumber(last), ""}
+end
+if mode == "policy" then
+  -- Missed and not fired, by the catch-up policy: recorded once, as the
+  -- last, so that a later pass does not skip them again.
+  redis.call("HSET", KEYS[6], name, occ)
+  record("skipped", ARGV[15], nil, ARGV[13], tonumber(ARGV[14]))
+  return {9, tonumber(occ), ""}
 end
 if mode == "paused" then
   redis.call("HSET", KEYS[6], name, occ)
@@ -102,7 +118,7 @@ end
 if reply[1] == 1 or reply[1] == 0 then
   -- Its task is stored (enqueued, or found live): the last fired.
   redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id, name .. "|fired", occ)
-  record(reply[1] == 1 and "fired" or "duplicate")
+  record(reply[1] == 1 and "fired" or "duplicate", nil, task_id)
 else
   redis.call("HSET", KEYS[6], name, occ, name .. "|task", task_id)
   local why = ({[-1] = "unknown or removed queue ", [-2] = "payload larger than the queue's max_payload, "})[reply[1]] or ""
