@@ -154,17 +154,30 @@ func (s *Store) SetQueueLimits(ctx context.Context, queue string, l *QueueLimits
 	if !ValidQueue(queue) {
 		return false, fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
 	}
-	args := []any{"unlimit", queue, s.k.ControlChannel()}
-	if l != nil {
-		if err := l.Validate(); err != nil {
+	if l == nil {
+		return s.control(ctx, "unlimit", queue, nil, "set the limits")
+	}
+	if err := l.Validate(); err != nil {
+		return false, err
+	}
+	return s.control(ctx, "limit", queue, l, "set the limits")
+}
+
+// control runs pause.lua's op on queue with v as JSON (nil: none) and
+// reports whether it changed the paused hash; what names the change in
+// its error.
+func (s *Store) control(ctx context.Context, op, queue string, v any, what string) (bool, error) {
+	args := []any{op, queue, s.k.ControlChannel()}
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
 			return false, err
 		}
-		b, _ := json.Marshal(l)
-		args = []any{"limit", queue, s.k.ControlChannel(), string(b)}
+		args = append(args, string(b))
 	}
 	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k.Paused()}, args...).Int64()
 	if err != nil {
-		return false, errtext.Errorf("set the limits of queue %q: %w", queue, err)
+		return false, errtext.Errorf("%s of queue %q: %w", what, queue, err)
 	}
 	return n == 1, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/hourglass-sched/hourglass/internal/errtext"
 )
 
 // Routing says which workers may take a queue's tasks (docs/operations.md,
@@ -106,19 +104,13 @@ func (s *Store) SetRouting(ctx context.Context, queue string, r *Routing) (bool,
 	if !ValidQueue(queue) {
 		return false, fmt.Errorf("%w: queue name %q", ErrInvalidArgument, queue)
 	}
-	args := []any{"unroute", queue, s.k.ControlChannel()}
-	if r != nil && !r.IsZero() {
-		if err := r.Validate(); err != nil {
-			return false, err
-		}
-		b, _ := json.Marshal(r)
-		args = []any{"route", queue, s.k.ControlChannel(), string(b)}
+	if r == nil || r.IsZero() {
+		return s.control(ctx, "unroute", queue, nil, "set the routing")
 	}
-	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k.Paused()}, args...).Int64()
-	if err != nil {
-		return false, errtext.Errorf("set the routing of queue %q: %w", queue, err)
+	if err := r.Validate(); err != nil {
+		return false, err
 	}
-	return n == 1, nil
+	return s.control(ctx, "route", queue, r, "set the routing")
 }
 
 // parseRouting reads a stored routing.

@@ -16,6 +16,13 @@
 -- Returns 1 when the state changed, 0 when it already was so (the
 -- message is published in both cases: it is cheap and makes a worker that
 -- missed a message re-read).
+-- store sets field of KEYS[1] to v and returns 1 when that changed it.
+local function store(field, v)
+  local was = redis.call("HGET", KEYS[1], field)
+  redis.call("HSET", KEYS[1], field, v)
+  return was == v and 0 or 1
+end
+
 local changed
 if ARGV[1] == "pause" then
   local t = redis.call("TIME")
@@ -24,15 +31,11 @@ if ARGV[1] == "pause" then
 elseif ARGV[1] == "resume" then
   changed = redis.call("HDEL", KEYS[1], ARGV[2])
 elseif ARGV[1] == "limit" then
-  local field = "|lim|" .. ARGV[2]
-  changed = redis.call("HGET", KEYS[1], field) == ARGV[4] and 0 or 1
-  redis.call("HSET", KEYS[1], field, ARGV[4])
+  changed = store("|lim|" .. ARGV[2], ARGV[4])
 elseif ARGV[1] == "unlimit" then
   changed = redis.call("HDEL", KEYS[1], "|lim|" .. ARGV[2])
 elseif ARGV[1] == "route" then
-  local field = "|route|" .. ARGV[2]
-  changed = redis.call("HGET", KEYS[1], field) == ARGV[4] and 0 or 1
-  redis.call("HSET", KEYS[1], field, ARGV[4])
+  changed = store("|route|" .. ARGV[2], ARGV[4])
 elseif ARGV[1] == "unroute" then
   changed = redis.call("HDEL", KEYS[1], "|route|" .. ARGV[2])
 else
