@@ -428,24 +428,6 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	return o
 }
 
-// leakInterval is the spacing of a LeakyBucket's starts: RatePeriod (or
-// its default) over Rate, rounded up to whole µs (the bucket keeps µs:
-// rounding down would run faster than Rate, up to twice at 1.5µs).
-func leakInterval(o QueueOptions) time.Duration {
-	period := o.RatePeriod
-	if period == 0 {
-		period = DefaultRatePeriod
-	}
-	d := period / time.Duration(o.Rate)
-	if r := d % time.Microsecond; r != 0 && d > time.Microsecond {
-		d += time.Microsecond - r
-	}
-	return d
-}
-
-// flowControlled reports whether the queue has a cluster-wide limit.
-func (o QueueOptions) flowControlled() bool { return o.MaxConcurrency > 0 || o.Rate > 0 }
-
 // invalid returns a configuration error wrapping ErrInvalidConfig.
 func invalid(format string, args ...any) error {
 	return errtext.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
