@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass/internal/tracectx"
@@ -29,15 +28,11 @@ func (c *Client) enqueueTraced(ctx context.Context, tasks []Task) ([]Result, err
 		attrs = append(attrs, tracectx.BatchCount.Int(len(tasks)))
 	}
 	ctx, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	defer span.End()
 	out, err := c.enqueueBatch(ctx, tasks, tracectx.Format(span.SpanContext()))
 	if len(out) == 1 && tasks[0].ID == "" {
 		span.SetAttributes(tracectx.MessageID.String(out[0].ID)) // generated
 	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
+	tracectx.End(span, err)
 	return out, err
 }
 

@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"errors"
 	"fmt"
@@ -49,9 +47,9 @@ type delivery struct {
 	// output is what the handler returned (Task.SetResult), kept with
 	// the task's record when its queue keeps records.
 	output atomic.Pointer[[]byte]
-	// spanID is the id of the handler's span when tracing is on
-	// (trace.go), for the nack of a failed attempt.
-	spanID atomic.Pointer[string]
+	// traceLink is the id of this attempt in its trace when tracing is
+	// on (trace.go), for the nack of a failed attempt.
+	traceLink atomic.Pointer[string]
 	// The watchdog is a timer, not a goroutine: a handler that finishes
 	// within a third of its lease costs no extension and no goroutine.
 	wdMu      sync.Mutex
@@ -158,9 +156,9 @@ func (d *delivery) call(ctx context.Context, held bool) (err error) {
 	}
 	m.lateness.Observe(max(late, 0).Seconds())
 	if d.tracer != nil {
-		var span trace.Span
-		ctx, span = d.startSpan(ctx, late)
-		defer func() { endSpan(span, err) }() // after the recover below
+		var end func(error)
+		ctx, end = d.startTrace(ctx, late)
+		defer func() { end(err) }() // after the recover below
 	}
 	m.running.Inc()
 	start := d.now()

@@ -155,7 +155,7 @@ func (d *delivery) nack(ctx context.Context, herr error) error {
 	}
 	a := d.sd.NackArgs(d.unleased.Load(), msg)
 	a.Backoff = shard.Backoff(d.q.opts.Backoff)
-	a.Span = d.attemptSpan()
+	a.TraceLink = d.failedLink()
 	var nr noRetryError
 	var ra retryAfterError
 	switch {

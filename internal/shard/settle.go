@@ -135,10 +135,10 @@ type NackArgs struct {
 	// Queue is set for a delivery run without a lease (Delivery.Unleased),
 	// as in AckArgs.
 	Queue string
-	// Span, when set, is the span id of the failed attempt (16 hex
-	// digits): a traced task keeps it, and its next attempt's span links
-	// to it (docs/protocol.md, "Traces").
-	Span string
+	// TraceLink, when set, is the id of the failed attempt in its trace
+	// (16 hex digits): a traced task keeps it as its Task.TraceLink, and
+	// its next attempt links to it (docs/protocol.md, "Traces").
+	TraceLink string
 }
 
 // NackArgs returns what fails d with the error text errText, retrying it
@@ -182,7 +182,7 @@ func (s *Store) Nack(ctx context.Context, a NackArgs) (NackResult, error) {
 	if a.Queue != "" {
 		keys = append(keys, s.k.Pending(sh, a.Queue))
 	}
-	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh), s.k.DonePrefix(), a.Span).Int64Slice()
+	v, err := nackScript.Run(ctx, s.rdb, keys, id, a.Token, a.Err, mode, retryAfter, backoff, strconv.FormatFloat(a.Rand, 'f', 6, 64), s.k.WakeChannel(sh), s.k.DonePrefix(), a.TraceLink).Int64Slice()
 	if err != nil {
 		return NackResult{}, errtext.Errorf("nack %q: %w", id, err)
 	}

@@ -39,7 +39,7 @@ func isHex(s string) bool {
 	return true
 }
 
-// ValidSpanID reports whether s is a span id as NackArgs.Span takes it:
+// ValidSpanID reports whether s is a span id as NackArgs.TraceLink takes it:
 // 16 lowercase hex digits.
 func ValidSpanID(s string) bool { return len(s) == 16 && isHex(s) }
 

@@ -88,7 +88,7 @@ func TestTraceContextTravels(t *testing.T) {
 		fail := func(d Delivery, span string) {
 			t.Helper()
 			a := d.NackArgs(false, "boom")
-			a.Span = span
+			a.TraceLink = span
 			if r, err := s.Nack(ctx, a); err != nil || r.Dead {
 				t.Fatalf("nack: %+v %v", r, err)
 			}

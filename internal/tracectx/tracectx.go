@@ -6,7 +6,10 @@
 package tracectx
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -101,4 +104,39 @@ func hexVal(c byte) (byte, bool) {
 		return c - 'a' + 10, true
 	}
 	return 0, false
+}
+
+// StartAttempt starts the span of one attempt of a task of queue,
+// "process <queue>" of kind consumer with attrs: the child of the
+// producer's span traceParent names, linked to the span of the task's
+// last failed attempt (link, 16 hex digits), or, without a valid
+// traceParent, the root of a trace of its own. It returns the ctx that
+// holds the span, the span, and its id in hex ("" when it has none), for
+// the nack of a failed attempt.
+func StartAttempt(ctx context.Context, tr trace.Tracer, queue, traceParent, link string, attrs ...attribute.KeyValue) (context.Context, trace.Span, string) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	if parent, ok := Parse(traceParent); ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+		if l, ok := Link(parent, link); ok {
+			opts = append(opts, trace.WithLinks(l))
+		}
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	ctx, s := tr.Start(ctx, "process "+queue, opts...)
+	id := ""
+	if sc := s.SpanContext(); sc.IsValid() {
+		id = sc.SpanID().String()
+	}
+	return ctx, s, id
+}
+
+// End ends span s of an operation that returned err: an error is
+// recorded and makes the span's status Error.
+func End(s trace.Span, err error) {
+	if err != nil {
+		s.RecordError(err)
+		s.SetStatus(codes.Error, err.Error())
+	}
+	s.End()
 }
