@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,23 @@ func TestOverlapSkipFollowsThePreviousTaskMovedByAChange(t *testing.T) {
 	}
 	if r := fire(occ1.Add(time.Minute)); r.Outcome != SkippedOverlap {
 		t.Fatalf("next occurrence %v while the previous task %s is still stored (moved to shard %d): overlap skip not applied", r.Outcome, id1, l.ShardOf(id1))
+	}
+}
+
+// TestHistoryBoundsInFireLua: fire.lua trims and expires a schedule's
+// history with the bounds HistoryLen and HistoryTTL state (the script
+// has them as literals, so that each fire sends no more arguments).
+func TestHistoryBoundsInFireLua(t *testing.T) {
+	b, err := luaFS.ReadFile("lua/fire.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`redis.call("LTRIM", KEYS[9], 0, %d)`, HistoryLen-1),
+		fmt.Sprintf(`redis.call("PEXPIRE", KEYS[9], %d)`, HistoryTTL.Milliseconds()),
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("fire.lua has no %s", want)
+		}
 	}
 }
