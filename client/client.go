@@ -1,16 +1,13 @@
 package client
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/tracectx"
-	"github.com/hourglass-sched/hourglass/internal/version"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"
@@ -18,6 +15,8 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/groupcommit"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
+	"github.com/hourglass-sched/hourglass/internal/version"
 )
 
 // Client enqueues, cancels and looks up tasks. It is safe for concurrent

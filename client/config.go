@@ -1,9 +1,9 @@
 package client
 
 import (
-	"go.opentelemetry.io/otel/trace"
-
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/codec"

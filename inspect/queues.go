@@ -1,8 +1,6 @@
 package inspect
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/procs"
-
 	"context"
 	"errors"
 	"slices"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 

@@ -1,8 +1,9 @@
 package worker
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hourglass-sched/hourglass/internal/telemetry"
 )
 
 // metrics are the worker's Prometheus collectors, labelled by queue.

@@ -1,21 +1,20 @@
 package worker
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/version"
-	"go.opentelemetry.io/otel/trace"
-	"slices"
-
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/logbridge"
 	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/version"
 )
 
 // Defaults, the limits Validate enforces, and the names of "none". Each

@@ -1,13 +1,12 @@
 package worker
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/shard"
-
 	"context"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
 	"github.com/hourglass-sched/hourglass/internal/fanout"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // Pause and resume (inspect.Pause, hourglass queue pause): the paused

@@ -1,10 +1,6 @@
 package worker
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/tracectx"
-
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"sort"
 	"sync"
@@ -12,10 +8,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
 	"github.com/hourglass-sched/hourglass/internal/version"
 )
 

@@ -35,8 +35,6 @@
 package main
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/tracing"
-
 	"context"
 	"errors"
 	"flag"
@@ -59,6 +57,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/connect"
 	"github.com/hourglass-sched/hourglass/internal/executor"
 	"github.com/hourglass-sched/hourglass/internal/procs"
+	"github.com/hourglass-sched/hourglass/internal/tracing"
 	"github.com/hourglass-sched/hourglass/internal/version"
 	"github.com/hourglass-sched/hourglass/worker"
 )

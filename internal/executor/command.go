@@ -1,9 +1,6 @@
 package executor
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/tracectx"
-	"go.opentelemetry.io/otel/trace"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 

@@ -1,9 +1,6 @@
 package executor
 
 import (
-	"github.com/hourglass-sched/hourglass/internal/tracectx"
-	"go.opentelemetry.io/otel/trace"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -14,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hourglass-sched/hourglass/internal/config"
+	"github.com/hourglass-sched/hourglass/internal/tracectx"
 	"github.com/hourglass-sched/hourglass/worker"
 )
 
