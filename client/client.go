@@ -14,6 +14,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/errtext"
 	"github.com/hourglass-sched/hourglass/internal/fanout"
 	"github.com/hourglass-sched/hourglass/internal/groupcommit"
+	"github.com/hourglass-sched/hourglass/internal/history"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/tracectx"
 	"github.com/hourglass-sched/hourglass/internal/version"
@@ -40,6 +41,9 @@ type Client struct {
 	// tracer makes the enqueue spans; nil when tracing is off
 	// (Config.TracerProvider).
 	tracer trace.Tracer
+	// hist counts the tasks enqueued and cancelled per queue and minute
+	// (internal/history); nil with Config.NoHistory.
+	hist *history.Recorder
 }
 
 // New returns a Client on rdb.
@@ -75,7 +79,19 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if cfg.TracerProvider != nil {
 		c.tracer = cfg.TracerProvider.Tracer(tracectx.Instrumentation, trace.WithInstrumentationVersion(version.Short()))
 	}
+	if !cfg.NoHistory {
+		c.hist = history.NewRecorder(store, cfg.Logger)
+	}
 	return c, nil
+}
+
+// Close writes the counts of the queue history that this client still
+// holds (the tasks it enqueued and cancelled in the last few seconds) and
+// stops its timer. It does not close the Redis client, and the Client
+// stays usable: what it counts afterwards is written by the next Close.
+// A client never closed loses at most those last seconds' counts.
+func (c *Client) Close(ctx context.Context) error {
+	return c.hist.Close(ctx)
 }
 
 // Task describes one task to enqueue.
@@ -242,6 +258,7 @@ func (c *Client) enqueueBatch(ctx context.Context, tasks []Task, traceParent str
 		}
 		c.resolveConflicts(ctx, tasks, out, traceParent)
 		c.explainUnknownQueues(ctx, tasks, out)
+		c.countEnqueued(tasks, out)
 	}
 	var be *BatchError
 	for _, r := range out {
@@ -348,11 +365,28 @@ func (c *Client) Cancel(ctx context.Context, id string) (State, error) {
 		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, truncate(id))
 	}
 	c.layout.Layout(ctx)
-	st, err := c.store.Cancel(ctx, id)
+	st, q, err := c.store.CancelQueue(ctx, id)
 	if err != nil {
 		return "", err
 	}
+	if st != string(StateDead) {
+		c.hist.Count(q, shard.HistCancelled, 1)
+	}
 	return State(st), nil
+}
+
+// countEnqueued adds the tasks stored (not a live task changed by its
+// OnConflict rule, nor one stored but not confirmed by replicas) to the
+// queue history.
+func (c *Client) countEnqueued(tasks []Task, out []Result) {
+	if c.hist == nil {
+		return
+	}
+	for i, r := range out {
+		if r.Err == nil && !r.Changed {
+			c.hist.Count(tasks[i].Queue, shard.HistEnqueued, 1)
+		}
+	}
 }
 
 // State is where a task is in its life: hourglass.State, which inspect

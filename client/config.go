@@ -3,6 +3,7 @@ package client
 import (
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass"
@@ -115,6 +116,15 @@ type Config struct {
 	// that span's context to the worker, whose span for the handler is
 	// its child. nil (the default) is off, at no cost.
 	TracerProvider trace.TracerProvider
+	// NoHistory turns off this client's contribution to the queues'
+	// minute history (docs/operations.md, "Queue history"): the tasks it
+	// enqueues and cancels. By default they are counted in memory and
+	// written a few seconds later, one script call for every queue
+	// together, nothing per task; Close writes what is left.
+	NoHistory bool
+	// Logger receives the client's rare warnings (a history that could
+	// not be written); nil discards them.
+	Logger hclog.Logger
 }
 
 // DefaultWaitTimeout is Config.WaitTimeout's default.

@@ -277,6 +277,9 @@ func (i *Inspector) SetPriority(ctx context.Context, id string, p hourglass.Prio
 // worker told to cancel the handler's ctx. Its id can be enqueued again
 // afterwards. ErrNotFound if no such task.
 func (i *Inspector) Cancel(ctx context.Context, id string) (State, error) {
-	st, err := i.store.Cancel(ctx, id)
+	st, q, err := i.store.CancelQueue(ctx, id)
+	if err == nil && st != string(StateDead) {
+		i.countCancelled(ctx, q)
+	}
 	return State(st), mapErr(err)
 }

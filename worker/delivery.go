@@ -155,6 +155,7 @@ func (d *delivery) call(ctx context.Context, held bool) (err error) {
 		late = d.now().Sub(d.sd.Task.Due)
 	}
 	m.lateness.Observe(max(late, 0).Seconds())
+	d.hist.Started(d.q.name, late)
 	if d.tracer != nil {
 		var end func(error)
 		ctx, end = d.startTrace(ctx, late)

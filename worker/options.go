@@ -195,6 +195,14 @@ type Config struct {
 	// that attempt's span. The handler's ctx holds the span. nil (the
 	// default) is off, at no cost.
 	TracerProvider trace.TracerProvider
+	// NoHistory turns off this worker's contribution to the queues'
+	// minute history (docs/operations.md, "Queue history"): the tasks it
+	// started (and how late), and those that succeeded, will be retried
+	// or were dead-lettered. By default they are counted in memory and
+	// written a few seconds later, one script call for every queue
+	// together, nothing per task; Run writes what is left before it
+	// returns.
+	NoHistory bool
 }
 
 // Validate reports every field New cannot use, each error a

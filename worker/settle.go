@@ -117,10 +117,12 @@ func (d *delivery) settleOnce(ctx context.Context, herr error, urgent bool) erro
 		cancel()
 		if err == nil {
 			d.q.met.acks.Inc()
+			d.hist.Count(d.q.name, shard.HistSucceeded, 1)
 		}
 	case herr == nil:
 		if err = d.acks.ack(ctx, d.sd.AckArgs(d.unleased.Load()), urgent); err == nil {
 			d.q.met.acks.Inc()
+			d.hist.Count(d.q.name, shard.HistSucceeded, 1)
 		}
 	case errors.Is(herr, errDropped):
 		d.q.met.dropped.Inc()
@@ -172,9 +174,11 @@ func (d *delivery) nack(ctx context.Context, herr error) error {
 	m.nacks.Inc()
 	if res.Dead {
 		m.dead.Inc()
+		d.hist.Count(d.q.name, shard.HistDead, 1)
 		d.log.Warn("task dead-lettered", "task", id, "queue", d.q.name, "attempts", res.Attempts, "error", herr)
 	} else {
 		m.retries.Inc()
+		d.hist.Count(d.q.name, shard.HistRetried, 1)
 		d.log.Debug("task will be retried", "task", id, "queue", d.q.name, "attempts", res.Attempts, "due", res.Due, "error", herr)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglass-sched/hourglass/internal/errtext"
+	"github.com/hourglass-sched/hourglass/internal/history"
 	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/tracectx"
@@ -77,6 +78,9 @@ type deps struct {
 	// tracer makes the handlers' spans; nil when tracing is off
 	// (Config.TracerProvider).
 	tracer trace.Tracer
+	// hist counts starts and outcomes per queue and minute
+	// (internal/history); nil with Config.NoHistory.
+	hist *history.Recorder
 }
 
 // New returns a Worker on rdb.
@@ -116,6 +120,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		log:     log,
 		now:     time.Now,
 		maxHold: shard.MaxHold,
+	}
+	if !cfg.NoHistory {
+		k.hist = history.NewRecorder(store, log)
 	}
 	if cfg.TracerProvider != nil {
 		k.tracer = cfg.TracerProvider.Tracer(tracectx.Instrumentation, trace.WithInstrumentationVersion(version.Short()))
@@ -230,6 +237,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	defer func() { <-registered }()
 
+	defer func() { // after the acks: what they counted goes too
+		hctx, cancel := context.WithTimeout(context.Background(), history.FlushTimeout)
+		defer cancel()
+		_ = w.deps.hist.Close(hctx)
+	}()
 	w.deps.acks.start()
 	defer w.deps.acks.stop() // after the handlers: their acks go out first
 	w.deps.log.Info("worker started", "queues", len(queues), "shards", w.cfg.Shards)

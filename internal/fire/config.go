@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/history"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	MisfireGrace time.Duration
 	Logger       hclog.Logger
 	Metrics      *Metrics
+	// History counts the occurrences whose task was stored in their
+	// queue's minute history; nil counts nothing.
+	History *history.Recorder
 }
 
 // Validate reports every field a Firer cannot run with, each a

@@ -42,6 +42,7 @@ import (
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
 	"github.com/hourglass-sched/hourglass/internal/owner"
+	"github.com/hourglass-sched/hourglass/internal/history"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
@@ -51,6 +52,7 @@ type Firer struct {
 	store *shard.Store
 	log   hclog.Logger
 	met   *Metrics
+	hist  *history.Recorder // Config.History
 	now   func() time.Time
 	grace time.Duration // Config.MisfireGrace
 
@@ -82,7 +84,7 @@ func New(store *shard.Store, cfg Config) (*Firer, error) {
 	if met == nil {
 		met = NewMetrics(nil)
 	}
-	f := &Firer{store: store, log: log.Named("periodic"), met: met, now: time.Now, running: map[int]*shardLoop{},
+	f := &Firer{store: store, log: log.Named("periodic"), met: met, hist: cfg.History, now: time.Now, running: map[int]*shardLoop{},
 		grace: confcheck.Or(cfg.MisfireGrace, DefaultMisfireGrace)}
 	f.SetSchedules(cfg.Schedules)
 	return f, nil
@@ -392,6 +394,9 @@ func (f *Firer) fire(ctx context.Context, s owner.Shard, st *state, occ time.Tim
 	switch r.Outcome {
 	case shard.Fired, shard.FiredDuplicate:
 		f.met.fired.WithLabelValues(c.Name).Inc()
+		if r.Outcome == shard.Fired {
+			f.hist.Count(c.Queue, shard.HistEnqueued, 1)
+		}
 		if caughtUp {
 			f.met.caughtUp.WithLabelValues(c.Name).Inc()
 		}

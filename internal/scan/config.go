@@ -65,6 +65,10 @@ type Config struct {
 	Logger hclog.Logger
 	// Metrics records the mover's figures; nil records nothing.
 	Metrics *Metrics
+	// Moved, when set, is called after each call that moved tasks of
+	// shard sh into its ready lists (the queue history's depth sampler
+	// looks at active shards only).
+	Moved func(sh int)
 }
 
 // DefaultConfig returns the mover's defaults, those the scheduler binary

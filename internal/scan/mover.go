@@ -194,6 +194,9 @@ func untilDue(res shard.MoveResult, p stagePlan) (time.Duration, bool) {
 }
 
 func (m *Mover) observe(sh int, d time.Duration, res shard.MoveResult) {
+	if res.Moved > 0 && m.cfg.Moved != nil {
+		m.cfg.Moved(sh)
+	}
 	met := m.cfg.Metrics
 	if met == nil {
 		return

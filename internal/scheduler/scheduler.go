@@ -43,6 +43,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/depth"
 	"github.com/hourglass-sched/hourglass/internal/election"
 	"github.com/hourglass-sched/hourglass/internal/fire"
+	"github.com/hourglass-sched/hourglass/internal/history"
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/procs"
 	"github.com/hourglass-sched/hourglass/internal/recovery"
@@ -71,6 +72,9 @@ type Scheduler struct {
 	// (schedules) and those registered at run time (watchSchedules).
 	firer     *fire.Firer
 	schedules []*periodic.Compiled
+	// hist is the queue history's recorder: periodic tasks fired, and the
+	// ready depths its sampler (an owner loop) reads.
+	hist *history.Recorder
 	// fired is the list last given to the firer (setFired), read by the
 	// dashboard (firedSchedules).
 	fired atomic.Pointer[[]*periodic.Compiled]
@@ -131,8 +135,10 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	s.store.SetTaskEncoding(cfg.Encoding())
 	met := scan.NewMetrics(s.reg)
 	s.waker = scan.NewWaker(s.rdb, log, met)
+	s.hist = history.NewRecorder(s.store, log)
+	sampler := history.NewSampler(s.store, s.hist)
 	mc := cfg.ForMover()
-	mc.Logger, mc.Metrics = log, met
+	mc.Logger, mc.Metrics, mc.Moved = log, met, sampler.Moved
 	s.mover, err = scan.NewMover(s.store, mc)
 	if err != nil {
 		s.Close()
@@ -154,7 +160,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 	}
 	s.schedules = schedules
 	fc := cfg.ForFire()
-	fc.Schedules, fc.Logger, fc.Metrics = schedules, log, fire.NewMetrics(s.reg)
+	fc.Schedules, fc.Logger, fc.Metrics, fc.History = schedules, log, fire.NewMetrics(s.reg), s.hist
 	if s.firer, err = fire.New(s.store, fc); err != nil {
 		s.Close()
 		return nil, err
@@ -177,6 +183,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		{Name: "recovery", Run: s.recovery.Run},
 		{Name: "periodic", Run: s.firer.Run},
 		{Name: "reshard", Run: s.resharder.Run},
+		{Name: "history", Run: sampler.Run},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg
@@ -329,6 +336,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.waker.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	hctx, hcancel := context.WithTimeout(shutdownCtx, history.FlushTimeout)
+	_ = s.hist.Close(hctx) // after the owner loops: what they counted goes too
+	hcancel()
 	_ = srv.Shutdown(shutdownCtx)
 	wg.Wait()
 	s.log.Info("scheduler stopped")

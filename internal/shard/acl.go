@@ -98,6 +98,7 @@ func ACLUsers(ns string) []ACLUser {
 	flow := "{" + k.FlowName("*") + "}"
 	wake, ready := shardKey(k.WakeChannel), shardKey(prefix(k.ReadyPrefix))
 	done := k.DonePrefix() + "*"
+	qhist := wr(k.QueueHistoryPrefix() + "*")
 
 	users := []ACLUser{
 		{
@@ -106,8 +107,8 @@ func ACLUsers(ns string) []ACLUser {
 				"registers its queues; serves the dashboard (inspect's reads and changes)",
 			Scripts: []string{"move.lua", "movemany.lua", "recover.lua", "fire.lua", "enqueue.lua", "depth.lua", "registry.lua", "layout.lua", "scanids.lua",
 				"export.lua", "import.lua", "commit.lua", "unimport.lua", "handoff.lua", "adopt.lua",
-				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "client|list", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time",
+				"page.lua", "pagefar.lua", "pageready.lua", "deadops.lua", "pause.lua", "cancel.lua", "change.lua", "lookup.lua", "fairrefill.lua", "queuehist.lua"},
+			Commands: []string{"ping", "client|list", "client|setname", "del", "exists", "expire", "get", "set", "incr", "incrby", "time", "bitfield", "getrange",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hscan", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "ltrim", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
@@ -117,7 +118,7 @@ func ACLUsers(ns string) []ACLUser {
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(k.Queues), w(k.Epoch), w(k.Stats), w(k.Seq), w(fair),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.ReadyQueues), w(k.Leases), w(k.Inflight), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Periodic), w(prefix(k.ScheduleHistoryPrefix)), w(k.Marker), w(k.Outbox), w(k.Cancelled), w(imported),
-				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()), wr(k.Procs()),
+				wr(k.Paused()), wr(k.PausedSchedules()), rd(k.ScheduleDefs()), wr(k.Registered()), wr(k.Record()), wr(k.Procs()), qhist,
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, done},
 		},
@@ -125,8 +126,8 @@ func ACLUsers(ns string) []ACLUser {
 			Component: "worker",
 			Does: "pops ready tasks, claims, extends, acks, nacks (retry or dead letter) and releases them; refills fair queues' windows; " +
 				"reads pauses and limits set at run time; runs cluster-wide concurrency and rate limits (coord's semaphore and its four rate limiters)",
-			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua"},
-			Commands: []string{"ping", "blmpop", "client|id", "client|getname", "client|setname", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
+			Scripts: []string{"claim.lua", "ack.lua", "succeed.lua", "nack.lua", "extend.lua", "release.lua", "popnode.lua", "time.lua", "fairrefill.lua", "queuehist.lua"},
+			Commands: []string{"ping", "bitfield", "blmpop", "client|id", "client|getname", "client|setname", "client|unblock", "del", "exists", "get", "set", "time", "pexpire", "pexpireat",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "llen", "lpop", "lpush", "rpush", "incr", "incrby",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
 				"zadd", "zcard", "zcount", "zmscore", "zrange", "zrem", "zremrangebyscore", "zscore",
@@ -134,7 +135,7 @@ func ACLUsers(ns string) []ACLUser {
 			Keys: []ACLKey{
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Tasks), w(k.Leases), w(k.Inflight), w(k.Delayed), w(fair),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Counts), w(k.Seq), w(k.Queues), w(k.Ended), w(prefix(k.EndedIndexPrefix)),
-				rd(k.Paused()), rd(k.Record()), wr(k.Procs()),
+				rd(k.Paused()), rd(k.Record()), wr(k.Procs()), qhist,
 				wr(flow + ":sem"), wr("rate:" + flow + ":tb"), wr(flow + ":sw"), wr(flow + ":fw"), wr(flow + ":lb"),
 			},
 			Channels: []string{k.ControlChannel(), k.CancelChannel(), wake, ready, flow + ":sem:wake", done},
@@ -142,14 +143,14 @@ func ACLUsers(ns string) []ACLUser {
 		{
 			Component: "producer",
 			Does:      "the Go client or a producer in another language: enqueue (batches too, unique ids too), cancel, change (reschedule, replace), debounce and throttle, lookup, exists, results and waiting for them; WAIT in the durability mode",
-			Scripts:   []string{"enqueue.lua", "unique.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua"},
-			Commands: []string{"exists", "get", "set", "time", "incr", "wait",
+			Scripts:   []string{"enqueue.lua", "unique.lua", "cancel.lua", "change.lua", "debounce.lua", "lookup.lua", "queuehist.lua"},
+			Commands: []string{"bitfield", "exists", "get", "set", "time", "incr", "pexpire", "wait",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx", "lindex", "lpos", "lrem", "lset", "rpush",
 				"zadd", "zcard", "zcount", "zrange", "zrem", "zscore", "publish", "spublish", "subscribe", "unsubscribe"},
 			Keys: []ACLKey{
 				w(k.Delayed), w(k.Tasks), w(k.Far), w(far), w(k.Counts), w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)),
 				w(k.Errors), w(k.Dead), w(k.DeadInfo), w(k.Outbox), w(k.Cancelled), w(k.Queues), w(k.Inflight), w(k.Marker),
-				w(prefix(window)), w(prefix(reservation)), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), w(fair), rd(k.Record()), wr(k.WaitMark()),
+				w(prefix(window)), w(prefix(reservation)), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), w(fair), rd(k.Record()), wr(k.WaitMark()), qhist,
 			},
 			Channels: []string{wake, k.CancelChannel(), done},
 		},
@@ -159,8 +160,8 @@ func ACLUsers(ns string) []ACLUser {
 				"pause and resume of queues and schedules, the queue and schedule registries, the shard layout and its resize, " +
 				"fair queues' key weights (and the refill of their windows that follows)",
 			Scripts: []string{"depth.lua", "registry.lua", "pause.lua", "page.lua", "pagefar.lua", "pageready.lua", "deadops.lua",
-				"cancel.lua", "change.lua", "lookup.lua", "layout.lua", "fairrefill.lua"},
-			Commands: []string{"client|list", "del", "exists", "get", "set", "time", "incrby",
+				"cancel.lua", "change.lua", "lookup.lua", "layout.lua", "fairrefill.lua", "queuehist.lua"},
+			Commands: []string{"bitfield", "client|list", "del", "exists", "get", "getrange", "set", "time", "incrby",
 				"hdel", "hexists", "hget", "hgetall", "hincrby", "hmget", "hset", "hsetnx",
 				"lindex", "llen", "lpop", "lpos", "lpush", "lrange", "lrem", "lset", "rpush", "pexpire",
 				"sadd", "scard", "sismember", "smembers", "srandmember", "srem",
@@ -170,7 +171,7 @@ func ACLUsers(ns string) []ACLUser {
 				w(k.Delayed), w(k.Tasks), w(k.Counts), w(k.Queues), w(k.Dead), w(k.DeadInfo), w(k.Errors),
 				w(prefix(k.ReadyPrefix)), w(prefix(k.PendingPrefix)), w(k.Outbox), w(k.Cancelled), w(k.Marker),
 				w(k.Far), w(k.Inflight), w(k.Leases), w(k.Ended), w(prefix(k.EndedIndexPrefix)), r(far), r(k.Epoch), r(k.Periodic), r(prefix(k.ScheduleHistoryPrefix)), w(fair), w(k.Seq),
-				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()), wr(k.Procs()),
+				wr(k.Paused()), wr(k.PausedSchedules()), wr(k.ScheduleDefs()), wr(k.Record()), wr(k.Procs()), qhist,
 			},
 			// ready: a fair queue's refill after a change of a key's
 			// weight or cap announces the window it fills.

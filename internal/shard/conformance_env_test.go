@@ -35,7 +35,8 @@ func confEnqueueIn(ctx context.Context, s *Store, l Layout, as []EnqueueArgs) ([
 }
 
 func confCancelIn(ctx context.Context, s *Store, l Layout, sh int, id string) (string, error) {
-	return s.cancelIn(ctx, Place{Shard: sh, Outbox: l.Resharding()}, id)
+	st, _, err := s.cancelIn(ctx, Place{Shard: sh, Outbox: l.Resharding()}, id)
+	return st, err
 }
 
 func confChangeIn(ctx context.Context, s *Store, sh int, id string, c Change) (ChangeResult, error) {

@@ -236,6 +236,16 @@ func (k Keys) DonePrefix() string { return "{" + k.ns + "}:done:" }
 // Done is the done channel of task id (DonePrefix).
 func (k Keys) Done(id string) string { return k.DonePrefix() + id }
 
+// QueueHistoryPrefix is the prefix of the queues' minute histories,
+// one key for the deployment's slot ({ns}); the queue name, ":" and the
+// UTC day (yyyymmdd) follow (QueueHistory, queuehist.lua).
+func (k Keys) QueueHistoryPrefix() string { return "{" + k.ns + "}:qhist:" }
+
+// QueueHistory is queue's minute history of UTC day "yyyymmdd".
+func (k Keys) QueueHistory(queue, day string) string {
+	return k.QueueHistoryPrefix() + queue + ":" + day
+}
+
 // Procs is the process registry's hash, one key for the deployment:
 // process id -> its entry as JSON (package procs).
 func (k Keys) Procs() string { return "{" + k.ns + "}:procs" }

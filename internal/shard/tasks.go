@@ -292,22 +292,28 @@ func parseEnqueue(a EnqueueArgs, v []any) EnqueueResult {
 // entry) is marked cancelled there and its imported copy is removed by
 // the reshard's commit.
 func (s *Store) Cancel(ctx context.Context, id string) (string, error) {
+	state, _, err := s.CancelQueue(ctx, id)
+	return state, err
+}
+
+// CancelQueue is Cancel that also returns the task's queue ("" for one
+// whose data names none, or that was on its way to another shard).
+func (s *Store) CancelQueue(ctx context.Context, id string) (state, queue string, err error) {
 	if !ValidStoredID(id) {
-		return "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
+		return "", "", fmt.Errorf("%w: task id %q", ErrInvalidArgument, id)
 	}
-	var state string
 	found, err := s.every(ctx, id, func(ctx context.Context, p Place) (bool, error) {
-		st, err := s.cancelIn(ctx, p, id)
+		st, q, err := s.cancelIn(ctx, p, id)
 		if errors.Is(err, ErrNotFound) {
 			return false, nil
 		}
-		state = st
+		state, queue = st, q
 		return true, err
 	})
 	if err == nil && !found {
 		err = taskNotFound(id)
 	}
-	return state, err
+	return state, queue, err
 }
 
 // How long, and how many per queue and shard, the records of tasks
@@ -321,7 +327,7 @@ const (
 
 // cancelIn cancels id in one place: a shard, with its outbox for an
 // outbox place (Keys.OutboxKeys).
-func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error) {
+func (s *Store) cancelIn(ctx context.Context, p Place, id string) (state, queue string, err error) {
 	sh := p.Shard
 	keys := append([]string{s.k.Delayed(sh), s.k.Tasks(sh), s.k.Inflight(sh), s.k.Dead(sh), s.k.DeadInfo(sh), s.k.Errors(sh), s.k.Counts(sh)},
 		s.k.OutboxKeys(p)...)
@@ -329,17 +335,20 @@ func (s *Store) cancelIn(ctx context.Context, p Place, id string) (string, error
 		"running", s.k.Leases(sh), s.k.Ended(sh), s.k.EndedIndexPrefix(sh), s.k.CancelChannel(),
 		EndedRetention.Milliseconds(), EndedKeep, s.k.Queues(sh), s.k.DonePrefix()).Slice()
 	if err != nil {
-		return "", errtext.Errorf("cancel %q: %w", id, err)
+		return "", "", errtext.Errorf("cancel %q: %w", id, err)
 	}
 	code, _ := v[0].(int64)
-	state, _ := v[1].(string)
+	state, _ = v[1].(string)
+	if len(v) > 2 {
+		queue, _ = v[2].(string)
+	}
 	switch code {
 	case 1:
-		return state, nil
+		return state, queue, nil
 	case 0:
-		return "", taskNotFound(id)
+		return "", "", taskNotFound(id)
 	default:
-		return state, fmt.Errorf("%w: %q", ErrActive, id)
+		return state, "", fmt.Errorf("%w: %q", ErrActive, id)
 	}
 }
 

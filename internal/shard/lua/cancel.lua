@@ -46,10 +46,12 @@
 --   a running one always (for ARGV[9]/ARGV[10] unless its queue keeps
 --   records), a scheduled or ready one when its queue keeps records.
 --
--- Returns {code, state}:
---   { 1, state}  cancelled; state is what it was: scheduled (in the delayed
---                set or the far tier), ready, dead, or (with "running")
---                active
+-- Returns {code, state[, queue]}:
+--   { 1, state, queue} cancelled; state is what it was: scheduled (in the
+--                delayed set or the far tier), ready, dead, or (with
+--                "running") active; queue is the task's queue ("" when
+--                its data names none, and left out for a task without
+--                data or on its way to another shard)
 --   { 0, ""}     no such task
 --   {-1, "active"} the task is running under a lease, or a worker popped
 --                it from its ready list (it runs it or is about to); not
@@ -118,7 +120,7 @@ local function cancel_running(pending_key)
   record("active", keep or {tonumber(ARGV[9]), tonumber(ARGV[10])})
   redis.call("PUBLISH", ARGV[8], id)
   tally(KEYS[7], "cancel")
-  return {1, "active"}
+  return {1, "active", queue}
 end
 
 if redis.call("ZSCORE", KEYS[3], id) then
@@ -172,4 +174,4 @@ redis.call("HDEL", KEYS[2], id)
 redis.call("HDEL", KEYS[6], id)
 if keep and state ~= "dead" then record(state, keep) end
 tally(KEYS[7], "cancel")
-return {1, state}
+return {1, state, queue}
