@@ -41,8 +41,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
-	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/history"
+	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/periodic"
 )
