@@ -114,6 +114,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /ui/api/task", d.task)
 	mux.HandleFunc("GET /ui/api/recent", d.recent)
 	mux.HandleFunc("GET /ui/api/schedulehistory", d.scheduleHistory)
+	mux.HandleFunc("GET /ui/api/history", d.history)
 	mux.HandleFunc("GET /ui/api/stats", d.stats)
 	for path, do := range map[string]func(context.Context, string) error{
 		"queues/{target}/pause":  in.Pause,

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -188,4 +190,32 @@ func TestSamplerSamplesActiveShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = r.Close(ctx)
+}
+
+// TestRecorderStopsOnNOPERM: a Redis user whose ACL predates the history
+// (no access to its keys) turns the Recorder off after one refused
+// write: it keeps nothing and arms no timer, instead of trying every few
+// seconds.
+func TestRecorderStopsOnNOPERM(t *testing.T) {
+	t.Parallel()
+	e := shardtest.New(t, shardtest.Options{Namespace: "perm", Shards: 2})
+	ctx := testenv.Ctx(t, 10*time.Second)
+	if err := e.RDB.Do(ctx, "ACL", "SETUSER", "old", "on", ">pw", "~{perm:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := *e.RDB.Options()
+	o.Username, o.Password = "old", "pw"
+	rdb := redis.NewClient(&o)
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := NewRecorder(shard.NewStore(rdb, e.Layout()), nil)
+	r.Count("q", shard.HistEnqueued, 1)
+	if err := r.Flush(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("flush: %v, want NOPERM", err)
+	}
+	r.Count("q", shard.HistEnqueued, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.off || len(r.pending) != 0 || r.timer != nil {
+		t.Fatalf("after NOPERM: off %v, %d pending, timer %v", r.off, len(r.pending), r.timer != nil)
+	}
 }

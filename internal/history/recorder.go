@@ -11,6 +11,7 @@ package history
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,7 @@ type Recorder struct {
 	timer   *time.Timer    // armed while pending is not empty
 	armed   sync.WaitGroup // one for an armed or running timer
 	closed  bool
+	off     bool // Redis refused the writes (NOPERM): nothing is counted
 	failing bool // the last flush failed (logged once per outage)
 	dropped int  // minutes dropped since the last report
 
@@ -70,6 +72,9 @@ func NewRecorder(store *shard.Store, log hclog.Logger) *Recorder {
 // minute returns queue's record of the current minute; r.mu is held.
 func (r *Recorder) minute(queue string) *shard.Minute {
 	k := slot{queue, r.now().Unix() / 60}
+	if r.off {
+		return new(shard.Minute) // counted nowhere
+	}
 	m := r.pending[k]
 	if m == nil {
 		m = new(shard.Minute)
@@ -189,6 +194,15 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	err := r.store.AddQueueHistory(ctx, ms)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err != nil && strings.Contains(err.Error(), "NOPERM") {
+		// An ACL of an older version: trying again would only be refused
+		// again.
+		r.off = true
+		r.pending = map[slot]*shard.Minute{}
+		r.disarm()
+		r.log.Warn("queue history off: the Redis user may not write it (docs/operations.md, \"Upgrading to queue histories\")", "error", err)
+		return err
+	}
 	if err != nil {
 		for k, m := range batch {
 			if cur := r.pending[k]; cur != nil {

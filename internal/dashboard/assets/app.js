@@ -118,7 +118,13 @@ async function loadQueues() {
   for (const q of data.queues) {
     const row = body.insertRow();
     row.dataset.queue = q.name;
-    cell(row, q.name || "(no queue)");
+    const name = cell(row, q.name ? "" : "(no queue)");
+    if (q.name) { // the queue page: its history charts
+      const a = document.createElement("a");
+      a.href = "queue.html?queue=" + encodeURIComponent(q.name);
+      a.textContent = q.name;
+      name.append(a);
+    }
     cell(row, q.state, q.state);
     counts(row, q.counts);
     cell(row, keptText(q.retention)).dataset.col = "kept";
