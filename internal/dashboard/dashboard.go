@@ -3,7 +3,8 @@
 // both faces of the public inspect package. It shows queues with their
 // depths and state, periodic schedules, the replica's move rate and
 // lateness, the shard layout (and the progress of a change of the shard
-// count) with the shards' owners, dead letters and task lookup, and
+// count) with the shards' owners, dead letters and task lookup, and a
+// page per queue charting its history (uPlot, embedded); it
 // offers pause, resume (of queues and schedules), replay, purge and
 // cancel unless it is read-only. It does not change the shard count (the
 // CLI's shards resize does).
