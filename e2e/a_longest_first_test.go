@@ -14,6 +14,18 @@ import (
 // its whole length to the package's wall time instead of running beside
 // the rest.
 
+// TestSoakQueueHistory is TestQueueHistoryCharts (history_test.go) over
+// ten minutes, with a rate that changes each minute and a minute the
+// queue is paused (its ready tasks pile up), the run #29 asks for (make
+// soak). With
+// HGTEST_SCREENSHOT_HISTORY set to a path it writes the page's screenshot
+// there (docs/history.png).
+func TestSoakQueueHistory(t *testing.T) {
+	testenv.SkipUnlessSoak(t)
+	testenv.Parallel(t)
+	testQueueHistory(t, 10*time.Minute)
+}
+
 // TestReshardGrowAndShrinkUnderLoad changes the shard count 16 -> 32 ->
 // 8 under a steady load (200 tasks/s, delays 0-5 s, from an up-to-date
 // producer and one that never reads the layout record), with 1,500 tasks

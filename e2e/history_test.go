@@ -27,17 +27,6 @@ func TestQueueHistoryCharts(t *testing.T) {
 	testQueueHistory(t, 0)
 }
 
-// TestSoakQueueHistory is TestQueueHistoryCharts over ten minutes, with
-// a rate that changes each minute and a minute the queue is paused (its
-// ready tasks pile up), the run #29 asks for (make soak). With
-// HGTEST_SCREENSHOT_HISTORY set to a path it writes the page's screenshot
-// there (docs/history.png).
-func TestSoakQueueHistory(t *testing.T) {
-	testenv.SkipUnlessSoak(t)
-	testenv.Parallel(t)
-	testQueueHistory(t, 10*time.Minute)
-}
-
 // historyCounts are the counts a run produced, as the page names them.
 type historyCounts map[string]uint64
 
