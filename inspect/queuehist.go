@@ -21,7 +21,9 @@ type QueueStats struct {
 	// enqueues, not those of producers in other languages) and by
 	// periodic schedules; Started the handler starts, each attempt once;
 	// Succeeded, Retried (failed attempts that will run again) and Dead
-	// (dead-lettered) the outcomes that workers reported; Cancelled the
+	// (dead-lettered) the outcomes that workers reported, and the
+	// failed attempts the schedulers' recovery found (expired leases,
+	// tasks a worker lost); Cancelled the
 	// tasks cancelled before they ended (through client.Client or
 	// inspect, not dead letters).
 	Enqueued  uint64 `json:"enqueued"`

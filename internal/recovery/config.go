@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hourglass-sched/hourglass/internal/confcheck"
+	"github.com/hourglass-sched/hourglass/internal/history"
 )
 
 // ErrInvalidConfig wraps every Config validation failure.
@@ -61,6 +62,10 @@ type Config struct {
 	DeadMaxAge  time.Duration
 	Logger      hclog.Logger
 	Metrics     *Metrics
+	// History counts the failed attempts a pass finds (leases that
+	// expired, tasks a worker lost) in their queues' minute history; nil
+	// counts nothing.
+	History *history.Recorder
 }
 
 // Validate reports every field the loop cannot run with, each a

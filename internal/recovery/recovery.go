@@ -137,6 +137,10 @@ func (r *Recoverer) observe(log hclog.Logger, res shard.RecoverResult) {
 	if res.Retried+res.Buried+res.Redelivered > 0 {
 		log.Info("recovered deliveries", "expired_retried", res.Retried, "expired_buried", res.Buried, "stranded_redelivered", res.Redelivered)
 	}
+	for _, f := range res.Failed {
+		r.cfg.History.Count(f.Queue, shard.HistRetried, f.Retried)
+		r.cfg.History.Count(f.Queue, shard.HistDead, f.Buried)
+	}
 	met := r.cfg.Metrics
 	if met == nil {
 		return

@@ -145,7 +145,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		return nil, err
 	}
 	rc := cfg.ForRecovery()
-	rc.Logger, rc.Metrics = log, recovery.NewMetrics(s.reg)
+	rc.Logger, rc.Metrics, rc.History = log, recovery.NewMetrics(s.reg), s.hist
 	s.recovery, err = recovery.New(s.store, rc)
 	if err != nil {
 		s.Close()

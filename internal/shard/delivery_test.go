@@ -228,11 +228,19 @@ func TestRecoverExpiredLeases(t *testing.T) {
 		tokens[d.Task.ID] = d.Token
 	}
 	var retried, buried int
+	byQueue := map[string][2]int{}
 	testenv.WaitFor(t, 5*time.Second, "leases expired and recovered", func() (bool, string) {
 		r, err := s.Recover(ctx, 0, 1, RecoverArgs{Limit: 10})
 		retried, buried = retried+r.Retried, buried+r.Buried
+		for _, f := range r.Failed {
+			c := byQueue[f.Queue]
+			byQueue[f.Queue] = [2]int{c[0] + f.Retried, c[1] + f.Buried}
+		}
 		return err == nil && retried == 1 && buried == 1, fmt.Sprintf("%+v %v", r, err)
 	})
+	if len(byQueue) != 1 || byQueue["default"] != [2]int{1, 1} {
+		t.Fatalf("failed attempts per queue %v, want default: 1 retried, 1 buried", byQueue)
+	}
 	info, _ := s.Lookup(ctx, retry)
 	if info.State != "scheduled" || info.Task.Attempts != 1 {
 		t.Fatalf("expired lease not rescheduled: %+v", info)
@@ -273,7 +281,7 @@ func TestRecoverStrandedPops(t *testing.T) {
 		t.Fatalf("late claim: %v %v", ds, err)
 	}
 	r2, err := s.Recover(ctx, 1, 1, RecoverArgs{Limit: 10, Candidates: r1.Candidates})
-	if err != nil || r2.Redelivered != 1 {
+	if err != nil || r2.Redelivered != 1 || len(r2.Failed) != 1 || r2.Failed[0] != (QueueFailures{Queue: "mail", Retried: 1}) {
 		t.Fatalf("second pass: %+v %v", r2, err)
 	}
 	// The lost one may have run: a failed attempt, retried with backoff.

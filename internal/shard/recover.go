@@ -21,6 +21,13 @@ type RecoverArgs struct {
 	DeadMaxAge  time.Duration
 }
 
+// QueueFailures are the failed attempts of one queue in a recovery pass:
+// rescheduled with backoff, or buried.
+type QueueFailures struct {
+	Queue           string
+	Retried, Buried int
+}
+
 // RecoverResult is the outcome of one recovery pass.
 type RecoverResult struct {
 	Retried     int // expired leases rescheduled
@@ -40,6 +47,9 @@ type RecoverResult struct {
 	Pending int
 	// Now is Redis time of the pass (unix ms).
 	Now int64
+	// Failed are the failed attempts (Retried, Buried and the
+	// Redelivered among them) per queue, for the queue history.
+	Failed []QueueFailures
 	// Candidates are ids that looked popped and unleased; pass them to
 	// the next pass.
 	Candidates []string
@@ -74,8 +84,18 @@ func (s *Store) Recover(ctx context.Context, sh int, epoch int64, a RecoverArgs)
 		Trimmed: int(n(5)), NextDeadline: n(6), Pending: int(n(7)), Expired: int(n(8)), NextExpiry: n(9),
 	}
 	for _, c := range v[10:] {
-		if s, ok := c.(string); ok {
-			r.Candidates = append(r.Candidates, s)
+		switch c := c.(type) {
+		case string:
+			r.Candidates = append(r.Candidates, c)
+		case []any: // by_queue, last
+			for i := 0; i+2 < len(c); i += 3 {
+				q, _ := c[i].(string)
+				re, _ := c[i+1].(int64)
+				bu, _ := c[i+2].(int64)
+				if q != "" {
+					r.Failed = append(r.Failed, QueueFailures{Queue: q, Retried: int(re), Buried: int(bu)})
+				}
+			}
 		}
 	}
 	return r, nil

@@ -59,7 +59,9 @@
 -- ARGV[12..] stranded candidates from the previous pass, "queue|seq|id"
 --
 -- Returns {1, now, retried, buried, redelivered, trimmed, next_deadline,
--- pending, records_dropped, next_expiry, candidate_1, ...}: next_deadline
+-- pending, records_dropped, next_expiry, candidate_1, ..., by_queue}:
+-- by_queue (an array, last) is {queue, retried, buried, ...}, the failed
+-- attempts of parts 1 and 2a per queue (for the queue history); next_deadline
 -- is the earliest lease deadline (-1 if none), pending the number of
 -- ready-but-unleased ids, records_dropped the records of part 6 and
 -- next_expiry the earliest expiry of a record left (-1 if none); or
@@ -115,6 +117,16 @@ local function rnd()
 end
 local now = now_ms()
 local retried, buried, redelivered, trimmed = 0, 0, 0, 0
+-- by_queue counts the failed attempts per queue: {retried, buried}.
+local by_queue = {}
+local function failed(queue, i)
+  local c = by_queue[queue]
+  if not c then
+    c = {0, 0}
+    by_queue[queue] = c
+  end
+  c[i] = c[i] + 1
+end
 
 -- fail counts a failed attempt of id, whose delivery is over (its lease
 -- or pending entry already removed): it reschedules the task with backoff
@@ -126,6 +138,7 @@ local function fail(id, why)
   local task, bad = decode(blob, qn)
   if not task then
     bury(KEYS[6], KEYS[7], id, now, bad, "", KEYS[12], queue)
+    failed(queue, 2)
     return false
   end
   task.attempts = task.attempts + 1
@@ -135,6 +148,7 @@ local function fail(id, why)
     bury(KEYS[6], KEYS[7], id, now, why, last, KEYS[12], queue)
     redis.call("HDEL", KEYS[5], id)
     if keeps[queue] then redis.call("PUBLISH", ARGV[9] .. id, "dead") end
+    failed(queue, 2)
     return false
   end
   local spec = policy_backoff(redis.call("HGET", KEYS[8], task.queue))
@@ -143,6 +157,7 @@ local function fail(id, why)
   redis.call("HSET", KEYS[5], id, why)
   schedule(KEYS[1], ARGV[4], id, task.due)
   count(KEYS[12], "s", queue, 1)
+  failed(queue, 1)
   return true
 end
 
@@ -357,4 +372,11 @@ end
 out[3], out[4], out[5], out[6] = retried, buried, redelivered, trimmed
 if next_deadline[2] then out[7] = tonumber(next_deadline[2]) end
 out[8], out[9], out[10] = pending, dropped, next_expiry or -1
+local flat = {}
+for q, c in pairs(by_queue) do
+  flat[#flat + 1] = q
+  flat[#flat + 1] = c[1]
+  flat[#flat + 1] = c[2]
+end
+out[#out + 1] = flat
 return out
