@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,14 +13,19 @@ import (
 	"github.com/hourglass-sched/hourglass/client"
 	"github.com/hourglass-sched/hourglass/inspect"
 	"github.com/hourglass-sched/hourglass/internal/promread"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
 )
 
 // TestCanaryRouting (#29): a stable and a canary worker binary (worker.tags
 // canary) on one queue routed "not canary" at run time: the canary runs
-// none of 2,000 tasks (10,000 in TestSoakCanaryRouting). Once the stable
-// worker stops, the queue has no eligible worker, which queue ls,
-// inspect and the schedulers' metric say.
+// none of 2,000 tasks (10,000 in TestSoakCanaryRouting). Switched at run
+// time (hourglass queue route --share 10 --share-tag canary) to a 10%
+// share, taken as whole shards (2 of 16), the canary runs exactly the
+// next batch's tasks of its shards, about 12.5% of them (printed). Routed
+// "not canary" again and once the stable worker stops, the queue has no
+// eligible worker, which queue ls, inspect and the schedulers' metric
+// say.
 func TestCanaryRouting(t *testing.T) {
 	testenv.Parallel(t)
 	testCanaryRouting(t, 2000)
@@ -74,26 +80,77 @@ func testCanaryRouting(t *testing.T, n int) {
 		t.Fatalf("queues with one eligible worker of two: %+v %v", qs, err)
 	}
 
-	for b := 0; b < n; b += 1000 {
-		tasks := make([]client.Task, 1000)
-		for i := range tasks {
-			tasks[i] = client.Task{ID: fmt.Sprintf("cn-%05d", b+i), Queue: "default"}
+	batch := func(prefix string) (ids []string) {
+		for b := 0; b < n; b += 1000 {
+			tasks := make([]client.Task, 1000)
+			for i := range tasks {
+				tasks[i] = client.Task{ID: fmt.Sprintf("%s-%05d", prefix, b+i), Queue: "default"}
+				ids = append(ids, tasks[i].ID)
+			}
+			if _, err := c.cli.EnqueueBatch(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := c.cli.EnqueueBatch(ctx, tasks); err != nil {
-			t.Fatal(err)
-		}
+		return ids
 	}
-	testenv.WaitFor(t, 90*time.Second, "every task run", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return ran["stable"]+ran["canary"] >= n, fmt.Sprint(ran)
+	// done waits for the batch to run and returns what each worker ran
+	// of it.
+	done := func(before map[string]int) map[string]int {
+		delta := map[string]int{}
+		testenv.WaitFor(t, 90*time.Second, "every task run", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for w, k := range ran {
+				delta[w] = k - before[w]
+			}
+			return delta["stable"]+delta["canary"] >= n, fmt.Sprint(delta)
+		})
+		return delta
+	}
+	batch("cn")
+	by := done(map[string]int{})
+	t.Logf("not canary: %v of %d tasks", by, n)
+	if by["canary"] != 0 {
+		t.Errorf("the canary ran %d of %d tasks of a queue routed not canary", by["canary"], n)
+	}
+
+	// A 10% share for the canaries, at run time.
+	cli := newCLI(t, c)
+	if out, errOut, code := cli.run("queue", "route", "default", "--share", "10", "--share-tag", "canary"); code != 0 {
+		t.Fatalf("queue route --share: exit %d, %q %q", code, out, errOut)
+	}
+	share := inspect.Share{Percent: 10, Tags: []string{"canary"}}
+	k := share.CanaryShards(nShards)
+	testenv.WaitFor(t, 20*time.Second, "both workers on their side of the share", func() (bool, string) {
+		cs, err1 := gauge(canary, "hourglass_worker_queue_share")
+		ss, err2 := gauge(stable, "hourglass_worker_queue_share")
+		want := 100 * float64(k) / nShards
+		return err1 == nil && err2 == nil && cs == want && ss == 100-want, fmt.Sprintf("canary %v %v, stable %v %v", cs, err1, ss, err2)
 	})
 	mu.Lock()
-	t.Logf("not canary: %v of %d tasks", ran, n)
-	if ran["canary"] != 0 {
-		t.Errorf("the canary ran %d of %d tasks of a queue routed not canary", ran["canary"], n)
-	}
+	before := maps.Clone(ran)
 	mu.Unlock()
+	l, err := shard.NewLayout("hourglass", nShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, id := range batch("sh") {
+		if share.Takes("default", true, l.ShardOf(id), nShards) {
+			want++
+		}
+	}
+	by = done(before)
+	t.Logf("share 10%% (%d of %d shards): the canary ran %d of %d tasks (%.1f%%), its shards held %d", k, nShards, by["canary"], n, 100*float64(by["canary"])/float64(n), want)
+	if by["canary"] != want {
+		t.Errorf("the canary ran %d tasks, its shards held %d", by["canary"], want)
+	}
+	if out, _, code := cli.run("queue", "ls"); code != 0 || !strings.Contains(out, "(1 canary)") {
+		t.Errorf("queue ls with a share: exit %d, %q", code, out)
+	}
+	if err := in.SetRouting(ctx, "default", inspect.Routing{NotTags: []string{"canary"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := stable.Terminate(20 * time.Second); err != nil {
 		t.Fatal(err)
@@ -108,7 +165,7 @@ func testCanaryRouting(t *testing.T, n int) {
 	if v, err := gauge(s, "hourglass_queue_eligible_workers"); err != nil || v != 0 {
 		t.Errorf("hourglass_queue_eligible_workers: %v %v, want 0", v, err)
 	}
-	out, errOut, code := newCLI(t, c).run("queue", "ls")
+	out, errOut, code := cli.run("queue", "ls")
 	if code != 0 || !strings.Contains(out, "none eligible") {
 		t.Errorf("queue ls: exit %d, %q %q", code, out, errOut)
 	}

@@ -250,6 +250,10 @@ type Queue struct {
 	// wait; -1 when the process registry could not be read, and for the
 	// row of dead data that names no queue.
 	Workers int `json:"workers"`
+	// Canaries counts, when the Routing has a share, the workers of
+	// Workers in its canary set: 0 leaves the share's shards to no one
+	// (their tasks wait), Workers leaves the other shards to no one.
+	Canaries int `json:"canaries,omitempty"`
 }
 
 // QueueLimits is a queue's cluster-wide flow control set at run time:

@@ -146,6 +146,7 @@ func (i *Inspector) countWorkers(ctx context.Context, qs []Queue, c shard.Contro
 			qs[k].Workers = -1 // dead data of no queue: none serves it
 		default:
 			qs[k].Workers = n[qs[k].Name]
+			qs[k].Canaries = canaries(ps, c, qs[k].Name)
 		}
 		if rerr := c.BadRoutes[qs[k].Name]; rerr != nil {
 			qs[k].RoutingError = rerr.Error()

@@ -14,6 +14,11 @@ import (
 // "Canary workers").
 type Routing = shard.Routing
 
+// Share gives a canary set of workers a share of a queue's tasks, taken
+// as whole shards (Routing.Share; docs/operations.md, "A share for the
+// canaries").
+type Share = shard.Share
+
 // SetRouting sets which workers may take queue name's tasks, cluster-wide
 // and at run time: each worker re-reads it when the change is announced
 // (within a second), stops popping the queue if the routing excludes it,
@@ -80,4 +85,20 @@ func eligible(ps []procs.Process, c shard.Controls) map[string]int {
 		}
 	}
 	return out
+}
+
+// canaries counts the workers of ps that serve queue, its routing in c
+// admits, and its share's canary set holds (0 without a share).
+func canaries(ps []procs.Process, c shard.Controls, queue string) int {
+	r, set := c.Routes[queue]
+	if !set || r.Share == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range ps {
+		if _, serves := p.Queues[queue]; serves && p.Role == procs.RoleWorker && p.Routes && r.Admits(p.Version, p.Tags) && r.Share.Has(p.Version, p.Tags) {
+			n++
+		}
+	}
+	return n
 }

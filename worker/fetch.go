@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
 			// A ring is used only by the next pop for the same set, which
 			// cannot start before this one is done.
-			ring := ringFor(rings, w.deps.store.Layout(), queues, idx)
+			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.shareGen.Load())
 			for _, i := range idx {
 				inFlight[i] = true
 			}
@@ -122,20 +123,25 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 // A change of the shard count (the layout's span) makes new rings, with
 // the keys of the shards that exist now: the next pop after the store
 // adopted the new layout covers them.
-func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, idx []int) *readyRing {
-	set := make([]byte, (len(queues)+7)/8, (len(queues)+7)/8+4)
+func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, idx []int, shareGen uint64) *readyRing {
+	set := make([]byte, (len(queues)+7)/8, (len(queues)+7)/8+12)
 	for _, i := range idx {
 		set[i/8] |= 1 << (i % 8)
 	}
 	span := layout.Existing()
-	set = append(set, byte(span>>24), byte(span>>16), byte(span>>8), byte(span))
+	set = binary.BigEndian.AppendUint32(set, uint32(span))
+	set = binary.BigEndian.AppendUint64(set, shareGen)
 	r := rings[string(set)]
 	if r == nil {
-		names := make([]string, 0, len(idx))
-		for _, i := range idx {
-			names = append(names, queues[i].name)
+		var keys []string
+		for sh := range span {
+			for _, i := range idx {
+				if q := queues[i]; q.takes(sh, span) {
+					keys = append(keys, layout.Ready(sh, q.name))
+				}
+			}
 		}
-		r = &readyRing{keys: layout.ReadyKeys(names)}
+		r = &readyRing{keys: keys}
 		rings[string(set)] = r
 	}
 	return r

@@ -26,14 +26,12 @@ import (
 
 // flowLoop fetches queue q under flow control until ctx ends.
 func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
-	var ring *readyRing
-	span := 0
+	rings := map[string]*readyRing{}
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
-		if l := w.deps.store.Layout(); l.Existing() != span {
-			// The shard count changed: pop the shards that exist now.
-			span, ring = l.Existing(), &readyRing{keys: l.ReadyKeys([]string{q.name})}
-		}
+		// A change of the shard count or of the share makes a new ring:
+		// pop the shards that exist now, on this worker's side.
+		ring := ringFor(rings, w.deps.store.Layout(), []*queue{q}, []int{0}, w.shareGen.Load())
 		if q.free() <= 0 {
 			select {
 			case <-ctx.Done():

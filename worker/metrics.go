@@ -31,6 +31,7 @@ type metrics struct {
 	registered  *prometheus.GaugeVec
 	paused      *prometheus.GaugeVec
 	excluded    *prometheus.GaugeVec
+	share       *prometheus.GaugeVec
 	mismatch    prometheus.Gauge
 	flowWaits   *prometheus.CounterVec
 	placeWaits  *prometheus.CounterVec
@@ -76,6 +77,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the queue is paused (hourglass queue pause): this worker starts none of its tasks, else 0."}, q),
 		excluded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_excluded",
 			Help: "1 while the queue's routing (hourglass queue route) excludes this worker's version or tags: it starts none of its tasks, else 0."}, q),
+		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_share",
+			Help: "While the queue's routing has a share (hourglass queue route --share): the percentage of its shards whose ready lists this worker pops (its canary set's, or the others'), else 0."}, q),
 		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hourglass_worker_setup_mismatch",
 			Help: "1 when a queue, the namespace or the shard count of this worker differs from the schedulers' (see the log), else 0."}),
 		placeWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_place_waits_total", Help: "Deliveries that waited for a handler place: tasks held until due that came due while Concurrency handlers ran."}, q),
@@ -87,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_throttled_total", Help: "Admissions denied by the queue's rate limit."}, q),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.unrecorded, m.dropped, m.cancelled, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.excluded, m.mismatch, m.flowWaits, m.placeWaits, m.flowWait, m.throttled} {
+		for _, c := range []prometheus.Collector{m.deliveries, m.lateLeases, m.held, m.acks, m.nacks, m.retries, m.dead, m.released, m.leaseLost, m.stale, m.unrecorded, m.dropped, m.cancelled, m.duration, m.lateness, m.running, m.fetchErrs, m.clockBehind, m.permits, m.registered, m.paused, m.excluded, m.share, m.mismatch, m.flowWaits, m.placeWaits, m.flowWait, m.throttled} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -108,7 +111,7 @@ type queueMetrics struct {
 	flowWaits, placeWaits              prometheus.Counter
 	lateness, duration, flowWait       prometheus.Observer
 	running, permits, registered       prometheus.Gauge
-	paused, excluded                   prometheus.Gauge
+	paused, excluded, share            prometheus.Gauge
 }
 
 func (m *metrics) forQueue(q string) queueMetrics {
@@ -138,5 +141,6 @@ func (m *metrics) forQueue(q string) queueMetrics {
 		registered:  m.registered.WithLabelValues(q),
 		paused:      m.paused.WithLabelValues(q),
 		excluded:    m.excluded.WithLabelValues(q),
+		share:       m.share.WithLabelValues(q),
 	}
 }

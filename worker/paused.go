@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hourglass-sched/hourglass/internal/backoff"
@@ -159,6 +160,7 @@ func (w *Worker) applyRoutes(queues []*queue, c shard.Controls) {
 	for _, q := range queues {
 		r, set := c.Routes[q.name]
 		bad := c.BadRoutes[q.name]
+		w.applyShare(q, r.Share)
 		now := bad != nil || set && !r.Admits(w.cfg.Version, w.cfg.Tags)
 		if q.excluded.Swap(now) == now {
 			continue
@@ -174,4 +176,46 @@ func (w *Worker) applyRoutes(queues []*queue, c shard.Controls) {
 			q.release(0) // wake the fetch loops waiting for a free slot
 		}
 	}
+}
+
+// applyShare sets which side of queue q's share (nil: none) this worker
+// is on. A change ends the blocking pops in flight, so that the next ones
+// cover the shards of the new side (a task popped meanwhile from a shard
+// of the other side is given back before its handler starts).
+func (w *Worker) applyShare(q *queue, s *shard.Share) {
+	var now *queueShare
+	if s != nil {
+		now = &queueShare{Share: *s, canary: s.Has(w.cfg.Version, w.cfg.Tags)}
+	}
+	old := q.share.Load()
+	if old == nil && now == nil || old != nil && now != nil && sameShare(*old, *now) {
+		return
+	}
+	q.share.Store(now)
+	q.shareNone.Store(now != nil && now.canary && now.CanaryShards(w.deps.store.Layout().Existing()) == 0)
+	w.shareGen.Add(1)
+	w.blocking.interrupt()
+	n := w.deps.store.Layout().Existing()
+	q.met.share.Set(0)
+	if now != nil && n > 0 {
+		k := now.CanaryShards(n)
+		if !now.canary {
+			k = n - k
+		}
+		q.met.share.Set(100 * float64(k) / float64(n))
+	}
+	switch {
+	case now == nil:
+		w.deps.log.Info("the queue's share is gone: taking its tasks from every shard", "queue", q.name)
+	case now.canary:
+		w.deps.log.Info("the queue's share puts this worker in its canary set", "queue", q.name, "share", now.String(), "shards", now.CanaryShards(n), "of", n)
+	default:
+		w.deps.log.Info("the queue's share leaves this worker the shards its canary set does not take", "queue", q.name, "share", now.String(), "shards", n-now.CanaryShards(n), "of", n)
+	}
+	q.release(0) // wake the fetch loops: their next pop covers the new shards
+}
+
+// sameShare reports whether a and b route alike.
+func sameShare(a, b queueShare) bool {
+	return a.Percent == b.Percent && a.canary == b.canary && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.Versions, b.Versions)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/hourglass-sched/hourglass/coord"
+	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
 // queue is one consumed queue: its handler and options, its handler
@@ -41,6 +42,14 @@ type queue struct {
 	// excluded is set while the queue's routing set at run time
 	// (inspect.SetRouting) does not admit this worker (paused.go).
 	excluded atomic.Bool
+	// share is set while the queue's routing has a share (shard.Share):
+	// this worker pops only the ready lists of the shards its side of
+	// the share takes (a task popped from another is given back before
+	// its handler starts). nil: every shard.
+	share atomic.Pointer[queueShare]
+	// shareNone is set while this worker's side of the share takes no
+	// shard (the canary side on a single shard): as excluded.
+	shareNone atomic.Bool
 	// keeps is set while the queue keeps records of its ended tasks (a
 	// retention registered by the schedulers, read at start and at each
 	// event of the control channel: an announcement of registered queues,
@@ -122,7 +131,20 @@ func (q *queue) free() int {
 
 // stopped reports whether the worker starts none of the queue's tasks:
 // it is paused, or its routing excludes this worker (paused.go).
-func (q *queue) stopped() bool { return q.paused.Load() || q.excluded.Load() }
+func (q *queue) stopped() bool { return q.paused.Load() || q.excluded.Load() || q.shareNone.Load() }
+
+// queueShare is a queue's share (shard.Share) and this worker's side of
+// it.
+type queueShare struct {
+	shard.Share
+	canary bool
+}
+
+// takes reports whether this worker pops shard sh (of n) of the queue.
+func (q *queue) takes(sh, n int) bool {
+	s := q.share.Load()
+	return s == nil || s.Takes(q.name, s.canary, sh, n)
+}
 
 // reserve takes n slots for popped entries; each is given back with
 // release unless a delivery takes it over.

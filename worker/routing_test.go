@@ -107,3 +107,96 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 		return s == 1 && c == 1, fmt.Sprintf("excluded: stable %v, canary %v", s, c)
 	})
 }
+
+// TestRoutingShare (#29): a share splits the queue's tasks by shard: the
+// canary set pops the shards Share.Takes gives it and the others the
+// rest, so each task runs on the side its shard says; set, changed and
+// cleared at run time.
+func TestRoutingShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, shardtest.Policy())
+	ctx := testenv.Ctx(t, time.Minute)
+	var mu sync.Mutex
+	ran := map[string]string{} // task id -> worker
+	handler := func(name string) Handler {
+		return func(_ context.Context, task *Task) error {
+			mu.Lock()
+			ran[task.ID] = name
+			mu.Unlock()
+			return nil
+		}
+	}
+	opts := QueueOptions{Concurrency: 4}
+	_, stableReg, _ := e.start(e.RDB, opts, handler("stable"), func(c *Config) { c.Version = "1.0.0" })
+	_, canaryReg, _ := e.start(e.RDB, opts, handler("canary"), func(c *Config) { c.Version = "1.1.0"; c.Tags = []string{"canary"} })
+	share := &shard.Share{Percent: 10, Tags: []string{"canary"}}
+	if _, err := e.Store.SetRouting(ctx, "q", &shard.Routing{Share: share}); err != nil {
+		t.Fatal(err)
+	}
+	n := e.Layout().Existing()
+	testenv.WaitFor(t, 10*time.Second, "both workers applied the share", func() (bool, string) {
+		s, c := gauge(t, stableReg, "hourglass_worker_queue_share"), gauge(t, canaryReg, "hourglass_worker_queue_share")
+		want := 100 * float64(share.CanaryShards(n)) / float64(n)
+		return c == want && s == 100-want, fmt.Sprintf("share: stable %v, canary %v", s, c)
+	})
+	const total = 200
+	for i := range total {
+		e.enqueue(fmt.Sprintf("s%03d", i), 0)
+	}
+	testenv.WaitFor(t, 30*time.Second, "every task run", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) == total, fmt.Sprint(len(ran))
+	})
+	by := map[string]int{}
+	mu.Lock()
+	for id, w := range ran {
+		by[w]++
+		sh := e.Layout().ShardOf(id)
+		if want := share.Takes("q", true, sh, n); (w == "canary") != want {
+			t.Errorf("task %s of shard %d ran on the %s worker", id, sh, w)
+		}
+	}
+	mu.Unlock()
+	t.Logf("share %s over %d shards: %v", share, n, by)
+	if by["canary"] == 0 || by["stable"] == 0 {
+		t.Fatalf("one side ran nothing: %v", by)
+	}
+	// Cleared: both take every shard again.
+	if _, err := e.Store.SetRouting(ctx, "q", nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, "both workers dropped the share", func() (bool, string) {
+		s, c := gauge(t, stableReg, "hourglass_worker_queue_share"), gauge(t, canaryReg, "hourglass_worker_queue_share")
+		return s == 0 && c == 0, fmt.Sprintf("share: stable %v, canary %v", s, c)
+	})
+}
+
+// TestShareTakes: the canary set takes Percent of the shards, rounded,
+// at least one and at most all but one, consecutive from a shard the
+// queue's name picks; the two sides never overlap and cover every shard.
+func TestShareTakes(t *testing.T) {
+	t.Parallel()
+	s := shard.Share{Percent: 10, Tags: []string{"canary"}}
+	for n, want := range map[int]int{1: 0, 2: 1, 4: 1, 16: 2, 32: 3, 100: 10} {
+		if got := s.CanaryShards(n); got != want {
+			t.Errorf("CanaryShards(%d) = %d, want %d", n, got, want)
+		}
+		canary := 0
+		for sh := range n {
+			c, o := s.Takes("emails", true, sh, n), s.Takes("emails", false, sh, n)
+			if c == o {
+				t.Fatalf("n %d shard %d: canary %v, others %v", n, sh, c, o)
+			}
+			if c {
+				canary++
+			}
+		}
+		if canary != want {
+			t.Errorf("n %d: the canary set takes %d shards, want %d", n, canary, want)
+		}
+	}
+	if (shard.Share{Percent: 99, Tags: []string{"c"}}).CanaryShards(4) != 3 {
+		t.Error("99% of 4 shards is not all but one")
+	}
+}

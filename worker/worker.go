@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,9 @@ type Worker struct {
 	started bool
 
 	freed chan struct{} // a handler slot of any queue was freed (capacity 1)
+	// shareGen counts the changes of the queues' shares (applyShare):
+	// the fetch loops' key rings are built anew after one.
+	shareGen atomic.Uint64
 	// recheckSetup asks checkSetup to look at once (capacity 1).
 	recheckSetup chan struct{}
 	// popper pops for the fetch loops: one BLMPOP on a single node, per-node

@@ -682,13 +682,23 @@ func TestRingsPerSetOfQueues(t *testing.T) {
 		queues[i] = &queue{name: fmt.Sprintf("q%d", i)}
 	}
 	rings := map[string]*readyRing{}
-	a := ringFor(rings, l, queues, []int{1})
-	b := ringFor(rings, l, queues, []int{65}) // the same bit modulo 64
+	a := ringFor(rings, l, queues, []int{1}, 0)
+	b := ringFor(rings, l, queues, []int{65}, 0) // the same bit modulo 64
 	if a == b || !slices.Equal(b.keys, l.ReadyKeys([]string{"q65"})) || !slices.Equal(a.keys, l.ReadyKeys([]string{"q1"})) {
 		t.Fatalf("queues 1 and 65 share a ring or have the wrong keys: %v, %v", a.keys, b.keys)
 	}
-	if ringFor(rings, l, queues, []int{1}) != a {
+	if ringFor(rings, l, queues, []int{1}, 0) != a {
 		t.Fatal("the same set got a new ring")
+	}
+	// A share: the canary side pops one shard of two, the other side the
+	// other one, each in a new ring.
+	share := shard.Share{Percent: 10, Tags: []string{"canary"}}
+	queues[1].share.Store(&queueShare{Share: share, canary: true})
+	c := ringFor(rings, l, queues, []int{1}, 1)
+	queues[1].share.Store(&queueShare{Share: share})
+	s := ringFor(rings, l, queues, []int{1}, 2)
+	if c == a || len(c.keys) != 1 || len(s.keys) != 1 || c.keys[0] == s.keys[0] {
+		t.Fatalf("share rings: canary %v, stable %v", c.keys, s.keys)
 	}
 }
 

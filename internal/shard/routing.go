@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 )
@@ -23,6 +24,70 @@ type Routing struct {
 	// Versions, when set, admits only the workers of one of these
 	// versions: "only version X".
 	Versions []string `json:"versions,omitempty"`
+	// Share, when set, splits the queue's tasks between a canary set of
+	// the workers admitted and the others: the canary set takes a share
+	// of the shards' ready lists, the others the rest (Share.Takes).
+	Share *Share `json:"share,omitempty"`
+}
+
+// Share gives a canary set of workers a share of a queue's tasks. Tasks
+// are spread evenly over the shards by their ids, so the share is taken
+// as whole shards: CanaryShards of them, the same for every worker.
+type Share struct {
+	// Percent of the queue's tasks for the canary set, 1..99.
+	Percent int `json:"percent"`
+	// Tags and Versions name the canary set: the workers that carry any
+	// of Tags or run one of Versions.
+	Tags     []string `json:"tags,omitempty"`
+	Versions []string `json:"versions,omitempty"`
+}
+
+// Has reports whether a worker of version with tags is in the canary set.
+func (s Share) Has(version string, tags []string) bool {
+	if slices.Contains(s.Versions, version) {
+		return true
+	}
+	for _, t := range s.Tags {
+		if slices.Contains(tags, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// CanaryShards returns how many of n shards the canary set takes:
+// Percent of them rounded to the nearest, at least one and at most n-1
+// (none of a single shard).
+func (s Share) CanaryShards(n int) int {
+	k := (s.Percent*n + 50) / 100
+	return min(max(k, 1), n-1)
+}
+
+// Takes reports whether the ready lists of shard sh (of n) of queue are
+// taken by the canary set (canary) or by the other workers: the canary
+// set takes CanaryShards(n) consecutive shards from one that the queue's
+// name picks, so that queues sharing a canary spread over the shards.
+func (s Share) Takes(queue string, canary bool, sh, n int) bool {
+	if n <= 0 {
+		return !canary
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(queue))
+	start := int(h.Sum32() % uint32(n))
+	in := (sh-start+n)%n < s.CanaryShards(n)
+	return in == canary
+}
+
+// String renders s for people: "10% to tagged canary".
+func (s Share) String() string {
+	var set []string
+	if len(s.Tags) > 0 {
+		set = append(set, "tagged "+strings.Join(s.Tags, " or "))
+	}
+	if len(s.Versions) > 0 {
+		set = append(set, "version "+strings.Join(s.Versions, " or "))
+	}
+	return fmt.Sprintf("%d%% to %s", s.Percent, strings.Join(set, " or "))
 }
 
 // MaxRoutingItems bounds each list of a Routing.
@@ -45,6 +110,15 @@ func (r Routing) Validate() error {
 			}
 		}
 	}
+	if sh := r.Share; sh != nil {
+		if sh.Percent < 1 || sh.Percent > 99 {
+			return fmt.Errorf("%w: routing share: %d%% not in 1..99", ErrInvalidArgument, sh.Percent)
+		}
+		if len(sh.Tags)+len(sh.Versions) == 0 {
+			return fmt.Errorf("%w: routing share: no canary set (give its tags or versions)", ErrInvalidArgument)
+		}
+		return Routing{Tags: sh.Tags, Versions: sh.Versions}.Validate()
+	}
 	return nil
 }
 
@@ -60,7 +134,7 @@ func ValidTag(s string) bool {
 
 // IsZero reports whether r admits every worker.
 func (r Routing) IsZero() bool {
-	return len(r.NotTags) == 0 && len(r.Tags) == 0 && len(r.Versions) == 0
+	return len(r.NotTags) == 0 && len(r.Tags) == 0 && len(r.Versions) == 0 && r.Share == nil
 }
 
 // Admits reports whether a worker of version with tags may take the
@@ -90,6 +164,9 @@ func (r Routing) String() string {
 	}
 	if len(r.Versions) > 0 {
 		parts = append(parts, "version "+strings.Join(r.Versions, " or "))
+	}
+	if r.Share != nil {
+		parts = append(parts, "share "+r.Share.String())
 	}
 	if len(parts) == 0 {
 		return "any worker"

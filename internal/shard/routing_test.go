@@ -64,7 +64,20 @@ func TestRouting(t *testing.T) {
 	if !(Routing{Tags: []string{"canary"}}).Admits("x", []string{"eu", "canary"}) || (Routing{Tags: []string{"canary", "eu"}}).Admits("x", []string{"canary"}) {
 		t.Error("Tags must all be carried")
 	}
-	for _, bad := range []Routing{{NotTags: []string{""}}, {Versions: []string{"1.0 beta"}}, {Tags: tooMany()}} {
+	// A share travels with the routing, and names its canary set.
+	share := Routing{NotTags: []string{"broken"}, Share: &Share{Percent: 10, Tags: []string{"canary"}, Versions: []string{"2.0.0"}}}
+	if _, err := s.SetRouting(ctx, "mail", &share); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.Controls(ctx); c.Routes["mail"].Share == nil || c.Routes["mail"].String() != "not tagged broken; share 10% to tagged canary or version 2.0.0" {
+		t.Fatalf("share read back as %+v", c.Routes["mail"])
+	}
+	if !share.Share.Has("2.0.0", nil) || !share.Share.Has("1.0.0", []string{"canary"}) || share.Share.Has("1.0.0", []string{"eu"}) {
+		t.Error("Has: the canary set is the workers with any of its tags or versions")
+	}
+	for _, bad := range []Routing{{NotTags: []string{""}}, {Versions: []string{"1.0 beta"}}, {Tags: tooMany()},
+		{Share: &Share{Percent: 0, Tags: []string{"c"}}}, {Share: &Share{Percent: 100, Tags: []string{"c"}}},
+		{Share: &Share{Percent: 10}}, {Share: &Share{Percent: 10, Versions: []string{"a b"}}}} {
 		if err := bad.Validate(); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Validate(%+v) = %v", bad, err)
 		}

@@ -130,7 +130,8 @@ async function loadQueues() {
     cell(row, keptText(q.retention)).dataset.col = "kept";
     cell(row, limitsText(q.limits)).dataset.col = "limits";
     cell(row, q.fair_window ? "fair, window " + q.fair_window : "due order").dataset.col = "turns";
-    cell(row, workersText(q), q.workers === 0 ? "warn" : "").dataset.col = "workers";
+    const shareIdle = q.routing && q.routing.share && q.workers > 0 && (!q.canaries || q.canaries === q.workers);
+    cell(row, workersText(q), q.workers === 0 || shareIdle ? "warn" : "").dataset.col = "workers";
     const act = cell(row, "", "act");
     const path = "queues/" + encodeURIComponent(q.name);
     if (q.limits) button(act, "Clear limits", "unlimit", { queue: q.name }, () => post(path + "/unlimit"),
@@ -166,7 +167,16 @@ function workersText(q) {
   if (r.not_tags) parts.push("not tagged " + r.not_tags.join(" or "));
   if (r.tags) parts.push("tagged " + r.tags.join(" and "));
   if (r.versions) parts.push("version " + r.versions.join(" or "));
-  return n + " (" + parts.join("; ") + ")";
+  let warn = "";
+  if (r.share) {
+    const set = [];
+    if (r.share.tags) set.push("tagged " + r.share.tags.join(" or "));
+    if (r.share.versions) set.push("version " + r.share.versions.join(" or "));
+    parts.push("share " + r.share.percent + "% to " + set.join(" or ") + ": " + (q.canaries || 0) + " canary");
+    if (q.workers > 0 && !q.canaries) warn = ", no canary: its share waits";
+    if (q.workers > 0 && q.canaries === q.workers) warn = ", all canaries: the rest waits";
+  }
+  return n + " (" + parts.join("; ") + ")" + warn;
 }
 
 // weightsQueue is the queue whose keys' weights the page shows.
