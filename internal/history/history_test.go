@@ -179,15 +179,32 @@ func TestSamplerSamplesActiveShards(t *testing.T) {
 	s.Moved(1)
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error)
+	started := time.Now()
 	go func() { ran <- s.Run(rctx, owner.Shard{ID: 1}) }()
-	testenv.WaitFor(t, 5*time.Second, "a sample by Run", func() (bool, string) {
+	depth := func() uint64 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return len(r.pending) > 0, ""
+		var sum uint64
+		for _, m := range r.pending {
+			sum += m.Depth
+		}
+		return sum
+	}
+	ds, err := e.Store.Depth(ctx, []int{1})
+	if err != nil || len(ds[0]) != 1 || ds[0][0].Ready == 0 {
+		t.Fatalf("shard 1's depth: %+v %v", ds, err)
+	}
+	each := uint64(ds[0][0].Ready) // what one sample adds
+	testenv.WaitFor(t, 5*time.Second, "two samples by Run", func() (bool, string) {
+		return depth() >= 2*each, fmt.Sprint(depth())
 	})
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+	// Once a period: each sample adds the shard's ready tasks.
+	if samples, most := depth()/each, uint64(time.Since(started)/s.every)+1; samples > most {
+		t.Fatalf("%d samples in %s, more than one a period (%d)", samples, time.Since(started), most)
 	}
 	_ = r.Close(ctx)
 }
@@ -217,5 +234,19 @@ func TestRecorderStopsOnNOPERM(t *testing.T) {
 	defer r.mu.Unlock()
 	if !r.off || len(r.pending) != 0 || r.timer != nil {
 		t.Fatalf("after NOPERM: off %v, %d pending, timer %v", r.off, len(r.pending), r.timer != nil)
+	}
+}
+
+// TestSamplerMinute: with the real minute, the next sample is 30 s into
+// the current minute or, past it, into the next one.
+func TestSamplerMinute(t *testing.T) {
+	t.Parallel()
+	s := NewSampler(nil, nil)
+	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	for at, want := range map[time.Duration]time.Duration{10 * time.Second: 20 * time.Second, 30 * time.Second: time.Minute, 40 * time.Second: 50 * time.Second} {
+		s.now = func() time.Time { return base.Add(at) }
+		if got := s.untilNext(); got != want {
+			t.Errorf("at :%02d the next sample is in %s, want %s", int(at.Seconds()), got, want)
+		}
 	}
 }

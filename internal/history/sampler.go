@@ -9,9 +9,6 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// SampleOffset is where in each minute the Sampler samples.
-const SampleOffset = 30 * time.Second
-
 // Sampler samples, once a minute, the ready depth of each queue and the
 // age of its oldest ready task in the shards a scheduler owns, into a
 // Recorder. It samples a shard only if tasks were moved into its ready
@@ -43,7 +40,7 @@ func (s *Sampler) Moved(sh int) {
 }
 
 // Run is an owner loop (internal/owner): it samples shard sh.ID once a
-// minute, SampleOffset into it, while ctx lasts. A failed sample is
+// minute, 30 s into it, while ctx lasts. A failed sample is
 // skipped: the next minute samples again.
 func (s *Sampler) Run(ctx context.Context, sh owner.Shard) error {
 	t := time.NewTimer(s.untilNext())
@@ -62,8 +59,7 @@ func (s *Sampler) Run(ctx context.Context, sh owner.Shard) error {
 // untilNext is the wait for the next sample.
 func (s *Sampler) untilNext() time.Duration {
 	now := s.now()
-	offset := SampleOffset * s.every / time.Minute
-	next := now.Truncate(s.every).Add(offset)
+	next := now.Truncate(s.every).Add(s.every / 2) // the middle of the minute
 	if !next.After(now) {
 		next = next.Add(s.every)
 	}

@@ -36,17 +36,27 @@ function status(msg, bad) {
   el.className = bad ? "warn" : "";
 }
 
+// unit formats an axis value of scale sc: ms as "250ms" or "12s",
+// seconds as "90s" or "2h", counts as they are.
+function unit(sc, v) {
+  if (v == null) return "";
+  if (sc === "ms") return v >= 1000 ? +(v / 1000).toFixed(1) + "s" : +v.toFixed(1) + "ms";
+  if (sc === "s") return v >= 7200 ? +(v / 3600).toFixed(1) + "h" : v >= 120 ? +(v / 60).toFixed(1) + "m" : v + "s";
+  return String(v);
+}
+
 // options returns a chart's uPlot options: a time axis in local 24-hour
 // time, then one series per [label, color, scale].
 function options(series, width, long) {
   const scales = [...new Set(series.map((s) => s[2]))];
+  const axis = (sc) => ({ scale: sc, size: 64, values: (u, splits) => splits.map((v) => unit(sc, v)) });
   return {
     width, height: 220,
     scales: { x: { time: true } },
     axes: [
       { values: (u, splits) => splits.map((s) => stamp(s, long)) },
-      { scale: scales[0] },
-      ...scales.slice(1).map((sc) => ({ scale: sc, side: 1, grid: { show: false } })),
+      axis(scales[0]),
+      ...scales.slice(1).map((sc) => ({ ...axis(sc), side: 1, grid: { show: false } })),
     ],
     series: [
       { value: (u, s) => (s == null ? "-" : stamp(s, true)) },
@@ -66,7 +76,7 @@ function draw(data) {
       [x, ...counters.map((k) => data[k])], $("#throughput")),
     new uPlot(options([["p50", "#3366cc", "ms"], ["p99", "#c62828", "ms"]], width, long),
       [x, data.p50_ms, data.p99_ms], $("#lateness")),
-    new uPlot(options([["ready", "#3366cc", "n"], ["oldest ready (s)", "#e08a00", "s"]], width, long),
+    new uPlot(options([["ready", "#3366cc", "n"], ["oldest ready", "#e08a00", "s"]], width, long),
       [x, data.ready, data.oldest_s], $("#depth")),
   ];
   // The totals are summed from the data the first chart plots.
