@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,24 +182,37 @@ func (d *dash) deadAll(ctx context.Context, r *http.Request, op string) (map[str
 	if f == (inspect.DeadFilter{}) && q.Get("all") != "1" {
 		return nil, fmt.Errorf("%w: no filter: pass all=1 to %s every dead letter", inspect.ErrInvalidArgument, op)
 	}
+	// A large set is done in parts of at most BulkPart each: a part that
+	// runs out of time answers "more", and the page sends the request
+	// again for the rest (what a part did is no longer dead).
+	pctx, cancel := context.WithTimeout(ctx, cmp.Or(d.o.BulkPart, DefaultBulkPart))
+	defer cancel()
 	var p inspect.Progress
 	var err error
 	switch op {
 	case "replay":
-		p, err = d.o.Inspector.ReplayDead(ctx, f, time.Time{}, nil)
+		p, err = d.o.Inspector.ReplayDead(pctx, f, time.Time{}, nil)
 	case "purge":
-		p, err = d.o.Inspector.PurgeDead(ctx, f, nil)
+		p, err = d.o.Inspector.PurgeDead(pctx, f, nil)
 	default:
 		return nil, fmt.Errorf("%w: bulk action %q (want replay or purge)", inspect.ErrInvalidArgument, op)
 	}
+	more := err != nil && pctx.Err() != nil && ctx.Err() == nil
+	if more {
+		err = nil
+	}
 	// The change's own log line names neither the filter nor the counts.
 	d.o.Log.Info("dashboard bulk action on dead letters", "action", op, "queue", f.Queue, "reason", f.Reason, "error_contains", f.ErrorContains,
-		"done", p.Done, "scanned", p.Scanned, "remote", r.RemoteAddr, "error", err)
+		"done", p.Done, "scanned", p.Scanned, "more", more, "remote", r.RemoteAddr, "error", err)
 	if err != nil {
 		return nil, fmt.Errorf("%s of %d dead letters done before: %w", op, p.Done, err)
 	}
-	return map[string]any{"done": p.Done, "scanned": p.Scanned}, nil
+	return map[string]any{"done": p.Done, "scanned": p.Scanned, "more": more}, nil
 }
+
+// DefaultBulkPart is Options.BulkPart's default, within the request's
+// own bound of 10 s.
+const DefaultBulkPart = 8 * time.Second
 
 func (d *dash) dead(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -73,7 +73,12 @@ type Options struct {
 	// shows none. It is called once per request and its result is not
 	// changed. Only these schedules can be paused.
 	Schedules func() []*periodic.Compiled
-	Log       hclog.Logger
+	// BulkPart bounds one request of a bulk action on dead letters
+	// (Replay all, Purge all): a set too large for it is done in part,
+	// the answer says "more", and the page sends the request again.
+	// 0 means DefaultBulkPart.
+	BulkPart time.Duration
+	Log      hclog.Logger
 }
 
 // CSRFHeader must be set to "1" on every POST (the page's fetch does).

@@ -569,8 +569,14 @@ func TestDeadBulk(t *testing.T) {
 	if e.State(inQ[0]) != "dead" || e.State(inOther[0]) != "dead" {
 		t.Fatal("a refused bulk action changed something")
 	}
+	// A part with no time left answers "more", having done nothing.
+	short := httptest.NewServer(New(Options{Inspector: in, BulkPart: time.Nanosecond}))
+	t.Cleanup(short.Close)
+	if code, body := do(t, "POST", short.URL+"/ui/api/deadall/replay?queue=q", ui); code != 200 || !strings.Contains(body, `"more":true`) || e.State(inQ[0]) != "dead" {
+		t.Fatalf("a part out of time: %d %s", code, body)
+	}
 	code, body := do(t, "POST", srv.URL+"/ui/api/deadall/replay?queue=q", ui)
-	if code != 200 || !strings.Contains(body, `"done":5`) || !strings.Contains(body, `"scanned":8`) {
+	if code != 200 || !strings.Contains(body, `"done":5`) || !strings.Contains(body, `"scanned":8`) || !strings.Contains(body, `"more":false`) {
 		t.Fatalf("replay all of q: %d %s", code, body)
 	}
 	for _, id := range inQ {

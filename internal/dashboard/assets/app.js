@@ -572,13 +572,21 @@ async function start() {
   });
   // Bulk actions on every dead letter the applied filter matches.
   const filterText = () => deadFilter.toString() ? "matching " + [...deadFilter].map(([k, v]) => k + " " + JSON.stringify(v)).join(", ") : "(no filter: all of them)";
+  // bulk sends the action until the server says nothing is left: it does
+  // a large set in parts of a few seconds each ("more").
   const bulk = (op) => async () => {
     const q = new URLSearchParams(deadFilter);
     if (!q.toString()) q.set("all", "1");
-    const a = await post("deadall/" + op + "?" + q);
+    let done = 0, scanned = 0, a;
+    do {
+      a = await post("deadall/" + op + "?" + q);
+      done += a.done;
+      scanned += a.scanned;
+      if (a.more) status(`${op === "replay" ? "Replaying" : "Purging"}: ${done} so far…`);
+    } while (a.more && (a.done > 0 || a.scanned > 0)); // a part that got nowhere ends it
     delete drawn.dead;
     deadPaged = false;
-    return `${op === "replay" ? "Replayed" : "Purged"} ${a.done} of ${a.scanned} dead letters examined`;
+    return `${op === "replay" ? "Replayed" : "Purged"} ${done} of ${scanned} dead letters examined`;
   };
   button($("#deadbulk"), "Replay all", "replayall", {}, bulk("replay"),
     () => "Replay every dead letter " + filterText() + "? They are due now, with their attempts back at 0.");
