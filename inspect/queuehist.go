@@ -46,6 +46,18 @@ type QueueStats struct {
 	OldestReady time.Duration `json:"oldest_ready"`
 }
 
+// Add adds o's counters to s and keeps the larger Ready and OldestReady;
+// the lateness quantiles, which do not add up, are left as they are.
+func (s *QueueStats) Add(o QueueStats) {
+	s.Enqueued += o.Enqueued
+	s.Started += o.Started
+	s.Succeeded += o.Succeeded
+	s.Retried += o.Retried
+	s.Dead += o.Dead
+	s.Cancelled += o.Cancelled
+	s.Ready, s.OldestReady = max(s.Ready, o.Ready), max(s.OldestReady, o.OldestReady)
+}
+
 // QueueHistory returns queue's history from from to to (minutes, both
 // included; at most HistoryKeep back), in steps of step (a whole number
 // of minutes, at least one; steps start at multiples of step since the

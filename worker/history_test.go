@@ -94,12 +94,7 @@ func TestQueueHistoryCounts(t *testing.T) {
 	}
 	var sum inspect.QueueStats
 	for _, s := range steps {
-		sum.Enqueued += s.Enqueued
-		sum.Started += s.Started
-		sum.Succeeded += s.Succeeded
-		sum.Retried += s.Retried
-		sum.Dead += s.Dead
-		sum.Cancelled += s.Cancelled
+		sum.Add(s)
 		if s.Started > 0 && (s.LatenessP50 < 0 || s.LatenessP99 < s.LatenessP50) {
 			t.Errorf("step %v: lateness p50 %s p99 %s", s.At, s.LatenessP50, s.LatenessP99)
 		}

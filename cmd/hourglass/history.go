@@ -42,12 +42,7 @@ func (a *app) queueHistory(cmd *cobra.Command, queue string, since, step time.Du
 		for _, s := range h {
 			row(w, when(s.At), s.Enqueued, s.Started, s.Succeeded, s.Retried, s.Dead, s.Cancelled,
 				lateText(s.LatenessP50), lateText(s.LatenessP99), s.Ready, ageText(s.OldestReady))
-			sum.Enqueued += s.Enqueued
-			sum.Started += s.Started
-			sum.Succeeded += s.Succeeded
-			sum.Retried += s.Retried
-			sum.Dead += s.Dead
-			sum.Cancelled += s.Cancelled
+			sum.Add(s)
 		}
 		row(w, "total", sum.Enqueued, sum.Started, sum.Succeeded, sum.Retried, sum.Dead, sum.Cancelled)
 	})
