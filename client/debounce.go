@@ -116,5 +116,8 @@ func (c *Client) debounce(ctx context.Context, a shard.DebounceArgs, t Task) (De
 		r, err = c.store.Debounce(ctx, a)
 		return err
 	})
+	if err == nil && r.Outcome == shard.DebounceCreated {
+		c.hist.Count(t.Queue, shard.HistEnqueued, 1)
+	}
 	return DebounceResult{Outcome: Outcome(r.Outcome), ID: r.ID, Due: r.Due, Turn: r.Turn}, err
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
-// HistoryKeep is how far back a queue's history reaches: seven days (and
-// an hour).
+// HistoryKeep is how far back a queue's history reaches: seven days.
 const HistoryKeep = shard.HistoryKeep
 
 // QueueStats is one step of a queue's history (docs/operations.md,

@@ -2,7 +2,7 @@ package worker
 
 import (
 	"context"
-	"encoding/binary"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +65,8 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 	defer pops.Wait()
 	inFlight := make([]bool, len(queues))
 	// One key ring per set of queues (almost always all of them), built
-	// once.
-	rings := map[string]*readyRing{}
+	// once, and anew after a change of the shard count or of a share.
+	rings := newRings()
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
@@ -123,15 +123,18 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 // A change of the shard count (the layout's span) makes new rings, with
 // the keys of the shards that exist now: the next pop after the store
 // adopted the new layout covers them.
-func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, idx []int, shareGen uint64) *readyRing {
-	set := make([]byte, (len(queues)+7)/8, (len(queues)+7)/8+12)
+func ringFor(rings *ringSet, layout shard.Layout, queues []*queue, idx []int, shareGen uint64) *readyRing {
+	span := layout.Existing()
+	if rings.span != span || rings.gen != shareGen {
+		// The old rings are no longer asked for: only a pop in flight
+		// still has one.
+		rings.span, rings.gen, rings.by = span, shareGen, map[string]*readyRing{}
+	}
+	set := make([]byte, (len(queues)+7)/8)
 	for _, i := range idx {
 		set[i/8] |= 1 << (i % 8)
 	}
-	span := layout.Existing()
-	set = binary.BigEndian.AppendUint32(set, uint32(span))
-	set = binary.BigEndian.AppendUint64(set, shareGen)
-	r := rings[string(set)]
+	r := rings.by[string(set)]
 	if r == nil {
 		var keys []string
 		for sh := range span {
@@ -142,10 +145,23 @@ func ringFor(rings map[string]*readyRing, layout shard.Layout, queues []*queue, 
 			}
 		}
 		r = &readyRing{keys: keys}
-		rings[string(set)] = r
+		rings.by[string(set)] = r
+		for _, i := range idx {
+			queues[i].showShare(span)
+		}
 	}
 	return r
 }
+
+// ringSet holds a fetch loop's rings for one shard count and one
+// generation of the shares.
+type ringSet struct {
+	span int
+	gen  uint64
+	by   map[string]*readyRing
+}
+
+func newRings() *ringSet { return &ringSet{span: -1} }
 
 // readyRing hands out a fixed set of ready-list keys, rotated by one more
 // on each call so that no shard's list always comes first. The slice it
@@ -162,6 +178,9 @@ type readyRing struct {
 }
 
 func (r *readyRing) rotated() []string {
+	if len(r.keys) == 0 {
+		return nil // no shard of this worker's (its queues are stopped)
+	}
 	r.next = (r.next + 1) % len(r.keys)
 	r.buf = append(append(r.buf[:0], r.keys[r.next:]...), r.keys[:r.next]...)
 	return r.buf

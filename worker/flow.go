@@ -26,7 +26,7 @@ import (
 
 // flowLoop fetches queue q under flow control until ctx ends.
 func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
-	rings := map[string]*readyRing{}
+	rings := newRings()
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
 		// A change of the shard count or of the share makes a new ring:

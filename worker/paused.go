@@ -192,18 +192,9 @@ func (w *Worker) applyShare(q *queue, s *shard.Share) {
 		return
 	}
 	q.share.Store(now)
-	q.shareNone.Store(now != nil && now.canary && now.CanaryShards(w.deps.store.Layout().Existing()) == 0)
 	w.shareGen.Add(1)
 	w.blocking.interrupt()
 	n := w.deps.store.Layout().Existing()
-	q.met.share.Set(0)
-	if now != nil && n > 0 {
-		k := now.CanaryShards(n)
-		if !now.canary {
-			k = n - k
-		}
-		q.met.share.Set(100 * float64(k) / float64(n))
-	}
 	switch {
 	case now == nil:
 		w.deps.log.Info("the queue's share is gone: taking its tasks from every shard", "queue", q.name)

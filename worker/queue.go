@@ -47,9 +47,9 @@ type queue struct {
 	// the share takes (a task popped from another is given back before
 	// its handler starts). nil: every shard.
 	share atomic.Pointer[queueShare]
-	// shareNone is set while this worker's side of the share takes no
-	// shard (the canary side on a single shard): as excluded.
-	shareNone atomic.Bool
+	// span returns how many shards exist now (the layout's): a share is
+	// split over them.
+	span func() int
 	// keeps is set while the queue keeps records of its ended tasks (a
 	// retention registered by the schedulers, read at start and at each
 	// event of the control channel: an announcement of registered queues,
@@ -106,6 +106,7 @@ func (w *Worker) newQueue(name string, h Handler, opts QueueOptions) (*queue, er
 		handlers:   make(chan struct{}, opts.Concurrency),
 		anyFreed:   w.freed,
 		timeoutErr: fmt.Errorf("handler timeout %s", opts.HandlerTimeout),
+		span:       func() int { return w.deps.store.Layout().Existing() },
 	}
 	// A permit starts with the queue's lease (or a default) and is set to
 	// each delivery's own lease once claimed, unless it has that lease
@@ -130,14 +131,41 @@ func (q *queue) free() int {
 }
 
 // stopped reports whether the worker starts none of the queue's tasks:
-// it is paused, or its routing excludes this worker (paused.go).
-func (q *queue) stopped() bool { return q.paused.Load() || q.excluded.Load() || q.shareNone.Load() }
+// it is paused, its routing excludes this worker, or its share leaves
+// this worker no shard (paused.go).
+func (q *queue) stopped() bool {
+	return q.paused.Load() || q.excluded.Load() || q.shareless()
+}
+
+// shareless reports whether this worker's side of the queue's share takes
+// no shard now: the canary side on a single shard.
+func (q *queue) shareless() bool {
+	s := q.share.Load()
+	return s != nil && s.canary && q.span != nil && s.CanaryShards(q.span()) == 0
+}
 
 // queueShare is a queue's share (shard.Share) and this worker's side of
 // it.
 type queueShare struct {
 	shard.Share
 	canary bool
+}
+
+// showShare sets the share gauge for n shards: the percentage of them
+// this worker pops for the queue under its share, 0 without one.
+func (q *queue) showShare(n int) {
+	if q.met.share == nil || n <= 0 {
+		return
+	}
+	s, v := q.share.Load(), 0.0
+	if s != nil {
+		k := s.CanaryShards(n)
+		if !s.canary {
+			k = n - k
+		}
+		v = 100 * float64(k) / float64(n)
+	}
+	q.met.share.Set(v)
 }
 
 // takes reports whether this worker pops shard sh (of n) of the queue.

@@ -149,15 +149,27 @@ func TestRoutingShare(t *testing.T) {
 		return len(ran) == total, fmt.Sprint(len(ran))
 	})
 	by := map[string]int{}
+	shardsOf := map[string]map[int]bool{"canary": {}, "stable": {}}
 	mu.Lock()
 	for id, w := range ran {
 		by[w]++
 		sh := e.Layout().ShardOf(id)
+		shardsOf[w][sh] = true
 		if want := share.Takes("q", true, sh, n); (w == "canary") != want {
 			t.Errorf("task %s of shard %d ran on the %s worker", id, sh, w)
 		}
 	}
 	mu.Unlock()
+	// Whatever Takes says: the sides ran the tasks of disjoint sets of
+	// shards, the canary's of CanaryShards of them.
+	for sh := range shardsOf["canary"] {
+		if shardsOf["stable"][sh] {
+			t.Errorf("both sides ran tasks of shard %d", sh)
+		}
+	}
+	if len(shardsOf["canary"]) != share.CanaryShards(n) || len(shardsOf["stable"]) != n-share.CanaryShards(n) {
+		t.Errorf("the canary ran tasks of %d shards, the other of %d; want %d and %d", len(shardsOf["canary"]), len(shardsOf["stable"]), share.CanaryShards(n), n-share.CanaryShards(n))
+	}
 	t.Logf("share %s over %d shards: %v", share, n, by)
 	if by["canary"] == 0 || by["stable"] == 0 {
 		t.Fatalf("one side ran nothing: %v", by)

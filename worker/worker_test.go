@@ -681,7 +681,7 @@ func TestRingsPerSetOfQueues(t *testing.T) {
 	for i := range queues {
 		queues[i] = &queue{name: fmt.Sprintf("q%d", i)}
 	}
-	rings := map[string]*readyRing{}
+	rings := newRings()
 	a := ringFor(rings, l, queues, []int{1}, 0)
 	b := ringFor(rings, l, queues, []int{65}, 0) // the same bit modulo 64
 	if a == b || !slices.Equal(b.keys, l.ReadyKeys([]string{"q65"})) || !slices.Equal(a.keys, l.ReadyKeys([]string{"q1"})) {
@@ -699,6 +699,17 @@ func TestRingsPerSetOfQueues(t *testing.T) {
 	s := ringFor(rings, l, queues, []int{1}, 2)
 	if c == a || len(c.keys) != 1 || len(s.keys) != 1 || c.keys[0] == s.keys[0] {
 		t.Fatalf("share rings: canary %v, stable %v", c.keys, s.keys)
+	}
+	// On one shard the canary side has none: an empty ring, and the
+	// queue stopped, so that nothing pops it.
+	one, err := shard.NewLayout("rings", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues[1].share.Store(&queueShare{Share: share, canary: true})
+	queues[1].span = one.Existing
+	if e := ringFor(rings, one, queues, []int{1}, 3); len(e.keys) != 0 || e.rotated() != nil || !queues[1].stopped() {
+		t.Fatalf("canary on one shard: keys %v, stopped %v", e.keys, queues[1].stopped())
 	}
 }
 

@@ -179,7 +179,7 @@ are local, 24-hour, with the zone.`,
 			}, err)
 		},
 	}
-	cmd.Flags().DurationVar(&since, "since", time.Hour, "with QUEUE: how far back, 1m..7d")
+	cmd.Flags().DurationVar(&since, "since", time.Hour, "with QUEUE: how far back, 1m..168h (7 days)")
 	cmd.Flags().DurationVar(&step, "step", 0, "with QUEUE: the rows' length in whole minutes (0: about 60 rows)")
 	return cmd
 }

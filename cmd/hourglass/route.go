@@ -41,7 +41,7 @@ others the rest, taken as whole shards: 10% of 16 shards is 2 of them,
 				r.Share = &share
 			}
 			if r.IsZero() == !clear {
-				return usagef("give --not-tag, --tag or --version, or --clear, not both")
+				return usagef("give --not-tag, --tag, --version or --share, or --clear, not both")
 			}
 			in, ctx, done, err := a.session(cmd)
 			if err != nil {

@@ -115,6 +115,13 @@ func TestStepsAndQuantile(t *testing.T) {
 	if len(steps) != 2 || steps[0].Counts[shard.HistStarted] != 5 || steps[0].Depth != 4 || steps[0].Oldest != 10 || !steps[1].At.Equal(base.Add(5*time.Minute)) {
 		t.Fatalf("steps %+v", steps)
 	}
+	// A step that does not divide a day is aligned to the epoch: 7 min.
+	odd := Steps(ms, 7*time.Minute)
+	for _, st := range odd {
+		if st.At.Unix()%(7*60) != 0 {
+			t.Fatalf("a 7-minute step starts at %v, not a multiple of 7 min since the epoch", st.At)
+		}
+	}
 	var m shard.Minute
 	if _, ok := Quantile(&m, 0.5); ok {
 		t.Fatal("empty histogram has a quantile")
@@ -140,6 +147,7 @@ func TestSamplerSamplesActiveShards(t *testing.T) {
 	e := shardtest.New(t, shardtest.Options{Namespace: "samp", Shards: 2, Queues: map[string]shard.QueuePolicy{"default": shardtest.Policy()}})
 	ctx := testenv.Ctx(t, 20*time.Second)
 	r := NewRecorder(e.Store, nil)
+	r.after = time.Hour // no flush: the test reads what is pending
 	s := NewSampler(e.Store, r)
 	ids := e.IDsIn(0, 3, "r")
 	e.Ready("default", ids...)

@@ -52,6 +52,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	pending map[slot]*shard.Minute
 	timer   *time.Timer    // armed while pending is not empty
+	gen     uint64         // counts the timers armed; the current one's
 	armed   sync.WaitGroup // one for an armed or running timer
 	closed  bool
 	off     bool // Redis refused the writes (NOPERM): nothing is counted
@@ -77,11 +78,11 @@ func (r *Recorder) minute(queue string) *shard.Minute {
 	}
 	m := r.pending[k]
 	if m == nil {
+		if len(r.pending) >= MaxPending {
+			r.dropOldest() // before adding: never the minute being counted
+		}
 		m = new(shard.Minute)
 		r.pending[k] = m
-		if len(r.pending) > MaxPending {
-			r.dropOldest()
-		}
 	}
 	r.arm()
 	return m
@@ -92,7 +93,9 @@ func (r *Recorder) minute(queue string) *shard.Minute {
 func (r *Recorder) arm() {
 	if r.timer == nil && !r.closed {
 		r.armed.Add(1)
-		r.timer = time.AfterFunc(r.after, r.flushTimed)
+		r.gen++
+		gen := r.gen
+		r.timer = time.AfterFunc(r.after, func() { r.flushTimed(gen) })
 	}
 }
 
@@ -154,11 +157,13 @@ func (r *Recorder) Depth(queue string, ready int64, oldest time.Duration) {
 	r.mu.Unlock()
 }
 
-// flushTimed is the timer's flush.
-func (r *Recorder) flushTimed() {
+// flushTimed is the flush of timer gen.
+func (r *Recorder) flushTimed(gen uint64) {
 	defer r.armed.Done()
 	r.mu.Lock()
-	r.timer = nil
+	if r.gen == gen { // not a timer armed since
+		r.timer = nil
+	}
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), FlushTimeout)
 	defer cancel()
@@ -230,8 +235,10 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the timer, waits for a flush it runs, and flushes what is
-// pending; counts added after it are flushed only by an explicit Flush.
+// Close stops the timer, waits for a flush it runs (bounded by
+// FlushTimeout), and flushes what is pending. The Recorder stays usable:
+// a count after Close arms the timer again (and a flush that failed in
+// Close is tried again then).
 func (r *Recorder) Close(ctx context.Context) error {
 	if r == nil {
 		return nil
@@ -241,5 +248,9 @@ func (r *Recorder) Close(ctx context.Context) error {
 	r.disarm()
 	r.mu.Unlock()
 	r.armed.Wait()
-	return r.Flush(ctx)
+	err := r.Flush(ctx)
+	r.mu.Lock()
+	r.closed = false // what a failed flush kept waits for the next count's timer
+	r.mu.Unlock()
+	return err
 }

@@ -19,9 +19,11 @@ type Step struct {
 // the Unix epoch.
 func Steps(minutes []shard.QueueMinute, step time.Duration) []Step {
 	step = max(step.Truncate(time.Minute), time.Minute)
+	secs := int64(step / time.Second)
 	var out []Step
 	for _, m := range minutes {
-		at := m.At.Truncate(step)
+		u := m.At.Unix()
+		at := time.Unix(u-((u%secs)+secs)%secs, 0).UTC() // Truncate aligns to year 1, not to the epoch
 		if len(out) == 0 || !out[len(out)-1].At.Equal(at) {
 			out = append(out, Step{At: at})
 		}

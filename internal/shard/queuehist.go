@@ -24,11 +24,11 @@ const (
 	MinuteBytes = 4*HistCounters + 3*LateBuckets + 4 + 3
 	// DayBytes is the size of a day's string.
 	DayBytes = MinutesPerDay * MinuteBytes
-	// HistoryKeep is how long a day's string lives after its last write:
-	// seven days and an hour, so that the last seven days can always be
-	// read and at most eight days' strings exist (a queue's history is
-	// at most 8 × DayBytes, about 0.92 MB).
-	HistoryKeep = 7*24*time.Hour + time.Hour
+	// HistoryKeep is how far back a queue's history reaches: a day's
+	// string expires HistoryKeep after its day ends, so the last seven
+	// days can always be read and at most eight days' strings exist (a
+	// queue's history is at most 8 × DayBytes, about 0.92 MB).
+	HistoryKeep = 7 * 24 * time.Hour
 )
 
 // The counters of a minute, indexes into Minute.Counts.
@@ -166,6 +166,13 @@ func dayOf(t time.Time) (string, int) {
 	return t.Format("20060102"), t.Hour()*60 + t.Minute()
 }
 
+// historyExpiry is when the string of t's day expires: HistoryKeep after
+// the day ends.
+func historyExpiry(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC).Add(HistoryKeep)
+}
+
 var queueHistScript = newScript("queuehist.lua")
 
 // AddQueueHistory adds minutes to their queues' histories in one script
@@ -176,12 +183,12 @@ func (s *Store) AddQueueHistory(ctx context.Context, ms []QueueMinute) error {
 		return nil
 	}
 	keys := make([]string, 0, len(ms))
-	args := make([]any, 0, 2+len(ms))
-	args = append(args, DayBytes, HistoryKeep.Milliseconds())
+	args := make([]any, 0, 1+len(ms))
+	args = append(args, DayBytes)
 	for _, m := range ms {
 		day, minute := dayOf(m.At)
 		keys = append(keys, s.k.QueueHistory(m.Queue, day))
-		args = append(args, m.ops(minute))
+		args = append(args, "@"+strconv.FormatInt(historyExpiry(m.At).UnixMilli(), 10)+" "+m.ops(minute))
 	}
 	if err := queueHistScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil {
 		return errtext.Errorf("add to queue history: %w", err)

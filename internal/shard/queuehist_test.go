@@ -57,8 +57,8 @@ func TestQueueHistory(t *testing.T) {
 	if n, _ := rdb.StrLen(ctx, key).Result(); n != DayBytes {
 		t.Errorf("day string of %d bytes, want %d", n, DayBytes)
 	}
-	if ttl, _ := rdb.PTTL(ctx, key).Result(); ttl <= HistoryKeep-time.Minute || ttl > HistoryKeep {
-		t.Errorf("TTL %s, want about %s", ttl, HistoryKeep)
+	if at, _ := rdb.PExpireTime(ctx, key).Result(); at != time.Duration(midnight.Add(HistoryKeep).UnixMilli())*time.Millisecond {
+		t.Errorf("expires at %s, want %s (its day's end and HistoryKeep)", time.UnixMilli(at.Milliseconds()).UTC(), midnight.Add(HistoryKeep))
 	}
 	// Saturation.
 	var big Minute
@@ -73,7 +73,7 @@ func TestQueueHistory(t *testing.T) {
 	}
 	// A bad operation fails the call, nothing written.
 	err = queueHistScript.Run(ctx, rdb, []string{s.k.QueueHistory("bad", "20261128"), s.k.QueueHistory("bad2", "20261128")},
-		DayBytes, 1000, "+u32:0:1", "+u32:999999999:1").Err()
+		DayBytes, "@1900000000000 +u32:0:1", "@1900000000000 +u32:999999999:1").Err()
 	if err == nil || !strings.Contains(err.Error(), "bad operation") {
 		t.Fatalf("bad operation: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestLateBucketAndLayout(t *testing.T) {
 		m.Late[i] = 1
 	}
 	m.Depth, m.Oldest = 1, 1
-	ops := strings.Fields(m.ops(MinutesPerDay - 1))
+	ops := strings.Fields(m.ops(MinutesPerDay - 1)) // without the expiry
 	if len(ops) != HistCounters+LateBuckets+2 {
 		t.Fatalf("%d operations, want one per field", len(ops))
 	}
@@ -115,7 +115,16 @@ func TestLateBucketAndLayout(t *testing.T) {
 	if _, err := fmt.Sscanf(lastOp, ">u24:%d:1", &off); err != nil || off+24 != DayBytes*8 {
 		t.Errorf("last field %q does not end the day's string (%d bits)", lastOp, DayBytes*8)
 	}
-	if days := int64(HistoryKeep/(24*time.Hour)) + 1; days*DayBytes > 1_000_000 {
-		t.Errorf("%d days of %d bytes exceed 1 MB", days, DayBytes)
+	// A day's string lives until HistoryKeep after its day: at any time
+	// the strings of today and of the HistoryKeep days before exist.
+	now := time.Date(2026, 11, 28, 0, 30, 0, 0, time.UTC)
+	alive := 0
+	for d := -10; d <= 0; d++ {
+		if historyExpiry(now.AddDate(0, 0, d)).After(now) {
+			alive++
+		}
+	}
+	if alive != 8 || int64(alive)*DayBytes > 1_000_000 {
+		t.Errorf("%d days' strings of %d bytes alive at once, want 8 within 1 MB", alive, DayBytes)
 	}
 }

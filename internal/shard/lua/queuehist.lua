@@ -12,27 +12,33 @@
 --                  "{ns}:qhist:<queue>:<yyyymmdd>"; every key of a call
 --                  has the namespace's hash tag (one Cluster slot)
 -- ARGV[1]  the size of a day's string in bytes (1440 records)
--- ARGV[2]  its time to live in ms, set again at each write
--- ARGV[2+i] the operations on KEYS[i], separated by spaces, each
---          "<op><type>:<bit offset>:<value>": op "+" adds the value
+-- ARGV[1+i] "@<unix ms>", when KEYS[i] expires (PEXPIREAT, set at each
+--          write: its day's end and seven days), then the operations on
+--          KEYS[i], each after a space, "<op><type>:<bit offset>:<value>":
+--          op "+" adds the value
 --          (saturating at the type's maximum), ">" keeps the larger of
 --          the value and the field's; type "u24" or "u32"; the field
 --          must lie inside the string
 --
 -- Returns the number of keys written. An operation that does not parse
 -- or names a field outside the string fails the call before any write.
-local size, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-if not size or size < 1 or size > 1048576 or not ttl or ttl < 1 then
-    return redis.error_reply("ERR queuehist: bad size or ttl")
+local size = tonumber(ARGV[1])
+if not size or size < 1 or size > 1048576 then
+    return redis.error_reply("ERR queuehist: bad size")
 end
 local plans = {}
 for i = 1, #KEYS do
-    local ops = ARGV[2 + i]
+    local ops = ARGV[1 + i]
     if not ops then
         return redis.error_reply("ERR queuehist: no operations for key " .. i)
     end
     local plan = { add = { "OVERFLOW", "SAT" }, max = {} }
-    local rest = string.gsub(ops, "([+>])(u%d%d):(%d+):(%d+)", function(op, ty, off, v)
+    local at, body = string.match(ops, "^@(%d+)(.*)$")
+    plan.at = tonumber(at)
+    if not plan.at then
+        return redis.error_reply("ERR queuehist: no expiry for key " .. i)
+    end
+    local rest = string.gsub(body, "([+>])(u%d%d):(%d+):(%d+)", function(op, ty, off, v)
         local o = tonumber(off)
         local bits = tonumber(string.sub(ty, 2))
         if (bits ~= 24 and bits ~= 32) or o + bits > size * 8 then
@@ -67,6 +73,6 @@ for i, key in ipairs(KEYS) do
             redis.call("BITFIELD", key, "SET", m[1], m[2], m[3])
         end
     end
-    redis.call("PEXPIRE", key, ttl)
+    redis.call("PEXPIREAT", key, plan.at)
 end
 return #KEYS
