@@ -174,13 +174,24 @@ func deadFilter(r *http.Request) inspect.DeadFilter {
 func (d *dash) deadAll(ctx context.Context, r *http.Request, op string) (map[string]any, error) {
 	q := r.URL.Query()
 	for k := range q {
-		if k != "queue" && k != "reason" && k != "error" && k != "all" {
-			return nil, fmt.Errorf("%w: unknown parameter %q (queue, reason, error, all)", inspect.ErrInvalidArgument, k)
+		if k != "queue" && k != "reason" && k != "error" && k != "all" && k != "until" {
+			return nil, fmt.Errorf("%w: unknown parameter %q (queue, reason, error, all, until)", inspect.ErrInvalidArgument, k)
 		}
 	}
 	f := deadFilter(r)
 	if f == (inspect.DeadFilter{}) && q.Get("all") != "1" {
 		return nil, fmt.Errorf("%w: no filter: pass all=1 to %s every dead letter", inspect.ErrInvalidArgument, op)
+	}
+	// until (unix ms) leaves out the letters buried since the action's
+	// first part: a task a part replayed that died again is not replayed
+	// again by the next part. The first part takes now.
+	f.Until = time.Now()
+	if u := q.Get("until"); u != "" {
+		ms, err := strconv.ParseInt(u, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("%w: until %q is not unix milliseconds", inspect.ErrInvalidArgument, u)
+		}
+		f.Until = time.UnixMilli(ms)
 	}
 	// A large set is done in parts of at most BulkPart each: a part that
 	// runs out of time answers "more", and the page sends the request
@@ -207,7 +218,7 @@ func (d *dash) deadAll(ctx context.Context, r *http.Request, op string) (map[str
 	if err != nil {
 		return nil, fmt.Errorf("%s of %d dead letters done before: %w", op, p.Done, err)
 	}
-	return map[string]any{"done": p.Done, "scanned": p.Scanned, "more": more}, nil
+	return map[string]any{"done": p.Done, "scanned": p.Scanned, "more": more, "until": f.Until.UnixMilli()}, nil
 }
 
 // DefaultBulkPart is Options.BulkPart's default, within the request's

@@ -569,6 +569,13 @@ func TestDeadBulk(t *testing.T) {
 	if e.State(inQ[0]) != "dead" || e.State(inOther[0]) != "dead" {
 		t.Fatal("a refused bulk action changed something")
 	}
+	// until leaves out what was buried since: here, everything.
+	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?queue=q&until=1", ui); code != 200 || !strings.Contains(body, `"done":0`) || e.State(inQ[0]) != "dead" {
+		t.Fatalf("purge until 1970: %d %s", code, body)
+	}
+	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?queue=q&until=soon", ui); code != 400 {
+		t.Fatalf("a bad until: %d %s", code, body)
+	}
 	// A part with no time left answers "more", having done nothing.
 	short := httptest.NewServer(New(Options{Inspector: in, BulkPart: time.Nanosecond}))
 	t.Cleanup(short.Close)

@@ -580,10 +580,11 @@ async function start() {
     let done = 0, scanned = 0, a;
     do {
       a = await post("deadall/" + op + "?" + q);
+      q.set("until", a.until); // the next parts leave out what died since the first
       done += a.done;
       scanned += a.scanned;
       if (a.more) status(`${op === "replay" ? "Replaying" : "Purging"}: ${done} so far…`);
-    } while (a.more && (a.done > 0 || a.scanned > 0)); // a part that got nowhere ends it
+    } while (a.more && a.done > 0); // a part that did nothing ends it
     delete drawn.dead;
     deadPaged = false;
     return `${op === "replay" ? "Replayed" : "Purged"} ${done} of ${scanned} dead letters examined`;
