@@ -570,7 +570,7 @@ func TestDeadBulk(t *testing.T) {
 		t.Fatal("a refused bulk action changed something")
 	}
 	// until leaves out what was buried since: here, everything.
-	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?queue=q&until=1", ui); code != 200 || !strings.Contains(body, `"done":0`) || e.State(inQ[0]) != "dead" {
+	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?queue=q&until=1000", ui); code != 200 || !strings.Contains(body, `"done":0`) || e.State(inQ[0]) != "dead" {
 		t.Fatalf("purge until 1970: %d %s", code, body)
 	}
 	if code, body := do(t, "POST", srv.URL+"/ui/api/deadall/purge?queue=q&until=soon", ui); code != 400 {
