@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
 	"github.com/hourglass-sched/hourglass/internal/testenv"
@@ -188,7 +187,7 @@ func TestSamplerSamplesActiveShards(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan error)
 	started := time.Now()
-	go func() { ran <- s.Run(rctx, owner.Shard{ID: 1}) }()
+	go func() { ran <- s.Run(rctx, 1) }()
 	depth := func() uint64 {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hourglass-sched/hourglass/internal/owner"
 	"github.com/hourglass-sched/hourglass/internal/shard"
 )
 
@@ -39,10 +38,10 @@ func (s *Sampler) Moved(sh int) {
 	s.mu.Unlock()
 }
 
-// Run is an owner loop (internal/owner): it samples shard sh.ID once a
-// minute, 30 s into it, while ctx lasts. A failed sample is
+// Run samples shard sh once a minute, 30 s into it, while ctx lasts (the
+// scheduler runs it as an owner loop of the shard). A failed sample is
 // skipped: the next minute samples again.
-func (s *Sampler) Run(ctx context.Context, sh owner.Shard) error {
+func (s *Sampler) Run(ctx context.Context, sh int) error {
 	t := time.NewTimer(s.untilNext())
 	defer t.Stop()
 	for {
@@ -51,7 +50,7 @@ func (s *Sampler) Run(ctx context.Context, sh owner.Shard) error {
 			return nil
 		case <-t.C:
 		}
-		s.sample(ctx, sh.ID)
+		s.sample(ctx, sh)
 		t.Reset(s.untilNext())
 	}
 }

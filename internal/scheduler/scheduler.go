@@ -183,7 +183,7 @@ func New(cfg *config.Config, log hclog.Logger) (*Scheduler, error) {
 		{Name: "recovery", Run: s.recovery.Run},
 		{Name: "periodic", Run: s.firer.Run},
 		{Name: "reshard", Run: s.resharder.Run},
-		{Name: "history", Run: sampler.Run},
+		{Name: "history", Run: func(ctx context.Context, sh owner.Shard) error { return sampler.Run(ctx, sh.ID) }},
 	}
 	ec := cfg.ForElection(s.replica)
 	ec.Logger, ec.Registerer = log, s.reg

@@ -1256,6 +1256,24 @@ var conformanceCases = []confCase{
 			}
 		}},
 
+	// queuehist.lua: a process adds its minutes to the queue history,
+	// whose keys are the namespace's ({ns}), not a shard's.
+	{script: "queuehist.lua", name: "minutes add up", states: allStates, props: []confProp{pBehaviour},
+		run: func(t *testing.T, f *confFixture) {
+			at := time.Now().Truncate(time.Minute)
+			var m Minute
+			m.Counts[HistStarted], m.Late[LateBucket(3*time.Millisecond)], m.Oldest = 2, 2, 9
+			for range 2 {
+				if err := f.s.AddQueueHistory(f.ctx, []QueueMinute{{Queue: "q1", At: at, Minute: m}}); err != nil {
+					t.Fatalf("add: %v", err)
+				}
+			}
+			got, err := f.s.QueueHistory(f.ctx, "q1", at, at)
+			if err != nil || len(got) != 1 || got[0].Counts[HistStarted] != 4 || got[0].Late[LateBucket(3*time.Millisecond)] != 4 || got[0].Oldest != 9 {
+				t.Errorf("[%s] read back %+v, %v; want 4 starts, 4 in their bucket, oldest 9 s", pBehaviour, got, err)
+			}
+		}},
+
 	// time.lua: a worker reads the clock of a shard's server.
 	{script: "time.lua", name: "the shard's server's clock", states: allAndSlot, props: []confProp{pBehaviour},
 		run: func(t *testing.T, f *confFixture) {
