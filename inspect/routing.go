@@ -15,8 +15,8 @@ import (
 type Routing = shard.Routing
 
 // Share gives a canary set of workers a share of a queue's tasks, taken
-// as whole shards (Routing.Share; docs/operations.md, "A share for the
-// canaries").
+// by shard, a fraction of a shard as a fraction of time (Routing.Share;
+// docs/operations.md, "A share for the canaries").
 type Share = shard.Share
 
 // SetRouting sets which workers may take queue name's tasks, cluster-wide

@@ -130,7 +130,7 @@ func (d *delivery) begin(ctx context.Context) error {
 		return err
 	}
 	err := d.leaseIfStale()
-	if err == nil && (d.q.stopped() || !d.q.takes(d.sd.Shard, d.store.Layout().Existing())) {
+	if err == nil && (d.q.stopped() || !d.q.takes(d.sd.Shard, d.store.Layout().Existing(), d.now())) {
 		err = errPaused // popped as the queue was paused, this worker excluded or its share changed: give it back
 	}
 	if err != nil {

@@ -34,6 +34,8 @@ func (w *Worker) fetch(ctx context.Context, queues []*queue, run *runState) {
 	}
 	var plain []*queue
 	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() { defer loops.Done(); w.shareClock(ctx, queues) }()
 	for _, q := range queues {
 		if !q.opts.flowControlled() {
 			plain = append(plain, q)
@@ -72,7 +74,7 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
 			// A ring is used only by the next pop for the same set, which
 			// cannot start before this one is done.
-			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.shareGen.Load())
+			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.shareGen.Load(), w.deps.now())
 			for _, i := range idx {
 				inFlight[i] = true
 			}
@@ -123,23 +125,29 @@ func pickQueues(queues []*queue, inFlight []bool) (idx []int, count int) {
 // A change of the shard count (the layout's span) makes new rings, with
 // the keys of the shards that exist now: the next pop after the store
 // adopted the new layout covers them.
-func ringFor(rings *ringSet, layout shard.Layout, queues []*queue, idx []int, shareGen uint64) *readyRing {
+func ringFor(rings *ringSet, layout shard.Layout, queues []*queue, idx []int, shareGen uint64, now time.Time) *readyRing {
 	span := layout.Existing()
 	if rings.span != span || rings.gen != shareGen {
 		// The old rings are no longer asked for: only a pop in flight
 		// still has one.
 		rings.span, rings.gen, rings.by = span, shareGen, map[string]*readyRing{}
 	}
-	set := make([]byte, (len(queues)+7)/8)
+	// A share's boundary shard changes hands during its period: a ring
+	// for each holder (two at most per set).
+	set := make([]byte, 2*((len(queues)+7)/8))
+	half := len(set) / 2
 	for _, i := range idx {
 		set[i/8] |= 1 << (i % 8)
+		if sliced, holds := queues[i].sliced(span, now); sliced && holds {
+			set[half+i/8] |= 1 << (i % 8)
+		}
 	}
 	r := rings.by[string(set)]
 	if r == nil {
 		var keys []string
 		for sh := range span {
 			for _, i := range idx {
-				if q := queues[i]; q.takes(sh, span) {
+				if q := queues[i]; q.takes(sh, span, now) {
 					keys = append(keys, layout.Ready(sh, q.name))
 				}
 			}
@@ -147,7 +155,7 @@ func ringFor(rings *ringSet, layout shard.Layout, queues []*queue, idx []int, sh
 		r = &readyRing{keys: keys}
 		rings.by[string(set)] = r
 		for _, i := range idx {
-			queues[i].showShare(span)
+			queues[i].showShare()
 		}
 	}
 	return r

@@ -31,7 +31,7 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 	for ctx.Err() == nil {
 		// A change of the shard count or of the share makes a new ring:
 		// pop the shards that exist now, on this worker's side.
-		ring := ringFor(rings, w.deps.store.Layout(), []*queue{q}, []int{0}, w.shareGen.Load())
+		ring := ringFor(rings, w.deps.store.Layout(), []*queue{q}, []int{0}, w.shareGen.Load(), w.deps.now())
 		if q.free() <= 0 {
 			select {
 			case <-ctx.Done():

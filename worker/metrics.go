@@ -78,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		excluded: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_excluded",
 			Help: "1 while the queue's routing (hourglass queue route) excludes this worker's version or tags: it starts none of its tasks, else 0."}, q),
 		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hourglass_worker_queue_share",
-			Help: "While the queue's routing has a share (hourglass queue route --share): the percentage of its shards whose ready lists this worker pops (its canary set's, or the others'), else 0."}, q),
+			Help: "While the queue's routing has a share (hourglass queue route --share): the percentage of its tasks this worker's side takes (its canary set's share, or the rest), else 0."}, q),
 		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hourglass_worker_setup_mismatch",
 			Help: "1 when a queue, the namespace or the shard count of this worker differs from the schedulers' (see the log), else 0."}),
 		placeWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hourglass_worker_place_waits_total", Help: "Deliveries that waited for a handler place: tasks held until due that came due while Concurrency handlers ran."}, q),

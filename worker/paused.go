@@ -194,14 +194,17 @@ func (w *Worker) applyShare(q *queue, s *shard.Share) {
 	q.share.Store(now)
 	w.shareGen.Add(1)
 	w.blocking.interrupt()
-	n := w.deps.store.Layout().Existing()
+	select {
+	case w.shareChanged <- struct{}{}: // the share clock (shareClock) looks again
+	default:
+	}
 	switch {
 	case now == nil:
 		w.deps.log.Info("the queue's share is gone: taking its tasks from every shard", "queue", q.name)
 	case now.canary:
-		w.deps.log.Info("the queue's share puts this worker in its canary set", "queue", q.name, "share", now.String(), "shards", now.CanaryShards(n), "of", n)
+		w.deps.log.Info("the queue's share puts this worker in its canary set", "queue", q.name, "share", now.String())
 	default:
-		w.deps.log.Info("the queue's share leaves this worker the shards its canary set does not take", "queue", q.name, "share", now.String(), "shards", n-now.CanaryShards(n), "of", n)
+		w.deps.log.Info("the queue's share leaves this worker the tasks its canary set does not take", "queue", q.name, "share", now.String())
 	}
 	q.release(0) // wake the fetch loops: their next pop covers the new shards
 }
@@ -209,4 +212,48 @@ func (w *Worker) applyShare(q *queue, s *shard.Share) {
 // sameShare reports whether a and b route alike.
 func sameShare(a, b queueShare) bool {
 	return a.Percent == b.Percent && a.canary == b.canary && slices.Equal(a.Tags, b.Tags) && slices.Equal(a.Versions, b.Versions)
+}
+
+// shareClock wakes the fetch loops whenever the boundary shard of a
+// queue's share changes hands (shard.Share.Takes), until ctx ends: it
+// ends the blocking pops in flight, so that the next ones name the
+// shards of the new holder, and wakes the loops that wait for a queue
+// whose side had no shard. With no such share it only waits for one.
+func (w *Worker) shareClock(ctx context.Context, queues []*queue) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		var next time.Time
+		n := w.deps.store.Layout().Existing()
+		now := w.deps.now()
+		for _, q := range queues {
+			if s := q.share.Load(); s != nil {
+				if at := s.NextChange(n, now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
+			}
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = next.Sub(now) + time.Millisecond // past the change
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.shareChanged:
+			t.Stop() // no stale tick after Stop (Go 1.23 timers)
+			continue
+		case <-t.C:
+		}
+		if next.IsZero() {
+			continue
+		}
+		w.blocking.interrupt()
+		for _, q := range queues {
+			if s := q.share.Load(); s != nil {
+				q.release(0)
+			}
+		}
+	}
 }

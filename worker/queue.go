@@ -134,14 +134,16 @@ func (q *queue) free() int {
 // it is paused, its routing excludes this worker, or its share leaves
 // this worker no shard (paused.go).
 func (q *queue) stopped() bool {
-	return q.paused.Load() || q.excluded.Load() || q.shareless()
+	return q.paused.Load() || q.excluded.Load() || q.shareless(time.Now())
 }
 
 // shareless reports whether this worker's side of the queue's share takes
-// no shard now: the canary side on a single shard.
-func (q *queue) shareless() bool {
+// no shard at time now (the canary side of a share under one shard,
+// outside its part of the period; the other side while the canary holds
+// the only shard).
+func (q *queue) shareless(now time.Time) bool {
 	s := q.share.Load()
-	return s != nil && s.canary && q.span != nil && s.CanaryShards(q.span()) == 0
+	return s != nil && q.span != nil && !s.Any(s.canary, q.span(), now)
 }
 
 // queueShare is a queue's share (shard.Share) and this worker's side of
@@ -151,27 +153,41 @@ type queueShare struct {
 	canary bool
 }
 
-// showShare sets the share gauge for n shards: the percentage of them
-// this worker pops for the queue under its share, 0 without one.
-func (q *queue) showShare(n int) {
-	if q.met.share == nil || n <= 0 {
+// showShare sets the share gauge: the percentage of the queue's tasks
+// this worker's side of its share takes, 0 without one.
+func (q *queue) showShare() {
+	if q.met.share == nil {
 		return
 	}
 	s, v := q.share.Load(), 0.0
-	if s != nil {
-		k := s.CanaryShards(n)
-		if !s.canary {
-			k = n - k
-		}
-		v = 100 * float64(k) / float64(n)
+	switch {
+	case s != nil && s.canary:
+		v = float64(s.Percent)
+	case s != nil:
+		v = float64(100 - s.Percent)
 	}
 	q.met.share.Set(v)
 }
 
-// takes reports whether this worker pops shard sh (of n) of the queue.
-func (q *queue) takes(sh, n int) bool {
+// takes reports whether this worker pops shard sh (of n) of the queue at
+// time now.
+func (q *queue) takes(sh, n int, now time.Time) bool {
 	s := q.share.Load()
-	return s == nil || s.Takes(q.name, s.canary, sh, n)
+	return s == nil || s.Takes(q.name, s.canary, sh, n, now)
+}
+
+// sliced reports whether the queue's share has a boundary shard (of n)
+// that changes hands, and whether this worker holds it at time now.
+func (q *queue) sliced(n int, now time.Time) (sliced, holds bool) {
+	s := q.share.Load()
+	if s == nil {
+		return false, false
+	}
+	full, part := s.Split(n)
+	if part == 0 || n <= 0 {
+		return false, false
+	}
+	return true, s.Takes(q.name, s.canary, (s.Start(q.name, n)+full)%n, n, now)
 }
 
 // reserve takes n slots for popped entries; each is given back with

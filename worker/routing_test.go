@@ -108,10 +108,10 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 	})
 }
 
-// TestRoutingShare (#29): a share splits the queue's tasks by shard: the
-// canary set pops the shards Share.Takes gives it and the others the
-// rest, so each task runs on the side its shard says; set, changed and
-// cleared at run time.
+// TestRoutingShare (#29): a share splits the queue's tasks by shard: with
+// 50% of two shards the canary set pops one shard's ready lists and the
+// others the other's, so each task runs on the side its shard says; set
+// and cleared at run time.
 func TestRoutingShare(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
@@ -129,15 +129,14 @@ func TestRoutingShare(t *testing.T) {
 	opts := QueueOptions{Concurrency: 4}
 	_, stableReg, _ := e.start(e.RDB, opts, handler("stable"), func(c *Config) { c.Version = "1.0.0" })
 	_, canaryReg, _ := e.start(e.RDB, opts, handler("canary"), func(c *Config) { c.Version = "1.1.0"; c.Tags = []string{"canary"} })
-	share := &shard.Share{Percent: 10, Tags: []string{"canary"}}
+	share := &shard.Share{Percent: 50, Tags: []string{"canary"}}
 	if _, err := e.Store.SetRouting(ctx, "q", &shard.Routing{Share: share}); err != nil {
 		t.Fatal(err)
 	}
 	n := e.Layout().Existing()
 	testenv.WaitFor(t, 10*time.Second, "both workers applied the share", func() (bool, string) {
 		s, c := gauge(t, stableReg, "hourglass_worker_queue_share"), gauge(t, canaryReg, "hourglass_worker_queue_share")
-		want := 100 * float64(share.CanaryShards(n)) / float64(n)
-		return c == want && s == 100-want, fmt.Sprintf("share: stable %v, canary %v", s, c)
+		return c == 50 && s == 50, fmt.Sprintf("share: stable %v, canary %v", s, c)
 	})
 	const total = 200
 	for i := range total {
@@ -155,24 +154,15 @@ func TestRoutingShare(t *testing.T) {
 		by[w]++
 		sh := e.Layout().ShardOf(id)
 		shardsOf[w][sh] = true
-		if want := share.Takes("q", true, sh, n); (w == "canary") != want {
+		if want := share.Takes("q", true, sh, n, time.Now()); (w == "canary") != want {
 			t.Errorf("task %s of shard %d ran on the %s worker", id, sh, w)
 		}
 	}
 	mu.Unlock()
-	// Whatever Takes says: the sides ran the tasks of disjoint sets of
-	// shards, the canary's of CanaryShards of them.
-	for sh := range shardsOf["canary"] {
-		if shardsOf["stable"][sh] {
-			t.Errorf("both sides ran tasks of shard %d", sh)
-		}
-	}
-	if len(shardsOf["canary"]) != share.CanaryShards(n) || len(shardsOf["stable"]) != n-share.CanaryShards(n) {
-		t.Errorf("the canary ran tasks of %d shards, the other of %d; want %d and %d", len(shardsOf["canary"]), len(shardsOf["stable"]), share.CanaryShards(n), n-share.CanaryShards(n))
-	}
 	t.Logf("share %s over %d shards: %v", share, n, by)
-	if by["canary"] == 0 || by["stable"] == 0 {
-		t.Fatalf("one side ran nothing: %v", by)
+	// Whatever Takes says: the sides ran the tasks of one shard each.
+	if len(shardsOf["canary"]) != 1 || len(shardsOf["stable"]) != 1 {
+		t.Errorf("the canary ran tasks of shards %v, the other of %v; want one each", shardsOf["canary"], shardsOf["stable"])
 	}
 	// Cleared: both take every shard again.
 	if _, err := e.Store.SetRouting(ctx, "q", nil); err != nil {
@@ -184,31 +174,50 @@ func TestRoutingShare(t *testing.T) {
 	})
 }
 
-// TestShareTakes: the canary set takes Percent of the shards, rounded,
-// at least one and at most all but one, consecutive from a shard the
-// queue's name picks; the two sides never overlap and cover every shard.
+// TestShareTakes: the canary set takes Percent × n / 100 shards: whole
+// ones, and the boundary shard for the rest of a shard as a part of each
+// period; at every moment each shard is one side's, and over a period
+// the canary set's shards average the share exactly; Any and NextChange
+// agree with Takes.
 func TestShareTakes(t *testing.T) {
 	t.Parallel()
-	s := shard.Share{Percent: 10, Tags: []string{"canary"}}
-	for n, want := range map[int]int{1: 0, 2: 1, 4: 1, 16: 2, 32: 3, 100: 10} {
-		if got := s.CanaryShards(n); got != want {
-			t.Errorf("CanaryShards(%d) = %d, want %d", n, got, want)
+	for _, c := range []struct{ percent, n, full, part int }{
+		{10, 16, 1, 60}, {10, 2, 0, 20}, {10, 1, 0, 10}, {99, 4, 3, 96}, {50, 2, 1, 0}, {10, 32, 3, 20},
+	} {
+		s := shard.Share{Percent: c.percent, Tags: []string{"canary"}}
+		if full, part := s.Split(c.n); full != c.full || part != c.part {
+			t.Errorf("%d%% of %d: Split %d, %d; want %d, %d", c.percent, c.n, full, part, c.full, c.part)
 		}
-		canary := 0
-		for sh := range n {
-			c, o := s.Takes("emails", true, sh, n), s.Takes("emails", false, sh, n)
-			if c == o {
-				t.Fatalf("n %d shard %d: canary %v, others %v", n, sh, c, o)
+		base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+		const steps = 1000 // one period, in steps of 10 ms
+		held := 0
+		for k := range steps {
+			now := base.Add(time.Duration(k) * shard.SharePeriod / steps)
+			canary, others := 0, 0
+			for sh := range c.n {
+				cs, os := s.Takes("emails", true, sh, c.n, now), s.Takes("emails", false, sh, c.n, now)
+				if cs == os {
+					t.Fatalf("%d%% of %d at %v: shard %d is both sides' or neither's", c.percent, c.n, now, sh)
+				}
+				if cs {
+					canary++
+				} else {
+					others++
+				}
 			}
-			if c {
-				canary++
+			held += canary
+			if s.Any(true, c.n, now) != (canary > 0) || s.Any(false, c.n, now) != (others > 0) {
+				t.Fatalf("%d%% of %d at %v: Any disagrees with %d and %d shards", c.percent, c.n, now, canary, others)
+			}
+			if next := s.NextChange(c.n, now); !next.IsZero() {
+				before, after := next.Add(-time.Millisecond), next
+				if s.Any(true, c.n, before) == s.Any(true, c.n, after) && c.full == 0 {
+					t.Fatalf("%d%% of %d: nothing changes at %v", c.percent, c.n, next)
+				}
 			}
 		}
-		if canary != want {
-			t.Errorf("n %d: the canary set takes %d shards, want %d", n, canary, want)
+		if got, want := float64(held)/steps, float64(c.percent*c.n)/100; got < want-0.011 || got > want+0.011 {
+			t.Errorf("%d%% of %d: the canary set held %.2f shards on average, want %.2f", c.percent, c.n, got, want)
 		}
-	}
-	if (shard.Share{Percent: 99, Tags: []string{"c"}}).CanaryShards(4) != 3 {
-		t.Error("99% of 4 shards is not all but one")
 	}
 }

@@ -44,6 +44,9 @@ type Worker struct {
 	// shareGen counts the changes of the queues' shares (applyShare):
 	// the fetch loops' key rings are built anew after one.
 	shareGen atomic.Uint64
+	// shareChanged tells the share clock (shareClock) that a share
+	// changed (capacity 1).
+	shareChanged chan struct{}
 	// recheckSetup asks checkSetup to look at once (capacity 1).
 	recheckSetup chan struct{}
 	// popper pops for the fetch loops: one BLMPOP on a single node, per-node
@@ -138,6 +141,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		deps:         k,
 		queues:       map[string]*queue{},
 		freed:        make(chan struct{}, 1),
+		shareChanged: make(chan struct{}, 1),
 		recheckSetup: make(chan struct{}, 1),
 		blocking:     blocking,
 	}, nil

@@ -682,34 +682,41 @@ func TestRingsPerSetOfQueues(t *testing.T) {
 		queues[i] = &queue{name: fmt.Sprintf("q%d", i)}
 	}
 	rings := newRings()
-	a := ringFor(rings, l, queues, []int{1}, 0)
-	b := ringFor(rings, l, queues, []int{65}, 0) // the same bit modulo 64
+	a := ringFor(rings, l, queues, []int{1}, 0, time.Now())
+	b := ringFor(rings, l, queues, []int{65}, 0, time.Now()) // the same bit modulo 64
 	if a == b || !slices.Equal(b.keys, l.ReadyKeys([]string{"q65"})) || !slices.Equal(a.keys, l.ReadyKeys([]string{"q1"})) {
 		t.Fatalf("queues 1 and 65 share a ring or have the wrong keys: %v, %v", a.keys, b.keys)
 	}
-	if ringFor(rings, l, queues, []int{1}, 0) != a {
+	if ringFor(rings, l, queues, []int{1}, 0, time.Now()) != a {
 		t.Fatal("the same set got a new ring")
 	}
 	// A share: the canary side pops one shard of two, the other side the
 	// other one, each in a new ring.
-	share := shard.Share{Percent: 10, Tags: []string{"canary"}}
+	share := shard.Share{Percent: 50, Tags: []string{"canary"}}
+	now := time.Now()
 	queues[1].share.Store(&queueShare{Share: share, canary: true})
-	c := ringFor(rings, l, queues, []int{1}, 1)
+	c := ringFor(rings, l, queues, []int{1}, 1, now)
 	queues[1].share.Store(&queueShare{Share: share})
-	s := ringFor(rings, l, queues, []int{1}, 2)
+	s := ringFor(rings, l, queues, []int{1}, 2, now)
 	if c == a || len(c.keys) != 1 || len(s.keys) != 1 || c.keys[0] == s.keys[0] {
 		t.Fatalf("share rings: canary %v, stable %v", c.keys, s.keys)
 	}
-	// On one shard the canary side has none: an empty ring, and the
-	// queue stopped, so that nothing pops it.
+	// On one shard a 10% share gives the canary side the shard for the
+	// first second of each period: outside it, an empty ring and the
+	// queue stopped, so that nothing pops it; inside it, the shard.
 	one, err := shard.NewLayout("rings", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	queues[1].share.Store(&queueShare{Share: share, canary: true})
+	period := now.Truncate(shard.SharePeriod)
+	tenth := shard.Share{Percent: 10, Tags: []string{"canary"}}
+	queues[1].share.Store(&queueShare{Share: tenth, canary: true})
 	queues[1].span = one.Existing
-	if e := ringFor(rings, one, queues, []int{1}, 3); len(e.keys) != 0 || e.rotated() != nil || !queues[1].stopped() {
-		t.Fatalf("canary on one shard: keys %v, stopped %v", e.keys, queues[1].stopped())
+	if e := ringFor(rings, one, queues, []int{1}, 3, period.Add(5*time.Second)); len(e.keys) != 0 || e.rotated() != nil || !queues[1].shareless(period.Add(5*time.Second)) {
+		t.Fatalf("canary outside its slice: keys %v", e.keys)
+	}
+	if e := ringFor(rings, one, queues, []int{1}, 3, period.Add(500*time.Millisecond)); len(e.keys) != 1 || queues[1].shareless(period.Add(500*time.Millisecond)) {
+		t.Fatalf("canary inside its slice: keys %v", e.keys)
 	}
 }
 

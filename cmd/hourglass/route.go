@@ -32,8 +32,9 @@ ones finish). queue ls then counts the workers that may take the queue's
 tasks (WORKERS); none is "no eligible worker", and its tasks wait.
 --share 10 --share-tag canary gives the workers tagged canary (or, with
 --share-version, of that version) 10% of the queue's tasks and the
-others the rest, taken as whole shards: 10% of 16 shards is 2 of them,
-12.5% of the tasks (docs/operations.md, "A share for the canaries").
+others the rest, by shard: 10% of 16 shards is one shard, and a second
+one for 60% of every 10 s (docs/operations.md, "A share for the
+canaries").
 --clear admits every worker again.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,7 +71,7 @@ others the rest, taken as whole shards: 10% of 16 shards is 2 of them,
 	f.StringArrayVar(&r.NotTags, "not-tag", nil, "exclude the workers carrying this tag (canary)")
 	f.StringArrayVar(&r.Tags, "tag", nil, "admit only the workers carrying this tag (all of those given)")
 	f.StringArrayVar(&r.Versions, "version", nil, "admit only the workers of this version (any of those given)")
-	f.IntVar(&share.Percent, "share", 0, "give the canary set (--share-tag, --share-version) this percentage of the tasks, 1..99, in whole shards")
+	f.IntVar(&share.Percent, "share", 0, "give the canary set (--share-tag, --share-version) this percentage of the tasks, 1..99")
 	f.StringArrayVar(&share.Tags, "share-tag", nil, "with --share: the canary set holds the workers carrying this tag (any of those given)")
 	f.StringArrayVar(&share.Versions, "share-version", nil, "with --share: the canary set holds the workers of this version (any of those given)")
 	f.BoolVar(&clear, "clear", false, "admit every worker again")

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Routing says which workers may take a queue's tasks (docs/operations.md,
@@ -32,7 +33,10 @@ type Routing struct {
 
 // Share gives a canary set of workers a share of a queue's tasks. Tasks
 // are spread evenly over the shards by their ids, so the share is taken
-// as whole shards: CanaryShards of them, the same for every worker.
+// by shard: the canary set pops the ready lists of Percent × n / 100 of
+// the n shards, the other workers those of the rest. A fraction of a
+// shard is a fraction of time: the canary set holds the boundary shard
+// for that part of every SharePeriod, by the wall clock (Takes).
 type Share struct {
 	// Percent of the queue's tasks for the canary set, 1..99.
 	Percent int `json:"percent"`
@@ -41,6 +45,10 @@ type Share struct {
 	Tags     []string `json:"tags,omitempty"`
 	Versions []string `json:"versions,omitempty"`
 }
+
+// SharePeriod is the period whose part the canary set holds a share's
+// boundary shard for (Share.Takes).
+const SharePeriod = 10 * time.Second
 
 // Has reports whether a worker of version with tags is in the canary set.
 func (s Share) Has(version string, tags []string) bool {
@@ -55,27 +63,70 @@ func (s Share) Has(version string, tags []string) bool {
 	return false
 }
 
-// CanaryShards returns how many of n shards the canary set takes:
-// Percent of them rounded to the nearest, at least one and at most n-1
-// (none of a single shard).
-func (s Share) CanaryShards(n int) int {
-	k := (s.Percent*n + 50) / 100
-	return min(max(k, 1), n-1)
+// Split returns how the canary set takes n shards: full of them, and the
+// boundary shard after them for part hundredths of each SharePeriod
+// (10% of 16 shards: 1 and 60).
+func (s Share) Split(n int) (full, part int) {
+	u := s.Percent * n // hundredths of a shard
+	return u / 100, u % 100
 }
 
 // Takes reports whether the ready lists of shard sh (of n) of queue are
-// taken by the canary set (canary) or by the other workers: the canary
-// set takes CanaryShards(n) consecutive shards from one that the queue's
-// name picks, so that queues sharing a canary spread over the shards.
-func (s Share) Takes(queue string, canary bool, sh, n int) bool {
+// the canary set's (canary) or the other workers' at time now: the canary
+// set takes the full shards of Split from one that the queue's name picks
+// (so that queues sharing a canary spread over the shards), and the
+// boundary shard after them during the first part of each SharePeriod.
+func (s Share) Takes(queue string, canary bool, sh, n int, now time.Time) bool {
 	if n <= 0 {
 		return !canary
 	}
+	pos := (sh - s.Start(queue, n) + n) % n
+	full, part := s.Split(n)
+	in := pos < full
+	if pos == full && part > 0 {
+		in = s.inSlice(part, now)
+	}
+	return in == canary
+}
+
+// Any reports whether the canary set (canary) or the other workers take
+// some shard of n at time now.
+func (s Share) Any(canary bool, n int, now time.Time) bool {
+	full, part := s.Split(n)
+	if canary {
+		return full > 0 || part > 0 && s.inSlice(part, now)
+	}
+	return n-full > 1 || part == 0 && n-full > 0 || part > 0 && !s.inSlice(part, now)
+}
+
+// NextChange returns when the boundary shard of n changes hands after
+// now; zero when the split has no boundary shard.
+func (s Share) NextChange(n int, now time.Time) time.Time {
+	_, part := s.Split(n)
+	if part == 0 {
+		return time.Time{}
+	}
+	p := SharePeriod.Milliseconds()
+	at := now.UnixMilli()
+	base := at - at%p
+	if cut := base + int64(part)*p/100; at < cut {
+		return time.UnixMilli(cut)
+	}
+	return time.UnixMilli(base + p)
+}
+
+// inSlice reports whether now lies in the canary set's part (hundredths)
+// of its SharePeriod.
+func (s Share) inSlice(part int, now time.Time) bool {
+	p := SharePeriod.Milliseconds()
+	return now.UnixMilli()%p < int64(part)*p/100
+}
+
+// Start is the first shard of the canary set's for queue (of n).
+func (s Share) Start(queue string, n int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(queue))
-	start := int(h.Sum32() % uint32(n))
-	in := (sh-start+n)%n < s.CanaryShards(n)
-	return in == canary
+	return int(h.Sum32() % uint32(n))
 }
 
 // String renders s for people: "10% to tagged canary".
