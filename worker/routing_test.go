@@ -3,9 +3,13 @@ package worker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hourglass-sched/hourglass/internal/shard"
 	"github.com/hourglass-sched/hourglass/internal/shardtest"
@@ -21,22 +25,10 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
 	ctx := testenv.Ctx(t, time.Minute)
-	var mu sync.Mutex
-	ran := map[string]string{} // task id -> worker
-	handler := func(name string) Handler {
-		return func(_ context.Context, task *Task) error {
-			mu.Lock()
-			ran[task.ID] = name
-			mu.Unlock()
-			return nil
-		}
-	}
 	if _, err := e.Store.SetRouting(ctx, "q", &shard.Routing{NotTags: []string{"canary"}}); err != nil { // before either starts
 		t.Fatal(err)
 	}
-	opts := QueueOptions{Concurrency: 4}
-	_, stableReg, _ := e.start(e.RDB, opts, handler("stable"), func(c *Config) { c.Version = "1.0.0" })
-	_, canaryReg, _ := e.start(e.RDB, opts, handler("canary"), func(c *Config) { c.Version = "1.1.0-rc1"; c.Tags = []string{"canary"} })
+	p := startPair(t, e)
 	// route sets the routing and waits for both workers to apply it (the
 	// announcement reaches them within a moment; a task popped before
 	// that may still run where the old routing let it).
@@ -45,10 +37,7 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 		if _, err := e.Store.SetRouting(ctx, "q", r); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, 10*time.Second, "both workers applied the routing", func() (bool, string) {
-			s, c := gauge(t, stableReg, "hourglass_worker_queue_excluded"), gauge(t, canaryReg, "hourglass_worker_queue_excluded")
-			return s == flag(stableOut) && c == flag(canaryOut), fmt.Sprintf("excluded: stable %v, canary %v", s, c)
-		})
+		p.wait("both workers applied the routing", "hourglass_worker_queue_excluded", flag(stableOut), flag(canaryOut))
 	}
 	route(&shard.Routing{NotTags: []string{"canary"}}, false, true)
 	batch := func(prefix string, n int) map[string]int {
@@ -56,25 +45,18 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 		for i := range n {
 			e.enqueue(fmt.Sprintf("%s%03d", prefix, i), 0)
 		}
+		by := map[string]int{}
 		testenv.WaitFor(t, 30*time.Second, "every task of "+prefix+" run", func() (bool, string) {
-			mu.Lock()
-			defer mu.Unlock()
+			clear(by)
 			done := 0
-			for id := range ran {
-				if len(id) > len(prefix) && id[:len(prefix)] == prefix {
+			for id, w := range p.ranBy() {
+				if strings.HasPrefix(id, prefix) {
+					by[w]++
 					done++
 				}
 			}
 			return done == n, fmt.Sprint(done, " of ", n)
 		})
-		mu.Lock()
-		defer mu.Unlock()
-		by := map[string]int{}
-		for id, w := range ran {
-			if len(id) > len(prefix) && id[:len(prefix)] == prefix {
-				by[w]++
-			}
-		}
 		return by
 	}
 	if by := batch("a", 200); by["canary"] != 0 {
@@ -102,10 +84,7 @@ func TestRoutingByTagAndVersion(t *testing.T) {
 	if err := e.RDB.Publish(ctx, e.Layout().ControlChannel(), "route q").Err(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 10*time.Second, "both excluded by an unreadable routing", func() (bool, string) {
-		s, c := gauge(t, stableReg, "hourglass_worker_queue_excluded"), gauge(t, canaryReg, "hourglass_worker_queue_excluded")
-		return s == 1 && c == 1, fmt.Sprintf("excluded: stable %v, canary %v", s, c)
-	})
+	p.wait("both excluded by an unreadable routing", "hourglass_worker_queue_excluded", 1, 1)
 }
 
 // TestRoutingShare (#29): a share splits the queue's tasks by shard: with
@@ -116,41 +95,23 @@ func TestRoutingShare(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, shardtest.Policy())
 	ctx := testenv.Ctx(t, time.Minute)
-	var mu sync.Mutex
-	ran := map[string]string{} // task id -> worker
-	handler := func(name string) Handler {
-		return func(_ context.Context, task *Task) error {
-			mu.Lock()
-			ran[task.ID] = name
-			mu.Unlock()
-			return nil
-		}
-	}
-	opts := QueueOptions{Concurrency: 4}
-	_, stableReg, _ := e.start(e.RDB, opts, handler("stable"), func(c *Config) { c.Version = "1.0.0" })
-	_, canaryReg, _ := e.start(e.RDB, opts, handler("canary"), func(c *Config) { c.Version = "1.1.0"; c.Tags = []string{"canary"} })
+	p := startPair(t, e)
 	share := &shard.Share{Percent: 50, Tags: []string{"canary"}}
 	if _, err := e.Store.SetRouting(ctx, "q", &shard.Routing{Share: share}); err != nil {
 		t.Fatal(err)
 	}
 	n := e.Layout().Existing()
-	testenv.WaitFor(t, 10*time.Second, "both workers applied the share", func() (bool, string) {
-		s, c := gauge(t, stableReg, "hourglass_worker_queue_share"), gauge(t, canaryReg, "hourglass_worker_queue_share")
-		return c == 50 && s == 50, fmt.Sprintf("share: stable %v, canary %v", s, c)
-	})
+	p.wait("both workers applied the share", "hourglass_worker_queue_share", 50, 50)
 	const total = 200
 	for i := range total {
 		e.enqueue(fmt.Sprintf("s%03d", i), 0)
 	}
 	testenv.WaitFor(t, 30*time.Second, "every task run", func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ran) == total, fmt.Sprint(len(ran))
+		return len(p.ranBy()) == total, fmt.Sprint(len(p.ranBy()))
 	})
 	by := map[string]int{}
 	shardsOf := map[string]map[int]bool{"canary": {}, "stable": {}}
-	mu.Lock()
-	for id, w := range ran {
+	for id, w := range p.ranBy() {
 		by[w]++
 		sh := e.Layout().ShardOf(id)
 		shardsOf[w][sh] = true
@@ -158,7 +119,6 @@ func TestRoutingShare(t *testing.T) {
 			t.Errorf("task %s of shard %d ran on the %s worker", id, sh, w)
 		}
 	}
-	mu.Unlock()
 	t.Logf("share %s over %d shards: %v", share, n, by)
 	// Whatever Takes says: the sides ran the tasks of one shard each.
 	if len(shardsOf["canary"]) != 1 || len(shardsOf["stable"]) != 1 {
@@ -168,10 +128,7 @@ func TestRoutingShare(t *testing.T) {
 	if _, err := e.Store.SetRouting(ctx, "q", nil); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 10*time.Second, "both workers dropped the share", func() (bool, string) {
-		s, c := gauge(t, stableReg, "hourglass_worker_queue_share"), gauge(t, canaryReg, "hourglass_worker_queue_share")
-		return s == 0 && c == 0, fmt.Sprintf("share: stable %v, canary %v", s, c)
-	})
+	p.wait("both workers dropped the share", "hourglass_worker_queue_share", 0, 0)
 }
 
 // TestShareTakes: the canary set takes Percent × n / 100 shards: whole
@@ -220,4 +177,48 @@ func TestShareTakes(t *testing.T) {
 			t.Errorf("%d%% of %d: the canary set held %.2f shards on average, want %.2f", c.percent, c.n, got, want)
 		}
 	}
+}
+
+// pair is a stable and a canary worker on queue "q" that record which of
+// them ran each task.
+type pair struct {
+	t                    *testing.T
+	stableReg, canaryReg *prometheus.Registry
+	mu                   sync.Mutex
+	ran                  map[string]string // task id -> "stable" or "canary"
+}
+
+// startPair starts the two workers (Concurrency 4; the canary of version
+// 1.1.0-rc1 tagged canary, the stable one of 1.0.0).
+func startPair(t *testing.T, e *env) *pair {
+	p := &pair{t: t, ran: map[string]string{}}
+	handler := func(name string) Handler {
+		return func(_ context.Context, task *Task) error {
+			p.mu.Lock()
+			p.ran[task.ID] = name
+			p.mu.Unlock()
+			return nil
+		}
+	}
+	opts := QueueOptions{Concurrency: 4}
+	_, p.stableReg, _ = e.start(e.RDB, opts, handler("stable"), func(c *Config) { c.Version = "1.0.0" })
+	_, p.canaryReg, _ = e.start(e.RDB, opts, handler("canary"), func(c *Config) { c.Version = "1.1.0-rc1"; c.Tags = []string{"canary"} })
+	return p
+}
+
+// wait waits until gauge name reads stable on the stable worker and
+// canary on the canary.
+func (p *pair) wait(what, name string, stable, canary float64) {
+	p.t.Helper()
+	testenv.WaitFor(p.t, 10*time.Second, what, func() (bool, string) {
+		s, c := gauge(p.t, p.stableReg, name), gauge(p.t, p.canaryReg, name)
+		return s == stable && c == canary, fmt.Sprintf("%s: stable %v, canary %v", name, s, c)
+	})
+}
+
+// ranBy returns a copy of who ran each task.
+func (p *pair) ranBy() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.ran)
 }
