@@ -130,7 +130,9 @@ func (d *delivery) begin(ctx context.Context) error {
 		return err
 	}
 	err := d.leaseIfStale()
-	if err == nil && (d.q.stopped() || !d.q.takes(d.sd.Shard, d.store.Layout().Existing(), d.now())) {
+	// The share is judged at the pop (a task held past the moment its
+	// shard changed hands was this side's when popped).
+	if err == nil && (d.q.stopped() || !d.q.takes(d.sd.Shard, d.store.Layout().Existing(), d.poppedAt())) {
 		err = errPaused // popped as the queue was paused, this worker excluded or its share changed: give it back
 	}
 	if err != nil {
@@ -332,4 +334,14 @@ func outcomeFor(err error) outcome {
 	default:
 		return outcomeNack
 	}
+}
+
+// poppedAt is about when the task left its ready list: its pop (a task
+// run before its lease) or its lease (taken right after the pop); now if
+// neither is known.
+func (d *delivery) poppedAt() time.Time {
+	if !d.sd.Leased.IsZero() {
+		return d.sd.Leased
+	}
+	return d.now()
 }

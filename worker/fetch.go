@@ -74,15 +74,22 @@ func (w *Worker) fetchLoop(ctx context.Context, queues []*queue, run *runState) 
 		if idx, count := pickQueues(queues, inFlight); len(idx) > 0 {
 			// A ring is used only by the next pop for the same set, which
 			// cannot start before this one is done.
-			ring := ringFor(rings, w.deps.store.Layout(), queues, idx, w.shareGen.Load(), w.deps.now())
-			for _, i := range idx {
-				inFlight[i] = true
+			now, l := w.deps.now(), w.deps.store.Layout()
+			ring := ringFor(rings, l, queues, idx, w.shareGen.Load(), now)
+			// A ring without keys (the queues' sides of their shares hold
+			// no shard at this moment) pops nothing: the share clock wakes
+			// the loop when that changes.
+			if len(ring.keys) > 0 {
+				ring.wait = popWait(queues, idx, l.Existing(), now)
+				for _, i := range idx {
+					inFlight[i] = true
+				}
+				pops.Add(1)
+				go func() {
+					defer pops.Done()
+					done <- popped{idx, w.popClaim(ctx, ring, min(count, popBatchMax), run)}
+				}()
 			}
-			pops.Add(1)
-			go func() {
-				defer pops.Done()
-				done <- popped{idx, w.popClaim(ctx, ring, min(count, popBatchMax), run)}
-			}()
 		}
 		select {
 		case <-ctx.Done():
@@ -178,6 +185,11 @@ type readyRing struct {
 	keys []string // in shard order
 	buf  []string
 	next int
+	// wait, when set, bounds the next pop's wait below FetchTimeout:
+	// until a share's boundary shard changes hands (popWait), so that a
+	// pop that no interrupt reached (a Redis Cluster's, or one sent just
+	// after the interrupt) ends within a second of the change.
+	wait time.Duration
 	// wake is set by the cluster popper on first use: it receives a
 	// signal when one of keys is announced (clusterpop.go), and hint is
 	// the key last announced, popped first next time.
@@ -209,7 +221,11 @@ func (w *Worker) popClaim(ctx context.Context, ring *readyRing, count int, run *
 // may be read much later: the pop blocked, or the process was paused).
 func (w *Worker) pop(ctx context.Context, ring *readyRing, count int) (key string, entries []string, sent time.Time, err error) {
 	sent = w.deps.now()
-	key, entries, err = w.popper.pop(ctx, ring, count, w.cfg.FetchTimeout)
+	timeout := w.cfg.FetchTimeout
+	if ring.wait > 0 {
+		timeout = min(timeout, ring.wait)
+	}
+	key, entries, err = w.popper.pop(ctx, ring, count, timeout)
 	if err != nil || len(entries) == 0 {
 		return "", nil, sent, err
 	}
@@ -230,4 +246,25 @@ func (w *Worker) fetchFailed(ctx context.Context, bo *backoff.Backoff, err error
 	w.deps.met.fetchErrs.Inc()
 	w.deps.log.Warn("fetch failed; retrying", "queue", queue, "error", err)
 	bo.Wait(ctx)
+}
+
+// popWait returns how long a pop for the queues at idx may wait at time
+// now before a share's boundary shard (of n) changes hands, rounded up to
+// whole seconds (a blocking pop's unit), at least one; 0 when none of
+// them has one.
+func popWait(queues []*queue, idx []int, n int, now time.Time) time.Duration {
+	var wait time.Duration
+	for _, i := range idx {
+		s := queues[i].share.Load()
+		if s == nil {
+			continue
+		}
+		if at := s.NextChange(n, now); !at.IsZero() {
+			d := max((at.Sub(now) + time.Second - 1).Truncate(time.Second), time.Second)
+			if wait == 0 || d < wait {
+				wait = d
+			}
+		}
+	}
+	return wait
 }

@@ -31,8 +31,10 @@ func (w *Worker) flowLoop(ctx context.Context, q *queue, run *runState) {
 	for ctx.Err() == nil {
 		// A change of the shard count or of the share makes a new ring:
 		// pop the shards that exist now, on this worker's side.
-		ring := ringFor(rings, w.deps.store.Layout(), []*queue{q}, []int{0}, w.shareGen.Load(), w.deps.now())
-		if q.free() <= 0 {
+		now, l := w.deps.now(), w.deps.store.Layout()
+		ring := ringFor(rings, l, []*queue{q}, []int{0}, w.shareGen.Load(), now)
+		ring.wait = popWait([]*queue{q}, []int{0}, l.Existing(), now)
+		if q.free() <= 0 || len(ring.keys) == 0 { // no shard of this side's now: the share clock wakes it
 			select {
 			case <-ctx.Done():
 				return

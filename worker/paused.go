@@ -192,6 +192,7 @@ func (w *Worker) applyShare(q *queue, s *shard.Share) {
 		return
 	}
 	q.share.Store(now)
+	q.showShare()
 	w.shareGen.Add(1)
 	w.blocking.interrupt()
 	select {

@@ -179,6 +179,26 @@ func TestShareTakes(t *testing.T) {
 	}
 }
 
+// TestPopWait: a pop for a queue whose share has a boundary shard waits
+// at most until it changes hands, in whole seconds, at least one; other
+// queues leave it unbounded (0).
+func TestPopWait(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC) // a period's start
+	sliced, whole, none := &queue{name: "a"}, &queue{name: "b"}, &queue{name: "c"}
+	sliced.share.Store(&queueShare{Share: shard.Share{Percent: 10, Tags: []string{"c"}}}) // of 16: 60% of the boundary's period
+	whole.share.Store(&queueShare{Share: shard.Share{Percent: 50, Tags: []string{"c"}}})  // of 16: 8 shards
+	qs := []*queue{sliced, whole, none}
+	for at, want := range map[time.Duration]time.Duration{0: 6 * time.Second, 5500 * time.Millisecond: time.Second, 6 * time.Second: 4 * time.Second, 9990 * time.Millisecond: time.Second} {
+		if got := popWait(qs, []int{0, 1, 2}, 16, base.Add(at)); got != want {
+			t.Errorf("at +%s: wait %s, want %s", at, got, want)
+		}
+	}
+	if got := popWait(qs, []int{1, 2}, 16, base); got != 0 {
+		t.Errorf("without a boundary shard: wait %s, want 0", got)
+	}
+}
+
 // pair is a stable and a canary worker on queue "q" that record which of
 // them ran each task.
 type pair struct {

@@ -110,11 +110,16 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 	store := shard.NewStore(rdb, l)
 	log := cfg.Logger.Named("worker")
 	blocking := newBlockingPopper(rdb, store, procs.ConnName(cfg.Namespace, cfg.ProcessID))
+	shareChanged := make(chan struct{}, 1)
 	follow, err := store.Follow(shard.FollowConfig{Refresh: cfg.LayoutRefresh, Logger: log, OnChange: func(_, after shard.Layout) {
 		log.Info("layout changed: popping the shards that exist now", "shards", after.Shards(), "span", after.Existing())
 		// Pops blocked on the old shards' lists end now; the next ones
-		// cover the new shards.
+		// cover the new shards. A share splits the new count anew.
 		blocking.interrupt()
+		select {
+		case shareChanged <- struct{}{}:
+		default:
+		}
 	}})
 	if err != nil {
 		return nil, invalid("%w", err)
@@ -141,7 +146,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Worker, error) {
 		deps:         k,
 		queues:       map[string]*queue{},
 		freed:        make(chan struct{}, 1),
-		shareChanged: make(chan struct{}, 1),
+		shareChanged: shareChanged,
 		recheckSetup: make(chan struct{}, 1),
 		blocking:     blocking,
 	}, nil
