@@ -148,42 +148,6 @@ func (a *app) queueLs() *cobra.Command {
 	}
 }
 
-func (a *app) statsCmd() *cobra.Command {
-	var since, step time.Duration
-	cmd := &cobra.Command{
-		Use:   "stats [QUEUE]",
-		Short: "Totals per state and per queue; with QUEUE, its history (per minute, 7 days back)",
-		Long: `Without QUEUE: the totals per state, and per queue (as queue ls).
-
-With QUEUE: the queue's history (docs/operations.md, "Queue history"),
-from --since ago to now in rows of --step: tasks enqueued, started,
-succeeded, retried, dead-lettered and cancelled; the handler-start
-lateness p50 and p99 (estimated from a histogram); the ready depth and
-the age of the oldest ready task (the largest sample of the row). Times
-are local, 24-hour, with the zone.`,
-		Args: maxArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				return a.queueHistory(cmd, args[0], since, step)
-			}
-			l, err := a.listQueues(cmd)
-			return a.emitQueues(cmd, l, func(w io.Writer) {
-				t := l.Total
-				row(w, "scheduled", t.Scheduled)
-				row(w, "ready", t.Ready)
-				row(w, "in flight", t.InFlight)
-				row(w, "dead", t.Dead)
-				row(w, "queues", len(l.Queues))
-				row(w, "")
-				queueTable(w, l)
-			}, err)
-		},
-	}
-	cmd.Flags().DurationVar(&since, "since", time.Hour, "with QUEUE: how far back, 1m..168h (7 days)")
-	cmd.Flags().DurationVar(&step, "step", 0, "with QUEUE: the rows' length in whole minutes (0: about 60 rows)")
-	return cmd
-}
-
 func (a *app) queueShow() *cobra.Command {
 	return &cobra.Command{
 		Use: "show QUEUE", Short: "Show a queue's policy and per-shard counts", Args: exactArgs(1),
