@@ -181,13 +181,15 @@ func historyTotals(ctx context.Context, in *inspect.Inspector, since time.Durati
 	if err != nil {
 		return nil, err
 	}
-	got := historyCounts{}
+	var sum inspect.QueueStats
 	for _, s := range h {
-		for k, v := range map[string]uint64{"enqueued": s.Enqueued, "started": s.Started, "succeeded": s.Succeeded,
-			"retried": s.Retried, "dead": s.Dead, "cancelled": s.Cancelled} {
-			if v > 0 {
-				got[k] += v
-			}
+		sum.Add(s)
+	}
+	got := historyCounts{}
+	for k, v := range map[string]uint64{"enqueued": sum.Enqueued, "started": sum.Started, "succeeded": sum.Succeeded,
+		"retried": sum.Retried, "dead": sum.Dead, "cancelled": sum.Cancelled} {
+		if v > 0 {
+			got[k] = v
 		}
 	}
 	return got, nil

@@ -132,7 +132,7 @@ func (d *delivery) begin(ctx context.Context) error {
 	err := d.leaseIfStale()
 	// The share is judged at the pop (a task held past the moment its
 	// shard changed hands was this side's when popped).
-	if err == nil && (d.q.stopped() || !d.q.takes(d.sd.Shard, d.store.Layout().Existing(), d.poppedAt())) {
+	if err == nil && (d.q.stopped() || d.q.share.Load() != nil && !d.q.takes(d.sd.Shard, d.store.Layout().Existing(), d.poppedAt())) {
 		err = errPaused // popped as the queue was paused, this worker excluded or its share changed: give it back
 	}
 	if err != nil {

@@ -134,7 +134,7 @@ func (q *queue) free() int {
 // it is paused, its routing excludes this worker, or its share leaves
 // this worker no shard (paused.go).
 func (q *queue) stopped() bool {
-	return q.paused.Load() || q.excluded.Load() || q.shareless(time.Now())
+	return q.paused.Load() || q.excluded.Load() || q.share.Load() != nil && q.shareless(time.Now())
 }
 
 // shareless reports whether this worker's side of the queue's share takes
